@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"container/heap"
+	"sort"
+	"time"
+)
+
+// nextToken issues the next token: larger than every token issued or
+// observed before.
+func (e *Engine) nextToken(now time.Time) uint64 {
+	e.counter++
+	if e.counter > counterMask {
+		e.epoch = max(e.epoch+1, uint64(max(now.UnixMilli(), 1)))
+		e.counter = 1
+	}
+	tok := e.epoch<<CounterBits | e.counter
+	e.last = tok
+	if tok > e.seen {
+		e.seen = tok
+	}
+	return tok
+}
+
+// LastToken is the highest token this engine has issued, 0 if none.
+func (e *Engine) LastToken() uint64 { return e.last }
+
+// HighWater is the highest token this engine knows of, issued here or
+// observed from elsewhere.
+func (e *Engine) HighWater() uint64 { return e.seen }
+
+// Observe records a token issued elsewhere (by a previous or a competing
+// active). If it belongs to this engine's epoch or a later one, the epoch
+// moves past it, so every later token here is larger than it and than
+// every other token of its epoch, seen or not.
+func (e *Engine) Observe(now time.Time, token uint64) {
+	if token > e.seen {
+		e.seen = token
+	}
+	if token>>CounterBits >= e.epoch {
+		e.epoch = max(token>>CounterBits+1, uint64(max(now.UnixMilli(), 1)))
+		e.counter = 0
+	}
+}
+
+// Succeed starts a new epoch above every token this engine has issued or
+// observed. A node calls it when it becomes active, so that its tokens
+// exceed those of the node it replaces, including tokens that node issued
+// in its epoch after the last change that was replicated here.
+func (e *Engine) Succeed(now time.Time) {
+	e.epoch = max(e.epoch+1, e.seen>>CounterBits+1, uint64(max(now.UnixMilli(), 1)))
+	e.counter = 0
+}
+
+// Holder is one held key, as listed, snapshotted and replicated. LeaseLeft
+// is relative, never an instant, because clocks differ between machines.
+type Holder struct {
+	Key       string
+	Token     uint64
+	LeaseLeft time.Duration
+}
+
+// WaiterInfo is one queued waiter, as listed for inspection.
+type WaiterInfo struct {
+	Waiter Waiter
+	Waited time.Duration
+	Lease  time.Duration
+	// WaitLeft is how long it will still wait; 0 means forever.
+	WaitLeft time.Duration
+}
+
+// Inspect returns key's holder (ok false when free) and its waiters in
+// queue order.
+func (e *Engine) Inspect(now time.Time, key string) (h Holder, held bool, ws []WaiterInfo) {
+	ks := e.keys[key]
+	if ks == nil {
+		return Holder{Key: key}, false, nil
+	}
+	nanos := now.UnixNano()
+	if ks.held {
+		h = Holder{Key: key, Token: ks.token, LeaseLeft: time.Duration(max(ks.deadline-nanos, 0))}
+	} else {
+		h = Holder{Key: key}
+	}
+	for wt := ks.head; wt != nil; wt = wt.next {
+		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease}
+		if wt.deadline != 0 {
+			wi.WaitLeft = time.Duration(max(wt.deadline-nanos, 1))
+		}
+		ws = append(ws, wi)
+	}
+	return h, ks.held, ws
+}
+
+// Keys returns the keys held or waited on that match, sorted, at most
+// limit of them, with the total number that matched.
+func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
+	var out []string
+	total := 0
+	for k := range e.keys {
+		if match(k) {
+			total++
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, total
+}
+
+// Stats counts the keys held or waited on, and the waiters.
+func (e *Engine) Stats() (keys, waiters int) { return len(e.keys), len(e.waiters) }
+
+// Snapshot is the whole replicable state of an engine: its holders and
+// the token high-water mark. Waiters are not in it: a waiter belongs to a
+// connection of the node it asked, and re-sends when that node goes.
+type Snapshot struct {
+	Token   uint64
+	Holders []Holder
+}
+
+// Snapshot returns the state at now, holders sorted by key.
+func (e *Engine) Snapshot(now time.Time) Snapshot {
+	nanos := now.UnixNano()
+	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, len(e.leases))}
+	for _, ks := range e.leases {
+		s.Holders = append(s.Holders, Holder{Key: ks.key, Token: ks.token, LeaseLeft: time.Duration(max(ks.deadline-nanos, 0))})
+	}
+	sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Key < s.Holders[j].Key })
+	return s
+}
+
+// Restore replaces every holder with those of s, as a standby does when it
+// (re)joins the stream, and observes s.Token. Waiters are dropped and
+// returned as TimedOut events appended to out; a standby has none.
+func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
+	out = e.DropWaiters(out)
+	for len(e.leases) > 0 {
+		ks := heap.Pop(&e.leases).(*keyState)
+		ks.held = false
+		e.dropKey(ks)
+	}
+	for _, h := range s.Holders {
+		e.ApplyHeld(now, h.Key, h.Token, h.LeaseLeft)
+	}
+	e.Observe(now, s.Token)
+	return out
+}
+
+// ApplyHeld records that key is held by token with leaseLeft to run, as
+// replicated from the active. It replaces any earlier holder of key.
+func (e *Engine) ApplyHeld(now time.Time, key string, token uint64, leaseLeft time.Duration) {
+	if token > e.seen {
+		e.seen = token
+	}
+	ks := e.keys[key]
+	if ks == nil {
+		ks = e.newKey(key)
+	}
+	ks.token = token
+	ks.lease = leaseLeft
+	ks.deadline = now.UnixNano() + int64(leaseLeft)
+	if ks.held {
+		heap.Fix(&e.leases, ks.heapIdx)
+		return
+	}
+	ks.held = true
+	heap.Push(&e.leases, ks)
+}
+
+// ApplyFree records that token no longer holds key, as replicated from the
+// active. A stale record (another token holds key now) changes nothing.
+func (e *Engine) ApplyFree(key string, token uint64) {
+	ks := e.keys[key]
+	if ks == nil || !ks.held || ks.token != token {
+		return
+	}
+	ks.held = false
+	heap.Remove(&e.leases, ks.heapIdx)
+	e.dropKey(ks)
+}

@@ -1,0 +1,340 @@
+package proto
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The Append functions write one answer line, ending in '\n', to b and
+// return the extended slice, so a server can batch many answers into one
+// buffer and one write.
+
+// AppendGranted writes "A key token".
+func AppendGranted(b []byte, key string, token uint64) []byte {
+	b = append(b, 'A', ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, token, 10)
+	return append(b, '\n')
+}
+
+// AppendTimeout writes "T key".
+func AppendTimeout(b []byte, key string) []byte {
+	b = append(b, 'T', ' ')
+	b = append(b, key...)
+	return append(b, '\n')
+}
+
+// AppendMoved writes "M key addr".
+func AppendMoved(b []byte, key, addr string) []byte {
+	b = append(b, 'M', ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = append(b, addr...)
+	return append(b, '\n')
+}
+
+// AppendWord writes "OP key word", the answer of R and N ("ok", "notheld").
+func AppendWord(b []byte, op Op, key, word string) []byte {
+	b = append(b, byte(op), ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = append(b, word...)
+	return append(b, '\n')
+}
+
+// AppendError writes "E key OP: msg". The op names which request failed so
+// a pipelining client can match the answer by (op, key); it is '?' when the
+// line had no op. Line breaks in msg are flattened.
+func AppendError(b []byte, key string, op Op, msg string) []byte {
+	if key == "" {
+		key = WordNone
+	}
+	b = append(b, 'E', ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = append(b, op.String()...)
+	b = append(b, ':', ' ')
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c == '\n' || c == '\r' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return append(b, '\n')
+}
+
+// AppendFields writes "OP key f1 f2 ...", the shape of every other answer
+// and of the replication records.
+func AppendFields(b []byte, op Op, key string, fields ...string) []byte {
+	b = append(b, byte(op), ' ')
+	b = append(b, key...)
+	for _, f := range fields {
+		b = append(b, ' ')
+		b = append(b, f...)
+	}
+	return append(b, '\n')
+}
+
+// Answer is one parsed answer (or replication record) line.
+type Answer struct {
+	Kind   Op
+	Key    string
+	Fields []string
+}
+
+// ReqOp is the op of the request this answer belongs to: T answers A; M
+// and E carry no op of their own and return 0 and the failed op
+// respectively.
+func (a Answer) ReqOp() Op {
+	switch a.Kind {
+	case KindTimeout:
+		return OpAcquire
+	case KindMoved:
+		return 0
+	case KindError:
+		if len(a.Fields) > 0 && len(a.Fields[0]) == 2 && a.Fields[0][1] == ':' {
+			return Op(a.Fields[0][0])
+		}
+		return 0
+	}
+	return a.Kind
+}
+
+// ErrorText is the words of an E answer, without its op.
+func (a Answer) ErrorText() string {
+	f := a.Fields
+	if len(f) > 0 && len(f[0]) == 2 && f[0][1] == ':' {
+		f = f[1:]
+	}
+	return strings.Join(f, " ")
+}
+
+// ParseAnswer reads one answer line.
+func ParseAnswer(line []byte) (Answer, error) {
+	line = trimEOL(line)
+	sp := bytes.IndexByte(line, ' ')
+	if sp != 1 || line[0] < 'A' || line[0] > 'Z' {
+		return Answer{}, errors.New("malformed answer " + strconv.Quote(clip(line)))
+	}
+	rest := line[2:]
+	var a Answer
+	a.Kind = Op(line[0])
+	if i := bytes.IndexByte(rest, ' '); i >= 0 {
+		a.Key = string(rest[:i])
+		a.Fields = strings.Fields(string(rest[i+1:]))
+	} else {
+		a.Key = string(rest)
+	}
+	if a.Key == "" {
+		return Answer{}, errors.New("answer without a key: " + strconv.Quote(clip(line)))
+	}
+	return a, nil
+}
+
+// Status is the answer to S: one node's view of itself and of the cluster.
+// On the wire it is "S label k=v k=v ... peer=... peer=...".
+type Status struct {
+	Self    string        // this node's address as written in --peers
+	Role    string        // active, standby, joining, handoff
+	Active  string        // the active's address, "" when none is known
+	Token   uint64        // the highest token this node knows of
+	Seq     uint64        // replication position: changes applied
+	Uptime  time.Duration // since the process started
+	Keys    int           // keys held or waited on
+	Waiters int           // waiters queued
+	Sticky  bool          // gave the role up by command and will not take it back by priority
+	Peers   []PeerStatus  // every node of --peers, in priority order, this one included
+}
+
+// PeerStatus is one node as seen by the node that answers S.
+type PeerStatus struct {
+	Addr      string
+	Role      string
+	Reachable bool
+	Seq       uint64 // the peer's replication position, as last reported
+	Lag       uint64 // changes the peer is behind the active (0 when unknown or caught up)
+	Token     uint64 // the peer's token high-water mark, as last reported
+}
+
+// AppendStatus writes the S answer for st.
+func AppendStatus(b []byte, label string, st Status) []byte {
+	b = append(b, 'S', ' ')
+	b = append(b, label...)
+	kv := func(k, v string) {
+		b = append(b, ' ')
+		b = append(b, k...)
+		b = append(b, '=')
+		b = append(b, v...)
+	}
+	active := st.Active
+	if active == "" {
+		active = WordNone
+	}
+	kv("self", st.Self)
+	kv("role", st.Role)
+	kv("active", active)
+	kv("token", strconv.FormatUint(st.Token, 10))
+	kv("seq", strconv.FormatUint(st.Seq, 10))
+	kv("uptime", FormatSeconds(st.Uptime))
+	kv("keys", strconv.Itoa(st.Keys))
+	kv("waiters", strconv.Itoa(st.Waiters))
+	kv("sticky", strconv.FormatBool(st.Sticky))
+	for _, p := range st.Peers {
+		up := "down"
+		if p.Reachable {
+			up = "up"
+		}
+		kv("peer", p.Addr+","+p.Role+","+up+","+strconv.FormatUint(p.Seq, 10)+","+strconv.FormatUint(p.Lag, 10)+","+strconv.FormatUint(p.Token, 10))
+	}
+	return append(b, '\n')
+}
+
+// ParseStatus reads the fields of an S answer.
+func ParseStatus(a Answer) (Status, error) {
+	var st Status
+	if a.Kind != OpStatus {
+		return st, errors.New("not a status answer: " + a.Kind.String())
+	}
+	for _, f := range a.Fields {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return st, errors.New("status field without '=': " + strconv.Quote(f))
+		}
+		var err error
+		switch k {
+		case "self":
+			st.Self = v
+		case "role":
+			st.Role = v
+		case "active":
+			if v != WordNone {
+				st.Active = v
+			}
+		case "token":
+			st.Token, err = strconv.ParseUint(v, 10, 64)
+		case "seq":
+			st.Seq, err = strconv.ParseUint(v, 10, 64)
+		case "uptime":
+			var msg string
+			st.Uptime, msg = ParseSeconds([]byte(v))
+			if msg != "" {
+				err = errors.New("uptime " + msg)
+			}
+		case "keys":
+			st.Keys, err = strconv.Atoi(v)
+		case "waiters":
+			st.Waiters, err = strconv.Atoi(v)
+		case "sticky":
+			st.Sticky = v == "true"
+		case "peer":
+			parts := strings.Split(v, ",")
+			if len(parts) != 6 {
+				return st, errors.New("peer field wants addr,role,up|down,seq,lag,token: " + strconv.Quote(v))
+			}
+			p := PeerStatus{Addr: parts[0], Role: parts[1], Reachable: parts[2] == "up"}
+			if p.Seq, err = strconv.ParseUint(parts[3], 10, 64); err == nil {
+				if p.Lag, err = strconv.ParseUint(parts[4], 10, 64); err == nil {
+					p.Token, err = strconv.ParseUint(parts[5], 10, 64)
+				}
+			}
+			st.Peers = append(st.Peers, p)
+		}
+		// Unknown fields are skipped so that older clients read newer servers.
+		if err != nil {
+			return st, errors.New("status field " + k + ": " + err.Error())
+		}
+	}
+	return st, nil
+}
+
+// Queue is the answer to Q: a key's holder and its waiters in queue order.
+// On the wire: "Q key TOKEN|- LEASE-LEFT|- N WAITED,ADDR ...".
+type Queue struct {
+	Key       string
+	Held      bool
+	Token     uint64
+	LeaseLeft time.Duration
+	Waiters   []QueueWaiter
+}
+
+// QueueWaiter is one waiter of a Q answer.
+type QueueWaiter struct {
+	Waited time.Duration // how long it has waited so far
+	Addr   string        // the remote address of its connection
+}
+
+// AppendQueue writes the Q answer for q.
+func AppendQueue(b []byte, q Queue) []byte {
+	b = append(b, 'Q', ' ')
+	b = append(b, q.Key...)
+	if q.Held {
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, q.Token, 10)
+		b = append(b, ' ')
+		b = AppendSeconds(b, q.LeaseLeft)
+	} else {
+		b = append(b, " - -"...)
+	}
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(q.Waiters)), 10)
+	for _, w := range q.Waiters {
+		b = append(b, ' ')
+		b = AppendSeconds(b, w.Waited)
+		b = append(b, ',')
+		if w.Addr == "" {
+			b = append(b, WordNone...)
+		} else {
+			b = append(b, w.Addr...)
+		}
+	}
+	return append(b, '\n')
+}
+
+// ParseQueue reads the fields of a Q answer.
+func ParseQueue(a Answer) (Queue, error) {
+	q := Queue{Key: a.Key}
+	if a.Kind != OpQueue || len(a.Fields) < 3 {
+		return q, errors.New("malformed queue answer")
+	}
+	if a.Fields[0] != WordNone {
+		q.Held = true
+		var err error
+		if q.Token, err = strconv.ParseUint(a.Fields[0], 10, 64); err != nil {
+			return q, errors.New("queue answer token: " + err.Error())
+		}
+		var msg string
+		if q.LeaseLeft, msg = ParseSeconds([]byte(a.Fields[1])); msg != "" {
+			return q, errors.New("queue answer lease " + msg)
+		}
+	}
+	n, err := strconv.Atoi(a.Fields[2])
+	if err != nil || n != len(a.Fields)-3 {
+		return q, errors.New("queue answer waiter count does not match its list")
+	}
+	for _, f := range a.Fields[3:] {
+		waited, addr, _ := strings.Cut(f, ",")
+		d, msg := ParseSeconds([]byte(waited))
+		if msg != "" {
+			return q, errors.New("queue answer waiter " + msg)
+		}
+		if addr == WordNone {
+			addr = ""
+		}
+		q.Waiters = append(q.Waiters, QueueWaiter{Waited: d, Addr: addr})
+	}
+	return q, nil
+}
+
+// MatchKeys reports whether key is selected by a K pattern: "*" selects
+// every key, "pre*" every key starting with "pre", anything else itself.
+func MatchKeys(pattern, key string) bool {
+	if strings.HasSuffix(pattern, "*") {
+		return strings.HasPrefix(key, pattern[:len(pattern)-1])
+	}
+	return key == pattern
+}

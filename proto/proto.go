@@ -1,0 +1,384 @@
+package proto
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits of the grammar. They are part of the contract: a server refuses
+// what exceeds them, and a client never sends it.
+const (
+	// MaxKeyLen is the longest key, in bytes.
+	MaxKeyLen = 255
+	// MaxLineLen is the longest request line a server reads, in bytes,
+	// without its line ending. A longer line closes the connection: it
+	// cannot be a request of this grammar, so the stream is not trusted.
+	MaxLineLen = 4096
+	// MaxArgs is the most space-separated words a request may have after
+	// its key.
+	MaxArgs = 16
+	// MaxSeconds is the largest number of seconds a duration may carry on
+	// the wire (ten years); servers set tighter limits of their own.
+	MaxSeconds = 10 * 365 * 24 * 3600
+	// MaxListKeys is the most keys one K answer lists.
+	MaxListKeys = 1000
+)
+
+// Op names a request. Answers reuse the request's letter, except T
+// (timeout), M (moved) and E (error).
+type Op byte
+
+// Client requests.
+const (
+	OpAcquire Op = 'A' // A key lease wait
+	OpRelease Op = 'R' // R key token
+	OpRenew   Op = 'N' // N key token lease
+	OpQueue   Op = 'Q' // Q key
+	OpKeys    Op = 'K' // K pattern
+	OpStatus  Op = 'S' // S label
+	OpHandoff Op = 'H' // H label [addr]
+)
+
+// Peer requests, sent by one lockd node to another over the client port.
+const (
+	OpBeat Op = 'P' // P from role token seq flags
+	OpSync Op = 'Y' // Y from token
+)
+
+// Answer kinds that no request shares.
+const (
+	KindTimeout Op = 'T' // T key: the wait elapsed, nothing was granted
+	KindMoved   Op = 'M' // M key addr: this node is not active
+	KindError   Op = 'E' // E key OP: words
+)
+
+// Replication stream records, written by the active on a connection that
+// asked for them with Y. See doc.go for their grammar.
+const (
+	RecHeld     Op = 'G' // G key token lease-remaining
+	RecFree     Op = 'F' // F key token
+	RecMark     Op = 'W' // W - token seq: high-water mark and stream position
+	RecSynced   Op = 'Y' // Y from synced seq: the snapshot is complete
+	RecHandoff  Op = 'H' // H to token seq: the role is yours once applied
+	RecTakeover Op = 'O' // O from token: sent back by the successor when it serves
+)
+
+// Words of fixed answers.
+const (
+	WordOK      = "ok"
+	WordNotHeld = "notheld"
+	WordNone    = "-"
+)
+
+func (o Op) String() string {
+	if o >= 'A' && o <= 'Z' {
+		return string(rune(o))
+	}
+	return "?"
+}
+
+// Request is one parsed request line. Only the fields of its Op are set.
+type Request struct {
+	Op    Op
+	Key   string
+	Lease time.Duration // A, N
+	Wait  time.Duration // A
+	Token uint64        // R, N, Y; P carries it too
+	Addr  string        // H (optional target)
+	Args  []string      // P and Y: the words after the key
+}
+
+// ParseError says why a line is not a request. Op and Key are what could
+// be read of the line, so that the E answer echoes them.
+type ParseError struct {
+	Op  Op
+	Key string
+	Msg string
+}
+
+func (e *ParseError) Error() string { return e.Msg }
+
+// ErrLineTooLong is returned by readers of this grammar when a line exceeds
+// MaxLineLen.
+var ErrLineTooLong = errors.New("line longer than " + strconv.Itoa(MaxLineLen) + " bytes")
+
+// Parse reads one request line, with or without its line ending. It never
+// panics; every refusal is a *ParseError naming the field that was wrong.
+func Parse(line []byte) (Request, error) {
+	line = trimEOL(line)
+	var req Request
+	if len(line) == 0 {
+		return req, &ParseError{Key: WordNone, Msg: "empty line: send OP KEY [ARG]..., for example: A deploy 30 10"}
+	}
+	if len(line) > MaxLineLen {
+		return req, &ParseError{Key: WordNone, Msg: ErrLineTooLong.Error()}
+	}
+	var words [2 + MaxArgs][]byte
+	n, ok := split(line, words[:])
+	if !ok {
+		op, key := guessOpKey(words[:n])
+		return req, &ParseError{Op: op, Key: key, Msg: "too many words: at most " + strconv.Itoa(MaxArgs) + " after the key"}
+	}
+	if n == 0 {
+		return req, &ParseError{Key: WordNone, Msg: "blank line: send OP KEY [ARG]..."}
+	}
+	opw := words[0]
+	if len(opw) != 1 || opw[0] < 'A' || opw[0] > 'Z' {
+		_, key := guessOpKey(words[:n])
+		return req, &ParseError{Key: key, Msg: fmt.Sprintf("op %q is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff)", clip(opw))}
+	}
+	req.Op = Op(opw[0])
+	if n < 2 {
+		return req, &ParseError{Op: req.Op, Key: WordNone, Msg: "missing key after the op"}
+	}
+	keyErr := CheckKey(words[1])
+	if keyErr != "" {
+		return req, &ParseError{Op: req.Op, Key: WordNone, Msg: keyErr}
+	}
+	req.Key = string(words[1])
+	args := words[2:n]
+	fail := func(msg string) (Request, error) {
+		return Request{}, &ParseError{Op: req.Op, Key: req.Key, Msg: msg}
+	}
+	switch req.Op {
+	case OpAcquire:
+		if len(args) != 2 {
+			return fail("want A KEY LEASE WAIT (seconds; wait 0 = forever), got " + strconv.Itoa(len(args)) + " argument(s)")
+		}
+		var err string
+		if req.Lease, err = ParseSeconds(args[0]); err != "" {
+			return fail("lease " + err)
+		}
+		if req.Lease <= 0 {
+			return fail("lease must be greater than 0 seconds")
+		}
+		if req.Wait, err = ParseSeconds(args[1]); err != "" {
+			return fail("wait " + err)
+		}
+	case OpRelease:
+		if len(args) != 1 {
+			return fail("want R KEY TOKEN, got " + strconv.Itoa(len(args)) + " argument(s)")
+		}
+		var err string
+		if req.Token, err = parseToken(args[0]); err != "" {
+			return fail("token " + err)
+		}
+	case OpRenew:
+		if len(args) != 2 {
+			return fail("want N KEY TOKEN LEASE, got " + strconv.Itoa(len(args)) + " argument(s)")
+		}
+		var err string
+		if req.Token, err = parseToken(args[0]); err != "" {
+			return fail("token " + err)
+		}
+		if req.Lease, err = ParseSeconds(args[1]); err != "" {
+			return fail("lease " + err)
+		}
+		if req.Lease <= 0 {
+			return fail("lease must be greater than 0 seconds")
+		}
+	case OpQueue, OpKeys, OpStatus:
+		if len(args) != 0 {
+			return fail("want " + req.Op.String() + " KEY with nothing after it")
+		}
+	case OpHandoff:
+		switch len(args) {
+		case 0:
+		case 1:
+			req.Addr = string(args[0])
+		default:
+			return fail("want H LABEL [ADDR]")
+		}
+	case OpBeat:
+		if len(args) < 4 {
+			return fail("want P FROM ROLE TOKEN SEQ [FLAGS]")
+		}
+		var err string
+		if req.Token, err = parseToken(args[1]); err != "" {
+			return fail("token " + err)
+		}
+		req.Args = stringsOf(args)
+	case OpSync:
+		if len(args) != 1 {
+			return fail("want Y FROM TOKEN")
+		}
+		var err string
+		if req.Token, err = parseToken(args[0]); err != "" {
+			return fail("token " + err)
+		}
+	default:
+		return fail("unknown op " + req.Op.String() + " (A acquire, R release, N renew, Q queue, K keys, S status, H handoff)")
+	}
+	return req, nil
+}
+
+// CheckKey returns "" when k is a valid key, or why it is not.
+func CheckKey(k []byte) string {
+	if len(k) == 0 {
+		return "key is empty"
+	}
+	if len(k) > MaxKeyLen {
+		return "key is " + strconv.Itoa(len(k)) + " bytes, longer than " + strconv.Itoa(MaxKeyLen)
+	}
+	for _, c := range k {
+		if c <= ' ' || c == 0x7f {
+			return "key has a space, tab or control character"
+		}
+	}
+	return ""
+}
+
+// ParseSeconds reads a wire duration: decimal seconds with at most three
+// digits after the point ("30", "0.5", "2.25"). It returns why it failed
+// as words, or "".
+func ParseSeconds(b []byte) (time.Duration, string) {
+	if len(b) == 0 {
+		return 0, "is empty"
+	}
+	var whole, frac int64
+	i := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		whole = whole*10 + int64(b[i]-'0')
+		if whole > MaxSeconds {
+			return 0, fmt.Sprintf("%q is more than %d seconds", clip(b), MaxSeconds)
+		}
+	}
+	if i == 0 {
+		return 0, fmt.Sprintf("%q is not a number of seconds (like 30 or 2.5)", clip(b))
+	}
+	if i < len(b) {
+		if b[i] != '.' || i == len(b)-1 {
+			return 0, fmt.Sprintf("%q is not a number of seconds (like 30 or 2.5)", clip(b))
+		}
+		digits := b[i+1:]
+		if len(digits) > 3 {
+			return 0, fmt.Sprintf("%q has more than millisecond precision (at most 3 digits after the point)", clip(b))
+		}
+		scale := int64(100)
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return 0, fmt.Sprintf("%q is not a number of seconds (like 30 or 2.5)", clip(b))
+			}
+			frac += int64(c-'0') * scale
+			scale /= 10
+		}
+	}
+	return time.Duration(whole)*time.Second + time.Duration(frac)*time.Millisecond, ""
+}
+
+func parseToken(b []byte) (uint64, string) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, fmt.Sprintf("%q is not an unsigned 64-bit integer", clip(b))
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, fmt.Sprintf("%q is not an unsigned 64-bit integer", clip(b))
+		}
+		d := uint64(c - '0')
+		if v > (^uint64(0)-d)/10 {
+			return 0, fmt.Sprintf("%q is larger than 2^64-1", clip(b))
+		}
+		v = v*10 + d
+	}
+	return v, ""
+}
+
+// ParseToken reads a decimal u64 token.
+func ParseToken(s string) (uint64, error) {
+	v, msg := parseToken([]byte(s))
+	if msg != "" {
+		return 0, errors.New("token " + msg)
+	}
+	return v, nil
+}
+
+// FormatSeconds writes d as wire seconds, dropping what is below a
+// millisecond and any trailing zeros.
+func FormatSeconds(d time.Duration) string {
+	return string(AppendSeconds(nil, d))
+}
+
+// AppendSeconds appends d as wire seconds to b.
+func AppendSeconds(b []byte, d time.Duration) []byte {
+	if d < 0 {
+		d = 0
+	}
+	ms := int64(d / time.Millisecond)
+	b = strconv.AppendInt(b, ms/1000, 10)
+	if f := ms % 1000; f != 0 {
+		b = append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+		for b[len(b)-1] == '0' {
+			b = b[:len(b)-1]
+		}
+	}
+	return b
+}
+
+func trimEOL(line []byte) []byte {
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+	}
+	return line
+}
+
+// split cuts line into words separated by single spaces (runs of spaces
+// are tolerated, since people type them with nc). It reports false when
+// there are more words than dst holds.
+func split(line []byte, dst [][]byte) (int, bool) {
+	n := 0
+	for i := 0; i < len(line); {
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+		if i == len(line) {
+			break
+		}
+		j := i
+		for j < len(line) && line[j] != ' ' {
+			j++
+		}
+		if n == len(dst) {
+			return n, false
+		}
+		dst[n] = line[i:j]
+		n++
+		i = j
+	}
+	return n, true
+}
+
+func guessOpKey(words [][]byte) (Op, string) {
+	var op Op
+	key := WordNone
+	if len(words) > 0 && len(words[0]) == 1 && words[0][0] >= 'A' && words[0][0] <= 'Z' {
+		op = Op(words[0][0])
+	}
+	if len(words) > 1 && CheckKey(words[1]) == "" {
+		key = string(words[1])
+	}
+	return op, key
+}
+
+func stringsOf(words [][]byte) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = string(w)
+	}
+	return out
+}
+
+// clip keeps error messages short when a client sends a long word.
+func clip(b []byte) string {
+	const max = 32
+	if len(b) > max {
+		return strings.ToValidUTF8(string(b[:max]), "?") + "..."
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
