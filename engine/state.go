@@ -30,14 +30,16 @@ func (e *Engine) LastToken() uint64 { return e.last }
 func (e *Engine) HighWater() uint64 { return e.seen }
 
 // Observe records a token issued elsewhere (by a previous or a competing
-// active). If it belongs to this engine's epoch or a later one, the epoch
-// moves past it, so every later token here is larger than it and than
-// every other token of its epoch, seen or not.
+// active). If it is above every token issued here and belongs to this
+// engine's epoch or a later one, the epoch moves past it, so every later
+// token here is larger than it and than every other token of its epoch,
+// seen or not. Tokens at or below the last one issued here (a standby
+// echoing this node's own tokens) change nothing.
 func (e *Engine) Observe(now time.Time, token uint64) {
 	if token > e.seen {
 		e.seen = token
 	}
-	if token>>CounterBits >= e.epoch {
+	if token > e.last && token>>CounterBits >= e.epoch {
 		e.epoch = max(token>>CounterBits+1, uint64(max(now.UnixMilli(), 1)))
 		e.counter = 0
 	}

@@ -61,8 +61,8 @@ const (
 	RecHeld     Op = 'G' // G key token lease-remaining
 	RecFree     Op = 'F' // F key token
 	RecMark     Op = 'W' // W - token seq: high-water mark and stream position
-	RecSynced   Op = 'Y' // Y from synced seq: the snapshot is complete
-	RecHandoff  Op = 'H' // H to token seq: the role is yours once applied
+	RecSynced   Op = 'Y' // Y from synced token seq: the snapshot is complete
+	RecHandoff  Op = 'H' // H from token seq: the role is yours once applied
 	RecTakeover Op = 'O' // O from token: sent back by the successor when it serves
 )
 
@@ -86,9 +86,9 @@ type Request struct {
 	Key   string
 	Lease time.Duration // A, N
 	Wait  time.Duration // A
-	Token uint64        // R, N, Y; P carries it too
+	Token uint64        // R, N, Y, O; P carries it too
 	Addr  string        // H (optional target)
-	Args  []string      // P and Y: the words after the key
+	Args  []string      // P, Y and O: the words after the key
 }
 
 // ParseError says why a line is not a request. Op and Key are what could
@@ -194,7 +194,7 @@ func Parse(line []byte) (Request, error) {
 		}
 	case OpBeat:
 		if len(args) < 4 {
-			return fail("want P FROM ROLE TOKEN SEQ [FLAGS]")
+			return fail("want P FROM ROLE TOKEN SEQ FLAGS")
 		}
 		var err string
 		if req.Token, err = parseToken(args[1]); err != "" {
@@ -209,6 +209,16 @@ func Parse(line []byte) (Request, error) {
 		if req.Token, err = parseToken(args[0]); err != "" {
 			return fail("token " + err)
 		}
+		req.Args = stringsOf(args)
+	case RecTakeover:
+		if len(args) != 1 {
+			return fail("want O FROM TOKEN")
+		}
+		var err string
+		if req.Token, err = parseToken(args[0]); err != "" {
+			return fail("token " + err)
+		}
+		req.Args = stringsOf(args)
 	default:
 		return fail("unknown op " + req.Op.String() + " (A acquire, R release, N renew, Q queue, K keys, S status, H handoff)")
 	}
@@ -264,6 +274,9 @@ func ParseSeconds(b []byte) (time.Duration, string) {
 			}
 			frac += int64(c-'0') * scale
 			scale /= 10
+		}
+		if whole == MaxSeconds && frac > 0 {
+			return 0, fmt.Sprintf("%q is more than %d seconds", clip(b), MaxSeconds)
 		}
 	}
 	return time.Duration(whole)*time.Second + time.Duration(frac)*time.Millisecond, ""

@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// maxBatch bounds how many requests one mutex acquisition applies, so one
+// busy connection cannot starve the others.
+const maxBatch = 256
+
+// conn is one accepted connection: a client, a peer's heartbeat link, or a
+// standby's replication stream.
+type conn struct {
+	n      *Node
+	id     uint64
+	nc     net.Conn
+	remote string
+
+	// Guarded by n.mu.
+	nextSeq  uint64
+	pending  map[string][]pendingA // waiting acquires per key, in send order
+	nwaiting int
+	sub      bool   // a standby's replication stream
+	subFrom  string // that standby's address
+	gone     bool
+
+	outMu  sync.Mutex
+	out    []byte
+	wake   chan struct{}
+	closed bool // guarded by outMu: no more writes
+}
+
+// pendingA is an acquire on this connection that has not been answered in
+// order yet: either still waiting in the engine, or answered but behind an
+// older acquire of the same key.
+type pendingA struct {
+	seq  uint64
+	done bool
+	line []byte
+}
+
+type item struct {
+	req proto.Request
+	err error
+}
+
+func newConn(n *Node, id uint64, nc net.Conn) *conn {
+	return &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), wake: make(chan struct{}, 1)}
+}
+
+func (c *conn) readLoop() {
+	defer c.n.wg.Done()
+	defer c.n.dropConn(c)
+	r := bufio.NewReaderSize(c.nc, 2*proto.MaxLineLen)
+	batch := make([]item, 0, 16)
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) || len(line) > proto.MaxLineLen+2 {
+			c.send(func(b []byte) []byte {
+				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
+			})
+			c.flushAndClose()
+			return
+		}
+		if err != nil {
+			// A last line without its '\n' is not a request: the
+			// grammar ends every line, and a half line may be a cut one.
+			if len(batch) > 0 {
+				c.n.apply(c, batch)
+			}
+			return
+		}
+		req, perr := proto.Parse(line)
+		batch = append(batch, item{req, perr})
+		if len(batch) < maxBatch && r.Buffered() > 0 {
+			if buf, _ := r.Peek(r.Buffered()); bytes.IndexByte(buf, '\n') >= 0 {
+				continue
+			}
+		}
+		c.n.apply(c, batch)
+		clear(batch)
+		batch = batch[:0]
+	}
+}
+
+func (c *conn) writeLoop() {
+	defer c.n.wg.Done()
+	var buf []byte
+	for range c.wake {
+		c.outMu.Lock()
+		buf, c.out = c.out, buf[:0]
+		closed := c.closed
+		c.outMu.Unlock()
+		if len(buf) > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.nc.Write(buf); err != nil {
+				c.nc.Close()
+				c.outMu.Lock()
+				c.closed = true
+				c.out = nil
+				c.outMu.Unlock()
+				return
+			}
+		}
+		if closed {
+			c.nc.Close()
+			return
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+}
+
+// send appends an answer through fn; the writer flushes it.
+func (c *conn) send(fn func([]byte) []byte) {
+	c.outMu.Lock()
+	if c.closed {
+		c.outMu.Unlock()
+		return
+	}
+	was := len(c.out)
+	c.out = fn(c.out)
+	if len(c.out) > maxOutBuffer {
+		// The client sends and never reads: a flood. Cut it off.
+		c.out = nil
+		c.closed = true
+		c.outMu.Unlock()
+		c.nc.Close()
+		c.signal()
+		return
+	}
+	c.outMu.Unlock()
+	if was == 0 {
+		c.signal()
+	}
+}
+
+func (c *conn) write(line []byte) { c.send(func(b []byte) []byte { return append(b, line...) }) }
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flushAndClose writes what is queued, then closes.
+func (c *conn) flushAndClose() {
+	c.outMu.Lock()
+	already := c.closed
+	c.closed = true
+	c.outMu.Unlock()
+	if !already {
+		c.signal()
+	}
+}
+
+// dropConn forgets c: its waiters leave their queues.
+func (n *Node) dropConn(c *conn) {
+	c.flushAndClose()
+	c.nc.SetReadDeadline(time.Now())
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c.gone {
+		return
+	}
+	c.gone = true
+	for _, q := range c.pending {
+		for _, p := range q {
+			if !p.done {
+				n.eng.Cancel(waiterOf(c, p.seq))
+			}
+		}
+	}
+	c.pending = nil
+	delete(n.conns, c.id)
+	if c.sub {
+		n.log.Info("standby stream closed", "standby", c.subFrom)
+		if h := n.handoff; h != nil && h.to == c.subFrom {
+			n.abortHandoffLocked("the successor's stream closed")
+		}
+	}
+	close(c.wake)
+}
+
+// answerA answers the acquire seq of key in order: it is written now if no
+// older acquire of key waits on this connection, and held back otherwise.
+func (c *conn) answerA(key string, seq uint64, line []byte) {
+	q := c.pending[key]
+	for i := range q {
+		if q[i].seq == seq && !q[i].done {
+			c.nwaiting--
+			q[i].done = true
+			q[i].line = line
+			c.flushPending(key)
+			return
+		}
+	}
+	if len(q) == 0 {
+		c.write(line)
+		return
+	}
+	c.pending[key] = append(q, pendingA{seq: seq, done: true, line: line})
+}
+
+// wait records that acquire seq of key waits in the engine.
+func (c *conn) wait(key string, seq uint64) {
+	if c.pending == nil {
+		c.pending = make(map[string][]pendingA)
+	}
+	c.pending[key] = append(c.pending[key], pendingA{seq: seq})
+	c.nwaiting++
+}
+
+func (c *conn) flushPending(key string) {
+	q := c.pending[key]
+	i := 0
+	for ; i < len(q) && q[i].done; i++ {
+		c.write(q[i].line)
+	}
+	if i == len(q) {
+		delete(c.pending, key)
+		return
+	}
+	c.pending[key] = q[i:]
+}

@@ -1,0 +1,288 @@
+package cluster
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
+)
+
+func waiterOf(c *conn, seq uint64) engine.Waiter { return engine.Waiter{Conn: c.id, Seq: seq} }
+
+// parkedReq is a lock request that arrived while a handoff was in flight;
+// it is answered once the handoff ends, one way or the other.
+type parkedReq struct {
+	c   *conn
+	req proto.Request
+}
+
+// apply handles a batch of parsed lines from c under one acquisition of
+// the node mutex.
+func (n *Node) apply(c *conn, batch []item) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c.gone {
+		return
+	}
+	now := n.now()
+	for i := range batch {
+		it := &batch[i]
+		if it.err != nil {
+			pe, _ := it.err.(*proto.ParseError)
+			if pe == nil {
+				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
+			}
+			c.send(func(b []byte) []byte { return proto.AppendError(b, pe.Key, pe.Op, pe.Msg) })
+			continue
+		}
+		n.handle(c, now, it.req)
+	}
+	n.armTimerLocked()
+}
+
+// isLockOp reports whether op is served only by the active.
+func isLockOp(op proto.Op) bool {
+	switch op {
+	case proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys:
+		return true
+	}
+	return false
+}
+
+func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
+	if isLockOp(req.Op) && n.role != Active {
+		if n.role == HandingOff {
+			n.parked = append(n.parked, parkedReq{c, req})
+			return
+		}
+		n.redirect(c, req)
+		return
+	}
+	key := req.Key
+	switch req.Op {
+	case proto.OpAcquire:
+		seq := c.nextSeq
+		c.nextSeq++
+		if c.nwaiting >= maxConnWaiters {
+			c.answerA(key, seq, proto.AppendError(nil, key, req.Op, "this connection already has "+strconv.Itoa(maxConnWaiters)+" waiting acquires; open another connection"))
+			return
+		}
+		w := waiterOf(c, seq)
+		evs, err := n.eng.Acquire(now, key, req.Lease, req.Wait, w, n.evs[:0])
+		granted, tok := n.routeOwn(evs, w)
+		switch {
+		case err != nil:
+			c.answerA(key, seq, proto.AppendError(nil, key, req.Op, err.Error()))
+		case granted:
+			if len(c.pending[key]) == 0 {
+				c.send(func(b []byte) []byte { return proto.AppendGranted(b, key, tok) })
+			} else {
+				c.answerA(key, seq, proto.AppendGranted(nil, key, tok))
+			}
+		default:
+			c.wait(key, seq)
+		}
+	case proto.OpRelease:
+		evs, ok := n.eng.Release(now, key, req.Token, n.evs[:0])
+		n.route(evs, 0, 0)
+		word := proto.WordOK
+		if !ok {
+			word = proto.WordNotHeld
+		}
+		c.send(func(b []byte) []byte { return proto.AppendWord(b, proto.OpRelease, key, word) })
+	case proto.OpRenew:
+		evs, err := n.eng.Renew(now, key, req.Token, req.Lease, n.evs[:0])
+		n.route(evs, 0, 0)
+		switch {
+		case err == nil:
+			c.send(func(b []byte) []byte { return proto.AppendWord(b, proto.OpRenew, key, proto.WordOK) })
+		case err == engine.ErrNotHeld:
+			c.send(func(b []byte) []byte { return proto.AppendWord(b, proto.OpRenew, key, proto.WordNotHeld) })
+		default:
+			c.send(func(b []byte) []byte { return proto.AppendError(b, key, req.Op, err.Error()) })
+		}
+	case proto.OpQueue:
+		n.evs = n.eng.Advance(now, n.evs[:0])
+		n.route(n.evs, 0, 0)
+		h, held, ws := n.eng.Inspect(now, key)
+		q := proto.Queue{Key: key, Held: held, Token: h.Token, LeaseLeft: h.LeaseLeft}
+		for _, w := range ws {
+			addr := ""
+			if wc := n.conns[w.Waiter.Conn]; wc != nil {
+				addr = wc.remote
+			}
+			q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr})
+		}
+		c.send(func(b []byte) []byte { return proto.AppendQueue(b, q) })
+	case proto.OpKeys:
+		n.evs = n.eng.Advance(now, n.evs[:0])
+		n.route(n.evs, 0, 0)
+		keys, total := n.eng.Keys(func(k string) bool { return proto.MatchKeys(key, k) }, proto.MaxListKeys)
+		fields := append([]string{strconv.Itoa(total)}, keys...)
+		c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpKeys, key, fields...) })
+	case proto.OpStatus:
+		st := n.statusLocked(now)
+		c.send(func(b []byte) []byte { return proto.AppendStatus(b, key, st) })
+	case proto.OpHandoff:
+		n.handleHandoffRequest(c, req)
+	case proto.OpBeat:
+		n.answerBeat(c, now, req)
+	case proto.OpSync:
+		n.subscribe(c, now, req)
+	case proto.RecTakeover:
+		n.takeoverConfirmed(c, req)
+	}
+}
+
+// redirect answers a lock request at a node that is not active.
+func (n *Node) redirect(c *conn, req proto.Request) {
+	to := n.redirectTarget()
+	if req.Op == proto.OpAcquire {
+		seq := c.nextSeq
+		c.nextSeq++
+		c.answerA(req.Key, seq, proto.AppendMoved(nil, req.Key, to))
+		return
+	}
+	c.send(func(b []byte) []byte { return proto.AppendMoved(b, req.Key, to) })
+}
+
+// redirectTarget is the node clients should go to: the active, or while
+// none is known, the node expected to become active.
+func (n *Node) redirectTarget() string {
+	if n.active != "" {
+		return n.active
+	}
+	if c := n.candidateLocked(n.now()); c != "" {
+		return c
+	}
+	return n.self
+}
+
+// routeOwn routes evs and reports whether one of them grants w, which the
+// caller answers itself.
+func (n *Node) routeOwn(evs []engine.Event, w engine.Waiter) (bool, uint64) {
+	granted, tok := false, uint64(0)
+	for _, ev := range evs {
+		if ev.Kind == engine.Granted && ev.Waiter == w {
+			granted, tok = true, ev.Token
+			n.replicate(ev)
+			continue
+		}
+		n.routeOne(ev)
+	}
+	n.evs = evs
+	return granted, tok
+}
+
+// route delivers events to their waiters and replicates state changes.
+func (n *Node) route(evs []engine.Event, _ uint64, _ uint64) {
+	for _, ev := range evs {
+		n.routeOne(ev)
+	}
+	n.evs = evs
+}
+
+func (n *Node) routeOne(ev engine.Event) {
+	n.replicate(ev)
+	switch ev.Kind {
+	case engine.Granted, engine.TimedOut:
+		c := n.conns[ev.Waiter.Conn]
+		if c == nil {
+			// Its connection closed after the grant was decided: release
+			// at once rather than pin the key for a whole lease.
+			if ev.Kind == engine.Granted {
+				more, _ := n.eng.Release(n.now(), ev.Key, ev.Token, nil)
+				for _, m := range more {
+					n.routeOne(m)
+				}
+			}
+			return
+		}
+		var line []byte
+		if ev.Kind == engine.Granted {
+			line = proto.AppendGranted(nil, ev.Key, ev.Token)
+		} else {
+			line = proto.AppendTimeout(nil, ev.Key)
+		}
+		c.answerA(ev.Key, ev.Waiter.Seq, line)
+	}
+}
+
+// replicate appends the state change of ev to every standby's stream.
+func (n *Node) replicate(ev engine.Event) {
+	if ev.Kind == engine.TimedOut {
+		return
+	}
+	n.seq++
+	for _, c := range n.conns {
+		if !c.sub {
+			continue
+		}
+		switch ev.Kind {
+		case engine.Granted, engine.Renewed:
+			c.send(func(b []byte) []byte { return appendHeld(b, ev.Key, ev.Token, ev.Lease) })
+		case engine.Freed:
+			c.send(func(b []byte) []byte {
+				b = append(b, byte(proto.RecFree), ' ')
+				b = append(b, ev.Key...)
+				b = append(b, ' ')
+				b = strconv.AppendUint(b, ev.Token, 10)
+				return append(b, '\n')
+			})
+		}
+	}
+}
+
+func appendHeld(b []byte, key string, token uint64, lease time.Duration) []byte {
+	b = append(b, byte(proto.RecHeld), ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, token, 10)
+	b = append(b, ' ')
+	b = proto.AppendSeconds(b, lease)
+	return append(b, '\n')
+}
+
+func (n *Node) statusLocked(now time.Time) proto.Status {
+	keys, waiters := n.eng.Stats()
+	st := proto.Status{
+		Self:    n.self,
+		Role:    string(n.role),
+		Active:  n.active,
+		Token:   n.eng.HighWater(),
+		Seq:     n.seq,
+		Uptime:  now.Sub(n.base),
+		Keys:    keys,
+		Waiters: waiters,
+		Sticky:  n.sticky,
+	}
+	head := n.seq
+	if n.role != Active {
+		head = max(n.activeSeq, n.seq)
+	}
+	all := make([]proto.PeerStatus, 0, len(n.peers)+1)
+	selfStatus := proto.PeerStatus{Addr: n.self, Role: string(n.role), Reachable: true, Seq: n.seq, Lag: head - n.seq, Token: n.eng.HighWater()}
+	inserted := false
+	for _, p := range n.peers {
+		if !inserted && p.idx > n.selfIdx {
+			all = append(all, selfStatus)
+			inserted = true
+		}
+		ps := proto.PeerStatus{Addr: p.addr, Role: p.role, Reachable: p.aliveLocked(now, n.cfg.FailureTimeout), Seq: p.seq, Token: p.token}
+		if !ps.Reachable {
+			ps.Role = "down"
+		} else if head > p.seq && p.role != string(Active) {
+			ps.Lag = head - p.seq
+		}
+		if ps.Role == "" {
+			ps.Role = "unknown"
+		}
+		all = append(all, ps)
+	}
+	if !inserted {
+		all = append(all, selfStatus)
+	}
+	st.Peers = all
+	return st
+}

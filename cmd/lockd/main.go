@@ -1,0 +1,160 @@
+// Command lockd is the lock server: it hosts the engine and the cluster
+// logic. Run with no flags it serves a single in-memory node on
+// 127.0.0.1:7070. This file only wires flags and signals to package
+// cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/cluster"
+	"github.com/lockd-io/lockd/engine"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args, os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	app := newApp(stderr)
+	if err := app.Run(args); err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			if msg := err.Error(); msg != "" {
+				fmt.Fprintln(stderr, "lockd:", msg)
+			}
+			return ec.ExitCode()
+		}
+		fmt.Fprintln(stderr, "lockd:", err)
+		return 1
+	}
+	return 0
+}
+
+func newApp(stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:    "lockd",
+		Usage:   "serve named locks over TCP: FIFO queues, leases, fencing tokens, active/standby failover",
+		Version: version,
+		Description: `lockd hands out named locks over a plain TCP line protocol (see the proto
+package docs, or try it with: nc 127.0.0.1 7070, then type "A deploy 30 10").
+
+With no flags it runs a single in-memory node on 127.0.0.1:7070.
+
+A cluster is several lockd processes given the same --peers list, in priority
+order: the first live node is active, the others are standbys replicating its
+state and redirecting clients to it. Ctrl+C (SIGINT) or SIGTERM on the active
+hands the role to the next node before exiting.
+
+Examples:
+   lockd
+   lockd --listen 127.0.0.1:7171
+   lockd --listen 10.0.0.1:7070 --peers 10.0.0.1:7070,10.0.0.2:7070,10.0.0.3:7070
+
+Every flag has a LOCKD_* environment twin (shown in brackets).
+
+Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 usage error.`,
+		HideHelpCommand: true,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return cli.Exit(err.Error()+" (see lockd --help)", 2)
+		},
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on"},
+			&cli.StringFlag{Name: "peers", EnvVars: []string{"LOCKD_PEERS"}, Usage: "every node of the cluster as `ADDR,ADDR,...` in priority order (first = preferred active); empty for a single node"},
+			&cli.StringFlag{Name: "advertise", EnvVars: []string{"LOCKD_ADVERTISE"}, Usage: "this node's `ADDR` as written in --peers, when it differs from --listen (e.g. --listen 0.0.0.0:7070)"},
+			&cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "interval between heartbeats to each peer"},
+			&cli.DurationFlag{Name: "failure-timeout", Value: cluster.DefaultFailureTimeout, EnvVars: []string{"LOCKD_FAILURE_TIMEOUT"}, Usage: "a peer silent this long is considered down (at least 2x --heartbeat)"},
+			&cli.IntFlag{Name: "max-keys", Value: engine.DefaultConfig.MaxKeys, EnvVars: []string{"LOCKD_MAX_KEYS"}, Usage: "most keys held or waited on at once"},
+			&cli.IntFlag{Name: "max-waiters", Value: engine.DefaultConfig.MaxWaitersPerKey, EnvVars: []string{"LOCKD_MAX_WAITERS"}, Usage: "most clients queued on one key"},
+			&cli.DurationFlag{Name: "max-lease", Value: engine.DefaultConfig.MaxLease, EnvVars: []string{"LOCKD_MAX_LEASE"}, Usage: "longest lease a client may ask for"},
+			&cli.DurationFlag{Name: "max-wait", Value: engine.DefaultConfig.MaxWait, EnvVars: []string{"LOCKD_MAX_WAIT"}, Usage: "longest finite wait a client may ask for (wait 0 = forever is always allowed)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"LOCKD_LOG_LEVEL"}, Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LOCKD_LOG_FORMAT"}, Usage: "`FORMAT` of logs: text or json"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags only (see lockd --help)", c.Args().First()), 2)
+			}
+			logger, err := newLogger(stderr, c.String("log-level"), c.String("log-format"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			var peers []string
+			if p := strings.TrimSpace(c.String("peers")); p != "" {
+				for _, a := range strings.Split(p, ",") {
+					peers = append(peers, strings.TrimSpace(a))
+				}
+			}
+			node, err := cluster.New(cluster.Config{
+				Listen:         c.String("listen"),
+				Advertise:      c.String("advertise"),
+				Peers:          peers,
+				Heartbeat:      c.Duration("heartbeat"),
+				FailureTimeout: c.Duration("failure-timeout"),
+				Engine: engine.Config{
+					MaxKeys:          c.Int("max-keys"),
+					MaxWaitersPerKey: c.Int("max-waiters"),
+					MaxLease:         c.Duration("max-lease"),
+					MaxWait:          c.Duration("max-wait"),
+				},
+				Logger: logger,
+			})
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			if err := node.Listen(); err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				logger.Info("shutting down", "signal", "interrupt or terminate")
+				// A second signal while the handoff runs means: stop now.
+				again := make(chan os.Signal, 1)
+				signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+				<-again
+				logger.Warn("second signal: exiting without waiting")
+				os.Exit(1)
+			}()
+			if err := node.Run(ctx); err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			return nil
+		},
+	}
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey && a.Value.Kind() == slog.KindTime {
+			a.Value = slog.StringValue(a.Value.Time().Format(time.RFC3339Nano))
+		}
+		return a
+	}}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
