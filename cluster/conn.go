@@ -188,7 +188,6 @@ func (n *Node) dropConn(c *conn) {
 			n.abortHandoffLocked("the successor's stream closed")
 		}
 	}
-	close(c.wake)
 }
 
 // answerA answers the acquire seq of key in order: it is written now if no

@@ -122,7 +122,7 @@ func (n *Node) takeoverConfirmed(c *conn, req proto.Request) {
 	n.setRoleLocked(Standby, h.to, "handed off: "+h.reason)
 	n.log.Info("handoff complete", "self", n.self, "to", h.to, "reason", h.reason, "gap", gap.Round(time.Microsecond).String(), "sticky", h.sticky)
 	n.dropWaitersLocked(h.to)
-	n.closeStreamsLocked()
+	n.closeStreamsLocked(h.to)
 	n.replayParkedLocked()
 	if !n.leaving {
 		n.ensureFollowLocked(h.to)

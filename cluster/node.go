@@ -86,7 +86,9 @@ type Node struct {
 	timer      *time.Timer
 	armedAt    time.Time
 	follow     *follower
-	takeback   bool // a take-back request is in flight
+	hint       string    // where the last active said the role went
+	hintUntil  time.Time // trust hint until then
+	takeback   bool      // a take-back request is in flight
 	lastTake   time.Time
 	handoff    *handoff
 	parked     []parkedReq

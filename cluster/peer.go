@@ -297,6 +297,16 @@ func (n *Node) superviseLocked(since time.Duration) {
 				return // its handoff is in progress; wait for the outcome
 			}
 		}
+		if n.hint != "" && now.Before(n.hintUntil) {
+			if p := n.peerByAddr(n.hint); p != nil && p.aliveLocked(now, n.cfg.FailureTimeout) {
+				// The old active said the role went to hint: wait for
+				// its heartbeats to say so rather than compete.
+				if n.active != n.hint {
+					n.setRoleLocked(Standby, n.hint, "the previous active handed the role to "+n.hint)
+				}
+				return
+			}
+		}
 		cand := n.candidateLocked(now)
 		if cand == n.self {
 			reason := "no active node is reachable"
@@ -345,7 +355,7 @@ func (n *Node) demoteLocked(to, reason string) {
 	n.log.Info("demoted", "self", n.self, "to", to, "reason", reason)
 	n.setRoleLocked(Standby, to, reason)
 	n.dropWaitersLocked(to)
-	n.closeStreamsLocked()
+	n.closeStreamsLocked(to)
 	n.ensureFollowLocked(to)
 }
 
@@ -359,10 +369,15 @@ func (n *Node) dropWaitersLocked(to string) {
 	}
 }
 
-func (n *Node) closeStreamsLocked() {
+// closeStreamsLocked ends every replication stream this node feeds,
+// telling each standby where the role went so it follows the new active
+// without waiting to hear it from heartbeats (and without promoting
+// itself in the meantime).
+func (n *Node) closeStreamsLocked(to string) {
 	for _, c := range n.conns {
 		if c.sub {
 			c.sub = false
+			c.send(func(b []byte) []byte { return proto.AppendMoved(b, proto.WordNone, to) })
 			c.flushAndClose()
 		}
 	}
@@ -584,6 +599,12 @@ func (n *Node) followOnce(ctx context.Context, f *follower) error {
 				f.cancel()
 				return nil
 			case proto.KindMoved:
+				if len(a.Fields) == 1 && a.Fields[0] != n.self {
+					// The role moved: trust the hint for a failure
+					// timeout, until heartbeats confirm it.
+					n.hint = a.Fields[0]
+					n.hintUntil = now.Add(n.cfg.FailureTimeout)
+				}
 				n.mu.Unlock()
 				return errors.New(f.target + " is not active (it points to " + strings.Join(a.Fields, " ") + ")")
 			case proto.KindError:
