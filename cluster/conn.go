@@ -62,7 +62,7 @@ func (c *conn) readLoop() {
 	batch := make([]item, 0, 16)
 	for {
 		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) || len(line) > proto.MaxLineLen+2 {
+		if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
 			c.send(func(b []byte) []byte {
 				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
 			})

@@ -126,7 +126,9 @@ func ParseAnswer(line []byte) (Answer, error) {
 	a.Kind = Op(line[0])
 	if i := bytes.IndexByte(rest, ' '); i >= 0 {
 		a.Key = string(rest[:i])
-		a.Fields = strings.Fields(string(rest[i+1:]))
+		// Only spaces separate words: a key may hold any other byte above
+		// 0x20, including what Unicode calls white space (U+00A0, U+3000).
+		a.Fields = strings.FieldsFunc(string(rest[i+1:]), func(r rune) bool { return r == ' ' })
 	} else {
 		a.Key = string(rest)
 	}

@@ -188,6 +188,9 @@ func Parse(line []byte) (Request, error) {
 		switch len(args) {
 		case 0:
 		case 1:
+			if hasControl(args[0]) {
+				return fail(fmt.Sprintf("addr %q has a tab or control character", clip(args[0])))
+			}
 			req.Addr = string(args[0])
 		default:
 			return fail("want H LABEL [ADDR]")
@@ -199,6 +202,11 @@ func Parse(line []byte) (Request, error) {
 		var err string
 		if req.Token, err = parseToken(args[1]); err != "" {
 			return fail("token " + err)
+		}
+		for _, a := range args {
+			if hasControl(a) {
+				return fail(fmt.Sprintf("%q has a tab or control character", clip(a)))
+			}
 		}
 		req.Args = stringsOf(args)
 	case OpSync:
@@ -239,6 +247,19 @@ func CheckKey(k []byte) string {
 		}
 	}
 	return ""
+}
+
+// hasControl reports whether a word holds a tab or another control
+// character, which no word of the grammar may: a free-form word (an
+// address, a role) would otherwise carry a stray CR or an escape sequence
+// into logs and answers.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < ' ' || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseSeconds reads a wire duration: decimal seconds with at most three

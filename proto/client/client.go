@@ -1,0 +1,391 @@
+// Package client is the Go client of lockd.
+//
+// It owns the client side of the wire protocol described in package proto:
+// persistent connections to every node, pipelined requests, matching each
+// answer to its request by (op, key), following the active node when a
+// standby redirects (M), moving an acquire to another connection when one
+// drops, and re-sending releases until a node answers. It knows nothing of
+// how a server grants locks.
+//
+// One Client is meant to be shared by many goroutines: every request is
+// written to a connection at once, without waiting for the answers of
+// earlier requests, and the answers are handed back to their callers in any
+// order the server sends them.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	defaultRedial       = 3 * time.Second
+	defaultReleaseEvery = 200 * time.Millisecond
+	defaultReleaseFor   = 5 * time.Second
+	defaultDialTimeout  = 2 * time.Second
+)
+
+// Bounds of one call.
+const (
+	// maxMoves is how many M redirects one call follows. A handoff settles
+	// in one or two; more means the nodes disagree on who is active.
+	maxMoves = 10
+	// maxDrops is how many dropped connections one call survives before it
+	// reports the cluster unavailable rather than trying forever.
+	maxDrops = 8
+	// maxDynamic bounds the connections added for addresses learnt from M
+	// answers, so that a confused node cannot make the client dial without
+	// end.
+	maxDynamic = 16
+)
+
+// Options tune a Client. The zero value is ready to use.
+type Options struct {
+	ConnsPerAddr int           // 0: 1 per address, 2 when only one address is given
+	Redial       time.Duration // 0: 3s  (background redial of a dropped connection)
+	ReleaseEvery time.Duration // 0: 200ms (release re-send interval)
+	ReleaseFor   time.Duration // 0: 5s   (give up re-sending a release after this)
+	DialTimeout  time.Duration // 0: 2s
+	Logger       *slog.Logger  // nil: discard
+}
+
+// Lock is a granted lock. Token is its fencing token: hand it to the
+// protected resource, which refuses tokens smaller than the last it saw.
+type Lock struct {
+	Key   string
+	Token uint64
+	Lease time.Duration
+}
+
+// Client talks to the lockd nodes at a fixed list of addresses, plus any
+// address a node names as the active one. It is safe for concurrent use.
+type Client struct {
+	opts  Options
+	log   *slog.Logger
+	addrs []string
+	dial  func(ctx context.Context, addr string) (net.Conn, error)
+	now   func() time.Time
+
+	// ctx ends when the client is closed; every goroutine watches it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	conns   []*conn
+	dynamic int
+	active  string
+	rr      uint64
+	changed chan struct{} // closed and replaced whenever a connection changes state
+	closed  bool
+	lastErr error
+
+	// waits counts the times a call waited for a connection to come up;
+	// tests use it to know a call is blocked.
+	waits atomic.Int64
+}
+
+// hooks let tests replace the network and the clock.
+type hooks struct {
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+	now  func() time.Time
+}
+
+// New returns a client of the nodes at addrs (HOST:PORT each). It dials in
+// the background and returns at once; the first request waits for the
+// first dial attempt. It fails only when addrs is empty or malformed.
+func New(addrs []string, opts Options) (*Client, error) {
+	return newClient(addrs, opts, hooks{})
+}
+
+func newClient(addrs []string, opts Options, h hooks) (*Client, error) {
+	list, err := checkAddrs(addrs)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ConnsPerAddr <= 0 {
+		opts.ConnsPerAddr = 1
+		if len(list) == 1 {
+			// One node only: a second connection keeps service going
+			// while the first is re-dialled.
+			opts.ConnsPerAddr = 2
+		}
+	}
+	if opts.Redial <= 0 {
+		opts.Redial = defaultRedial
+	}
+	if opts.ReleaseEvery <= 0 {
+		opts.ReleaseEvery = defaultReleaseEvery
+	}
+	if opts.ReleaseFor <= 0 {
+		opts.ReleaseFor = defaultReleaseFor
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = defaultDialTimeout
+	}
+	c := &Client{
+		opts:    opts,
+		log:     opts.Logger,
+		addrs:   list,
+		dial:    h.dial,
+		now:     h.now,
+		changed: make(chan struct{}),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.dial == nil {
+		d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 15 * time.Second}
+		c.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.Lock()
+	for _, a := range list {
+		for range opts.ConnsPerAddr {
+			c.addConnLocked(a, false)
+		}
+	}
+	c.mu.Unlock()
+	return c, nil
+}
+
+func checkAddrs(addrs []string) ([]string, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("lockd client: no address given; pass at least one HOST:PORT of a lockd node (lockctl: --addr or LOCKD_ADDR)")
+	}
+	var list []string
+	seen := make(map[string]bool)
+	for i, a := range addrs {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, fmt.Errorf("lockd client: address %d of %d is blank; pass HOST:PORT for every node (lockctl: --addr or LOCKD_ADDR)", i+1, len(addrs))
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("lockd client: address %q is not HOST:PORT (%v); write it like 127.0.0.1:7070", a, err)
+		}
+		if !seen[a] {
+			seen[a] = true
+			list = append(list, a)
+		}
+	}
+	return list, nil
+}
+
+// Close stops every goroutine of the client and closes its connections.
+// Calls still waiting return ErrClosed. Locks still held stay held until
+// their lease ends.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.cancel()
+	conns := c.conns
+	c.notifyLocked()
+	c.mu.Unlock()
+	for _, cn := range conns {
+		cn.closeNet()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// Active is the address of the node last known to be active: named by an
+// M answer, or the node that last served a lock request. It is "" until
+// one is known.
+func (c *Client) Active() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active
+}
+
+func (c *Client) setActive(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addr != c.active {
+		c.log.Info("lockd active node", "addr", addr, "was", c.active)
+		c.active = addr
+	}
+}
+
+// notifyLocked wakes every call waiting for a connection to change state.
+func (c *Client) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// addConnLocked registers a connection to addr and starts dialling it.
+func (c *Client) addConnLocked(addr string, dynamic bool) *conn {
+	cn := newConn(c, addr)
+	c.conns = append(c.conns, cn)
+	if dynamic {
+		c.dynamic++
+	}
+	c.wg.Add(2)
+	go cn.run()
+	go cn.writeLoop()
+	return cn
+}
+
+// attempt is what one call remembers of the connections it tried, so that
+// it moves on instead of trying the same broken one again.
+type attempt struct {
+	target  string           // address named by an M answer to this call
+	failed  map[*conn]uint64 // generation of the connection that failed this call
+	fresh   map[*conn]bool   // a dial attempt was made while this call waited
+	drops   int
+	moves   int
+	lastErr error
+}
+
+func (at *attempt) fail(cn *conn, gen uint64, err error) {
+	if at.failed == nil {
+		at.failed = make(map[*conn]uint64)
+	}
+	at.failed[cn] = gen
+	at.drops++
+	at.lastErr = err
+}
+
+func (at *attempt) markFresh(cn *conn) {
+	if at.fresh == nil {
+		at.fresh = make(map[*conn]bool)
+	}
+	at.fresh[cn] = true
+}
+
+// choose picks the connection for the next send of a call: round-robin
+// over the live connections to the active node when one is known (or to
+// at.target), else over all live connections. When none is live it starts
+// a dial of the connections this call has not seen tried, and returns a
+// channel that is closed when a connection changes state. It reports
+// ErrUnavailable when every connection has been tried.
+func (c *Client) choose(at *attempt) (*conn, uint64, <-chan struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, 0, nil, ErrClosed
+	}
+	target := at.target
+	if target == "" {
+		target = c.active
+	}
+	if target != "" {
+		group := c.connsToLocked(target)
+		if len(group) == 0 && c.dynamic < maxDynamic {
+			group = append(group, c.addConnLocked(target, true))
+		}
+		if cn, wait := c.pickLocked(group, at); cn != nil {
+			return cn, cn.gen, nil, nil
+		} else if wait {
+			return nil, 0, c.changed, nil
+		}
+		// The active is unreachable: another node may have taken over,
+		// and the others redirect us if not.
+	}
+	cn, wait := c.pickLocked(c.conns, at)
+	if cn != nil {
+		return cn, cn.gen, nil, nil
+	}
+	if wait {
+		return nil, 0, c.changed, nil
+	}
+	return nil, 0, nil, c.unavailableLocked(at.lastErr)
+}
+
+func (c *Client) connsToLocked(addr string) []*conn {
+	var group []*conn
+	for _, cn := range c.conns {
+		if cn.addr == addr {
+			group = append(group, cn)
+		}
+	}
+	return group
+}
+
+func (c *Client) pickLocked(group []*conn, at *attempt) (*conn, bool) {
+	usable := func(cn *conn) bool {
+		if cn.state != stateUp {
+			return false
+		}
+		g, ok := at.failed[cn]
+		return !ok || cn.gen > g
+	}
+	n := 0
+	for _, cn := range group {
+		if usable(cn) {
+			n++
+		}
+	}
+	if n > 0 {
+		i := int(c.rr % uint64(n))
+		c.rr++
+		for _, cn := range group {
+			if usable(cn) {
+				if i == 0 {
+					return cn, false
+				}
+				i--
+			}
+		}
+	}
+	wait := false
+	for _, cn := range group {
+		switch {
+		case cn.state == stateDialing:
+			at.markFresh(cn)
+			wait = true
+		case cn.state == stateDown && !at.fresh[cn]:
+			at.markFresh(cn)
+			cn.dialNowLocked()
+			wait = true
+		}
+	}
+	return nil, wait
+}
+
+// unavailableLocked is the error of a call that found no connection.
+func (c *Client) unavailableLocked(last error) error {
+	if last == nil {
+		last = c.lastErr
+	}
+	var addrs []string
+	seen := make(map[string]bool)
+	for _, cn := range c.conns {
+		if !seen[cn.addr] {
+			seen[cn.addr] = true
+			addrs = append(addrs, cn.addr)
+		}
+	}
+	return unavailable(addrs, last)
+}
+
+func unavailable(addrs []string, last error) error {
+	hint := "check that lockd is running there and that --addr (or LOCKD_ADDR) names it"
+	if last == nil {
+		return fmt.Errorf("%w: tried %s; %s", ErrUnavailable, strings.Join(addrs, ", "), hint)
+	}
+	return fmt.Errorf("%w: tried %s (%w); %s", ErrUnavailable, strings.Join(addrs, ", "), last, hint)
+}
+
+func (c *Client) noteErr(cn *conn, err error) {
+	c.mu.Lock()
+	cn.lastErr = err
+	c.lastErr = err
+	c.mu.Unlock()
+}

@@ -1,0 +1,473 @@
+package client
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// maxAnswerLen bounds one answer line. The longest legal one is a K answer
+// listing proto.MaxListKeys keys of proto.MaxKeyLen bytes.
+const maxAnswerLen = 1 << 20
+
+type connState uint8
+
+const (
+	stateDialing connState = iota // a dial attempt is under way
+	stateUp                       // connected: requests may be sent
+	stateDown                     // waiting to re-dial
+)
+
+// conn is one persistent connection slot to an address. Its run goroutine
+// dials, reads answers and re-dials after a drop; its writeLoop goroutine
+// writes queued requests, coalescing everything queued since its last
+// write into one write.
+type conn struct {
+	c    *Client
+	addr string
+
+	// Guarded by c.mu: the view choose needs.
+	state   connState
+	gen     uint64 // successful dials so far; names the current connection
+	lastErr error
+	dialNow chan struct{} // cap 1: dial at once instead of after Redial
+
+	wake chan struct{} // cap 1: there are bytes in wbuf
+
+	mu      sync.Mutex // guards what follows: the live connection and its requests
+	nc      net.Conn
+	wbuf    []byte
+	seq     uint64
+	pending map[pendingKey]*fifo
+	spare   []*fifo
+}
+
+// pendingKey is what an answer echoes of its request.
+type pendingKey struct {
+	op  proto.Op
+	key string
+}
+
+// fifo holds the outstanding requests of one (op, key) in send order.
+type fifo struct {
+	calls []*call
+	head  int
+}
+
+// matchOps are the ops whose requests an M answer may answer.
+var matchOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpHandoff, proto.OpStatus}
+
+func newConn(c *Client, addr string) *conn {
+	return &conn{
+		c:       c,
+		addr:    addr,
+		dialNow: make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
+		pending: make(map[pendingKey]*fifo),
+	}
+}
+
+// dialNowLocked cuts short the wait before the next dial. c.mu is held.
+func (cn *conn) dialNowLocked() {
+	if cn.state != stateDown {
+		return
+	}
+	cn.state = stateDialing
+	select {
+	case cn.dialNow <- struct{}{}:
+	default:
+	}
+}
+
+func (cn *conn) closeNet() {
+	cn.mu.Lock()
+	if cn.nc != nil {
+		cn.nc.Close()
+	}
+	cn.mu.Unlock()
+}
+
+// run owns the connection's life: dial, read until it drops, fail what
+// was outstanding, wait Redial (or a call's demand), dial again.
+func (cn *conn) run() {
+	c := cn.c
+	defer c.wg.Done()
+	dropped := false
+	for {
+		nc, err := c.dial(c.ctx, cn.addr)
+		if err == nil {
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				nc.Close()
+				return
+			}
+			cn.gen++
+			cn.state = stateUp
+			cn.mu.Lock()
+			cn.nc = nc
+			cn.mu.Unlock()
+			c.notifyLocked()
+			c.mu.Unlock()
+			if dropped {
+				c.log.Info("lockd connection restored", "addr", cn.addr)
+			} else {
+				c.log.Debug("lockd connection up", "addr", cn.addr)
+			}
+			err = cn.readLoop(nc)
+			nc.Close()
+			dropped = true
+			if c.ctx.Err() != nil {
+				err = ErrClosed
+			} else {
+				err = fmt.Errorf("connection to %s lost: %w", cn.addr, err)
+				c.log.Info("lockd connection lost", "addr", cn.addr, "err", err)
+			}
+			cn.down(err)
+		} else {
+			if c.ctx.Err() != nil {
+				err = ErrClosed
+			} else {
+				c.log.Debug("lockd dial failed", "addr", cn.addr, "err", err)
+			}
+			cn.down(err)
+		}
+		t := time.NewTimer(c.opts.Redial)
+		select {
+		case <-t.C:
+		case <-cn.dialNow:
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		if cn.state != stateDialing {
+			cn.state = stateDialing
+			c.notifyLocked()
+		}
+		select {
+		case <-cn.dialNow:
+		default:
+		}
+		c.mu.Unlock()
+	}
+}
+
+// down marks the connection unusable first, so that choose skips it, then
+// fails every request still outstanding on it with err.
+func (cn *conn) down(err error) {
+	c := cn.c
+	c.mu.Lock()
+	cn.state = stateDown
+	cn.lastErr = err
+	if err != ErrClosed {
+		c.lastErr = err
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
+
+	cn.mu.Lock()
+	cn.nc = nil
+	pending := cn.pending
+	cn.pending = make(map[pendingKey]*fifo)
+	cn.wbuf = cn.wbuf[:0]
+	cn.mu.Unlock()
+	for _, q := range pending {
+		for _, cl := range q.calls[q.head:] {
+			cl.deliver(result{err: err})
+		}
+	}
+}
+
+// send queues cl's request on the connection and registers it for its
+// answer. The request and its registration happen under one lock, so the
+// send order and the matching order are the same.
+func (cn *conn) send(cl *call) error {
+	cn.mu.Lock()
+	if cn.nc == nil {
+		cn.mu.Unlock()
+		return fmt.Errorf("connection to %s is down", cn.addr)
+	}
+	cn.seq++
+	cl.seq = cn.seq
+	k := pendingKey{cl.req.op, cl.req.key}
+	q := cn.pending[k]
+	if q == nil {
+		if n := len(cn.spare); n > 0 {
+			q = cn.spare[n-1]
+			cn.spare = cn.spare[:n-1]
+		} else {
+			q = new(fifo)
+		}
+		cn.pending[k] = q
+	}
+	if q.head > 0 && len(q.calls) == cap(q.calls) {
+		n := copy(q.calls, q.calls[q.head:])
+		clear(q.calls[n:])
+		q.calls = q.calls[:n]
+		q.head = 0
+	}
+	q.calls = append(q.calls, cl)
+	cn.wbuf = cl.req.appendTo(cn.wbuf)
+	cn.mu.Unlock()
+	select {
+	case cn.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// popLocked takes the oldest outstanding request of (op, key).
+func (cn *conn) popLocked(op proto.Op, key string) *call {
+	k := pendingKey{op, key}
+	q := cn.pending[k]
+	if q == nil {
+		return nil
+	}
+	cl := q.calls[q.head]
+	q.calls[q.head] = nil
+	q.head++
+	if q.head == len(q.calls) {
+		delete(cn.pending, k)
+		q.calls = q.calls[:0]
+		q.head = 0
+		if len(cn.spare) < 64 {
+			cn.spare = append(cn.spare, q)
+		}
+	}
+	return cl
+}
+
+// popAnyLocked takes the oldest outstanding request on key, whatever its
+// op: the one an M answer belongs to.
+func (cn *conn) popAnyLocked(key string) *call {
+	var best *call
+	for _, op := range matchOps {
+		if q := cn.pending[pendingKey{op, key}]; q != nil {
+			if cl := q.calls[q.head]; best == nil || cl.seq < best.seq {
+				best = cl
+			}
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return cn.popLocked(best.req.op, key)
+}
+
+// writeLoop writes what send queued. While one write is in flight, later
+// requests pile up in wbuf and leave in the next single write.
+func (cn *conn) writeLoop() {
+	c := cn.c
+	defer c.wg.Done()
+	var buf []byte
+	for {
+		select {
+		case <-cn.wake:
+		case <-c.ctx.Done():
+			return
+		}
+		cn.mu.Lock()
+		nc := cn.nc
+		buf, cn.wbuf = cn.wbuf, buf[:0]
+		cn.mu.Unlock()
+		if nc == nil || len(buf) == 0 {
+			continue
+		}
+		if _, err := nc.Write(buf); err != nil {
+			// The read side sees the close and fails what is outstanding.
+			nc.Close()
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+}
+
+// readLoop reads answers and hands each to its request until the
+// connection fails.
+func (cn *conn) readLoop(nc net.Conn) error {
+	r := bufio.NewReaderSize(nc, 16<<10)
+	var long []byte
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], line...)
+			for err == bufio.ErrBufferFull {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+				if len(long) > maxAnswerLen {
+					return fmt.Errorf("node sent an answer longer than %d bytes", maxAnswerLen)
+				}
+			}
+			line = long
+		}
+		if err != nil {
+			return err
+		}
+		a, err := proto.ParseAnswer(line)
+		if err != nil {
+			return fmt.Errorf("node sent a line the client cannot read: %w", err)
+		}
+		if err := cn.dispatch(a); err != nil {
+			return err
+		}
+	}
+}
+
+// dispatch matches a to the oldest outstanding request with the same
+// (op, key): T answers A, E names its op, M answers whatever op came first
+// on the key.
+func (cn *conn) dispatch(a proto.Answer) error {
+	var cl *call
+	cn.mu.Lock()
+	if a.Kind == proto.KindMoved {
+		cl = cn.popAnyLocked(a.Key)
+	} else if op := a.ReqOp(); op != 0 {
+		cl = cn.popLocked(op, a.Key)
+	}
+	cn.mu.Unlock()
+	if cl == nil {
+		if a.Kind == proto.KindError {
+			// A request of ours will never be answered: the stream is out
+			// of step, so start afresh and let the calls retry.
+			return fmt.Errorf("node sent an error that matches no request: %s %s %s", a.Kind, a.Key, a.ErrorText())
+		}
+		cn.c.log.Warn("lockd answer matches no request", "addr", cn.addr, "kind", a.Kind.String(), "key", a.Key)
+		return nil
+	}
+	if !cl.deliver(result{ans: a}) {
+		cn.c.orphan(cl, a)
+	}
+	return nil
+}
+
+// Call states.
+const (
+	callWaiting int32 = iota
+	callAnswered
+	callAbandoned
+)
+
+// call is one request sent on one connection, waiting for its answer.
+type call struct {
+	req   request
+	seq   uint64
+	cn    *conn         // where it was sent, and
+	gen   uint64        // which connection of cn
+	res   chan result   // cap 1; receives exactly one result
+	kick  chan struct{} // optional: shared by the sends of one Release
+	state atomic.Int32
+}
+
+type result struct {
+	ans proto.Answer
+	err error
+}
+
+func newCall(req *request, kick chan struct{}) *call {
+	return &call{req: *req, res: make(chan result, 1), kick: kick}
+}
+
+// deliver hands r to the caller. It reports false when the caller gave up
+// on the call, so the answer is the reader's to deal with.
+func (cl *call) deliver(r result) bool {
+	cl.res <- r
+	if !cl.state.CompareAndSwap(callWaiting, callAnswered) {
+		return false
+	}
+	if cl.kick != nil {
+		select {
+		case cl.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// abandon gives up waiting. The request stays registered, so its answer,
+// when it comes, is consumed without disturbing the matching of later
+// requests. If the answer was delivered already, abandon returns it.
+func (cl *call) abandon() (result, bool) {
+	if cl.state.CompareAndSwap(callWaiting, callAbandoned) {
+		return result{}, false
+	}
+	return <-cl.res, true
+}
+
+// request is one request line to send.
+type request struct {
+	op    proto.Op
+	key   string
+	token uint64        // R, N
+	lease time.Duration // A, N
+	wait  time.Duration // A: what is left of the wait at this send
+	addr  string        // H
+
+	// A: the whole wait and when the call began, to send what is left of
+	// it when the request moves to another connection.
+	waitTotal time.Duration
+	start     time.Time
+}
+
+var errWaitElapsed = errors.New("wait elapsed before the request could be sent")
+
+// prepare sets what changes from one send to the next.
+func (r *request) prepare(now time.Time) error {
+	if r.op != proto.OpAcquire || r.waitTotal <= 0 {
+		return nil
+	}
+	left := ceilMillis(r.waitTotal - now.Sub(r.start))
+	if left <= 0 {
+		return errWaitElapsed
+	}
+	r.wait = left
+	return nil
+}
+
+// ceilMillis rounds d up to the wire's millisecond precision, so that a
+// positive wait never turns into 0 (forever).
+func ceilMillis(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
+
+func (r *request) appendTo(b []byte) []byte {
+	b = append(b, byte(r.op), ' ')
+	b = append(b, r.key...)
+	switch r.op {
+	case proto.OpAcquire:
+		b = append(b, ' ')
+		b = proto.AppendSeconds(b, r.lease)
+		b = append(b, ' ')
+		b = proto.AppendSeconds(b, r.wait)
+	case proto.OpRelease:
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, r.token, 10)
+	case proto.OpRenew:
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, r.token, 10)
+		b = append(b, ' ')
+		b = proto.AppendSeconds(b, r.lease)
+	case proto.OpHandoff:
+		if r.addr != "" {
+			b = append(b, ' ')
+			b = append(b, r.addr...)
+		}
+	}
+	return append(b, '\n')
+}

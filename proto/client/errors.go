@@ -1,0 +1,56 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// Errors a call may return, possibly wrapped with the key and a hint at
+// what to do; test them with errors.Is.
+var (
+	// ErrTimeout: the acquire's wait elapsed without a grant (a T answer).
+	ErrTimeout = errors.New("timed out waiting for the lock")
+	// ErrNotHeld: the token does not hold the key (R or N answered notheld).
+	ErrNotHeld = errors.New("the token does not hold the key")
+	// ErrUnavailable: every connection was tried and none could serve. The
+	// error wraps the last dial or connection error.
+	ErrUnavailable = errors.New("no lockd node available")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("lockd client is closed")
+)
+
+// ServerError is an E answer: the node refused the request and said why.
+type ServerError struct {
+	Op       proto.Op
+	Key, Msg string
+}
+
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("lockd refused %s %s: %s", opName(e.Op), e.Key, e.Msg)
+}
+
+func opName(op proto.Op) string {
+	switch op {
+	case proto.OpAcquire:
+		return "acquire"
+	case proto.OpRelease:
+		return "release"
+	case proto.OpRenew:
+		return "renew"
+	case proto.OpQueue:
+		return "queue"
+	case proto.OpKeys:
+		return "keys"
+	case proto.OpStatus:
+		return "status"
+	case proto.OpHandoff:
+		return "handoff"
+	}
+	return "request " + op.String()
+}
+
+func serverError(a proto.Answer) *ServerError {
+	return &ServerError{Op: a.ReqOp(), Key: a.Key, Msg: a.ErrorText()}
+}

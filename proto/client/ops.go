@@ -1,0 +1,460 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// Acquire waits for key and returns the lock with its fencing token.
+// The server keeps the lock for lease unless it is renewed or released;
+// wait bounds the wait for the key (0 waits forever), counted from this
+// call, also when the request has to move to another connection.
+//
+// It returns an error wrapping ErrTimeout when the wait elapses, a
+// *ServerError when the node refuses the request, one wrapping
+// ErrUnavailable when no node could be reached, and ctx.Err() when ctx
+// ends first; a grant that arrives after that is released at once.
+func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (Lock, error) {
+	if err := checkKey("acquire", key); err != nil {
+		return Lock{}, err
+	}
+	if err := checkLease("acquire", key, lease); err != nil {
+		return Lock{}, err
+	}
+	if wait < 0 || wait > proto.MaxSeconds*time.Second {
+		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
+	}
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, start: c.now()}
+	a, cn, err := c.roundTrip(ctx, &req, true)
+	if errors.Is(err, errWaitElapsed) {
+		return Lock{}, timeoutErr(key, wait)
+	}
+	if err != nil {
+		return Lock{}, callErr("acquire", key, err)
+	}
+	switch a.Kind {
+	case proto.OpAcquire:
+		if len(a.Fields) == 1 {
+			if token, err := proto.ParseToken(a.Fields[0]); err == nil {
+				return Lock{Key: key, Token: token, Lease: lease}, nil
+			}
+		}
+	case proto.KindTimeout:
+		return Lock{}, timeoutErr(key, wait)
+	}
+	return Lock{}, badAnswer("acquire", key, cn, a)
+}
+
+// Release gives the lock back, so the next waiter is granted at once. It
+// re-sends the release every Options.ReleaseEvery, on any live connection
+// and preferring the active node, until a node answers or
+// Options.ReleaseFor has passed. It returns an error wrapping ErrNotHeld
+// when the token does not hold the key.
+func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	if err := checkKey("release", key); err != nil {
+		return err
+	}
+	req := request{op: proto.OpRelease, key: key, token: token}
+	kick := make(chan struct{}, 1)
+	var (
+		calls   []*call // sent, not answered yet
+		at      attempt
+		wake    <-chan struct{}
+		sends   int
+		lastErr error
+	)
+	defer func() {
+		// Answers still to come are consumed by the reader.
+		for _, cl := range calls {
+			cl.abandon()
+		}
+	}()
+	try := func() error {
+		wake = nil
+		for {
+			cn, gen, w, err := c.choose(&at)
+			if errors.Is(err, ErrClosed) {
+				return err
+			}
+			if err != nil {
+				lastErr = err
+				return nil
+			}
+			if cn == nil {
+				wake = w
+				return nil
+			}
+			cl := newCall(&req, kick)
+			cl.cn, cl.gen = cn, gen
+			if err := cn.send(cl); err != nil {
+				at.fail(cn, gen, err)
+				continue
+			}
+			calls = append(calls, cl)
+			sends++
+			return nil
+		}
+	}
+	if err := try(); err != nil {
+		return callErr("release", key, err)
+	}
+	giveUp := time.NewTimer(c.opts.ReleaseFor)
+	defer giveUp.Stop()
+	tick := time.NewTicker(c.opts.ReleaseEvery)
+	defer tick.Stop()
+	for {
+		var err error
+		select {
+		case <-kick:
+			for i := 0; i < len(calls); {
+				cl := calls[i]
+				var r result
+				select {
+				case r = <-cl.res:
+				default:
+					i++
+					continue
+				}
+				calls = append(calls[:i], calls[i+1:]...)
+				if r.err != nil {
+					if errors.Is(r.err, ErrClosed) {
+						return callErr("release", key, ErrClosed)
+					}
+					at.fail(cl.cn, cl.gen, r.err)
+					lastErr = r.err
+					if len(calls) == 0 {
+						err = try()
+					}
+					continue
+				}
+				a := r.ans
+				switch a.Kind {
+				case proto.OpRelease:
+					if len(a.Fields) == 1 && a.Fields[0] == proto.WordOK {
+						c.setActive(cl.cn.addr)
+						return nil
+					}
+					if len(a.Fields) == 1 && a.Fields[0] == proto.WordNotHeld {
+						c.setActive(cl.cn.addr)
+						return notHeldErr("release", key, token)
+					}
+					return badAnswer("release", key, cl.cn, a)
+				case proto.KindError:
+					return serverError(a)
+				case proto.KindMoved:
+					addr, merr := movedTo(cl.cn.addr, a)
+					if merr != nil {
+						return callErr("release", key, merr)
+					}
+					c.setActive(addr)
+					at.target = addr
+					at.moves++
+					// Follow the first redirects at once; after that
+					// the ticker paces us while a handoff settles.
+					if at.moves <= 2 {
+						err = try()
+					}
+				default:
+					return badAnswer("release", key, cl.cn, a)
+				}
+			}
+		case <-wake:
+			err = try()
+		case <-tick.C:
+			at = attempt{target: at.target, lastErr: at.lastErr}
+			err = try()
+		case <-giveUp.C:
+			if !errors.Is(lastErr, ErrUnavailable) {
+				lastErr = c.unavailable(lastErr)
+			}
+			return fmt.Errorf("release %s token %d: no node answered within %s (sent %d times): %w; the lock frees itself when its lease ends", key, token, c.opts.ReleaseFor, sends, lastErr)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err != nil {
+			return callErr("release", key, err)
+		}
+	}
+}
+
+// Renew restarts the lease of a held lock from now. It returns an error
+// wrapping ErrNotHeld when the token no longer holds the key (the lease
+// ran out, or it was released).
+func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) error {
+	if err := checkKey("renew", key); err != nil {
+		return err
+	}
+	if err := checkLease("renew", key, lease); err != nil {
+		return err
+	}
+	req := request{op: proto.OpRenew, key: key, token: token, lease: lease}
+	a, cn, err := c.roundTrip(ctx, &req, true)
+	if err != nil {
+		return callErr("renew", key, err)
+	}
+	if len(a.Fields) == 1 {
+		switch a.Fields[0] {
+		case proto.WordOK:
+			return nil
+		case proto.WordNotHeld:
+			return notHeldErr("renew", key, token)
+		}
+	}
+	return badAnswer("renew", key, cn, a)
+}
+
+// Queue returns the holder of key and its waiters, in queue order.
+func (c *Client) Queue(ctx context.Context, key string) (proto.Queue, error) {
+	if err := checkKey("queue", key); err != nil {
+		return proto.Queue{}, err
+	}
+	req := request{op: proto.OpQueue, key: key}
+	a, cn, err := c.roundTrip(ctx, &req, true)
+	if err != nil {
+		return proto.Queue{}, callErr("queue", key, err)
+	}
+	q, err := proto.ParseQueue(a)
+	if err != nil {
+		return q, fmt.Errorf("queue %s: %s answered %w; check that client and server versions match", key, cn.addr, err)
+	}
+	return q, nil
+}
+
+// Keys lists the keys held or waited on that pattern selects: "*" all,
+// "pre*" those starting with "pre", anything else that key alone. The
+// list is sorted and holds at most proto.MaxListKeys keys; total counts
+// them all.
+func (c *Client) Keys(ctx context.Context, pattern string) (keys []string, total int, err error) {
+	if err := checkKey("keys", pattern); err != nil {
+		return nil, 0, err
+	}
+	req := request{op: proto.OpKeys, key: pattern}
+	a, cn, err := c.roundTrip(ctx, &req, true)
+	if err != nil {
+		return nil, 0, callErr("keys", pattern, err)
+	}
+	if len(a.Fields) >= 1 {
+		if total, err := strconv.Atoi(a.Fields[0]); err == nil && total >= len(a.Fields)-1 {
+			return a.Fields[1:], total, nil
+		}
+	}
+	return nil, 0, badAnswer("keys", pattern, cn, a)
+}
+
+// Handoff asks the active node to hand its role to its successor, or to
+// the node at to when to is not "". It returns the new active's address.
+// The request is not re-sent when a connection drops after sending it:
+// the handoff may have happened, and a second one would move the role
+// again.
+func (c *Client) Handoff(ctx context.Context, to string) (newActive string, err error) {
+	if to != "" {
+		if msg := proto.CheckKey([]byte(to)); msg != "" {
+			return "", fmt.Errorf("handoff: target %q: %s; name a node as HOST:PORT, as written in its --peers", to, msg)
+		}
+	}
+	req := request{op: proto.OpHandoff, key: proto.WordNone, addr: to}
+	a, cn, err := c.roundTrip(ctx, &req, false)
+	if err != nil {
+		return "", callErr("handoff", "", err)
+	}
+	if len(a.Fields) == 2 && a.Fields[0] == proto.WordOK {
+		c.setActive(a.Fields[1])
+		return a.Fields[1], nil
+	}
+	return "", badAnswer("handoff", "", cn, a)
+}
+
+// roundTrip sends req and returns its answer, moving the request to
+// another connection when one drops (if resend) and following M answers
+// to the node they name. The answer is never M; an E answer comes back
+// as a *ServerError.
+func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (proto.Answer, *conn, error) {
+	var at attempt
+	for {
+		if err := ctx.Err(); err != nil {
+			return proto.Answer{}, nil, err
+		}
+		cn, gen, wake, err := c.choose(&at)
+		if err != nil {
+			return proto.Answer{}, nil, err
+		}
+		if cn == nil {
+			c.waits.Add(1)
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return proto.Answer{}, nil, ctx.Err()
+			}
+			continue
+		}
+		if err := req.prepare(c.now()); err != nil {
+			return proto.Answer{}, nil, err
+		}
+		cl := newCall(req, nil)
+		if err := cn.send(cl); err != nil {
+			at.fail(cn, gen, err)
+			continue
+		}
+		var r result
+		select {
+		case r = <-cl.res:
+		case <-ctx.Done():
+			var ok bool
+			if r, ok = cl.abandon(); !ok {
+				return proto.Answer{}, nil, ctx.Err()
+			}
+		}
+		if r.err != nil {
+			if errors.Is(r.err, ErrClosed) {
+				return proto.Answer{}, nil, ErrClosed
+			}
+			at.fail(cn, gen, r.err)
+			if !resend {
+				return proto.Answer{}, nil, fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check with lockctl status before retrying", r.err)
+			}
+			if at.drops >= maxDrops {
+				return proto.Answer{}, nil, c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", at.drops, r.err))
+			}
+			continue
+		}
+		a := r.ans
+		switch a.Kind {
+		case proto.KindMoved:
+			addr, err := movedTo(cn.addr, a)
+			if err != nil {
+				return a, cn, err
+			}
+			c.setActive(addr)
+			at.moves++
+			if at.moves > maxMoves {
+				return a, cn, fmt.Errorf("%w: redirected %d times, the last by %s to %s; the nodes disagree on which one is active (a handoff or failover may be under way): retry in a moment, and check lockctl status", ErrUnavailable, maxMoves, cn.addr, addr)
+			}
+			at.target = addr
+			if d := moveBackoff(at.moves); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return proto.Answer{}, nil, ctx.Err()
+				}
+			}
+			continue
+		case proto.KindError:
+			return a, cn, serverError(a)
+		}
+		if req.op != proto.OpHandoff {
+			// Only the active serves: a node that did is the active.
+			c.setActive(cn.addr)
+		}
+		return a, cn, nil
+	}
+}
+
+// moveBackoff is how long to pause before following the n-th redirect of
+// a call: the first ones at once, later ones a little later so that a
+// handoff in progress can settle.
+func moveBackoff(n int) time.Duration {
+	if n <= 2 {
+		return 0
+	}
+	return min(time.Duration(n-2)*20*time.Millisecond, 50*time.Millisecond)
+}
+
+// orphan deals with an answer that came after its caller gave up. A grant
+// is released at once, so that an abandoned acquire leaks no lock.
+func (c *Client) orphan(cl *call, a proto.Answer) {
+	if cl.req.op != proto.OpAcquire || a.Kind != proto.OpAcquire || len(a.Fields) != 1 {
+		return
+	}
+	token, err := proto.ParseToken(a.Fields[0])
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		err := c.Release(c.ctx, cl.req.key, token)
+		c.log.Info("lockd released a lock granted after its acquire gave up", "key", cl.req.key, "token", token, "err", err)
+	}()
+}
+
+// movedTo reads the address of an M answer.
+func movedTo(from string, a proto.Answer) (string, error) {
+	if len(a.Fields) != 1 {
+		return "", fmt.Errorf("node %s redirected %s without naming the active node; check the --peers and --advertise of that node", from, a.Key)
+	}
+	addr := a.Fields[0]
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", fmt.Errorf("node %s redirected %s to %q, which is not HOST:PORT; check the --peers and --advertise of that node", from, a.Key, addr)
+	}
+	return addr, nil
+}
+
+func (c *Client) unavailable(last error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unavailableLocked(last)
+}
+
+func checkKey(op, key string) error {
+	if msg := proto.CheckKey([]byte(key)); msg != "" {
+		return fmt.Errorf("%s %q: %s; a key is 1 to %d bytes without space, tab or control character", op, key, msg, proto.MaxKeyLen)
+	}
+	return nil
+}
+
+func checkLease(op, key string, lease time.Duration) error {
+	if lease < time.Millisecond || lease > proto.MaxSeconds*time.Second {
+		return fmt.Errorf("%s %s: lease %s is out of range; give at least 1ms and at most %d seconds", op, key, lease, proto.MaxSeconds)
+	}
+	return nil
+}
+
+// callErr names the call in err, leaving alone what callers test by
+// identity: ctx errors and *ServerError.
+func callErr(op, key string, err error) error {
+	var se *ServerError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &se) {
+		return err
+	}
+	if key == "" {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s %s: %w", op, key, err)
+}
+
+func timeoutErr(key string, wait time.Duration) error {
+	return fmt.Errorf("acquire %s: %w after %s; another client holds the key: retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait)
+}
+
+func notHeldErr(op, key string, token uint64) error {
+	return fmt.Errorf("%s %s token %d: %w: it was released already, its lease ran out, or it never held it; acquire the key again if you still need it", op, key, token, ErrNotHeld)
+}
+
+func badAnswer(op, key string, cn *conn, a proto.Answer) error {
+	where := "a node"
+	if cn != nil {
+		where = cn.addr
+	}
+	if key != "" {
+		op += " " + key
+	}
+	line := a.Kind.String() + " " + a.Key
+	for _, f := range a.Fields {
+		line += " " + f
+	}
+	return fmt.Errorf("%s: %s answered %q, which this client does not understand; check that client and server versions match", op, where, line)
+}

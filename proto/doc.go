@@ -1,0 +1,391 @@
+// Package proto is lockd's wire protocol: the grammar of the lines that
+// clients, lockctl and lockd nodes exchange, its limits, a parser for
+// requests (Parse) and formatters for answers (AppendGranted and the other
+// Append functions). This comment is the protocol document; the server
+// (package cluster), the Go client (package proto/client), lockctl and the
+// tests all follow it.
+//
+// The package owns how a request and an answer are written, and nothing
+// else. It knows no engine rule (who is granted a key, when a lease ends,
+// the order of a queue) and no role (which node is active, who follows
+// whom): it only spells their outcomes. Where this document says what a
+// server does (grants in FIFO order, redirects), it states lockd's promise
+// so that a client can rely on it; the code that keeps it lives elsewhere.
+//
+// # Talking to lockd
+//
+// lockd listens on plain TCP, by default on 127.0.0.1:7070; clients and
+// peers use the same port. Every request and every answer is one line, so
+// a person can drive a server by hand:
+//
+//	$ nc 127.0.0.1 7070
+//	A deploy 30 10
+//	A deploy 7360982537641984001
+//	R deploy 7360982537641984001
+//	R deploy ok
+//
+// In every session of this document, the lines typed into nc and the lines
+// the server writes back appear in the order they show on the terminal.
+// Lines starting with # are commentary, neither sent nor received.
+//
+// # Line grammar
+//
+//	request = OP SP KEY *(SP ARG) [CR] LF
+//	answer  = KIND SP KEY *(SP FIELD) LF
+//
+// where:
+//
+//   - OP and KIND are one upper-case ASCII letter. An answer's KIND is the
+//     OP of its request, except T (timeout), M (moved) and E (error).
+//   - Words are separated by a space (0x20). A server tolerates runs of
+//     spaces, and spaces before the first word or after the last, because
+//     people type them. Nothing else separates words, and no word holds a
+//     tab or another control character (0x00 to 0x1F, 0x7F).
+//   - A request ends in LF; CR LF is accepted. Answers end in LF alone.
+//   - KEY is 1 to 255 bytes, none of them a space, a tab or another control
+//     character (0x00 to 0x20, 0x7F). Every other byte is allowed, UTF-8
+//     included. Keys are case-sensitive. Every answer echoes its request's
+//     key byte for byte.
+//   - A duration is decimal seconds with at most three digits after the
+//     point: 30, 0.5, 2.25, 0.001. There is no sign, no exponent, and no
+//     point without digits on both sides (".5" and "5." are refused).
+//     Answers write durations the same way, cut to the millisecond and
+//     without trailing zeros (FormatSeconds).
+//   - A token is an unsigned 64-bit integer in decimal. lockd makes it
+//     epoch<<22 | counter, the epoch being wall-clock milliseconds, so
+//     tokens are large numbers like 7360982537641984001 that grow with
+//     every grant, across restarts and failovers. Compare tokens as
+//     numbers: the larger is the newer.
+//
+// # Limits
+//
+//	MaxLineLen   4096 bytes in a request line, without its line ending
+//	MaxKeyLen     255 bytes in a key
+//	MaxArgs        16 words after the key
+//	MaxListKeys  1000 keys listed in one K answer
+//	MaxSeconds   315360000 seconds (ten years) in one duration
+//	precision    0.001 seconds: three digits after the point at most
+//	tokens       0 to 18446744073709551615
+//
+// A line longer than MaxLineLen closes the connection: it cannot be a
+// request of this grammar, so the server stops trusting the stream. A
+// flood (a client that sends and never reads its answers) may close it
+// too. Anything else a server cannot serve is answered E and the
+// connection stays usable. lockd adds limits of its own configuration
+// (--max-keys, --max-waiters, --max-lease, --max-wait); what they refuse is
+// answered E like any other refusal.
+//
+// # Answers at a glance
+//
+//	request               answers
+//	A key lease wait      A key token | T key | M key addr | E key A: words
+//	R key token           R key ok | R key notheld | M key addr | E key R: words
+//	N key token lease     N key ok | N key notheld | M key addr | E key N: words
+//	Q key                 Q key TOKEN|- LEASELEFT|- NWAITERS WAITED,ADDR ... | M | E
+//	K pattern             K pattern TOTAL KEY ... | M | E
+//	S label               S label self=ADDR role=ROLE ... peer=... | E
+//	H label [addr]        H label ok NEWACTIVE | M label addr | E label H: words
+//
+// M key addr says this node is not active and the active is at addr; the
+// client sends the request there. Any client request but S may be
+// answered M.
+//
+// # Pipelining and matching answers
+//
+// A client may send its next request without waiting for the answer to the
+// one before. Answers to different keys come back in any order, and a
+// waiting A never delays the answers to later requests on the same
+// connection. A client matches each answer to a request it sent and has
+// not seen answered (Answer.ReqOp gives the op an answer belongs to):
+//
+//   - An answer matches the oldest outstanding request with the same
+//     (op, key). The op of an answer is its KIND, except that:
+//   - T answers A.
+//   - E names the op it answers: "E deploy R: ..." answers "R deploy ...".
+//   - M answers the oldest outstanding request on its key, whatever its op.
+//
+// The server answers requests with the same (op, key) in the order they
+// were sent on the connection, which makes the rule exact. An E whose key
+// is - or whose op is ? answers a line the server could not read that far;
+// a client that sends only well-formed lines never meets one.
+//
+// # Locks, waiters and connections
+//
+// A lock is not tied to the connection that acquired it: the token alone
+// identifies the holder. R and N may come on any connection: after a
+// reconnect, or to the node that became active after a failover. A waiter,
+// on the other hand, belongs to its connection: when that connection
+// closes, the waiter leaves the queue. A lock whose holder died is taken
+// back when its lease runs out, and passed to the next waiter.
+//
+// # A: acquire
+//
+//	A key lease wait
+//
+// Asks for the lock on key. lease is how long the lock is held unless it
+// is renewed or released; it must be more than 0. wait is the longest the
+// request stays in the key's queue; 0 waits forever. Waiters are served in
+// FIFO order: when the holder releases or its lease runs out, the key
+// passes at once to the head of the queue, with a new token.
+//
+//	A key token     granted: token is the fencing token, larger than every earlier one
+//	T key           the wait elapsed without a grant: nothing is held
+//	M key addr      this node is not active: ask addr
+//	E key A: words  refused
+//
+//	$ nc 127.0.0.1 7070
+//	A deploy 30 10
+//	A deploy 7360982537641984001
+//	A deploy 30 2
+//	# deploy is held (a lock is not its connection's: this one queues too)
+//	# and two seconds later:
+//	T deploy
+//	A deploy 30 0
+//	# waiting without a limit; the connection stays usable meanwhile:
+//	R deploy 7360982537641984001
+//	R deploy ok
+//	# the head of the queue, the A sent above, is granted at once:
+//	A deploy 7360982537641984002
+//	A deploy 0 10
+//	E deploy A: lease must be greater than 0 seconds
+//
+//	$ nc 127.0.0.1 7071
+//	A deploy 30 10
+//	M deploy 127.0.0.1:7070
+//
+// # R: release
+//
+//	R key token
+//
+//	R key ok        released; the head of the queue, if any, is granted at once
+//	R key notheld   token does not hold key: it never did, was released already, or its lease ran out
+//	M key addr      this node is not active: ask addr
+//	E key R: words  refused
+//
+// Releasing twice is harmless, the second answer is notheld, so a client
+// may re-send a release it is not sure arrived (the Go client does, for a
+// few seconds) rather than leave the key to its lease.
+//
+//	$ nc 127.0.0.1 7070
+//	R deploy 7360982537641984002
+//	R deploy ok
+//	R deploy 7360982537641984002
+//	R deploy notheld
+//	R deploy 12x
+//	E deploy R: token "12x" is not an unsigned 64-bit integer
+//
+// # N: renew
+//
+//	N key token lease
+//
+// Restarts the lease of the lock that token holds: it now ends lease
+// seconds after the server reads the request, whatever was left of it. A
+// long job renews well before its lease runs out.
+//
+//	N key ok        renewed
+//	N key notheld   token does not hold key (any more): as for R
+//	M key addr      this node is not active: ask addr
+//	E key N: words  refused
+//
+//	$ nc 127.0.0.1 7070
+//	A build 10 0
+//	A build 7360982537641984003
+//	N build 7360982537641984003 60
+//	N build ok
+//	# more than 60 seconds later, the lease has run out:
+//	N build 7360982537641984003 60
+//	N build notheld
+//
+// # Q: queue
+//
+//	Q key
+//
+//	Q key TOKEN LEASELEFT NWAITERS WAITED,ADDR ...
+//
+// TOKEN holds key for LEASELEFT more seconds; both are - when nobody holds
+// it. NWAITERS waiters follow in queue order, the next to be granted
+// first, each as the seconds it has waited so far and the remote address
+// of its connection (- when unknown). A key nobody holds or waits on
+// answers "Q key - - 0". M and E as for A. ParseQueue reads the answer.
+//
+//	$ nc 127.0.0.1 7070
+//	Q deploy
+//	Q deploy 7360982537641984001 29.5 2 3.2,127.0.0.1:51234 0.4,127.0.0.1:51240
+//	Q nothing
+//	Q nothing - - 0
+//
+// # K: keys
+//
+//	K pattern
+//
+//	K pattern TOTAL KEY ...
+//
+// Lists the keys held or waited on that pattern selects: * selects every
+// key, pre* every key that starts with pre, any other pattern only itself
+// (MatchKeys). A pattern is written like a key. The keys come sorted
+// bytewise, at most MaxListKeys (1000) of them; TOTAL counts every match,
+// so a TOTAL larger than the keys listed means the list was cut. M and E
+// as for A.
+//
+//	$ nc 127.0.0.1 7070
+//	K *
+//	K * 3 build deploy deploy-db
+//	K deploy*
+//	K deploy* 2 deploy deploy-db
+//	K nothing
+//	K nothing 0
+//
+// # S: status
+//
+//	S label
+//
+//	S label self=ADDR role=ROLE active=ADDR token=TOKEN seq=SEQ uptime=SECS keys=N waiters=N sticky=BOOL peer=PEER ...
+//
+// Every node answers S, active or not: it is never answered M. label is
+// any key-shaped word, echoed back; by convention -. The answer's fields
+// are key=value words:
+//
+//	self     this node's address, as written in --peers
+//	role     active, standby, joining (started, not yet synced) or handoff (handing the role over)
+//	active   the address of the active this node knows of, - when none
+//	token    the highest token this node knows of: its high-water mark
+//	seq      replication position: state changes applied
+//	uptime   seconds since the process started
+//	keys     keys held or waited on
+//	waiters  waiters queued
+//	sticky   true when this node gave the role up by command (see H)
+//	peer     ADDR,ROLE,up|down,SEQ,LAG,TOKEN: one per node of --peers, in priority
+//	         order, this one included; LAG is how many changes it is behind the
+//	         active (0 when caught up or unknown), TOKEN its high-water mark
+//
+// A reader skips fields it does not know, so that older clients read newer
+// servers. ParseStatus reads the answer.
+//
+//	$ nc 127.0.0.1 7071
+//	S -
+//	S - self=127.0.0.1:7071 role=standby active=127.0.0.1:7070 token=7360982537641984003 seq=42 uptime=3605.2 keys=2 waiters=1 sticky=false peer=127.0.0.1:7070,active,up,42,0,7360982537641984003 peer=127.0.0.1:7071,standby,up,42,0,7360982537641984003
+//
+// # H: handoff
+//
+//	H label [addr]
+//
+// Sent to the active: it hands its role to its successor by --peers
+// priority, or to addr when given. label is as for S. A node that gave the
+// role up this way is sticky: it stays a standby and does not take the
+// role back by priority until it restarts or a later handoff names it.
+//
+//	H label ok NEWACTIVE   handed over: NEWACTIVE is the active now
+//	M label addr           this node is not active: ask addr
+//	E label H: words       refused
+//
+//	$ nc 127.0.0.1 7070
+//	H -
+//	H - ok 127.0.0.1:7071
+//	A deploy 30 10
+//	M deploy 127.0.0.1:7071
+//
+// # E: errors
+//
+//	E key OP: words
+//
+// Any request may be answered E. key is the request's key, or - when it
+// could not be read; OP is the request's op letter, or ? when the line had
+// none. The words are for a person: a refusal of the grammar names what
+// was wrong (the op, the key, the lease, the wait, the token, the number
+// of arguments, the length of the line). They are not part of the
+// contract; a client shows them and does not parse them. After an E the
+// connection stays usable.
+//
+//	$ nc 127.0.0.1 7070
+//	a deploy 30 10
+//	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff)
+//	A deploy 30
+//	E deploy A: want A KEY LEASE WAIT (seconds; wait 0 = forever), got 1 argument(s)
+//	A deploy 30 1.2345
+//	E deploy A: wait "1.2345" has more than millisecond precision (at most 3 digits after the point)
+//	R deploy
+//	E deploy R: want R KEY TOKEN, got 0 argument(s)
+//	Q deploy
+//	Q deploy - - 0
+//
+// # Peer messages
+//
+// lockd nodes talk to each other on the client port, in the same grammar.
+// Clients never send these. What they mean for roles is package cluster's
+// business; this package only spells them. The sessions show the bytes for
+// whoever debugs a cluster: typed at live nodes, they change what those
+// nodes believe about each other.
+//
+// # Peer heartbeat: P
+//
+// Every node sends P to every other node every --heartbeat:
+//
+//	P FROM ROLE TOKEN SEQ FLAGS
+//	P FROM SELF ROLE TOKEN SEQ ACTIVE FLAGS
+//
+// FROM is the sender's address as written in --peers (the key of the
+// line), ROLE its role, TOKEN its token high-water mark, SEQ its
+// replication position, FLAGS - or a comma list of sticky (gave the role
+// up by command) and synced (has applied a snapshot). Words after FLAGS
+// are tolerated, for later versions. The answer echoes FROM, then gives
+// the answering node's own address (SELF), role, token, seq, the active it
+// knows of (ACTIVE, - when none) and its flags.
+//
+//	$ nc 127.0.0.1 7070
+//	P 127.0.0.1:7071 standby 7360982537641984003 42 synced
+//	P 127.0.0.1:7071 127.0.0.1:7070 active 7360982537641984003 42 127.0.0.1:7070 -
+//
+// A node of higher priority that restarted, joined as a standby and
+// synced takes its role back with a handoff request of the reserved label
+// takeback, naming itself; unlike a handoff asked for by command, it does
+// not make the giver sticky:
+//
+//	H takeback 127.0.0.1:7070
+//	H takeback ok 127.0.0.1:7070
+//
+// # Peer replication: Y, G, F, W, H, O
+//
+// A standby subscribes to the active's state on a connection
+// of its own, giving its address (FROM) and its token high-water mark:
+//
+//	Y FROM TOKEN
+//
+// From then on the active writes records on that connection, each a line
+// of the same grammar. First a snapshot:
+//
+//	G key token leaseleft    one per held key: its token and lease left, in seconds
+//	Y FROM synced TOKEN SEQ  the snapshot is complete; TOKEN and SEQ are the active's
+//
+// then live records, in the order the changes happened:
+//
+//	G key token leaseleft    granted or renewed
+//	F key token              freed: released, or its lease ran out
+//	W - TOKEN SEQ            periodic mark: the active's high-water mark and position
+//	H FROM TOKEN SEQ         handoff: you are the successor; promote once this is applied
+//
+// and the successor, once it serves as the active, answers on the same
+// connection with its token high-water mark:
+//
+//	O FROM TOKEN
+//
+// A node that is not active answers Y with "M FROM addr". When the active
+// stops feeding a stream (it hands off, demotes or shuts down), it writes
+// "M - addr", addr being where the role went, and closes the connection.
+// Parse reads P, Y and O as requests; ParseAnswer reads their answers and
+// the records. Each live G and F record moves SEQ by one.
+//
+// Only held locks travel: a waiter belongs to its connection to the old
+// active, which answers it M when it gives the role up, and its client
+// asks again wherever the active is.
+//
+//	$ nc 127.0.0.1 7070
+//	Y 127.0.0.1:7071 7360982537641984001
+//	G build 7360982537641984003 41.2
+//	G deploy 7360982537641984002 12.75
+//	Y 127.0.0.1:7071 synced 7360982537641984003 42
+//	F deploy 7360982537641984002
+//	G deploy 7360982537641984004 30
+//	W - 7360982537641984004 44
+//	H 127.0.0.1:7071 7360982537641984004 44
+//	O 127.0.0.1:7071 7360982537641984004
+package proto

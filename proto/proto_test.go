@@ -1,0 +1,328 @@
+package proto
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const tok = 7360982537641984001 // epoch<<22 | counter, as lockd makes them
+
+func TestParseAccepts(t *testing.T) {
+	key255 := strings.Repeat("k", MaxKeyLen)
+	p16 := "P 127.0.0.1:7071 standby 7 42 -" + strings.Repeat(" x", MaxArgs-4)
+	tests := []struct {
+		line string
+		want Request
+	}{
+		{"A deploy 30 10", Request{Op: OpAcquire, Key: "deploy", Lease: 30 * time.Second, Wait: 10 * time.Second}},
+		{"A deploy 0.5 0", Request{Op: OpAcquire, Key: "deploy", Lease: 500 * time.Millisecond}},
+		{"A deploy 2.25 0.001", Request{Op: OpAcquire, Key: "deploy", Lease: 2250 * time.Millisecond, Wait: time.Millisecond}},
+		{"A deploy 30 10\n", Request{Op: OpAcquire, Key: "deploy", Lease: 30 * time.Second, Wait: 10 * time.Second}},
+		{"A deploy 30 10\r\n", Request{Op: OpAcquire, Key: "deploy", Lease: 30 * time.Second, Wait: 10 * time.Second}},
+		{"  A   deploy  30    10  \r\n", Request{Op: OpAcquire, Key: "deploy", Lease: 30 * time.Second, Wait: 10 * time.Second}},
+		{"A Deploy 30 10", Request{Op: OpAcquire, Key: "Deploy", Lease: 30 * time.Second, Wait: 10 * time.Second}},
+		{"A 鍵 1 0", Request{Op: OpAcquire, Key: "鍵", Lease: time.Second}},
+		{"A a\u00a0b 1 0", Request{Op: OpAcquire, Key: "a\u00a0b", Lease: time.Second}},
+		{"A " + key255 + " 1 0", Request{Op: OpAcquire, Key: key255, Lease: time.Second}},
+		{"R deploy 7360982537641984001", Request{Op: OpRelease, Key: "deploy", Token: tok}},
+		{"R deploy 0", Request{Op: OpRelease, Key: "deploy"}},
+		{"R deploy 18446744073709551615", Request{Op: OpRelease, Key: "deploy", Token: 1<<64 - 1}},
+		{"R deploy 007", Request{Op: OpRelease, Key: "deploy", Token: 7}},
+		{"N deploy 7360982537641984001 60", Request{Op: OpRenew, Key: "deploy", Token: tok, Lease: time.Minute}},
+		{"Q deploy", Request{Op: OpQueue, Key: "deploy"}},
+		{"K *", Request{Op: OpKeys, Key: "*"}},
+		{"K dep*", Request{Op: OpKeys, Key: "dep*"}},
+		{"S -", Request{Op: OpStatus, Key: "-"}},
+		{"H -", Request{Op: OpHandoff, Key: "-"}},
+		{"H - 127.0.0.1:7071", Request{Op: OpHandoff, Key: "-", Addr: "127.0.0.1:7071"}},
+		{"P 127.0.0.1:7071 standby 7360982537641984001 42 -", Request{Op: OpBeat, Key: "127.0.0.1:7071", Token: tok,
+			Args: []string{"standby", "7360982537641984001", "42", "-"}}},
+		{"P 127.0.0.1:7071 standby 7360982537641984001 42 sticky later", Request{Op: OpBeat, Key: "127.0.0.1:7071", Token: tok,
+			Args: []string{"standby", "7360982537641984001", "42", "sticky", "later"}}},
+		{p16, Request{Op: OpBeat, Key: "127.0.0.1:7071", Token: 7, Args: strings.Fields(p16)[2:]}},
+		{"Y 127.0.0.1:7071 7360982537641984001", Request{Op: OpSync, Key: "127.0.0.1:7071", Token: tok, Args: []string{"7360982537641984001"}}},
+		{"O 127.0.0.1:7071 7360982537641984001", Request{Op: RecTakeover, Key: "127.0.0.1:7071", Token: tok, Args: []string{"7360982537641984001"}}},
+	}
+	for _, tt := range tests {
+		got, err := Parse([]byte(tt.line))
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.line, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Parse(%q)\n got %+v\nwant %+v", tt.line, got, tt.want)
+		}
+	}
+}
+
+func TestParseLineLength(t *testing.T) {
+	// H takes one free-form word, so it can fill a line exactly.
+	line := "H - " + strings.Repeat("a", MaxLineLen-4)
+	if _, err := Parse([]byte(line + "\r\n")); err != nil {
+		t.Errorf("line of MaxLineLen bytes refused: %v", err)
+	}
+	_, err := Parse([]byte(line + "a\n"))
+	checkRefusal(t, line+"a", err, 0, WordNone, "longer than 4096 bytes")
+}
+
+func TestParseRefuses(t *testing.T) {
+	key256 := strings.Repeat("k", MaxKeyLen+1)
+	tooMany := "P f standby 1 1 -" + strings.Repeat(" x", MaxArgs-3)
+	tests := []struct {
+		line string
+		op   Op
+		key  string
+		msg  string // the message names the field: it must contain this
+	}{
+		// The line and its op.
+		{"", 0, "-", "empty line"},
+		{"\n", 0, "-", "empty line"},
+		{"\r\n", 0, "-", "empty line"},
+		{"    \r\n", 0, "-", "blank line"},
+		{"a deploy 30 10", 0, "deploy", `op "a"`},
+		{"AB deploy", 0, "deploy", `op "AB"`},
+		{"7 deploy", 0, "deploy", `op "7"`},
+		{"\x00 deploy", 0, "deploy", `op "\x00"`},
+		{"A\tdeploy 30 10", 0, "30", "op"},
+		{"X deploy", 'X', "deploy", "unknown op X"},
+		{"T deploy", 'T', "deploy", "unknown op T"},
+		{"M deploy", 'M', "deploy", "unknown op M"},
+		{"E deploy", 'E', "deploy", "unknown op E"},
+		{"G deploy 1 1", 'G', "deploy", "unknown op G"},
+		{tooMany, 'P', "f", "too many words"},
+		// The key.
+		{"A", 'A', "-", "missing key"},
+		{"A " + key256 + " 30 10", 'A', "-", "key is 256 bytes"},
+		{"A dep\tloy 30 10", 'A', "-", "key has a space, tab or control character"},
+		{"A dep\x01loy 30 10", 'A', "-", "key has"},
+		{"A dep\x7floy 30 10", 'A', "-", "key has"},
+		{"A dep\rloy 30 10", 'A', "-", "key has"},
+		{"A dep\x00loy 30 10", 'A', "-", "key has"},
+		{"A deploy\n 30 10", 'A', "-", "key has"},
+		// A: argument count, lease, wait.
+		{"A deploy", 'A', "deploy", "want A KEY LEASE WAIT (seconds; wait 0 = forever), got 0 argument(s)"},
+		{"A deploy 30", 'A', "deploy", "got 1 argument(s)"},
+		{"A deploy 30 10 5", 'A', "deploy", "got 3 argument(s)"},
+		{"A deploy 0 10", 'A', "deploy", "lease must be greater than 0"},
+		{"A deploy 0.000 10", 'A', "deploy", "lease must be greater than 0"},
+		{"A deploy abc 10", 'A', "deploy", `lease "abc" is not a number of seconds`},
+		{"A deploy 30 abc", 'A', "deploy", `wait "abc" is not a number of seconds`},
+		{"A deploy 30 -1", 'A', "deploy", `wait "-1"`},
+		{"A deploy 1.2345 10", 'A', "deploy", `lease "1.2345" has more than millisecond precision`},
+		{"A deploy 30 315360001", 'A', "deploy", `wait "315360001" is more than 315360000 seconds`},
+		// R: argument count, token.
+		{"R deploy", 'R', "deploy", "want R KEY TOKEN, got 0 argument(s)"},
+		{"R deploy 1 2", 'R', "deploy", "got 2 argument(s)"},
+		{"R deploy 12x", 'R', "deploy", `token "12x" is not an unsigned 64-bit integer`},
+		{"R deploy -1", 'R', "deploy", `token "-1"`},
+		{"R deploy +1", 'R', "deploy", `token "+1"`},
+		{"R deploy 0x10", 'R', "deploy", `token "0x10"`},
+		{"R deploy 18446744073709551616", 'R', "deploy", `token "18446744073709551616" is larger than 2^64-1`},
+		{"R deploy 99999999999999999999", 'R', "deploy", "token"},
+		{"R deploy 123456789012345678901", 'R', "deploy", "token"},
+		// N: argument count, token, lease.
+		{"N deploy 7", 'N', "deploy", "want N KEY TOKEN LEASE, got 1 argument(s)"},
+		{"N deploy x 30", 'N', "deploy", `token "x"`},
+		{"N deploy 7 0", 'N', "deploy", "lease must be greater than 0"},
+		{"N deploy 7 5.", 'N', "deploy", `lease "5."`},
+		// Q, K, S, H: argument count.
+		{"Q deploy extra", 'Q', "deploy", "want Q KEY with nothing after it"},
+		{"K * extra", 'K', "*", "want K KEY with nothing after it"},
+		{"S - extra", 'S', "-", "want S KEY with nothing after it"},
+		{"H - a b", 'H', "-", "want H LABEL [ADDR]"},
+		{"H - a\tb", 'H', "-", `addr "a\tb" has a tab or control character`},
+		{"H - a\r", 'H', "-", "addr"},
+		// Peer requests.
+		{"P f standby 1", 'P', "f", "want P FROM ROLE TOKEN SEQ FLAGS"},
+		{"P f standby x 1 -", 'P', "f", `token "x"`},
+		{"P 0 0 0 0 \r", 'P', "0", `"\r" has a tab or control character`}, // found by FuzzParse
+		{"P f stand\x1bby 1 1 -", 'P', "f", "control character"},
+		{"P f standby 1 1 - \x7f", 'P', "f", "control character"},
+		{"Y f", 'Y', "f", "want Y FROM TOKEN"},
+		{"Y f 1 2", 'Y', "f", "want Y FROM TOKEN"},
+		{"Y f x", 'Y', "f", `token "x"`},
+		{"O f", 'O', "f", "want O FROM TOKEN"},
+		{"O f x", 'O', "f", `token "x"`},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.line))
+		checkRefusal(t, tt.line, err, tt.op, tt.key, tt.msg)
+	}
+}
+
+func checkRefusal(t *testing.T, line string, err error, op Op, key, msg string) {
+	t.Helper()
+	if len(line) > 40 {
+		line = line[:40] + "..."
+	}
+	var pe *ParseError
+	if !errors.As(err, &pe) {
+		t.Errorf("Parse(%q) = %v, want a *ParseError", line, err)
+		return
+	}
+	if pe.Op != op || pe.Key != key || !strings.Contains(pe.Msg, msg) {
+		t.Errorf("Parse(%q) = {Op: %q, Key: %q, Msg: %q}\nwant {Op: %q, Key: %q, Msg containing %q}", line, pe.Op, pe.Key, pe.Msg, op, key, msg)
+	}
+	if pe.Error() != pe.Msg {
+		t.Errorf("Error() = %q, want %q", pe.Error(), pe.Msg)
+	}
+}
+
+func TestParseSeconds(t *testing.T) {
+	ok := map[string]time.Duration{
+		"30":            30 * time.Second,
+		"0.5":           500 * time.Millisecond,
+		"2.25":          2250 * time.Millisecond,
+		"0.001":         time.Millisecond,
+		"0":             0,
+		"0.0":           0,
+		"1.000":         time.Second,
+		"007":           7 * time.Second,
+		"315360000":     MaxSeconds * time.Second,
+		"315359999.999": MaxSeconds*time.Second - time.Millisecond,
+		"315360000.000": MaxSeconds * time.Second,
+	}
+	for s, want := range ok {
+		got, msg := ParseSeconds([]byte(s))
+		if msg != "" || got != want {
+			t.Errorf("ParseSeconds(%q) = %v, %q; want %v", s, got, msg, want)
+		}
+		// The same through Parse, as the wait of an acquire.
+		req, err := Parse([]byte("A k 1 " + s))
+		if err != nil || req.Wait != want {
+			t.Errorf("Parse(A k 1 %s) = %+v, %v; want wait %v", s, req, err, want)
+		}
+	}
+	bad := []string{"1.2345", "-1", "1e3", "abc", "", ".5", "5.", "+1", "1.2.3", "1,5", " 1", "1 ", "0x10", "1.a",
+		"315360001", "315360000.001", "99999999999999999999999999", "١"}
+	for _, s := range bad {
+		if got, msg := ParseSeconds([]byte(s)); msg == "" {
+			t.Errorf("ParseSeconds(%q) = %v, want a refusal", s, got)
+		}
+	}
+}
+
+func TestFormatSeconds(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0"},
+		{30 * time.Second, "30"},
+		{500 * time.Millisecond, "0.5"},
+		{2250 * time.Millisecond, "2.25"},
+		{time.Millisecond, "0.001"},
+		{10 * time.Millisecond, "0.01"},
+		{100 * time.Millisecond, "0.1"},
+		{90*time.Second + 120*time.Millisecond, "90.12"},
+		{1999 * time.Microsecond, "0.001"}, // cut, not rounded
+		{time.Microsecond, "0"},
+		{-time.Second, "0"},
+		{MaxSeconds * time.Second, "315360000"},
+	}
+	for _, tt := range tests {
+		if got := FormatSeconds(tt.d); got != tt.want {
+			t.Errorf("FormatSeconds(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+	if got := string(AppendSeconds([]byte("wait="), 2500*time.Millisecond)); got != "wait=2.5" {
+		t.Errorf("AppendSeconds appended %q, want wait=2.5", got)
+	}
+}
+
+func TestSecondsRoundTrip(t *testing.T) {
+	check := func(d time.Duration) {
+		s := FormatSeconds(d)
+		got, msg := ParseSeconds([]byte(s))
+		if msg != "" || got != d {
+			t.Fatalf("ParseSeconds(FormatSeconds(%v) = %q) = %v, %q", d, s, got, msg)
+		}
+		if again := FormatSeconds(got); again != s {
+			t.Fatalf("FormatSeconds is not canonical: %q then %q", s, again)
+		}
+	}
+	for ms := range 5000 {
+		check(time.Duration(ms) * time.Millisecond)
+	}
+	for _, d := range []time.Duration{time.Hour, 24*time.Hour + time.Millisecond, MaxSeconds*time.Second - time.Millisecond, MaxSeconds * time.Second} {
+		check(d)
+	}
+}
+
+func TestParseToken(t *testing.T) {
+	if v, err := ParseToken("7360982537641984001"); err != nil || v != tok {
+		t.Errorf("ParseToken = %d, %v", v, err)
+	}
+	if v, err := ParseToken("18446744073709551615"); err != nil || v != 1<<64-1 {
+		t.Errorf("ParseToken(max) = %d, %v", v, err)
+	}
+	for _, s := range []string{"", "-1", "x", "18446744073709551616", "1 "} {
+		if _, err := ParseToken(s); err == nil || !strings.HasPrefix(err.Error(), "token ") {
+			t.Errorf("ParseToken(%q) = %v, want an error naming the token", s, err)
+		}
+	}
+}
+
+func TestCheckKey(t *testing.T) {
+	for _, k := range []string{"a", "deploy", "*", "-", "a.b/c:d", "鍵", strings.Repeat("x", MaxKeyLen), "\x80\xff"} {
+		if msg := CheckKey([]byte(k)); msg != "" {
+			t.Errorf("CheckKey(%q) = %q, want valid", k, msg)
+		}
+	}
+	for _, k := range []string{"", " ", "a b", "a\tb", "a\nb", "a\x00", "\x1f", "\x7f", strings.Repeat("x", MaxKeyLen+1)} {
+		if CheckKey([]byte(k)) == "" {
+			t.Errorf("CheckKey(%q) valid, want a refusal", k)
+		}
+	}
+}
+
+func TestOpString(t *testing.T) {
+	if OpAcquire.String() != "A" || KindError.String() != "E" || Op(0).String() != "?" || Op('a').String() != "?" {
+		t.Error("Op.String: want the letter for A..Z and ? otherwise")
+	}
+}
+
+// TestDocErrors keeps the protocol document honest: every E line of an nc
+// session in doc.go is what Parse says about the request line before it.
+func TestDocErrors(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev string
+	session := false // inside a code block that starts with "$ nc"
+	n := 0
+	for line := range strings.Lines(string(src)) {
+		code, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			prev, session = "", false
+			continue
+		}
+		code = strings.TrimSuffix(code, "\n")
+		if strings.HasPrefix(code, "$ nc ") {
+			session = true
+			continue
+		}
+		if !session || strings.HasPrefix(code, "#") {
+			continue
+		}
+		if strings.HasPrefix(code, "E ") && prev != "" {
+			_, err := Parse([]byte(prev))
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Errorf("doc.go shows %q answered with %q, but Parse accepts it", prev, code)
+			} else if got := string(AppendError(nil, pe.Key, pe.Op, pe.Msg)); got != code+"\n" {
+				t.Errorf("doc.go shows %q answered with\n %q\nParse says\n %q", prev, code, got)
+			}
+			n++
+		}
+		prev = code
+	}
+	if n < 5 {
+		t.Errorf("found %d E examples in doc.go, want at least 5", n)
+	}
+}
