@@ -2,9 +2,10 @@
 // holders and leases, the FIFO queue of waiters per key, wait limits and
 // the fencing-token counter.
 //
-// The engine is a deterministic state machine. Every method takes the
-// current time as an argument and first fires whatever deadlines are due
-// at that instant, so the same calls with the same times always produce
+// The engine is a deterministic state machine. Every method that changes
+// state takes the current time as an argument and first fires whatever
+// deadlines are due at that instant (the read-only ones, Inspect, Keys,
+// Stats and Snapshot, do not: call Advance first for a view as of now), so the same calls with the same times always produce
 // the same state and the same events. It starts no goroutine, takes no
 // lock, reads no clock and knows nothing of sockets or peers: the caller
 // (package cluster) serialises calls, routes the returned events to
@@ -140,8 +141,9 @@ type waiter struct {
 	next     *waiter
 	lease    time.Duration
 	since    int64
-	deadline int64 // wait end, 0 when waiting forever
-	heapIdx  int   // position in the wait heap, -1 when waiting forever
+	deadline int64  // wait end, 0 when waiting forever
+	heapIdx  int    // position in the wait heap, -1 when waiting forever
+	arrival  uint64 // order of arrival, breaks ties between equal since
 }
 
 // Engine is the lock state machine. It is not safe for concurrent use.
@@ -157,6 +159,7 @@ type Engine struct {
 	seen     uint64 // highest token known from anywhere
 	freeKeys []*keyState
 	freeWait []*waiter
+	arrivals uint64 // waiters queued so far
 }
 
 // New returns an empty engine whose first token's epoch is now's
@@ -215,7 +218,8 @@ func (e *Engine) Acquire(now time.Time, key string, lease, wait time.Duration, w
 		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
 	}
 	wt := e.newWaiter()
-	*wt = waiter{w: w, ks: ks, lease: lease, since: nanos, heapIdx: -1}
+	e.arrivals++
+	*wt = waiter{w: w, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
 	if wait > 0 {
 		wt.deadline = nanos + int64(wait)
 		heap.Push(&e.waits, wt)
@@ -246,8 +250,8 @@ func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) (
 }
 
 // Renew gives the holder token of key a fresh lease counted from now. It
-// reports false when token does not hold key, or the lease is out of
-// range.
+// returns ErrNotHeld when token does not hold key, and a range error when
+// the lease is out of range.
 func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Duration, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
@@ -332,7 +336,7 @@ func (e *Engine) DropWaiters(out []Event) []Event {
 		if ws[i].since != ws[j].since {
 			return ws[i].since < ws[j].since
 		}
-		return ws[i].w.Seq < ws[j].w.Seq
+		return ws[i].arrival < ws[j].arrival
 	})
 	for _, wt := range ws {
 		out = append(out, Event{Kind: TimedOut, Key: wt.ks.key, Waiter: wt.w})
@@ -384,7 +388,9 @@ func (e *Engine) unlink(wt *waiter) {
 	}
 	delete(e.waiters, wt.w)
 	*wt = waiter{}
-	e.freeWait = append(e.freeWait, wt)
+	if len(e.freeWait) < 4096 {
+		e.freeWait = append(e.freeWait, wt)
+	}
 }
 
 // leave removes a waiter that is not being granted, and forgets its key

@@ -1,0 +1,906 @@
+package engine
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func epochOf(tok uint64) uint64   { return tok >> CounterBits }
+func counterOf(tok uint64) uint64 { return tok & counterMask }
+
+// nextGrant takes and gives back a fresh key and returns the token.
+func nextGrant(t *testing.T, e *Engine, now time.Time) uint64 {
+	t.Helper()
+	out, err := e.Acquire(now, "probe", time.Second, 0, Waiter{Conn: 1 << 60}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := grantOf(t, out, Waiter{Conn: 1 << 60}).Token
+	if _, ok := e.Release(now, "probe", tok, nil); !ok {
+		t.Fatal("probe release refused")
+	}
+	return tok
+}
+
+func TestTokenLayout(t *testing.T) {
+	e := New(Config{}, t0)
+	tok := nextGrant(t, e, t0)
+	if epochOf(tok) != uint64(t0.UnixMilli()) || counterOf(tok) != 1 {
+		t.Fatalf("first token %d = epoch %d counter %d; want epoch %d counter 1",
+			tok, epochOf(tok), counterOf(tok), t0.UnixMilli())
+	}
+	if e.LastToken() != tok || e.HighWater() != tok {
+		t.Fatalf("LastToken %d HighWater %d; want %d", e.LastToken(), e.HighWater(), tok)
+	}
+	if New(Config{}, t0).LastToken() != 0 {
+		t.Fatal("a new engine reports a last token")
+	}
+}
+
+func TestTokensStrictlyIncrease(t *testing.T) {
+	e := New(Config{}, t0)
+	now := t0
+	var last uint64
+	check := func(evs []Event) {
+		for _, ev := range evs {
+			if ev.Kind != Granted {
+				continue
+			}
+			if ev.Token <= last {
+				t.Fatalf("token %d after %d", ev.Token, last)
+			}
+			last = ev.Token
+		}
+	}
+	// Grants of free keys, hand-offs by release and by expiry, interleaved.
+	toks := map[string]uint64{}
+	for i := range 20000 {
+		key := fmt.Sprint("k", i%7)
+		out, err := e.Acquire(now, key, time.Duration(1+i%5)*time.Millisecond, 0, Waiter{Conn: uint64(i)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(out)
+		for _, ev := range out {
+			if ev.Kind == Granted {
+				toks[ev.Key] = ev.Token
+			}
+		}
+		if i%3 == 0 {
+			out, _ = e.Release(now, key, toks[key], nil)
+			check(out)
+		}
+		now = now.Add(time.Duration(i%2) * time.Millisecond)
+		out = e.Advance(now, nil)
+		check(out)
+		for _, ev := range out {
+			if ev.Kind == Granted {
+				toks[ev.Key] = ev.Token
+			}
+		}
+	}
+	if last != e.LastToken() {
+		t.Fatalf("LastToken %d; last granted %d", e.LastToken(), last)
+	}
+}
+
+func TestTokenCounterOverflow(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		now       time.Time
+		wantEpoch uint64
+	}{
+		// Within the same millisecond the epoch steps by one...
+		{"same millisecond", t0, uint64(t0.UnixMilli()) + 1},
+		// ...later it jumps to the wall clock, so it does not run ahead.
+		{"an hour later", at(time.Hour), uint64(at(time.Hour).UnixMilli())},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := New(Config{}, t0)
+			e.counter = counterMask - 2
+			var toks []uint64
+			for range 4 {
+				toks = append(toks, nextGrant(t, e, c.now))
+			}
+			old := uint64(t0.UnixMilli())
+			if epochOf(toks[1]) != old || counterOf(toks[1]) != counterMask {
+				t.Fatalf("token before overflow: epoch %d counter %d", epochOf(toks[1]), counterOf(toks[1]))
+			}
+			if epochOf(toks[2]) != c.wantEpoch || counterOf(toks[2]) != 1 {
+				t.Fatalf("token after overflow: epoch %d counter %d; want epoch %d counter 1",
+					epochOf(toks[2]), counterOf(toks[2]), c.wantEpoch)
+			}
+			for i := 1; i < len(toks); i++ {
+				if toks[i] <= toks[i-1] {
+					t.Fatalf("tokens not increasing across overflow: %d", toks)
+				}
+			}
+		})
+	}
+}
+
+// TestTokenCounterOverflowByGrants runs the counter out the slow way, by
+// 1<<CounterBits real grants.
+func TestTokenCounterOverflowByGrants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("4M grants")
+	}
+	e := New(Config{}, t0)
+	out := make([]Event, 0, 4)
+	var last uint64
+	for i := 0; i <= counterMask; i++ {
+		out, _ = e.Acquire(t0, "k", time.Second, 0, Waiter{}, out[:0])
+		tok := out[0].Token
+		if tok <= last {
+			t.Fatalf("grant %d: token %d after %d", i, tok, last)
+		}
+		last = tok
+		out, _ = e.Release(t0, "k", tok, out[:0])
+	}
+	if epochOf(last) != uint64(t0.UnixMilli())+1 || counterOf(last) != 1 {
+		t.Fatalf("after %d grants: epoch %d counter %d", counterMask+1, epochOf(last), counterOf(last))
+	}
+}
+
+func TestTokensAfterRestart(t *testing.T) {
+	old := New(Config{}, t0)
+	for range 1000 {
+		nextGrant(t, old, t0)
+	}
+	// The restarted node's clock reads a millisecond later.
+	restarted := New(Config{}, at(time.Millisecond))
+	if tok := nextGrant(t, restarted, at(time.Millisecond)); tok <= old.LastToken() {
+		t.Fatalf("token after restart %d not above %d", tok, old.LastToken())
+	}
+}
+
+func TestObserve(t *testing.T) {
+	e0 := uint64(t0.UnixMilli())
+	for _, c := range []struct {
+		name     string
+		issued   int    // tokens issued before the observation
+		observed uint64 // the token observed
+		now      time.Time
+		// wantAbove: the next token must exceed this; wantNextIsLastPlusOne:
+		// the observation must not disturb the sequence.
+		wantAbove             uint64
+		wantNextIsLastPlusOne bool
+	}{
+		{"later epoch", 3, (e0+5)<<CounterBits | 7, t0, (e0+5)<<CounterBits | counterMask, false},
+		{"own epoch, higher counter", 3, e0<<CounterBits | 100, t0, e0<<CounterBits | counterMask, false},
+		{"later epoch, later clock", 1, (e0+5)<<CounterBits | 7, at(time.Hour), uint64(at(time.Hour).UnixMilli()) << CounterBits, false},
+		{"earlier epoch", 3, (e0-1)<<CounterBits | counterMask, t0, 0, true},
+		{"own token echoed back", 3, e0<<CounterBits | 2, t0, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := New(Config{}, t0)
+			for range c.issued {
+				nextGrant(t, e, t0)
+			}
+			last, hw := e.LastToken(), e.HighWater()
+			e.Observe(c.now, c.observed)
+			if want := max(hw, c.observed); e.HighWater() != want {
+				t.Fatalf("HighWater %d; want %d", e.HighWater(), want)
+			}
+			next := nextGrant(t, e, c.now)
+			if next <= c.observed || next <= last || next <= c.wantAbove {
+				t.Fatalf("next token %d; want above observed %d, last %d and %d", next, c.observed, last, c.wantAbove)
+			}
+			if c.wantNextIsLastPlusOne && next != last+1 {
+				t.Fatalf("next token %d; want %d (observation ignored)", next, last+1)
+			}
+		})
+	}
+}
+
+func TestSucceed(t *testing.T) {
+	e0 := uint64(t0.UnixMilli())
+	t.Run("above unseen tokens of a replicated epoch", func(t *testing.T) {
+		// A standby learns of the active's token E|5 by replication; the
+		// active may have issued E|6... since, never replicated.
+		standby := New(Config{}, t0)
+		seen := (e0+50)<<CounterBits | 5
+		standby.ApplyHeld(t0, "k", seen, time.Minute)
+		if standby.HighWater() != seen {
+			t.Fatalf("HighWater %d; want %d", standby.HighWater(), seen)
+		}
+		standby.Succeed(at(time.Millisecond))
+		tok := nextGrant(t, standby, at(time.Millisecond))
+		if bound := (e0+50)<<CounterBits | counterMask; tok <= bound {
+			t.Fatalf("token after Succeed %d not above %d", tok, bound)
+		}
+	})
+	t.Run("above an observed epoch", func(t *testing.T) {
+		e := New(Config{}, t0)
+		e.Observe(t0, (e0+50)<<CounterBits|5)
+		e.Succeed(t0)
+		if tok, bound := nextGrant(t, e, t0), (e0+50)<<CounterBits|counterMask; tok <= bound {
+			t.Fatalf("token after Succeed %d not above %d", tok, bound)
+		}
+	})
+	t.Run("above its own epoch", func(t *testing.T) {
+		e := New(Config{}, t0)
+		nextGrant(t, e, t0)
+		e.Succeed(t0)
+		if tok := nextGrant(t, e, t0); epochOf(tok) != e0+1 || counterOf(tok) != 1 {
+			t.Fatalf("token after Succeed: epoch %d counter %d; want %d, 1", epochOf(tok), counterOf(tok), e0+1)
+		}
+	})
+	t.Run("follows the clock", func(t *testing.T) {
+		e := New(Config{}, t0)
+		e.Succeed(at(time.Hour))
+		if tok := nextGrant(t, e, at(time.Hour)); epochOf(tok) != uint64(at(time.Hour).UnixMilli()) {
+			t.Fatalf("epoch %d; want the clock's %d", epochOf(tok), at(time.Hour).UnixMilli())
+		}
+	})
+}
+
+func TestSnapshotRestore(t *testing.T) {
+	active := New(Config{}, t0)
+	ta := hold(t, active, t0, "a", 30*time.Second, wtr(1))
+	tb := hold(t, active, t0, "b", time.Minute, wtr(2))
+	mustAcquire(t, active, t0, "b", time.Minute, 0, wtr(3))
+
+	snap := active.Snapshot(at(10 * time.Second))
+	want := Snapshot{Token: tb, Holders: []Holder{
+		{Key: "a", Token: ta, LeaseLeft: 20 * time.Second},
+		{Key: "b", Token: tb, LeaseLeft: 50 * time.Second},
+	}}
+	if !reflect.DeepEqual(snap, want) {
+		t.Fatalf("Snapshot =\n%+v\nwant\n%+v", snap, want)
+	}
+	// Tokens the active issues after the snapshot, never replicated.
+	for range 10 {
+		nextGrant(t, active, at(10*time.Second))
+	}
+
+	// The standby's clock is an hour behind the active's: the leases must
+	// run for what was left of them, not to the active's instants.
+	tb0 := t0.Add(-time.Hour)
+	standby := New(Config{}, tb0)
+	tz := hold(t, standby, tb0, "z", time.Hour, wtr(7))
+	mustAcquire(t, standby, tb0, "z", time.Minute, 0, wtr(8))
+	out := standby.Restore(tb0, snap, nil)
+	wantEvents(t, "restore drops waiters", out, "timedout z c8/8")
+	wantFree(t, standby, tb0, "z")
+	if _, ok := standby.Release(tb0, "z", tz, nil); ok {
+		t.Fatal("a holder replaced by the restore still releases")
+	}
+	wantStats(t, standby, 2, 0)
+	wantHolder(t, standby, tb0, "a", ta, 20*time.Second)
+	wantHolder(t, standby, tb0, "b", tb, 50*time.Second)
+	if d, _ := standby.NextDeadline(); !d.Equal(tb0.Add(20 * time.Second)) {
+		t.Fatalf("NextDeadline %v; want %v", d, tb0.Add(20*time.Second))
+	}
+	if again := standby.Snapshot(tb0); !reflect.DeepEqual(again, snap) {
+		t.Fatalf("snapshot of the restored engine differs:\n%+v\n%+v", again, snap)
+	}
+	wantEvents(t, "before a's lease ends", standby.Advance(tb0.Add(20*time.Second-time.Nanosecond), nil))
+	wantEvents(t, "a's lease ends", standby.Advance(tb0.Add(20*time.Second), nil), "expired a")
+
+	standby.Succeed(tb0.Add(20 * time.Second))
+	tok := nextGrant(t, standby, tb0.Add(20*time.Second))
+	if tok <= active.LastToken() || tok <= snap.Token {
+		t.Fatalf("token after restore and Succeed %d; want above %d (every token of the old active)", tok, active.LastToken())
+	}
+	// The promoted standby's holders are releasable by their tokens.
+	if _, ok := standby.Release(tb0.Add(20*time.Second), "b", tb, nil); !ok {
+		t.Fatal("restored holder b cannot release")
+	}
+}
+
+func TestRestoreObservesWithoutSucceed(t *testing.T) {
+	// A snapshot from a later epoch moves the restored engine past it.
+	e0 := uint64(t0.UnixMilli())
+	e := New(Config{}, t0)
+	snap := Snapshot{Token: (e0+9)<<CounterBits | 3}
+	e.Restore(t0, snap, nil)
+	if e.HighWater() != snap.Token {
+		t.Fatalf("HighWater %d; want %d", e.HighWater(), snap.Token)
+	}
+	if tok := nextGrant(t, e, t0); tok <= snap.Token {
+		t.Fatalf("token %d not above the snapshot's %d", tok, snap.Token)
+	}
+}
+
+func TestApplyHeldAndFree(t *testing.T) {
+	active := New(Config{}, t0)
+	t1 := nextGrant(t, active, t0)
+	t2 := nextGrant(t, active, t0)
+
+	e := New(Config{}, t0)
+	e.ApplyHeld(t0, "k", t1, 30*time.Second)
+	wantHolder(t, e, t0, "k", t1, 30*time.Second)
+	wantStats(t, e, 1, 0)
+
+	// A later record replaces the holder and its lease.
+	e.ApplyHeld(at(5*time.Second), "k", t2, 10*time.Second)
+	wantHolder(t, e, at(5*time.Second), "k", t2, 10*time.Second)
+	wantStats(t, e, 1, 0)
+	if d, _ := e.NextDeadline(); !d.Equal(at(15 * time.Second)) {
+		t.Fatalf("NextDeadline %v; want %v", d, at(15*time.Second))
+	}
+	if e.HighWater() != max(t2, e.LastToken()) {
+		t.Fatalf("HighWater %d; want %d", e.HighWater(), t2)
+	}
+
+	e.ApplyFree("k", t1) // stale: t2 holds k now
+	wantHolder(t, e, at(5*time.Second), "k", t2, 10*time.Second)
+	e.ApplyFree("nope", t2)
+	wantStats(t, e, 1, 0)
+
+	e.ApplyFree("k", t2)
+	wantStats(t, e, 0, 0)
+	wantFree(t, e, at(5*time.Second), "k")
+	if _, ok := e.NextDeadline(); ok {
+		t.Fatal("deadline left after ApplyFree")
+	}
+	e.ApplyFree("k", t2) // again: nothing to do
+	wantStats(t, e, 0, 0)
+
+	// A replicated holder expires on its own if no renewal comes.
+	e.ApplyHeld(at(6*time.Second), "x", t2, time.Second)
+	wantEvents(t, "replicated lease ends", e.Advance(at(7*time.Second), nil), "expired x")
+	wantStats(t, e, 0, 0)
+}
+
+func TestInspect(t *testing.T) {
+	e := New(Config{}, t0)
+	tok := hold(t, e, t0, "k", 30*time.Second, wtr(1))
+	mustAcquire(t, e, at(1*time.Second), "k", 5*time.Second, 0, wtr(2))
+	mustAcquire(t, e, at(2*time.Second), "k", 6*time.Second, 10*time.Second, wtr(3))
+	mustAcquire(t, e, at(4*time.Second), "k", 7*time.Second, 0, wtr(4))
+
+	now := at(5 * time.Second)
+	h, held, ws := e.Inspect(now, "k")
+	if !held || h != (Holder{Key: "k", Token: tok, LeaseLeft: 25 * time.Second}) {
+		t.Fatalf("holder %+v held=%v", h, held)
+	}
+	want := []WaiterInfo{
+		{Waiter: wtr(2), Waited: 4 * time.Second, Lease: 5 * time.Second},
+		{Waiter: wtr(3), Waited: 3 * time.Second, Lease: 6 * time.Second, WaitLeft: 7 * time.Second},
+		{Waiter: wtr(4), Waited: 1 * time.Second, Lease: 7 * time.Second},
+	}
+	if !reflect.DeepEqual(ws, want) {
+		t.Fatalf("waiters\n%+v\nwant\n%+v", ws, want)
+	}
+	h, held, ws = e.Inspect(now, "unknown")
+	if held || h != (Holder{Key: "unknown"}) || ws != nil {
+		t.Fatalf("unknown key: %+v %v %+v", h, held, ws)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	e := New(Config{}, t0)
+	for i, k := range []string{"deploy/web", "deploy/api", "backup", "deploy/db", "deployx"} {
+		hold(t, e, t0, k, time.Minute, wtr(uint64(i+1)))
+	}
+	all := func(string) bool { return true }
+	prefix := func(p string) func(string) bool {
+		return func(k string) bool { return strings.HasPrefix(k, p) }
+	}
+	exact := func(x string) func(string) bool {
+		return func(k string) bool { return k == x }
+	}
+	for _, c := range []struct {
+		name      string
+		match     func(string) bool
+		limit     int
+		want      []string
+		wantTotal int
+	}{
+		{"all", all, 1000, []string{"backup", "deploy/api", "deploy/db", "deploy/web", "deployx"}, 5},
+		{"prefix", prefix("deploy/"), 1000, []string{"deploy/api", "deploy/db", "deploy/web"}, 3},
+		{"prefix limited", prefix("deploy/"), 2, []string{"deploy/api", "deploy/db"}, 3},
+		{"all limited", all, 1, []string{"backup"}, 5},
+		{"exact", exact("deployx"), 1000, []string{"deployx"}, 1},
+		{"none", prefix("zzz"), 1000, nil, 0},
+		{"limit zero counts", all, 0, []string{}, 5},
+	} {
+		got, total := e.Keys(c.match, c.limit)
+		if total != c.wantTotal || len(got) != len(c.want) || (len(got) > 0 && !reflect.DeepEqual(got, c.want)) {
+			t.Errorf("%s: Keys = %q, %d; want %q, %d", c.name, got, total, c.want, c.wantTotal)
+		}
+	}
+}
+
+// TestRandomSequences drives the engine with random, seeded calls and
+// checks it against a model after every step. The model predicts every
+// event, refusal and deadline, so a change of behaviour anywhere shows.
+func TestRandomSequences(t *testing.T) {
+	steps := 4000
+	if testing.Short() {
+		steps = 500
+	}
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			log1 := runRandom(t, seed, steps)
+			log2 := runRandom(t, seed, steps)
+			if !slices.Equal(log1, log2) {
+				t.Fatal("the same calls at the same times gave different events")
+			}
+		})
+	}
+}
+
+type mHolder struct {
+	token    uint64
+	deadline time.Time
+	w        Waiter
+}
+
+type mWaiter struct {
+	w        Waiter
+	key      string
+	lease    time.Duration
+	since    time.Time
+	deadline time.Time // zero: forever
+	arrival  int
+}
+
+type model struct {
+	t        *testing.T
+	cfg      Config
+	now      time.Time
+	holders  map[string]*mHolder
+	queues   map[string][]*mWaiter
+	waiting  map[Waiter]*mWaiter
+	resolved map[Waiter]string // "granted" or "timed out"
+	lastTok  uint64
+	tokens   []uint64 // every token granted, for stale releases
+	arrivals int
+	log      []string
+	// Within the events of one call: when each key freed, and the
+	// instant of the last deadline fired.
+	freedAt     map[string]time.Time
+	lastInstant time.Time
+}
+
+func (m *model) keySet() map[string]bool {
+	s := map[string]bool{}
+	for k := range m.holders {
+		s[k] = true
+	}
+	for k, q := range m.queues {
+		if len(q) > 0 {
+			s[k] = true
+		}
+	}
+	return s
+}
+
+func (m *model) removeWaiter(w Waiter) *mWaiter {
+	mw := m.waiting[w]
+	if mw == nil {
+		return nil
+	}
+	delete(m.waiting, w)
+	q := m.queues[mw.key]
+	i := slices.Index(q, mw)
+	m.queues[mw.key] = slices.Delete(q, i, i+1)
+	return mw
+}
+
+// apply checks evs, in order, against the model and applies them. asker
+// is the waiter of the Acquire that produced them, if any; dropping is
+// true for the events of DropWaiters.
+func (m *model) apply(evs []Event, asker *mWaiter, dropping bool) {
+	m.t.Helper()
+	m.begin()
+	for _, ev := range evs {
+		m.applyOne(ev, asker, dropping)
+	}
+}
+
+// begin starts the events of one call.
+func (m *model) begin() {
+	m.freedAt = map[string]time.Time{}
+	m.lastInstant = time.Time{}
+}
+
+func (m *model) applyOne(ev Event, asker *mWaiter, dropping bool) {
+	t := m.t
+	t.Helper()
+	freedAt := m.freedAt
+	m.log = append(m.log, fmt.Sprintf("%s %s %d %d/%d %s %v", ev.Kind, ev.Key, ev.Token, ev.Waiter.Conn, ev.Waiter.Seq, ev.Lease, ev.Expired))
+	switch ev.Kind {
+	case Freed:
+		h := m.holders[ev.Key]
+		if h == nil || h.token != ev.Token {
+			t.Fatalf("freed %s token %d; model holder %+v", ev.Key, ev.Token, h)
+		}
+		if ev.Expired {
+			if h.deadline.After(m.now) {
+				t.Fatalf("%s expired at %v before its deadline %v", ev.Key, m.now, h.deadline)
+			}
+			if h.deadline.Before(m.lastInstant) {
+				t.Fatalf("deadlines fired out of order: %v after %v", h.deadline, m.lastInstant)
+			}
+			m.lastInstant = h.deadline
+			freedAt[ev.Key] = h.deadline
+		} else {
+			if !h.deadline.After(m.now) {
+				t.Fatalf("%s released at %v, at or after its deadline %v", ev.Key, m.now, h.deadline)
+			}
+			freedAt[ev.Key] = m.now
+		}
+		delete(m.holders, ev.Key)
+	case Granted:
+		if h := m.holders[ev.Key]; h != nil {
+			t.Fatalf("%s granted to %+v while %+v holds it", ev.Key, ev.Waiter, h)
+		}
+		if ev.Token <= m.lastTok {
+			t.Fatalf("granted token %d not above %d", ev.Token, m.lastTok)
+		}
+		if r, ok := m.resolved[ev.Waiter]; ok {
+			t.Fatalf("%+v granted after it was already %s", ev.Waiter, r)
+		}
+		var lease time.Duration
+		grantAt := m.now
+		if q := m.queues[ev.Key]; len(q) > 0 {
+			head := q[0]
+			if head.w != ev.Waiter {
+				t.Fatalf("%s granted to %+v; head of the queue is %+v", ev.Key, ev.Waiter, head.w)
+			}
+			at, ok := freedAt[ev.Key]
+			if !ok {
+				t.Fatalf("%s granted to waiter %+v without being freed", ev.Key, ev.Waiter)
+			}
+			if !head.deadline.IsZero() && !head.deadline.After(at) {
+				t.Fatalf("%+v granted at %v; its wait ended at %v", ev.Waiter, at, head.deadline)
+			}
+			grantAt, lease = at, head.lease
+			m.removeWaiter(ev.Waiter)
+		} else {
+			if asker == nil || asker.w != ev.Waiter || asker.key != ev.Key {
+				t.Fatalf("%s granted to %+v, who was not waiting nor asking", ev.Key, ev.Waiter)
+			}
+			lease = asker.lease
+		}
+		if ev.Lease != lease {
+			t.Fatalf("granted lease %s; asked %s", ev.Lease, lease)
+		}
+		m.holders[ev.Key] = &mHolder{token: ev.Token, deadline: grantAt.Add(lease), w: ev.Waiter}
+		m.lastTok = ev.Token
+		m.tokens = append(m.tokens, ev.Token)
+		m.resolved[ev.Waiter] = "granted"
+	case TimedOut:
+		mw := m.waiting[ev.Waiter]
+		if mw == nil || mw.key != ev.Key {
+			t.Fatalf("%+v timed out on %s but was not waiting for it (%+v)", ev.Waiter, ev.Key, mw)
+		}
+		if !dropping {
+			if mw.deadline.IsZero() || mw.deadline.After(m.now) {
+				t.Fatalf("%+v timed out at %v; its wait ends at %v", ev.Waiter, m.now, mw.deadline)
+			}
+			if mw.deadline.Before(m.lastInstant) {
+				t.Fatalf("deadlines fired out of order: %v after %v", mw.deadline, m.lastInstant)
+			}
+			m.lastInstant = mw.deadline
+		}
+		if r, ok := m.resolved[ev.Waiter]; ok {
+			t.Fatalf("%+v timed out after it was already %s", ev.Waiter, r)
+		}
+		m.removeWaiter(ev.Waiter)
+		m.resolved[ev.Waiter] = "timed out"
+	case Renewed:
+		h := m.holders[ev.Key]
+		if h == nil || h.token != ev.Token {
+			t.Fatalf("renewed %s token %d; model holder %+v", ev.Key, ev.Token, h)
+		}
+		h.deadline = m.now.Add(ev.Lease)
+	default:
+		t.Fatalf("unknown event %+v", ev)
+	}
+}
+
+// check compares the engine's whole visible state with the model.
+func (m *model) check(e *Engine) {
+	t := m.t
+	t.Helper()
+	keys := m.keySet()
+	gotKeys, total := e.Keys(func(string) bool { return true }, 1000)
+	wantKeys := slices.Sorted(func(yield func(string) bool) {
+		for k := range keys {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if total != len(wantKeys) || !slices.Equal(gotKeys, wantKeys) {
+		t.Fatalf("Keys = %q (%d); model %q", gotKeys, total, wantKeys)
+	}
+	nkeys, nwait := e.Stats()
+	sumWait := 0
+	var next time.Time
+	earliest := func(d time.Time) {
+		if next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	for _, k := range gotKeys {
+		h, held, ws := e.Inspect(m.now, k)
+		sumWait += len(ws)
+		if !held && len(ws) == 0 {
+			t.Fatalf("key %s listed but neither held nor waited on", k)
+		}
+		mh := m.holders[k]
+		if held != (mh != nil) {
+			t.Fatalf("%s held=%v; model %+v", k, held, mh)
+		}
+		if mh != nil {
+			if h.Token != mh.token || h.LeaseLeft != mh.deadline.Sub(m.now) || h.LeaseLeft <= 0 {
+				t.Fatalf("%s holder %+v; model token %d deadline %v (now %v)", k, h, mh.token, mh.deadline, m.now)
+			}
+			earliest(mh.deadline)
+		}
+		q := m.queues[k]
+		if len(ws) != len(q) {
+			t.Fatalf("%s has %d waiters; model %d", k, len(ws), len(q))
+		}
+		for i, wi := range ws {
+			mw := q[i]
+			want := WaiterInfo{Waiter: mw.w, Waited: m.now.Sub(mw.since), Lease: mw.lease}
+			if !mw.deadline.IsZero() {
+				want.WaitLeft = mw.deadline.Sub(m.now)
+				if want.WaitLeft <= 0 {
+					t.Fatalf("%+v still waiting after its wait ended", mw.w)
+				}
+				earliest(mw.deadline)
+			}
+			if wi != want {
+				t.Fatalf("%s waiter %d = %+v; model %+v", k, i, wi, want)
+			}
+		}
+	}
+	if nkeys != len(wantKeys) || nwait != len(m.waiting) || nwait != sumWait {
+		t.Fatalf("Stats %d keys %d waiters; Inspect %d waiters; model %d keys %d waiters",
+			nkeys, nwait, sumWait, len(wantKeys), len(m.waiting))
+	}
+	d, ok := e.NextDeadline()
+	if ok != !next.IsZero() || (ok && !d.Equal(next)) {
+		t.Fatalf("NextDeadline %v %v; model %v", d, ok, next)
+	}
+	if e.LastToken() != m.lastTok || e.HighWater() < m.lastTok {
+		t.Fatalf("LastToken %d HighWater %d; model %d", e.LastToken(), e.HighWater(), m.lastTok)
+	}
+}
+
+// checkSnapshot restores a snapshot into a fresh engine whose clock is
+// elsewhere and compares it with the model.
+func (m *model) checkSnapshot(e *Engine) {
+	t := m.t
+	t.Helper()
+	s := e.Snapshot(m.now)
+	var want []Holder
+	for k, h := range m.holders {
+		want = append(want, Holder{Key: k, Token: h.token, LeaseLeft: h.deadline.Sub(m.now)})
+	}
+	slices.SortFunc(want, func(a, b Holder) int { return cmp.Compare(a.Key, b.Key) })
+	if s.Token != e.HighWater() || !(len(s.Holders) == 0 && len(want) == 0 || reflect.DeepEqual(s.Holders, want)) {
+		t.Fatalf("Snapshot %+v; model %+v", s, want)
+	}
+	later := m.now.Add(7 * time.Hour)
+	r := New(Config{MaxLease: m.cfg.MaxLease}, later)
+	r.Restore(later, s, nil)
+	if rs := r.Snapshot(later); !reflect.DeepEqual(rs, s) {
+		t.Fatalf("restored snapshot %+v; want %+v", rs, s)
+	}
+	r.Succeed(later)
+	if tok := nextGrant(t, r, later); tok <= s.Token {
+		t.Fatalf("restored engine after Succeed issues %d, not above %d", tok, s.Token)
+	}
+}
+
+func runRandom(t *testing.T, seed uint64, steps int) []string {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 0x10cd))
+	cfg := Config{MaxKeys: 5, MaxWaitersPerKey: 3, MaxLease: 3 * time.Second, MaxWait: 4 * time.Second}
+	e := New(cfg, t0)
+	m := &model{
+		t: t, cfg: cfg, now: t0,
+		holders: map[string]*mHolder{}, queues: map[string][]*mWaiter{},
+		waiting: map[Waiter]*mWaiter{}, resolved: map[Waiter]string{},
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	seqs := map[uint64]uint64{} // next Seq per connection
+	// Times are in steps of 100ms so that deadlines often coincide.
+	tick := func(n int) time.Duration { return time.Duration(n) * 100 * time.Millisecond }
+	for step := range steps {
+		op := rng.IntN(100)
+		// Cancel and DropWaiters take no time: the clock moves only
+		// before the calls that do.
+		if op < 70 && rng.IntN(2) == 0 {
+			m.now = m.now.Add(tick(rng.IntN(8)))
+		}
+		switch {
+		case op < 40: // Acquire
+			key := keys[rng.IntN(len(keys))]
+			lease := tick(1 + rng.IntN(30))
+			wait := time.Duration(0)
+			if rng.IntN(4) > 0 {
+				wait = tick(1 + rng.IntN(40))
+			}
+			switch rng.IntN(40) {
+			case 0:
+				lease = cfg.MaxLease + time.Nanosecond
+			case 1:
+				lease = 0
+			case 2:
+				wait = cfg.MaxWait + time.Nanosecond
+			}
+			conn := uint64(1 + rng.IntN(4))
+			w := Waiter{Conn: conn, Seq: seqs[conn]}
+			if len(m.waiting) > 0 && rng.IntN(20) == 0 {
+				ws := m.sortedWaiting()
+				w = ws[rng.IntN(len(ws))]
+			} else {
+				seqs[conn]++
+			}
+			out, err := e.Acquire(m.now, key, lease, wait, w, nil)
+			asker := &mWaiter{w: w, key: key, lease: lease, since: m.now}
+			if wait > 0 {
+				asker.deadline = m.now.Add(wait)
+			}
+			// Apply the events of the deadlines that fired first, then
+			// predict the refusal, then apply the asker's own grant: the
+			// one grant to w of a key nobody holds or waits on.
+			m.begin()
+			immediate := false
+			for i, ev := range out {
+				if i == len(out)-1 && ev.Kind == Granted && ev.Waiter == w && ev.Key == key &&
+					m.holders[key] == nil && len(m.queues[key]) == 0 {
+					immediate = true
+					break
+				}
+				m.applyOne(ev, nil, false)
+			}
+			var want error
+			switch {
+			case lease <= 0 || lease > cfg.MaxLease:
+				want = ErrLeaseRange
+			case wait < 0 || wait > cfg.MaxWait:
+				want = ErrWaitRange
+			case m.waiting[w] != nil:
+				want = ErrDuplicateWaitr
+			case !m.keySet()[key] && len(m.keySet()) >= cfg.MaxKeys:
+				want = ErrTooManyKeys
+			case m.holders[key] != nil && len(m.queues[key]) >= cfg.MaxWaitersPerKey:
+				want = ErrQueueFull
+			}
+			if !errors.Is(err, want) || (want == nil) != (err == nil) {
+				t.Fatalf("step %d: Acquire(%s, %s, %s, %+v) error %v; model %v", step, key, lease, wait, w, err, want)
+			}
+			if err == nil {
+				// A new request: the identity may have been used by
+				// an earlier request that is over.
+				delete(m.resolved, w)
+			}
+			if immediate {
+				m.applyOne(out[len(out)-1], asker, false)
+			} else if err == nil {
+				if m.holders[key] == nil {
+					t.Fatalf("step %d: %s is free but %+v was queued", step, key, w)
+				}
+				m.arrivals++
+				asker.arrival = m.arrivals
+				m.queues[key] = append(m.queues[key], asker)
+				m.waiting[w] = asker
+			}
+		case op < 60: // Release
+			key := keys[rng.IntN(len(keys))]
+			tok := pickToken(rng, m, key)
+			out, ok := e.Release(m.now, key, tok, nil)
+			m.apply(out, nil, false)
+			freed := slices.ContainsFunc(out, func(ev Event) bool { return ev.Kind == Freed && !ev.Expired })
+			if ok != freed {
+				t.Fatalf("step %d: Release ok=%v; events %q", step, ok, describe(out))
+			}
+			if !ok && m.holders[key] != nil && m.holders[key].token == tok {
+				t.Fatalf("step %d: release by the holder's token refused", step)
+			}
+		case op < 70: // Renew
+			key := keys[rng.IntN(len(keys))]
+			tok := pickToken(rng, m, key)
+			lease := tick(1 + rng.IntN(30))
+			out, err := e.Renew(m.now, key, tok, lease, nil)
+			n := len(out)
+			if err == nil {
+				n--
+			}
+			m.apply(out[:n], nil, false)
+			held := m.holders[key] != nil && m.holders[key].token == tok
+			if held != (err == nil) || (err != nil && !errors.Is(err, ErrNotHeld)) {
+				t.Fatalf("step %d: Renew error %v; model holds=%v", step, err, held)
+			}
+			m.apply(out[n:], nil, false)
+		case op < 80: // Cancel
+			w := Waiter{Conn: uint64(1 + rng.IntN(4)), Seq: uint64(rng.IntN(20))}
+			if len(m.waiting) > 0 && rng.IntN(3) > 0 {
+				ws := m.sortedWaiting()
+				w = ws[rng.IntN(len(ws))]
+			}
+			want := m.waiting[w] != nil
+			if got := e.Cancel(w); got != want {
+				t.Fatalf("step %d: Cancel(%+v) = %v; model %v", step, w, got, want)
+			}
+			m.removeWaiter(w)
+		case op < 98: // Advance, sometimes exactly to the next deadline
+			switch d, ok := e.NextDeadline(); {
+			case ok && rng.IntN(3) == 0 && !d.Before(m.now):
+				m.now = d
+			case ok && rng.IntN(3) == 0 && d.Add(-time.Nanosecond).After(m.now):
+				m.now = d.Add(-time.Nanosecond)
+			default:
+				m.now = m.now.Add(tick(rng.IntN(10)))
+			}
+			m.apply(e.Advance(m.now, nil), nil, false)
+		default: // DropWaiters
+			want := slices.SortedFunc(func(yield func(*mWaiter) bool) {
+				for _, mw := range m.waiting {
+					if !yield(mw) {
+						return
+					}
+				}
+			}, func(a, b *mWaiter) int { return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.arrival, b.arrival)) })
+			out := e.DropWaiters(nil)
+			if len(out) != len(want) {
+				t.Fatalf("step %d: DropWaiters returned %d events; model has %d waiters", step, len(out), len(want))
+			}
+			for i, ev := range out {
+				if ev.Kind != TimedOut || ev.Waiter != want[i].w || ev.Key != want[i].key {
+					t.Fatalf("step %d: drop %d = %+v; model %+v", step, i, ev, want[i])
+				}
+			}
+			m.apply(out, nil, true)
+		}
+		m.check(e)
+		if step%50 == 0 {
+			m.checkSnapshot(e)
+		}
+	}
+	// The sequence must reach every kind of outcome, or it proves little.
+	seen := map[string]int{}
+	for _, l := range m.log {
+		kind, _, _ := strings.Cut(l, " ")
+		if strings.HasSuffix(l, " true") {
+			kind = "expired"
+		}
+		seen[kind]++
+	}
+	for _, kind := range []string{"granted", "timed", "freed", "expired", "renewed"} {
+		if seen[kind] < steps/100 {
+			t.Fatalf("only %d %q events in %d steps: %v", seen[kind], kind, steps, seen)
+		}
+	}
+	return m.log
+}
+
+func (m *model) sortedWaiting() []Waiter {
+	return slices.SortedFunc(func(yield func(Waiter) bool) {
+		for w := range m.waiting {
+			if !yield(w) {
+				return
+			}
+		}
+	}, func(a, b Waiter) int { return cmp.Or(cmp.Compare(a.Conn, b.Conn), cmp.Compare(a.Seq, b.Seq)) })
+}
+
+// pickToken is mostly the key's current holder's token, else an old or a
+// made-up one.
+func pickToken(rng *rand.Rand, m *model, key string) uint64 {
+	if h := m.holders[key]; h != nil && rng.IntN(3) > 0 {
+		return h.token
+	}
+	if len(m.tokens) > 0 && rng.IntN(2) == 0 {
+		return m.tokens[rng.IntN(len(m.tokens))]
+	}
+	return m.lastTok + 1
+}
