@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// acquireCommand takes a lock once and prints its token. The lock outlives
+// lockctl: `lockctl release` frees it, or lockd does when the lease ends.
+type acquireCommand struct {
+	key   string
+	lease time.Duration
+	wait  time.Duration
+}
+
+func (c *acquireCommand) Command() *cli.Command {
+	return &cli.Command{
+		Name:      "acquire",
+		Usage:     "take a lock and print its fencing token",
+		UsageText: "lockctl acquire --key KEY [--lease 30s] [--wait DURATION]",
+		Description: "Waits in the key's FIFO queue until the lock is granted, prints the token\n" +
+			"(a number that grows with every grant) and exits, leaving the lock held.\n" +
+			"Release it with that token, or let the lease end. With --json it prints\n" +
+			"{\"key\":...,\"token\":...,\"lease_seconds\":...}.\n\n" +
+			"Examples:\n" +
+			"   token=$(lockctl acquire --key deploy --lease 5m --wait 1m) || exit\n" +
+			"   ./deploy.sh --fencing-token \"$token\"\n" +
+			"   lockctl release --key deploy --token \"$token\"\n\n" +
+			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
+				helpExitUnavailable, helpExitSignal),
+		Flags: []cli.Flag{
+			keyFlag(&c.key),
+			leaseFlag(&c.lease, defaultLease),
+			waitFlag(&c.wait),
+		},
+		Action: c.Run,
+	}
+}
+
+func (c *acquireCommand) Run(cCtx *cli.Context) error {
+	const name = "acquire"
+	g, err := globalsOf(cCtx)
+	if err != nil {
+		return err
+	}
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, c.wait)); err != nil {
+		return err
+	}
+	ctx, stop := withSignals(cCtx.Context)
+	defer stop()
+	cl, err := g.client(client.Options{})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait)
+	if err != nil {
+		return acquireFailure(ctx, g, c.key, c.wait, err)
+	}
+	return printLock(g, c.key, lock.Token, c.lease)
+}
+
+// acquireFailure explains a failed acquire; hold and exec share it.
+func acquireFailure(ctx context.Context, g *globals, key string, wait time.Duration, err error) error {
+	if errors.Is(err, client.ErrTimeout) {
+		return &exitError{code: exitTimeout,
+			what: fmt.Sprintf("%q was still held after waiting %s", key, wait),
+			try:  "wait longer with --wait (0 waits forever), or see who holds it with `lockctl queues`",
+			err:  err}
+	}
+	return clientFailure(ctx, g, fmt.Sprintf("acquiring %q", key), err)
+}
+
+// lockJSON is a held lock as acquire, renew and hold print it with --json.
+type lockJSON struct {
+	Key          string  `json:"key"`
+	Token        uint64  `json:"token"`
+	LeaseSeconds float64 `json:"lease_seconds"`
+}
+
+// printLock writes a granted lock: the bare token, so that
+// token=$(lockctl acquire ...) works, or one JSON object.
+func printLock(g *globals, key string, token uint64, lease time.Duration) error {
+	if g.JSON {
+		return printJSON(g.Stdout, lockJSON{Key: key, Token: token, LeaseSeconds: seconds(lease)})
+	}
+	_, err := fmt.Fprintln(g.Stdout, token)
+	return err
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// Exit codes are part of lockctl's contract with scripts: every --help
+// lists the ones its command can return.
+const (
+	exitOK          = 0 // done
+	exitFailed      = 1 // refused, not held, or a command-specific failure
+	exitUsage       = 2 // bad flags or arguments
+	exitTimeout     = 3 // the wait elapsed before the lock was granted
+	exitUnavailable = 4 // no lockd node could be reached
+	exitLost        = 5 // the lock was lost while hold or exec ran
+	// A command interrupted by a signal exits 128+N, as a shell reports it:
+	// 130 for SIGINT, 143 for SIGTERM.
+	exitSignalBase = 128
+)
+
+// exitCodesHelp is the block every command's description ends with;
+// each command passes the lines that apply to it.
+func exitCodesHelp(lines ...string) string {
+	return "EXIT CODES:\n" + strings.Join(lines, "\n")
+}
+
+// exitLine is one line of an EXIT CODES block.
+func exitLine(code, meaning string) string {
+	return fmt.Sprintf("   %-6s %s", code, meaning)
+}
+
+// Lines for exitCodesHelp shared by several commands.
+var (
+	helpExitOK          = exitLine("0", "done")
+	helpExitFailed      = exitLine("1", "refused by lockd, or the token does not hold the key")
+	helpExitUsage       = exitLine("2", "bad flags or arguments")
+	helpExitTimeout     = exitLine("3", "--wait elapsed before the lock was granted")
+	helpExitUnavailable = exitLine("4", "no lockd node could be reached at --addr")
+	helpExitLost        = exitLine("5", "the lock was lost: lockd said notheld, or no renewal got through in time")
+	helpExitSignal      = exitLine("130", "interrupted by Ctrl-C (SIGINT); 143 by SIGTERM")
+)
+
+// exitError is how a command ends with a code other than 0. Its message is
+// printed as one line, "lockctl: what; try", or not at all when what is
+// empty (exec passing on its command's code).
+type exitError struct {
+	code int
+	what string // what happened
+	try  string // what the user can do about it
+	err  error  // the cause, for errors.Is; never printed raw
+}
+
+func (e *exitError) Error() string {
+	if e.try == "" {
+		return e.what
+	}
+	return e.what + "; " + e.try
+}
+
+func (e *exitError) ExitCode() int { return e.code }
+func (e *exitError) Unwrap() error { return e.err }
+
+func fail(code int, what, try string) *exitError {
+	return &exitError{code: code, what: what, try: try}
+}
+
+// usageError reports bad flags or arguments of cmd ("" for lockctl itself).
+func usageError(cmd, format string, args ...any) *exitError {
+	help := "lockctl --help"
+	if cmd != "" {
+		help = "lockctl " + cmd + " --help"
+	}
+	return fail(exitUsage, fmt.Sprintf(format, args...), "see `"+help+"`")
+}
+
+// silentExit ends lockctl with code and prints nothing: exec uses it to
+// pass on its command's exit status.
+func silentExit(code int) *exitError { return &exitError{code: code} }
+
+// interrupted is the cancel cause of a context stopped by a signal.
+type interrupted struct{ sig os.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + signalName(i.sig) }
+
+func (i interrupted) code() int {
+	if s, ok := i.sig.(syscall.Signal); ok {
+		return exitSignalBase + int(s)
+	}
+	return exitSignalBase + int(syscall.SIGINT)
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return sig.String()
+}
+
+// clientFailure turns an error of the lockd client into what lockctl says
+// and the code it exits with. doing names the request in words, as in
+// `acquiring "deploy"`; ctx is the context the request ran under, so that
+// a cancel by signal is told apart from other failures.
+func clientFailure(ctx context.Context, g *globals, doing string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var stop interrupted
+	if errors.As(context.Cause(ctx), &stop) {
+		return &exitError{code: stop.code(), what: fmt.Sprintf("%s while %s", stop, doing), err: err}
+	}
+	var srv *client.ServerError
+	switch {
+	case errors.Is(err, client.ErrUnavailable):
+		return unreachable(g, err)
+	case errors.Is(err, client.ErrTimeout):
+		return &exitError{code: exitTimeout, what: "timed out " + doing,
+			try: "the key is still held; wait longer with --wait, or see who holds it with `lockctl queues`", err: err}
+	case errors.Is(err, client.ErrNotHeld):
+		return &exitError{code: exitFailed, what: "the token does not hold the key while " + doing,
+			try: "it was released already, its lease expired, or it was never granted; acquire the key again", err: err}
+	case errors.As(err, &srv):
+		return &exitError{code: exitFailed, what: fmt.Sprintf("lockd refused %s: %s", doing, srv.Msg),
+			try: "check the flags against the server's limits", err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &exitError{code: exitUnavailable, what: fmt.Sprintf("no answer from lockd at %s while %s", g.AddrList, doing),
+			try: "check that the node is up and not overloaded (`lockctl status`)", err: err}
+	}
+	return &exitError{code: exitFailed, what: doing + " failed: " + err.Error(),
+		try: "check `lockctl status`", err: err}
+}
+
+// unreachable is the one message for "no node answered".
+func unreachable(g *globals, err error) *exitError {
+	return &exitError{
+		code: exitUnavailable,
+		what: fmt.Sprintf("cannot reach lockd at %s (%s)", g.AddrList, networkCause(err)),
+		try:  "start it with `lockd` or point --addr/LOCKD_ADDR at a running node",
+		err:  err,
+	}
+}
+
+// networkCause digs the useful words ("connection refused", "i/o timeout")
+// out of a chain of wrapped dial errors.
+func networkCause(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		return "no answer before the dial timeout"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "cannot resolve " + dns.Name
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	// The client said why in its own words, already wrapped in advice of
+	// its own; the one-line message keeps lockctl's advice only.
+	return "no connection could be made"
+}
+
+// exitCode is the process exit status for the error a command returned.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var coder interface{ ExitCode() int }
+	if errors.As(err, &coder) {
+		return coder.ExitCode()
+	}
+	return exitFailed
+}

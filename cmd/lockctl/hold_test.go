@@ -1,0 +1,76 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestHoldReleasesOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			f := startFake(t)
+			cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "hold", "--key", "k")
+			line, err := stdout.ReadString('\n')
+			if err != nil {
+				t.Fatalf("no token printed: %v; stderr %q", err, stderr)
+			}
+			token := strings.TrimSpace(line)
+			if held, ok := f.holder("k"); !ok || strconv.FormatUint(held, 10) != token {
+				t.Fatalf("printed %q, the fake granted %d", token, held)
+			}
+			cmd.Process.Signal(sig)
+			if code := exitStatus(t, cmd); code != 0 {
+				t.Fatalf("exit %d, want 0; stderr %q", code, stderr)
+			}
+			if _, ok := f.holder("k"); ok {
+				t.Error("the lock is still held after hold exited")
+			}
+			if f.count("R k "+token) != 1 {
+				t.Errorf("requests %q, want one release of the token", f.requests())
+			}
+		})
+	}
+}
+
+func TestHoldRenewsThenExits5WhenNotHeld(t *testing.T) {
+	f := startFake(t)
+	f.renewGone = true
+	code, stdout, stderr := lockctl(t, "--addr", f.addr, "hold", "--key", "k", "--lease", "300ms")
+	if code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitLost, stderr)
+	}
+	token := strings.TrimSpace(stdout)
+	if !strings.HasPrefix(stderr, `lockctl: lost the lock on "k" (token `+token+`): lockd says the token no longer holds it`) ||
+		strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr %q", stderr)
+	}
+	if f.count("N k "+token+" 0.3") != 1 {
+		t.Errorf("requests %q, want one renewal with the lease", f.requests())
+	}
+}
+
+func TestHoldExits5WhenNoRenewalGetsThrough(t *testing.T) {
+	f := startFake(t)
+	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "hold", "--key", "k", "--lease", "600ms")
+	if _, err := stdout.ReadString('\n'); err != nil {
+		t.Fatalf("no token printed: %v", err)
+	}
+	f.close() // lockd goes away with the lock
+	if code := exitStatus(t, cmd); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitLost, stderr)
+	}
+	if !strings.Contains(stderr.String(), "no renewal got through before the lease ended") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+func TestHoldTimeoutExit3(t *testing.T) {
+	f := startFake(t)
+	f.busy["k"] = true
+	code, stdout, stderr := lockctl(t, "--addr", f.addr, "hold", "--key", "k", "--wait", "1s")
+	if code != exitTimeout || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}

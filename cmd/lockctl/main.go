@@ -1,0 +1,379 @@
+// Command lockctl is lockd's command-line client: it takes, holds and
+// releases locks, wraps shell jobs in a lock, and inspects a cluster.
+//
+// lockctl owns flags, environment, signals and what is printed. It knows no
+// lock rule: the server decides, and proto/client speaks the wire protocol.
+// Each subcommand lives in its own file (acquire.go, exec.go, ...) as a
+// small type holding its flags, with a Command method that describes it to
+// urfave/cli and a Run method that does the work.
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// defaultAddr is where lockd listens when started with no flags.
+const defaultAddr = "127.0.0.1:7070"
+
+func main() {
+	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// commands lists every subcommand, in the order --help shows them. A new
+// command is one file beside this one and one line here.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		new(acquireCommand).Command(),
+		new(releaseCommand).Command(),
+		new(renewCommand).Command(),
+		new(holdCommand).Command(),
+		new(execCommand).Command(),
+		new(benchCommand).Command(),
+		new(statusCommand).Command(),
+		new(queuesCommand).Command(),
+		new(handoffCommand).Command(),
+		new(drillCommand).Command(),
+		new(completionCommand).Command(),
+	}
+}
+
+// run is lockctl with its process boundary passed in, so tests can drive it.
+// It returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app, helpMiss := newApp(stdin, stdout, stderr)
+	err := app.RunContext(ctx, args)
+	if err == nil && *helpMiss != "" {
+		err = usageError("", "no command named %q", *helpMiss)
+	}
+	return reportError(stderr, err)
+}
+
+// newApp builds the urfave/cli application. helpMiss is set when
+// `lockctl help NAME` names no command: urfave/cli reports that through a
+// hook that cannot fail, and lockctl wants exit code 2 for it.
+func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
+	helpMiss := new(string)
+	cmds := commands()
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+		c.Flags = append(c.Flags, globalFlags(false)...)
+	}
+	app := &cli.App{
+		Name:  "lockctl",
+		Usage: "take, hold and release lockd locks; run commands under a lock",
+		UsageText: "lockctl [--addr ADDR,...] [--json] [--color auto|always|never] COMMAND [flags] [args]\n" +
+			"lockctl COMMAND --help",
+		Description: "lockctl talks to lockd, the lock server, over its line protocol. Global\n" +
+			"flags may come before or after the command name.\n\n" +
+			"Examples:\n" +
+			"   token=$(lockctl acquire --key deploy --lease 2m --wait 30s)\n" +
+			"   lockctl release --key deploy --token \"$token\"\n" +
+			"   lockctl exec --key nightly-backup -- ./backup.sh --full\n" +
+			"   LOCKD_ADDR=10.0.0.1:7070,10.0.0.2:7070 lockctl hold --key maintenance\n\n" +
+			"Durations are Go durations: 500ms, 30s, 2m, 1h30m.\n\n" +
+			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
+				helpExitUnavailable, helpExitLost, helpExitSignal,
+				exitLine("N", "exec: its command's exit code (126 not executable, 127 not found, 128+N killed by signal N)")),
+		Flags:        globalFlags(true),
+		Commands:     cmds,
+		HideVersion:  true,
+		Reader:       stdin,
+		Writer:       stdout,
+		ErrWriter:    stderr,
+		OnUsageError: onUsageError,
+		// lockctl decides the exit code and prints errors itself, in run:
+		// urfave/cli must neither print nor call os.Exit.
+		ExitErrHandler: func(*cli.Context, error) {},
+		CommandNotFound: func(_ *cli.Context, name string) {
+			*helpMiss = name
+		},
+		Action: func(cCtx *cli.Context) error {
+			if cCtx.NArg() == 0 {
+				return cli.ShowAppHelp(cCtx)
+			}
+			return usageError("", "no command named %q", cCtx.Args().First())
+		},
+	}
+	return app, helpMiss
+}
+
+// onUsageError turns urfave/cli's flag parsing errors into exit code 2,
+// in lockctl's words, with a pointer to the right --help.
+func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
+	name := ""
+	var flags []cli.Flag
+	if isSubcommand && cCtx.Command != nil {
+		name, flags = cCtx.Command.Name, cCtx.Command.Flags
+	} else {
+		flags = cCtx.App.Flags
+	}
+	msg := err.Error()
+	if flag, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return usageError(name, "unknown flag --%s", flag)
+	}
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		value, flag := m[1], m[2]
+		want := "not a valid value"
+		for _, f := range flags {
+			if !slices.Contains(f.Names(), flag) {
+				continue
+			}
+			switch f.(type) {
+			case *cli.DurationFlag:
+				want = "want a duration like 500ms, 30s, 2m or 1h30m"
+			case *cli.IntFlag:
+				want = "want a whole number"
+			}
+		}
+		return usageError(name, "--%s %q: %s", flag, value, want)
+	}
+	return usageError(name, "%s", msg)
+}
+
+// invalidValue matches the flag package's complaint about a value.
+var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): `)
+
+// Global flags. They are declared on the app (with their environment twin
+// and default) and again on every command, so that `lockctl acquire --json`
+// works as well as `lockctl --json acquire`; a value given after the
+// command wins.
+const (
+	flagAddr  = "addr"
+	flagJSON  = "json"
+	flagColor = "color"
+)
+
+const globalCategory = "GLOBAL (also accepted before the command)"
+
+func globalFlags(app bool) []cli.Flag {
+	addr := &cli.StringFlag{
+		Name:  flagAddr,
+		Usage: "lockd `NODES` to talk to: HOST:PORT, or several separated by commas",
+	}
+	jsonOut := &cli.BoolFlag{
+		Name:  flagJSON,
+		Usage: "print machine-readable JSON, one object per line",
+	}
+	color := &cli.StringFlag{
+		Name:  flagColor,
+		Usage: "`WHEN` to colour output: auto (on a terminal, unless NO_COLOR is set), always or never",
+	}
+	if app {
+		addr.Value = defaultAddr
+		addr.EnvVars = []string{"LOCKD_ADDR"}
+		color.Value = "auto"
+	} else {
+		addr.Category, jsonOut.Category, color.Category = globalCategory, globalCategory, globalCategory
+		addr.Usage += " (default 127.0.0.1:7070, or $LOCKD_ADDR)"
+	}
+	return []cli.Flag{addr, jsonOut, color}
+}
+
+// globals is what every command needs beyond its own flags.
+type globals struct {
+	Addrs    []string // --addr, split
+	AddrList string   // --addr as given: for messages, and LOCKD_ADDR of exec's command
+	JSON     bool
+	Color    bool // colour may be written to Stdout
+	TTY      bool // Stdout is a terminal: tables and decoration are welcome
+	Stdin    io.Reader
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+// globalsOf resolves the global flags for the command running in cCtx, or
+// returns a usage error.
+func globalsOf(cCtx *cli.Context) (*globals, error) {
+	g := &globals{
+		AddrList: lookupGlobal(cCtx, flagAddr, defaultAddr, (*cli.Context).String),
+		JSON:     lookupGlobal(cCtx, flagJSON, false, (*cli.Context).Bool),
+		Stdin:    cCtx.App.Reader,
+		Stdout:   cCtx.App.Writer,
+		Stderr:   cCtx.App.ErrWriter,
+	}
+	for _, a := range strings.Split(g.AddrList, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, usageError(cCtx.Command.Name, "--addr (or LOCKD_ADDR) %q is not HOST:PORT", a)
+		}
+		g.Addrs = append(g.Addrs, a)
+	}
+	if len(g.Addrs) == 0 {
+		return nil, usageError(cCtx.Command.Name, "--addr (or LOCKD_ADDR) is empty: give at least one HOST:PORT")
+	}
+	g.AddrList = strings.Join(g.Addrs, ",")
+	if f, ok := g.Stdout.(*os.File); ok {
+		g.TTY = isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+	}
+	mode := lookupGlobal(cCtx, flagColor, "auto", (*cli.Context).String)
+	switch mode {
+	case "always":
+		g.Color = true
+	case "never":
+	case "auto":
+		// https://no-color.org: set and not empty means no colour; an
+		// explicit --color=always still wins.
+		g.Color = g.TTY && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+	default:
+		return nil, usageError(cCtx.Command.Name, "--color %q: want auto, always or never", mode)
+	}
+	return g, nil
+}
+
+// lookupGlobal reads a global flag from the innermost context that was
+// given it (on the command line, or, for the app, by its environment
+// twin), or returns def.
+func lookupGlobal[T any](cCtx *cli.Context, name string, def T, get func(*cli.Context, string) T) T {
+	for _, c := range cCtx.Lineage() {
+		if c.Command != nil && c.IsSet(name) {
+			return get(c, name)
+		}
+	}
+	return def
+}
+
+// client connects to the --addr nodes. The client dials in the background;
+// unreachable nodes show up as client.ErrUnavailable on first use.
+func (g *globals) client(opts client.Options) (*client.Client, error) {
+	c, err := client.New(g.Addrs, opts)
+	if err != nil {
+		return nil, usageError("", "cannot use --addr %s: %v", g.AddrList, err)
+	}
+	return c, nil
+}
+
+// withSignals returns a context canceled by the first SIGINT or SIGTERM,
+// with an interrupted cause naming the signal. Later signals are swallowed
+// until stop is called, so a second Ctrl-C cannot cut short the cleanup
+// that the first one started.
+func withSignals(parent context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(interrupted{s})
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel(context.Canceled)
+		})
+	}
+}
+
+// noArgs refuses positional arguments for commands that take none: a key
+// typed without --key is the usual mistake.
+func noArgs(cCtx *cli.Context) error {
+	if cCtx.NArg() > 0 {
+		return usageError(cCtx.Command.Name, "unexpected argument %q: %s takes flags only (the key goes in --key KEY)", cCtx.Args().First(), cCtx.Command.Name)
+	}
+	return nil
+}
+
+// Checks of the flags the lock commands share. The server refuses the same
+// things, but a usage error names the flag and costs no round trip.
+
+func checkKey(cmd, key string) error {
+	if key == "" {
+		return usageError(cmd, "--key is required")
+	}
+	if msg := proto.CheckKey([]byte(key)); msg != "" {
+		return usageError(cmd, "--key %q: %s", key, msg)
+	}
+	return nil
+}
+
+func checkLease(cmd string, lease time.Duration) error {
+	switch {
+	case lease < time.Millisecond:
+		return usageError(cmd, "--lease %s: must be at least 1ms (lockd counts in milliseconds)", lease)
+	case lease > proto.MaxSeconds*time.Second:
+		return usageError(cmd, "--lease %s: must be at most %s", lease, proto.MaxSeconds*time.Second)
+	}
+	return nil
+}
+
+func checkWait(cmd string, wait time.Duration) error {
+	switch {
+	case wait < 0:
+		return usageError(cmd, "--wait %s: must be 0 (wait forever) or more", wait)
+	case wait > 0 && wait < time.Millisecond:
+		// On the wire it would round to 0, which means forever.
+		return usageError(cmd, "--wait %s: must be 0 (wait forever) or at least 1ms", wait)
+	case wait > proto.MaxSeconds*time.Second:
+		return usageError(cmd, "--wait %s: must be at most %s", wait, proto.MaxSeconds*time.Second)
+	}
+	return nil
+}
+
+func parseToken(cmd, token string) (uint64, error) {
+	if token == "" {
+		return 0, usageError(cmd, "--token is required (the number acquire printed)")
+	}
+	t, err := proto.ParseToken(token)
+	if err != nil {
+		return 0, usageError(cmd, "--token: %v", err)
+	}
+	return t, nil
+}
+
+// Flags the lock commands share, bound to the command's own fields.
+
+const defaultLease = 30 * time.Second
+
+func keyFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "key", Destination: dst,
+		Usage: "the lock's name, any `KEY` of 1 to 255 bytes without spaces or control characters (required)"}
+}
+
+func leaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
+	return &cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
+		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` like 30s or 2m"}
+}
+
+func waitFlag(dst *time.Duration) cli.Flag {
+	return &cli.DurationFlag{Name: "wait", Destination: dst, DefaultText: "0: wait forever",
+		Usage: "longest to wait in the key's queue for the lock, a `DURATION`; 0 waits forever"}
+}
+
+func tokenFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "token", Destination: dst,
+		Usage: "the fencing `TOKEN` that acquire printed (required)"}
+}
+
+// firstError returns the first non-nil error, so a command's checks read
+// as one list.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

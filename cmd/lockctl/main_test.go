@@ -1,0 +1,568 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// The test binary doubles as lockctl, for tests that must signal it (run
+// with envRunMain=1), and as the command exec runs, for tests that need a
+// command that behaves in a precise way (run with childArg MODE: exec
+// passes its environment on, so the child is chosen by its arguments).
+const (
+	envRunMain = "LOCKCTL_TEST_MAIN"
+	childArg   = "lockctl-test-child"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == childArg {
+		child(os.Args[2])
+		return
+	}
+	if os.Getenv(envRunMain) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// child is a command for exec tests.
+func child(mode string) {
+	switch mode {
+	case "block":
+		// Say when ready, then wait for a signal: SIGTERM and SIGINT end
+		// the process by their default action.
+		fmt.Println("ready")
+		select {}
+	case "ignore-term":
+		// Only SIGKILL ends this one.
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+		select {}
+	}
+	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
+	os.Exit(99)
+}
+
+// childCommand is the command line exec runs to get child(mode).
+func childCommand(mode string) []string {
+	return []string{os.Args[0], childArg, mode}
+}
+
+// startLockctl runs lockctl as a process of its own, for tests that
+// signal it. Its stdout is returned as a reader to wait on its output; its
+// stderr is read once it has exited.
+func startLockctl(t *testing.T, args ...string) (*exec.Cmd, *bufio.Reader, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, bufio.NewReader(out), &stderr
+}
+
+// exitStatus waits for cmd and returns its exit code.
+func exitStatus(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// lockctl runs lockctl in this process and returns its exit code, stdout
+// and stderr.
+func lockctl(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"lockctl"}, args...), strings.NewReader(""), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// fakeLockd answers just enough of the wire protocol for lockctl: it
+// grants acquires in FIFO order with growing tokens (or answers T at once
+// for keys marked busy), honours waits, and renews and releases what it
+// granted. It keeps every request line.
+type fakeLockd struct {
+	addr string
+	ln   net.Listener
+
+	mu        sync.Mutex
+	next      uint64
+	held      map[string]uint64
+	queue     map[string][]*fakeWaiter
+	busy      map[string]bool // acquire answers T at once
+	renewGone bool            // renew answers notheld
+	renewGate chan struct{}   // when set, renew answers wait for openGate
+	gateOnce  sync.Once
+	log       []string
+	wg        sync.WaitGroup
+	conns     map[net.Conn]bool
+}
+
+// fakeConn serialises the writes of one connection: grants to waiters
+// are written from whichever goroutine frees the key.
+type fakeConn struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func (fc *fakeConn) write(b []byte) error {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	_, err := fc.c.Write(b)
+	return err
+}
+
+type fakeWaiter struct {
+	key   string
+	conn  *fakeConn
+	timer *time.Timer
+}
+
+func startFake(t *testing.T) *fakeLockd {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeLockd{
+		addr:  ln.Addr().String(),
+		ln:    ln,
+		next:  7360982537641984001, // a realistic token: wider than 2^53
+		held:  make(map[string]uint64),
+		queue: make(map[string][]*fakeWaiter),
+		busy:  make(map[string]bool),
+		conns: make(map[net.Conn]bool),
+	}
+	f.wg.Add(1)
+	go f.accept()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeLockd) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.conns[c] = true
+		f.mu.Unlock()
+		f.wg.Add(1)
+		go f.serve(&fakeConn{c: c})
+	}
+}
+
+func (f *fakeLockd) close() {
+	f.ln.Close()
+	f.mu.Lock()
+	for c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.openGate()
+	f.wg.Wait()
+}
+
+// holdRenewals makes renew answers wait until openGate.
+func (f *fakeLockd) holdRenewals() {
+	f.mu.Lock()
+	f.renewGate = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *fakeLockd) openGate() {
+	f.mu.Lock()
+	gate := f.renewGate
+	f.mu.Unlock()
+	if gate != nil {
+		f.gateOnce.Do(func() { close(gate) })
+	}
+}
+
+func (f *fakeLockd) serve(fc *fakeConn) {
+	defer f.wg.Done()
+	defer f.dropWaiters(fc)
+	defer fc.c.Close()
+	r := bufio.NewReader(fc.c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		req, perr := proto.Parse([]byte(line))
+		var out []byte
+		if perr != nil {
+			var pe *proto.ParseError
+			errors.As(perr, &pe)
+			out = proto.AppendError(nil, pe.Key, pe.Op, pe.Msg)
+		} else {
+			out = f.answer(fc, req)
+		}
+		if out != nil && fc.write(out) != nil {
+			return
+		}
+	}
+}
+
+// answer returns the answer to req, or nil when the answer comes later (a
+// queued acquire).
+func (f *fakeLockd) answer(fc *fakeConn, req proto.Request) []byte {
+	f.mu.Lock()
+	f.log = append(f.log, strings.TrimSpace(fmt.Sprintf("%s %s %s", req.Op, req.Key, argsOf(req))))
+	gate := f.renewGate
+	f.mu.Unlock()
+	if req.Op == proto.OpRenew && gate != nil {
+		<-gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch req.Op {
+	case proto.OpAcquire:
+		if f.busy[req.Key] {
+			return proto.AppendTimeout(nil, req.Key)
+		}
+		if _, taken := f.held[req.Key]; !taken {
+			return proto.AppendGranted(nil, req.Key, f.grantLocked(req.Key))
+		}
+		w := &fakeWaiter{key: req.Key, conn: fc}
+		if req.Wait > 0 {
+			w.timer = time.AfterFunc(req.Wait, func() { f.expire(w) })
+		}
+		f.queue[req.Key] = append(f.queue[req.Key], w)
+		return nil
+	case proto.OpRelease:
+		if tok, ok := f.held[req.Key]; ok && tok == req.Token {
+			delete(f.held, req.Key)
+			f.handOnLocked(req.Key)
+			return proto.AppendWord(nil, proto.OpRelease, req.Key, proto.WordOK)
+		}
+		return proto.AppendWord(nil, proto.OpRelease, req.Key, proto.WordNotHeld)
+	case proto.OpRenew:
+		if tok, ok := f.held[req.Key]; ok && tok == req.Token && !f.renewGone {
+			return proto.AppendWord(nil, proto.OpRenew, req.Key, proto.WordOK)
+		}
+		return proto.AppendWord(nil, proto.OpRenew, req.Key, proto.WordNotHeld)
+	case proto.OpStatus:
+		return proto.AppendStatus(nil, req.Key, proto.Status{Self: f.addr, Role: "active", Active: f.addr,
+			Peers: []proto.PeerStatus{{Addr: f.addr, Role: "active", Reachable: true}}})
+	}
+	return proto.AppendError(nil, req.Key, req.Op, "not in the fake")
+}
+
+func (f *fakeLockd) grantLocked(key string) uint64 {
+	tok := f.next
+	f.next++
+	f.held[key] = tok
+	return tok
+}
+
+// handOnLocked grants a freed key to the head of its queue.
+func (f *fakeLockd) handOnLocked(key string) {
+	q := f.queue[key]
+	if len(q) == 0 {
+		return
+	}
+	w := q[0]
+	f.queue[key] = q[1:]
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	// Written outside f.mu would be tidier; a write to a local socket
+	// does not block for long.
+	w.conn.write(proto.AppendGranted(nil, key, f.grantLocked(key)))
+}
+
+// expire answers T to a waiter whose wait elapsed.
+func (f *fakeLockd) expire(w *fakeWaiter) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.removeLocked(w) {
+		w.conn.write(proto.AppendTimeout(nil, w.key))
+	}
+}
+
+func (f *fakeLockd) removeLocked(w *fakeWaiter) bool {
+	q := f.queue[w.key]
+	for i, x := range q {
+		if x == w {
+			f.queue[w.key] = append(q[:i:i], q[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// dropWaiters removes the waiters of a closed connection.
+func (f *fakeLockd) dropWaiters(fc *fakeConn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.conns, fc.c)
+	for _, q := range f.queue {
+		for _, w := range q {
+			if w.conn == fc {
+				if w.timer != nil {
+					w.timer.Stop()
+				}
+				f.removeLocked(w)
+			}
+		}
+	}
+}
+
+func argsOf(req proto.Request) string {
+	switch req.Op {
+	case proto.OpAcquire:
+		return proto.FormatSeconds(req.Lease) + " " + proto.FormatSeconds(req.Wait)
+	case proto.OpRelease:
+		return strconv.FormatUint(req.Token, 10)
+	case proto.OpRenew:
+		return strconv.FormatUint(req.Token, 10) + " " + proto.FormatSeconds(req.Lease)
+	}
+	return ""
+}
+
+// requests returns the request lines seen so far, as "OP KEY ARGS".
+func (f *fakeLockd) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.log...)
+}
+
+// count returns how many requests start with prefix.
+func (f *fakeLockd) count(prefix string) int {
+	n := 0
+	for _, l := range f.requests() {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// holder returns the token holding key, if any.
+func (f *fakeLockd) holder(key string) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tok, ok := f.held[key]
+	return tok, ok
+}
+
+// closedAddr is an address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// unsetenv removes key for the test and restores it after.
+func unsetenv(t *testing.T, key string) {
+	t.Setenv(key, "")
+	os.Unsetenv(key)
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	unsetenv(t, "LOCKD_ADDR")
+	cases := []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{"acquire"}, "--key is required"},
+		{[]string{"acquire", "--key", "a b"}, "space"},
+		{[]string{"acquire", "--key", strings.Repeat("k", 256)}, "longer than 255"},
+		{[]string{"acquire", "--key", "k", "--lease", "0s"}, "--lease 0s"},
+		{[]string{"acquire", "--key", "k", "--lease", "500us"}, "at least 1ms"},
+		{[]string{"acquire", "--key", "k", "--wait", "-1s"}, "--wait -1s"},
+		{[]string{"acquire", "--key", "k", "--wait", "100us"}, "at least 1ms"},
+		{[]string{"acquire", "--key", "k", "--lease", "banana"}, `--lease "banana": want a duration`},
+		{[]string{"acquire", "--key", "k", "--nope"}, "unknown flag --nope"},
+		{[]string{"acquire", "--key", "k", "stray"}, `unexpected argument "stray"`},
+		{[]string{"release", "--key", "k"}, "--token is required"},
+		{[]string{"release", "--key", "k", "--token", "-1"}, "not an unsigned 64-bit integer"},
+		{[]string{"renew", "--key", "k", "--token", "18446744073709551616"}, "larger than 2^64-1"},
+		{[]string{"hold"}, "--key is required"},
+		{[]string{"exec", "--key", "k"}, "no command to run"},
+		{[]string{"exec", "--key", "k", "--timeout-code", "256", "--", "true"}, "--timeout-code 256"},
+		{[]string{"exec", "--key", "k", "--grace", "-1s", "--", "true"}, "--grace -1s"},
+		{[]string{"bench", "--workers", "0"}, "--workers 0"},
+		{[]string{"bench", "--mode", "fast"}, `--mode "fast"`},
+		{[]string{"bench", "--keys", "lukewarm"}, `--keys "lukewarm"`},
+		{[]string{"bench", "--mode", "per-worker", "--conns", "3"}, "--conns applies to --mode pipelined"},
+		{[]string{"bench", "--duration", "0s"}, "--duration 0s"},
+		{[]string{"--color", "sometimes", "acquire", "--key", "k"}, `--color "sometimes"`},
+		{[]string{"--addr", "nocolon", "acquire", "--key", "k"}, `"nocolon" is not HOST:PORT`},
+		{[]string{"--addr", " , ", "acquire", "--key", "k"}, "--addr (or LOCKD_ADDR) is empty"},
+		{[]string{"frobnicate"}, `no command named "frobnicate"`},
+		{[]string{"help", "frobnicate"}, `no command named "frobnicate"`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := lockctl(t, tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr: %s", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr %q does not mention %q", stderr, tc.want)
+			}
+			if !strings.HasPrefix(stderr, "lockctl: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "--help`") {
+				t.Errorf("want one line \"lockctl: ...; see `lockctl ... --help`\", got %q", stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout should be empty on a usage error, got %q", stdout)
+			}
+		})
+	}
+}
+
+func TestHelpListsExitCodes(t *testing.T) {
+	for _, cmd := range []string{"acquire", "release", "renew", "hold", "exec", "bench"} {
+		code, stdout, _ := lockctl(t, cmd, "--help")
+		if code != 0 {
+			t.Errorf("%s --help: exit %d", cmd, code)
+		}
+		for _, want := range []string{"EXIT CODES:", "Examples:", "lockctl " + cmd} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s --help lacks %q", cmd, want)
+			}
+		}
+	}
+	code, stdout, _ := lockctl(t, "--help")
+	if code != 0 || !strings.Contains(stdout, "EXIT CODES:") || !strings.Contains(stdout, "LOCKD_ADDR") {
+		t.Errorf("lockctl --help: exit %d, output %q", code, stdout)
+	}
+}
+
+func TestClientErrorsMapToExitCodes(t *testing.T) {
+	g := &globals{AddrList: "127.0.0.1:7070"}
+	intr, cancel := context.WithCancelCause(context.Background())
+	cancel(interrupted{syscall.SIGINT})
+	term, cancel2 := context.WithCancelCause(context.Background())
+	cancel2(interrupted{syscall.SIGTERM})
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	cases := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		code int
+		want string
+	}{
+		{"timeout", context.Background(), fmt.Errorf("acquire k: %w", client.ErrTimeout), exitTimeout, "timed out"},
+		{"unavailable", context.Background(), fmt.Errorf("%w: %w", client.ErrUnavailable, refused), exitUnavailable,
+			"cannot reach lockd at 127.0.0.1:7070 (connection refused); start it with `lockd` or point --addr/LOCKD_ADDR at a running node"},
+		{"notheld", context.Background(), fmt.Errorf("release k: %w", client.ErrNotHeld), exitFailed, "does not hold"},
+		{"refused", context.Background(), &client.ServerError{Op: proto.OpAcquire, Key: "k", Msg: "lease above the limit"}, exitFailed, "lease above the limit"},
+		{"sigint", intr, context.Canceled, 130, "interrupted by SIGINT"},
+		{"sigterm", term, context.Canceled, 143, "interrupted by SIGTERM"},
+		{"other", context.Background(), errors.New("boom"), exitFailed, "boom"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := clientFailure(tc.ctx, g, `acquiring "k"`, tc.err)
+			if got := exitCode(err); got != tc.code {
+				t.Errorf("exit code %d, want %d", got, tc.code)
+			}
+			var stderr bytes.Buffer
+			if got := reportError(&stderr, err); got != tc.code {
+				t.Errorf("reportError returned %d, want %d", got, tc.code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) || !strings.HasPrefix(stderr.String(), "lockctl: ") {
+				t.Errorf("message %q does not say %q", stderr.String(), tc.want)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Errorf("the cause is lost: %v", err)
+			}
+		})
+	}
+	if exitCode(nil) != exitOK || exitCode(errors.New("x")) != exitFailed || exitCode(silentExit(42)) != 42 {
+		t.Error("exitCode of nil, a plain error or silentExit(42) is wrong")
+	}
+	var stderr bytes.Buffer
+	if reportError(&stderr, silentExit(7)) != 7 || stderr.Len() != 0 {
+		t.Errorf("silentExit must print nothing, printed %q", stderr.String())
+	}
+}
+
+func TestUnreachableExit4(t *testing.T) {
+	addr := closedAddr(t)
+	for _, args := range [][]string{
+		{"acquire", "--key", "k"},
+		{"release", "--key", "k", "--token", "1"},
+		{"renew", "--key", "k", "--token", "1"},
+		{"hold", "--key", "k"},
+		{"exec", "--key", "k", "--", "true"},
+		{"bench", "--duration", "1s"},
+	} {
+		// Not parallel: urfave/cli shares its help flag between apps.
+		// release takes the client's 5 seconds of re-sending.
+		t.Run(args[0], func(t *testing.T) {
+			code, _, stderr := lockctl(t, append([]string{"--addr", addr}, args...)...)
+			if code != exitUnavailable {
+				t.Errorf("exit %d, want %d; stderr %q", code, exitUnavailable, stderr)
+			}
+			want := "lockctl: cannot reach lockd at " + addr + " ("
+			if !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "LOCKD_ADDR") || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("stderr %q, want one line starting %q", stderr, want)
+			}
+		})
+	}
+}
+
+func TestGlobalFlagsBeforeOrAfterCommand(t *testing.T) {
+	f := startFake(t)
+	bad := closedAddr(t)
+
+	t.Setenv("LOCKD_ADDR", f.addr)
+	if code, out, errOut := lockctl(t, "acquire", "--key", "env"); code != 0 || out == "" {
+		t.Fatalf("LOCKD_ADDR: exit %d, %q %q", code, out, errOut)
+	}
+	t.Setenv("LOCKD_ADDR", bad)
+	if code, _, errOut := lockctl(t, "--addr", f.addr, "acquire", "--key", "flag-beats-env"); code != 0 {
+		t.Fatalf("--addr must win over LOCKD_ADDR: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := lockctl(t, "--addr", bad, "acquire", "--key", "after-wins", "--addr", f.addr); code != 0 {
+		t.Fatalf("--addr after the command must win: exit %d, %q", code, errOut)
+	}
+	code, out, _ := lockctl(t, "acquire", "--addr", f.addr, "--key", "json-after", "--json")
+	if code != 0 || !strings.HasPrefix(out, `{"key":"json-after"`) {
+		t.Fatalf("--json after the command: exit %d, %q", code, out)
+	}
+}
