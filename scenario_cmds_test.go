@@ -1,0 +1,589 @@
+package lockd_test
+
+// Commands the scenario scripts add to testscript's language, for what a
+// shell does badly: pick ports, wait for a condition instead of sleeping,
+// speak the line protocol by hand like nc, and check exit codes and
+// orderings. Every command is bounded in time and talks to 127.0.0.1 only.
+//
+//	freeport VAR...
+//	    Set each VAR to 127.0.0.1:PORT, a port free at that moment and
+//	    never handed out before in this test process.
+//	waitport ADDR [TIMEOUT]
+//	    Wait until a TCP connect to ADDR succeeds (default 10s).
+//	waitanswer ADDR REQUEST REGEXP [TIMEOUT]
+//	    Send REQUEST on a fresh connection to ADDR, read one answer, and
+//	    repeat until the answer matches REGEXP (default 10s). Used to wait
+//	    for a state, for example a queue of two waiters.
+//	waitrole ADDR ROLE [TIMEOUT]
+//	    waitanswer ADDR 'S -' ' role=ROLE( |$)': wait until the node at
+//	    ADDR reports ROLE (active, standby, joining, handoff).
+//	wire open NAME ADDR
+//	wire send NAME WORD...          send the words joined by single spaces, then \n
+//	wire sendcrlf NAME WORD...      the same, ending the line with \r\n as telnet does
+//	wire expect NAME REGEXP [VAR] [TIMEOUT]
+//	    Read the next line (default timeout 5s) and fail unless it matches
+//	    REGEXP. VAR, if given, is set to the first capture group (or the
+//	    whole match when REGEXP has no group).
+//	wire silent NAME DURATION       no line arrives, and the connection stays open, for DURATION
+//	wire eof NAME [TIMEOUT]         the server closes the connection (lines before the close are skipped)
+//	wire close NAME                 close the connection from the client side
+//	    A raw protocol connection, so a script shows the protocol literally.
+//	capture VAR REGEXP
+//	    Set VAR from the most recent stdout: the first capture group of
+//	    REGEXP (in multi-line mode, like stdout), or the whole match.
+//	tokengt A B
+//	    A and B are tokens (u64); A must be greater than B.
+//	exitcode CODE PROG [ARG...]
+//	    Run PROG like exec and fail unless it exits with CODE.
+//	repeat VAR COUNT TEXT
+//	    Set VAR to TEXT repeated COUNT times (long keys, over-long lines).
+//	nointerleave FILE COUNT
+//	    FILE holds exactly COUNT sections, each a "begin X" line directly
+//	    followed by "end X": the jobs that wrote them never overlapped.
+//
+// TIMEOUT and DURATION are Go durations (300ms, 2s) or plain seconds (1.5).
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+var scenarioCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
+	"freeport":     cmdFreeport,
+	"waitport":     cmdWaitport,
+	"waitanswer":   cmdWaitanswer,
+	"waitrole":     cmdWaitrole,
+	"wire":         cmdWire,
+	"capture":      cmdCapture,
+	"tokengt":      cmdTokengt,
+	"exitcode":     cmdExitcode,
+	"repeat":       cmdRepeat,
+	"nointerleave": cmdNointerleave,
+}
+
+const (
+	defaultWaitTimeout   = 10 * time.Second
+	defaultExpectTimeout = 5 * time.Second
+	pollEvery            = 25 * time.Millisecond
+	dialTimeout          = time.Second
+)
+
+var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// parseTimeout reads a Go duration ("300ms") or plain seconds ("1.5").
+func parseTimeout(s string) (time.Duration, bool) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d, true
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 && f < 3600 {
+		return time.Duration(f * float64(time.Second)), true
+	}
+	return 0, false
+}
+
+// optTimeout returns the optional TIMEOUT argument at args[i], or def.
+func optTimeout(ts *testscript.TestScript, args []string, i int, def time.Duration) time.Duration {
+	if len(args) <= i {
+		return def
+	}
+	d, ok := parseTimeout(args[i])
+	if !ok {
+		ts.Fatalf("bad timeout %q: want a duration like 5s or 300ms", args[i])
+	}
+	return d
+}
+
+func noNeg(ts *testscript.TestScript, neg bool, name string) {
+	if neg {
+		ts.Fatalf("unsupported: ! %s", name)
+	}
+}
+
+func compile(ts *testscript.TestScript, expr string) *regexp.Regexp {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		ts.Fatalf("bad regexp %q: %v", expr, err)
+	}
+	return re
+}
+
+// firstGroup is what a capturing command stores: the first capture group
+// of the match, or the whole match when the regexp has no group.
+func firstGroup(m []string) string {
+	if len(m) > 1 {
+		return m[1]
+	}
+	return m[0]
+}
+
+// Ports handed out by freeport in this process. Scripts run in parallel,
+// and a port just released by one freeport call must not be handed to
+// another script before the first one's lockd binds it.
+var (
+	portsMu   sync.Mutex
+	portsUsed = make(map[int]bool)
+)
+
+func cmdFreeport(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "freeport")
+	if len(args) == 0 {
+		ts.Fatalf("usage: freeport VAR...")
+	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	// Every listener stays open until all ports are chosen, so that one
+	// call never returns the same port twice.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for _, v := range args {
+		if !varName.MatchString(v) {
+			ts.Fatalf("freeport: %q is not a variable name", v)
+		}
+		for tries := 0; ; tries++ {
+			if tries == 100 {
+				ts.Fatalf("freeport: no free port found for %s", v)
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			ts.Check(err)
+			held = append(held, l)
+			port := l.Addr().(*net.TCPAddr).Port
+			if portsUsed[port] {
+				continue
+			}
+			portsUsed[port] = true
+			addr := "127.0.0.1:" + strconv.Itoa(port)
+			ts.Setenv(v, addr)
+			ts.Logf("%s=%s", v, addr)
+			break
+		}
+	}
+}
+
+func cmdWaitport(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "waitport")
+	if len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitport ADDR [TIMEOUT]")
+	}
+	addr := args[0]
+	timeout := optTimeout(ts, args, 1, defaultWaitTimeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, dialTimeout)
+		if err == nil {
+			c.Close()
+			ts.Logf("%s accepts connections after %v", addr, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitport: %s not accepting connections after %v: %v", addr, timeout, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// askOnce sends one request on a fresh connection and reads one answer.
+func askOnce(addr, request string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(request + "\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(line, "\n"), nil
+}
+
+func waitAnswer(ts *testscript.TestScript, addr, request string, re *regexp.Regexp, timeout time.Duration) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		line, err := askOnce(addr, request)
+		if err == nil && re.MatchString(line) {
+			ts.Logf("%s answered %q after %v", addr, line, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				ts.Fatalf("%s: no answer to %q matching %q after %v; last error: %v", addr, request, re, timeout, err)
+			}
+			ts.Fatalf("%s: no answer to %q matching %q after %v; last answer: %q", addr, request, re, timeout, line)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+func cmdWaitanswer(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "waitanswer")
+	if len(args) < 3 || len(args) > 4 {
+		ts.Fatalf("usage: waitanswer ADDR REQUEST REGEXP [TIMEOUT]")
+	}
+	waitAnswer(ts, args[0], args[1], compile(ts, args[2]), optTimeout(ts, args, 3, defaultWaitTimeout))
+}
+
+func cmdWaitrole(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "waitrole")
+	if len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: waitrole ADDR ROLE [TIMEOUT]")
+	}
+	re := compile(ts, " role="+regexp.QuoteMeta(args[1])+"( |$)")
+	waitAnswer(ts, args[0], "S -", re, optTimeout(ts, args, 2, defaultWaitTimeout))
+}
+
+// stateKey indexes a script's scriptState in testscript's Values.
+type stateKey struct{}
+
+// scriptState is what the commands of one script share: its open wire
+// connections. Scripts run in parallel, each with its own state.
+type scriptState struct {
+	conns map[string]*wireConn
+}
+
+func (st *scriptState) closeAll() {
+	for name, c := range st.conns {
+		c.close()
+		delete(st.conns, name)
+	}
+}
+
+func stateOf(ts *testscript.TestScript) *scriptState {
+	st, ok := ts.Value(stateKey{}).(*scriptState)
+	if !ok {
+		ts.Fatalf("scenario state missing: Setup did not run")
+	}
+	return st
+}
+
+// wireConn is one raw protocol connection. A goroutine reads lines into a
+// channel, so that expect and silent can wait with a timeout without
+// disturbing a half-read line.
+type wireConn struct {
+	conn  net.Conn
+	lines chan string
+	done  chan struct{} // closed when the reader stops; err says why
+	quit  chan struct{} // closed by close, so the reader never blocks
+	err   error
+}
+
+func dialWire(addr string) (*wireConn, error) {
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	w := &wireConn{
+		conn:  c,
+		lines: make(chan string, 1024),
+		done:  make(chan struct{}),
+		quit:  make(chan struct{}),
+	}
+	go w.read()
+	return w, nil
+}
+
+func (w *wireConn) read() {
+	defer close(w.done)
+	br := bufio.NewReader(w.conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			if line != "" {
+				err = fmt.Errorf("%w after a partial line %q", err, line)
+			}
+			w.err = err
+			return
+		}
+		select {
+		case w.lines <- strings.TrimSuffix(line, "\n"):
+		case <-w.quit:
+			w.err = net.ErrClosed
+			return
+		}
+	}
+}
+
+var errNoLine = errors.New("no line")
+
+// next returns the next line, errNoLine when none arrives within timeout,
+// or the reason the connection ended.
+func (w *wireConn) next(timeout time.Duration) (string, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case line := <-w.lines:
+		return line, nil
+	case <-w.done:
+		// Lines read before the end come first.
+		select {
+		case line := <-w.lines:
+			return line, nil
+		default:
+		}
+		if w.err == nil || errors.Is(w.err, net.ErrClosed) {
+			return "", errors.New("connection closed")
+		}
+		return "", w.err
+	case <-timer.C:
+		return "", errNoLine
+	}
+}
+
+func (w *wireConn) close() {
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+	w.conn.Close()
+	<-w.done
+}
+
+func cmdWire(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "wire")
+	if len(args) < 2 {
+		ts.Fatalf("usage: wire open|send|sendcrlf|expect|silent|eof|close NAME ...")
+	}
+	st := stateOf(ts)
+	verb, name, rest := args[0], args[1], args[2:]
+	if verb == "open" {
+		if len(rest) != 1 {
+			ts.Fatalf("usage: wire open NAME ADDR")
+		}
+		if st.conns[name] != nil {
+			ts.Fatalf("wire: %s is already open", name)
+		}
+		w, err := dialWire(rest[0])
+		if err != nil {
+			ts.Fatalf("wire open %s: %v", name, err)
+		}
+		st.conns[name] = w
+		ts.Logf("[%s] connected to %s from %s", name, rest[0], w.conn.LocalAddr())
+		return
+	}
+	w := st.conns[name]
+	if w == nil {
+		ts.Fatalf("wire %s: no open connection named %q", verb, name)
+	}
+	switch verb {
+	case "send", "sendcrlf":
+		line := strings.Join(rest, " ")
+		eol, shown := "\n", ""
+		if verb == "sendcrlf" {
+			eol, shown = "\r\n", ` (ends in \r\n)`
+		}
+		w.conn.SetWriteDeadline(time.Now().Add(defaultExpectTimeout))
+		if _, err := w.conn.Write([]byte(line + eol)); err != nil {
+			ts.Fatalf("wire %s %s: %v", verb, name, err)
+		}
+		ts.Logf("[%s] > %s%s", name, clip(line), shown)
+
+	case "expect":
+		if len(rest) < 1 || len(rest) > 3 {
+			ts.Fatalf("usage: wire expect NAME REGEXP [VAR] [TIMEOUT]")
+		}
+		re := compile(ts, rest[0])
+		timeout := defaultExpectTimeout
+		var capVar string
+		for _, a := range rest[1:] {
+			if d, ok := parseTimeout(a); ok {
+				timeout = d
+			} else if varName.MatchString(a) {
+				capVar = a
+			} else {
+				ts.Fatalf("wire expect: %q is neither a variable name nor a timeout", a)
+			}
+		}
+		line, err := w.next(timeout)
+		if err == errNoLine {
+			ts.Fatalf("wire expect %s: no line within %v, want one matching %q", name, timeout, rest[0])
+		}
+		if err != nil {
+			ts.Fatalf("wire expect %s: %v, want a line matching %q", name, err, rest[0])
+		}
+		ts.Logf("[%s] < %s", name, clip(line))
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			ts.Fatalf("wire expect %s: got %q, want a line matching %q", name, line, rest[0])
+		}
+		if capVar != "" {
+			ts.Setenv(capVar, firstGroup(m))
+			ts.Logf("%s=%s", capVar, firstGroup(m))
+		}
+
+	case "silent":
+		if len(rest) != 1 {
+			ts.Fatalf("usage: wire silent NAME DURATION")
+		}
+		d, ok := parseTimeout(rest[0])
+		if !ok {
+			ts.Fatalf("wire silent: bad duration %q", rest[0])
+		}
+		line, err := w.next(d)
+		switch {
+		case err == errNoLine:
+			ts.Logf("[%s] silent for %v", name, d)
+		case err != nil:
+			ts.Fatalf("wire silent %s: connection ended: %v", name, err)
+		default:
+			ts.Fatalf("wire silent %s: got %q within %v, want no line", name, line, d)
+		}
+
+	case "eof":
+		if len(rest) > 1 {
+			ts.Fatalf("usage: wire eof NAME [TIMEOUT]")
+		}
+		timeout := optTimeout(ts, rest, 0, defaultExpectTimeout)
+		deadline := time.Now().Add(timeout)
+		for {
+			line, err := w.next(time.Until(deadline))
+			if err == errNoLine {
+				ts.Fatalf("wire eof %s: still open after %v", name, timeout)
+			}
+			if err != nil {
+				ts.Logf("[%s] closed by the server: %v", name, err)
+				break
+			}
+			ts.Logf("[%s] < %s (before the close)", name, clip(line))
+		}
+		w.close()
+		delete(st.conns, name)
+
+	case "close":
+		if len(rest) != 0 {
+			ts.Fatalf("usage: wire close NAME")
+		}
+		w.close()
+		delete(st.conns, name)
+		ts.Logf("[%s] closed", name)
+
+	default:
+		ts.Fatalf("wire: unknown verb %q (open, send, sendcrlf, expect, silent, eof, close)", verb)
+	}
+}
+
+// clip keeps the log readable when a script sends a deliberately huge line.
+func clip(s string) string {
+	const max = 120
+	if len(s) > max {
+		return fmt.Sprintf("%s... (%d bytes)", s[:max], len(s))
+	}
+	return s
+}
+
+func cmdCapture(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "capture")
+	if len(args) != 2 || !varName.MatchString(args[0]) {
+		ts.Fatalf("usage: capture VAR REGEXP")
+	}
+	// Multi-line mode, as testscript's own stdout command matches.
+	re := compile(ts, "(?m)"+args[1])
+	m := re.FindStringSubmatch(ts.ReadFile("stdout"))
+	if m == nil {
+		ts.Fatalf("capture: no match for %q in stdout", args[1])
+	}
+	ts.Setenv(args[0], firstGroup(m))
+	ts.Logf("%s=%s", args[0], firstGroup(m))
+}
+
+func cmdTokengt(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: tokengt A B")
+	}
+	var tok [2]uint64
+	for i, a := range args {
+		v, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			ts.Fatalf("tokengt: %q is not a token (u64): %v", a, err)
+		}
+		tok[i] = v
+	}
+	if gt := tok[0] > tok[1]; gt == neg {
+		if neg {
+			ts.Fatalf("token %d is greater than %d", tok[0], tok[1])
+		}
+		ts.Fatalf("token %d is not greater than %d", tok[0], tok[1])
+	}
+}
+
+func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "exitcode")
+	if len(args) < 2 {
+		ts.Fatalf("usage: exitcode CODE PROG [ARG...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil || want < 0 || want > 255 {
+		ts.Fatalf("exitcode: bad code %q", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() < 0 {
+			ts.Fatalf("exitcode: %s did not exit normally: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited with code %d, want %d", args[1], got, want)
+	}
+	ts.Logf("[exit code %d]", got)
+}
+
+func cmdRepeat(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "repeat")
+	if len(args) != 3 || !varName.MatchString(args[0]) {
+		ts.Fatalf("usage: repeat VAR COUNT TEXT")
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 0 || n*len(args[2]) > 1<<20 {
+		ts.Fatalf("repeat: bad count %q", args[1])
+	}
+	ts.Setenv(args[0], strings.Repeat(args[2], n))
+}
+
+func cmdNointerleave(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "nointerleave")
+	if len(args) != 2 {
+		ts.Fatalf("usage: nointerleave FILE COUNT")
+	}
+	want, err := strconv.Atoi(args[1])
+	if err != nil {
+		ts.Fatalf("nointerleave: bad count %q", args[1])
+	}
+	lines := strings.Split(strings.TrimSuffix(ts.ReadFile(args[0]), "\n"), "\n")
+	if len(lines) != 2*want {
+		ts.Fatalf("%s has %d lines, want %d (a begin and an end for each of %d jobs)", args[0], len(lines), 2*want, want)
+	}
+	seen := make(map[string]bool)
+	for i := 0; i < len(lines); i += 2 {
+		id, ok := strings.CutPrefix(lines[i], "begin ")
+		if !ok || id == "" {
+			ts.Fatalf("%s line %d: got %q, want begin ID", args[0], i+1, lines[i])
+		}
+		if lines[i+1] != "end "+id {
+			ts.Fatalf("%s line %d: got %q after %q, want \"end %s\": jobs overlapped", args[0], i+2, lines[i+1], lines[i], id)
+		}
+		if seen[id] {
+			ts.Fatalf("%s: job %s ran twice", args[0], id)
+		}
+		seen[id] = true
+	}
+}

@@ -1,0 +1,103 @@
+package lockd_test
+
+// The scenario suite: end-to-end scripts in testdata/*.txtar that start real
+// lockd processes, drive them with lockctl and with raw protocol lines, and
+// assert on what a user would see. Each script is one behaviour of the
+// product, written to be read as documentation; see
+// github.com/rogpeppe/go-internal/testscript for the script language and
+// scenario_cmds_test.go for the commands this suite adds to it.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// binDir holds the lockd and lockctl binaries built once by TestMain. It
+// is put first on every script's PATH, so scripts run `exec lockd` and
+// `exec lockctl` as a user would.
+var binDir string
+
+// suiteBudget bounds the whole suite. When it runs out, testscript sends
+// SIGQUIT to every process a script started (a Go process then prints its
+// goroutines, which is what a hang needs) and the script fails, instead of
+// a stuck lockd holding the run until go test's own ten-minute timeout.
+const suiteBudget = 2 * time.Minute
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "lockd-scenario-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scenario:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+
+	// A race-enabled test run builds race-enabled binaries, so that the
+	// scenarios also hunt for data races in the server and the client.
+	args := []string{"build", "-o", dir}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/lockd", "./cmd/lockctl")
+	build := exec.Command("go", args...)
+	build.Stdout = os.Stderr
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "scenario: go %v: %v\n", args, err)
+		return 1
+	}
+	binDir = dir
+	return m.Run()
+}
+
+func raceEnabled() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+func TestScenarios(t *testing.T) {
+	deadline := time.Now().Add(suiteBudget)
+	if d, ok := t.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                "testdata",
+		Setup:              setupScenario,
+		Cmds:               scenarioCmds,
+		Deadline:           deadline,
+		RequireUniqueNames: true,
+	})
+}
+
+// setupScenario prepares one script's environment: the freshly built
+// binaries first on PATH, the state of the wire command, and, under the
+// race detector, binaries that stop at the first race so that the script
+// fails where the race happened (and that exit without the detector's
+// default one-second pause).
+func setupScenario(env *testscript.Env) error {
+	env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+	if raceEnabled() && os.Getenv("GORACE") == "" {
+		env.Setenv("GORACE", "halt_on_error=1 atexit_sleep_ms=10")
+	}
+	st := &scriptState{conns: make(map[string]*wireConn)}
+	env.Values[stateKey{}] = st
+	env.Defer(st.closeAll)
+	return nil
+}
