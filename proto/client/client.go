@@ -286,11 +286,10 @@ func (c *Client) choose(at *attempt) (*conn, uint64, <-chan struct{}, error) {
 		target = c.active
 	}
 	if target != "" {
-		group := c.connsToLocked(target)
-		if len(group) == 0 && c.dynamic < maxDynamic {
-			group = append(group, c.addConnLocked(target, true))
+		if c.dynamic < maxDynamic && !c.hasConnLocked(target) {
+			c.addConnLocked(target, true)
 		}
-		if cn, wait := c.pickLocked(group, at); cn != nil {
+		if cn, wait := c.pickLocked(target, at); cn != nil {
 			return cn, cn.gen, nil, nil
 		} else if wait {
 			return nil, 0, c.changed, nil
@@ -298,7 +297,7 @@ func (c *Client) choose(at *attempt) (*conn, uint64, <-chan struct{}, error) {
 		// The active is unreachable: another node may have taken over,
 		// and the others redirect us if not.
 	}
-	cn, wait := c.pickLocked(c.conns, at)
+	cn, wait := c.pickLocked("", at)
 	if cn != nil {
 		return cn, cn.gen, nil, nil
 	}
@@ -308,26 +307,29 @@ func (c *Client) choose(at *attempt) (*conn, uint64, <-chan struct{}, error) {
 	return nil, 0, nil, c.unavailableLocked(at.lastErr)
 }
 
-func (c *Client) connsToLocked(addr string) []*conn {
-	var group []*conn
+func (c *Client) hasConnLocked(addr string) bool {
 	for _, cn := range c.conns {
 		if cn.addr == addr {
-			group = append(group, cn)
+			return true
 		}
 	}
-	return group
+	return false
 }
 
-func (c *Client) pickLocked(group []*conn, at *attempt) (*conn, bool) {
+// pickLocked picks round-robin among the live connections to addr (to any
+// address when addr is "") that this call has not seen fail. When there is
+// none, it reports whether waiting may help: a dial is under way, or it
+// started one.
+func (c *Client) pickLocked(addr string, at *attempt) (*conn, bool) {
 	usable := func(cn *conn) bool {
-		if cn.state != stateUp {
+		if cn.state != stateUp || (addr != "" && cn.addr != addr) {
 			return false
 		}
 		g, ok := at.failed[cn]
 		return !ok || cn.gen > g
 	}
 	n := 0
-	for _, cn := range group {
+	for _, cn := range c.conns {
 		if usable(cn) {
 			n++
 		}
@@ -335,7 +337,7 @@ func (c *Client) pickLocked(group []*conn, at *attempt) (*conn, bool) {
 	if n > 0 {
 		i := int(c.rr % uint64(n))
 		c.rr++
-		for _, cn := range group {
+		for _, cn := range c.conns {
 			if usable(cn) {
 				if i == 0 {
 					return cn, false
@@ -345,7 +347,10 @@ func (c *Client) pickLocked(group []*conn, at *attempt) (*conn, bool) {
 		}
 	}
 	wait := false
-	for _, cn := range group {
+	for _, cn := range c.conns {
+		if addr != "" && cn.addr != addr {
+			continue
+		}
 		switch {
 		case cn.state == stateDialing:
 			at.markFresh(cn)

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -92,13 +93,32 @@ func (s *grantServer) serve(nc net.Conn) {
 	}
 }
 
+// countingConn counts the write syscalls of the client.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
 // BenchmarkAcquireRelease runs Acquire then Release of a key of its own in
 // many goroutines sharing one client (two connections to one node).
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, par := range []int{1, 16, 128} {
 		b.Run(fmt.Sprintf("goroutines=%dxGOMAXPROCS", par), func(b *testing.B) {
 			s := newGrantServer(b)
-			c, err := New([]string{s.ln.Addr().String()}, Options{})
+			var writes atomic.Int64
+			c, err := newClient([]string{s.ln.Addr().String()}, Options{}, hooks{dial: func(ctx context.Context, addr string) (net.Conn, error) {
+				var d net.Dialer
+				nc, err := d.DialContext(ctx, "tcp", addr)
+				if err != nil {
+					return nil, err
+				}
+				return &countingConn{Conn: nc, writes: &writes}, nil
+			}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -121,6 +141,59 @@ func BenchmarkAcquireRelease(b *testing.B) {
 					}
 				}
 			})
+			b.StopTimer()
+			// Two requests per op: how many share one write syscall.
+			b.ReportMetric(float64(2*b.N)/float64(writes.Load()), "requests/write")
 		})
+	}
+}
+
+// BenchmarkAcquireReleaseSerial is one goroutine: the latency of a pair of
+// round trips through the client, to compare with BenchmarkRawRoundTrips.
+func BenchmarkAcquireReleaseSerial(b *testing.B) {
+	s := newGrantServer(b)
+	c, err := New([]string{s.ln.Addr().String()}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := c.Acquire(bg, "bench", 30*time.Second, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Release(bg, "bench", l.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRawRoundTrips is the floor under BenchmarkAcquireReleaseSerial:
+// the same two round trips written and read by hand on one connection,
+// with no client at all.
+func BenchmarkRawRoundTrips(b *testing.B) {
+	s := newGrantServer(b)
+	nc, err := net.Dial("tcp", s.ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	r := bufio.NewReader(nc)
+	for b.Loop() {
+		if _, err := nc.Write([]byte("A bench 30 0\n")); err != nil {
+			b.Fatal(err)
+		}
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		token := bytes.TrimSpace(line[len("A bench "):])
+		if _, err := nc.Write(append(append([]byte("R bench "), token...), '\n')); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.ReadSlice('\n'); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

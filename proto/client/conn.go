@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -279,6 +280,9 @@ func (cn *conn) writeLoop() {
 		case <-c.ctx.Done():
 			return
 		}
+		// Let the callers that are ready to run queue their requests
+		// too, so that under load one write carries many.
+		runtime.Gosched()
 		cn.mu.Lock()
 		nc := cn.nc
 		buf, cn.wbuf = cn.wbuf, buf[:0]

@@ -311,3 +311,10 @@ func acquireAsync(c *Client, ctx context.Context, key string, lease, wait time.D
 		return lockResult{l, err}
 	})
 }
+
+func waitGroup(t *testing.T, wg *sync.WaitGroup) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	await(t, done)
+}

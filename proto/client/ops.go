@@ -60,120 +60,64 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	if err := checkKey("release", key); err != nil {
 		return err
 	}
-	req := request{op: proto.OpRelease, key: key, token: token}
-	kick := make(chan struct{}, 1)
-	var (
-		calls   []*call // sent, not answered yet
-		at      attempt
-		wake    <-chan struct{}
-		sends   int
-		lastErr error
-	)
-	defer func() {
-		// Answers still to come are consumed by the reader.
-		for _, cl := range calls {
-			cl.abandon()
-		}
-	}()
-	try := func() error {
-		wake = nil
-		for {
-			cn, gen, w, err := c.choose(&at)
-			if errors.Is(err, ErrClosed) {
-				return err
-			}
-			if err != nil {
-				lastErr = err
-				return nil
-			}
-			if cn == nil {
-				wake = w
-				return nil
-			}
-			cl := newCall(&req, kick)
-			cl.cn, cl.gen = cn, gen
-			if err := cn.send(cl); err != nil {
-				at.fail(cn, gen, err)
-				continue
-			}
-			calls = append(calls, cl)
-			sends++
-			return nil
-		}
+	r := releaser{c: c, req: request{op: proto.OpRelease, key: key, token: token}, kick: make(chan struct{}, 1)}
+	r.calls = r.buf[:0]
+	err := r.run(ctx)
+	// Answers still to come are consumed by the reader.
+	for _, cl := range r.calls {
+		cl.abandon()
 	}
-	if err := try(); err != nil {
+	return err
+}
+
+// releaser is one Release call: the sends still unanswered, and what it
+// learnt of the connections.
+type releaser struct {
+	c       *Client
+	req     request
+	kick    chan struct{} // an answer (or a drop) arrived for one of calls
+	calls   []*call
+	buf     [4]*call
+	at      attempt
+	wake    <-chan struct{} // set when no connection was ready to send on
+	sends   int
+	lastErr error
+}
+
+func (r *releaser) run(ctx context.Context) error {
+	c, key, token := r.c, r.req.key, r.req.token
+	if err := r.send(); err != nil {
 		return callErr("release", key, err)
 	}
-	giveUp := time.NewTimer(c.opts.ReleaseFor)
-	defer giveUp.Stop()
-	tick := time.NewTicker(c.opts.ReleaseEvery)
-	defer tick.Stop()
+	start := time.Now()
+	// One timer paces the re-sends and ends them at ReleaseFor.
+	t := time.NewTimer(c.opts.ReleaseEvery)
+	defer t.Stop()
 	for {
 		var err error
 		select {
-		case <-kick:
-			for i := 0; i < len(calls); {
-				cl := calls[i]
-				var r result
-				select {
-				case r = <-cl.res:
-				default:
-					i++
-					continue
-				}
-				calls = append(calls[:i], calls[i+1:]...)
-				if r.err != nil {
-					if errors.Is(r.err, ErrClosed) {
-						return callErr("release", key, ErrClosed)
-					}
-					at.fail(cl.cn, cl.gen, r.err)
-					lastErr = r.err
-					if len(calls) == 0 {
-						err = try()
-					}
-					continue
-				}
-				a := r.ans
-				switch a.Kind {
-				case proto.OpRelease:
-					if len(a.Fields) == 1 && a.Fields[0] == proto.WordOK {
-						c.setActive(cl.cn.addr)
-						return nil
-					}
-					if len(a.Fields) == 1 && a.Fields[0] == proto.WordNotHeld {
-						c.setActive(cl.cn.addr)
-						return notHeldErr("release", key, token)
-					}
-					return badAnswer("release", key, cl.cn, a)
-				case proto.KindError:
-					return serverError(a)
-				case proto.KindMoved:
-					addr, merr := movedTo(cl.cn.addr, a)
-					if merr != nil {
-						return callErr("release", key, merr)
-					}
-					c.setActive(addr)
-					at.target = addr
-					at.moves++
-					// Follow the first redirects at once; after that
-					// the ticker paces us while a handoff settles.
-					if at.moves <= 2 {
-						err = try()
-					}
-				default:
-					return badAnswer("release", key, cl.cn, a)
-				}
+		case <-r.kick:
+			var done bool
+			if done, err = r.collect(); done {
+				return err
 			}
-		case <-wake:
-			err = try()
-		case <-tick.C:
-			at = attempt{target: at.target, lastErr: at.lastErr}
-			err = try()
-		case <-giveUp.C:
-			if !errors.Is(lastErr, ErrUnavailable) {
-				lastErr = c.unavailable(lastErr)
+		case <-r.wake:
+			err = r.send()
+		case <-t.C:
+			left := c.opts.ReleaseFor - time.Since(start)
+			if left <= 0 {
+				last := r.lastErr
+				if !errors.Is(last, ErrUnavailable) {
+					last = c.unavailable(last)
+				}
+				if r.sends == 0 {
+					return fmt.Errorf("release %s token %d: could not be sent within %s: %w; the lock frees itself when its lease ends", key, token, c.opts.ReleaseFor, last)
+				}
+				return fmt.Errorf("release %s token %d: no node answered within %s (sent %d times): %w; the lock frees itself when its lease ends", key, token, c.opts.ReleaseFor, r.sends, last)
 			}
-			return fmt.Errorf("release %s token %d: no node answered within %s (sent %d times): %w; the lock frees itself when its lease ends", key, token, c.opts.ReleaseFor, sends, lastErr)
+			t.Reset(min(c.opts.ReleaseEvery, left))
+			r.at = attempt{target: r.at.target, lastErr: r.at.lastErr}
+			err = r.send()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -181,6 +125,98 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 			return callErr("release", key, err)
 		}
 	}
+}
+
+// send sends the release once more, if a connection is ready; if not, it
+// sets wake to learn when one may be.
+func (r *releaser) send() error {
+	r.wake = nil
+	for {
+		cn, gen, w, err := r.c.choose(&r.at)
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+		if err != nil {
+			r.lastErr = err
+			return nil
+		}
+		if cn == nil {
+			r.wake = w
+			return nil
+		}
+		cl := newCall(&r.req, r.kick)
+		cl.cn, cl.gen = cn, gen
+		if err := cn.send(cl); err != nil {
+			r.at.fail(cn, gen, err)
+			continue
+		}
+		r.calls = append(r.calls, cl)
+		r.sends++
+		return nil
+	}
+}
+
+// collect takes the results that arrived. It reports true, with the
+// call's result, when one of them settles the release.
+func (r *releaser) collect() (bool, error) {
+	c, key := r.c, r.req.key
+	for i := 0; i < len(r.calls); {
+		cl := r.calls[i]
+		var res result
+		select {
+		case res = <-cl.res:
+		default:
+			i++
+			continue
+		}
+		r.calls = append(r.calls[:i], r.calls[i+1:]...)
+		if res.err != nil {
+			if errors.Is(res.err, ErrClosed) {
+				return true, callErr("release", key, ErrClosed)
+			}
+			r.at.fail(cl.cn, cl.gen, res.err)
+			r.lastErr = res.err
+			if len(r.calls) == 0 {
+				if err := r.send(); err != nil {
+					return true, callErr("release", key, err)
+				}
+			}
+			continue
+		}
+		a := res.ans
+		switch a.Kind {
+		case proto.OpRelease:
+			if len(a.Fields) == 1 && a.Fields[0] == proto.WordOK {
+				c.setActive(cl.cn.addr)
+				return true, nil
+			}
+			if len(a.Fields) == 1 && a.Fields[0] == proto.WordNotHeld {
+				c.setActive(cl.cn.addr)
+				return true, notHeldErr("release", key, r.req.token)
+			}
+			return true, badAnswer("release", key, cl.cn, a)
+		case proto.KindError:
+			return true, serverError(a)
+		case proto.KindMoved:
+			addr, err := movedTo(cl.cn.addr, a)
+			if err != nil {
+				return true, callErr("release", key, err)
+			}
+			c.setActive(addr)
+			r.at.target = addr
+			r.at.moves++
+			// Follow the first redirects at once; after that the timer
+			// paces us while a handoff settles.
+			if r.at.moves <= 2 {
+				if err := r.send(); err != nil {
+					return true, callErr("release", key, err)
+				}
+			}
+		default:
+			return true, badAnswer("release", key, cl.cn, a)
+		}
+	}
+	return false, nil
 }
 
 // Renew restarts the lease of a held lock from now. It returns an error
