@@ -96,7 +96,13 @@ func (n *Node) startHandoffLocked(to, reason string, sticky bool, done func(stri
 	n.route(n.evs, 0, 0)
 	tok := strconv.FormatUint(n.eng.HighWater(), 10)
 	seq := strconv.FormatUint(n.seq, 10)
-	stream.send(func(b []byte) []byte { return proto.AppendFields(b, proto.RecHandoff, to, tok, seq) })
+	fields := []string{tok, seq}
+	if sticky {
+		// A handoff by command pins the role on its target: nodes that
+		// were running when it happened do not take it back by priority.
+		fields = append(fields, pinWord)
+	}
+	stream.send(func(b []byte) []byte { return proto.AppendFields(b, proto.RecHandoff, to, fields...) })
 	h.timer = time.AfterFunc(handoffTimeout, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()

@@ -74,9 +74,10 @@ type Node struct {
 	mu         sync.Mutex
 	eng        *engine.Engine
 	role       Role
-	active     string // the active's address; "" when unknown
-	sticky     bool
-	synced     bool // has completed a sync, or been active, since start
+	active     string    // the active's address; "" when unknown
+	sticky     bool      // gave the role up by command: no take-back by priority
+	pinnedAt   time.Time // got the role by command then (zero: not pinned)
+	synced     bool      // has completed a sync, or been active, since start
 	seq        uint64
 	activeSeq  uint64 // the active's position, as last heard (for lag)
 	conns      map[uint64]*conn

@@ -30,7 +30,14 @@ type peer struct {
 	active string
 	sticky bool
 	synced bool
+	// pinned: it is active by a handoff asked for by command, pinnedAge
+	// ago (a duration, since clocks differ between machines).
+	pinned    bool
+	pinnedAge time.Duration
 }
+
+// pinWord is the flag of an active that got the role by command.
+const pinWord = "pinned"
 
 func (p *peer) aliveLocked(now time.Time, timeout time.Duration) bool {
 	return !p.down && !p.heard.IsZero() && now.Sub(p.heard) < timeout
@@ -43,6 +50,9 @@ func (n *Node) flagsLocked() string {
 	}
 	if n.synced {
 		f = append(f, "synced")
+	}
+	if n.role == Active && !n.pinnedAt.IsZero() {
+		f = append(f, pinWord+":"+strconv.FormatInt(n.now().Sub(n.pinnedAt).Milliseconds(), 10))
 	}
 	if len(f) == 0 {
 		return proto.WordNone
@@ -153,8 +163,19 @@ func (n *Node) heardBeat(p *peer, f []string) {
 	p.token = tok
 	p.seq = seq
 	p.active = active
-	p.sticky = strings.Contains(flags, "sticky")
-	p.synced = strings.Contains(flags, "synced")
+	p.sticky, p.synced, p.pinned, p.pinnedAge = false, false, false, 0
+	for _, fl := range strings.Split(flags, ",") {
+		name, arg, _ := strings.Cut(fl, ":")
+		switch name {
+		case "sticky":
+			p.sticky = true
+		case "synced":
+			p.synced = true
+		case pinWord:
+			ms, _ := strconv.ParseInt(arg, 10, 64)
+			p.pinned, p.pinnedAge = true, time.Duration(ms)*time.Millisecond
+		}
+	}
 	if f[1] == string(Active) {
 		n.activeSeq = seq
 	}
@@ -338,6 +359,7 @@ func (n *Node) allPeersKnownLocked() bool {
 // token it has seen, then the leases that ran out meanwhile are reclaimed.
 func (n *Node) promoteLocked(reason string) {
 	n.stopFollowLocked()
+	n.pinnedAt = time.Time{}
 	now := n.now()
 	n.eng.Succeed(now)
 	n.setRoleLocked(Active, n.self, reason)
@@ -390,6 +412,11 @@ func (n *Node) maybeTakeBackLocked(now time.Time) {
 		return
 	}
 	if n.follow == nil || !n.follow.live {
+		return
+	}
+	if p := n.peerByAddr(n.active); p != nil && p.pinned && now.Sub(n.base) >= p.pinnedAge {
+		// Someone moved the role there by command while this node ran:
+		// respect it. Only a node restarted since then takes it back.
 		return
 	}
 	if now.Sub(n.lastTake) < n.cfg.FailureTimeout {
@@ -592,6 +619,9 @@ func (n *Node) followOnce(ctx context.Context, f *follower) error {
 				n.follow = nil
 				n.sticky = false
 				n.promoteLocked("handoff from " + f.target)
+				if len(a.Fields) > 2 && a.Fields[2] == pinWord {
+					n.pinnedAt = now
+				}
 				tok := n.eng.HighWater()
 				n.mu.Unlock()
 				nc.SetWriteDeadline(time.Now().Add(n.cfg.FailureTimeout))

@@ -273,6 +273,9 @@
 // priority, or to addr when given. label is as for S. A node that gave the
 // role up this way is sticky: it stays a standby and does not take the
 // role back by priority until it restarts or a later handoff names it.
+// The role is pinned on its new holder the same way: no node that was
+// running when the handoff happened takes it back by priority; a node
+// restarted since then does.
 //
 //	H label ok NEWACTIVE   handed over: NEWACTIVE is the active now
 //	M label addr           this node is not active: ask addr
@@ -326,7 +329,8 @@
 // FROM is the sender's address as written in --peers (the key of the
 // line), ROLE its role, TOKEN its token high-water mark, SEQ its
 // replication position, FLAGS - or a comma list of sticky (gave the role
-// up by command) and synced (has applied a snapshot). Words after FLAGS
+// up by command), synced (has applied a snapshot) and pinned:MS (active by
+// a handoff asked for by command, MS milliseconds ago). Words after FLAGS
 // are tolerated, for later versions. The answer echoes FROM, then gives
 // the answering node's own address (SELF), role, token, seq, the active it
 // knows of (ACTIVE, - when none) and its flags.
@@ -361,7 +365,8 @@
 //	G key token leaseleft    granted or renewed
 //	F key token              freed: released, or its lease ran out
 //	W - TOKEN SEQ            periodic mark: the active's high-water mark and position
-//	H FROM TOKEN SEQ         handoff: you are the successor; promote once this is applied
+//	H FROM TOKEN SEQ [pinned] handoff: you are the successor; promote once this is applied
+//	                          (pinned: asked for by command, see H above)
 //
 // and the successor, once it serves as the active, answers on the same
 // connection with its token high-water mark:
