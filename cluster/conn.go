@@ -31,10 +31,13 @@ type conn struct {
 	subFrom  string // that standby's address
 	gone     bool
 
-	outMu  sync.Mutex
-	out    []byte
-	wake   chan struct{}
-	closed bool // guarded by outMu: no more writes
+	outMu   sync.Mutex
+	out     []byte
+	spare   []byte // the other buffer: out and spare swap on each write
+	writing bool   // a goroutine is writing: the others leave it to it
+	inline  bool   // the reader is applying a batch and will flush after
+	wake    chan struct{}
+	closed  bool // no more writes
 }
 
 // pendingA is an acquire on this connection that has not been answered in
@@ -84,38 +87,72 @@ func (c *conn) readLoop() {
 				continue
 			}
 		}
+		// The reader writes its own answers when the writer is idle: one
+		// goroutine switch less per request for the common
+		// request-answer client.
+		c.setInline(true)
 		c.n.apply(c, batch)
+		c.setInline(false)
+		c.flush()
 		clear(batch)
 		batch = batch[:0]
 	}
 }
 
+func (c *conn) setInline(on bool) {
+	c.outMu.Lock()
+	c.inline = on
+	c.outMu.Unlock()
+}
+
 func (c *conn) writeLoop() {
 	defer c.n.wg.Done()
-	var buf []byte
 	for range c.wake {
-		c.outMu.Lock()
-		buf, c.out = c.out, buf[:0]
-		closed := c.closed
-		c.outMu.Unlock()
-		if len(buf) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.nc.Write(buf); err != nil {
-				c.nc.Close()
-				c.outMu.Lock()
-				c.closed = true
-				c.out = nil
-				c.outMu.Unlock()
-				return
-			}
-		}
-		if closed {
-			c.nc.Close()
+		if !c.flush() {
 			return
 		}
-		if cap(buf) > 1<<20 {
-			buf = nil
+	}
+}
+
+// flush writes everything queued, unless another goroutine is writing
+// already (it will see what was added meanwhile). It reports false once
+// the connection is finished.
+func (c *conn) flush() bool {
+	for {
+		c.outMu.Lock()
+		if c.writing {
+			c.outMu.Unlock()
+			return true
 		}
+		if len(c.out) == 0 {
+			closed := c.closed
+			c.outMu.Unlock()
+			if closed {
+				c.nc.Close()
+				return false
+			}
+			return true
+		}
+		c.writing = true
+		buf := c.out
+		c.out = c.spare[:0]
+		c.spare = nil
+		c.outMu.Unlock()
+		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, err := c.nc.Write(buf)
+		c.outMu.Lock()
+		c.writing = false
+		if cap(buf) <= 1<<20 {
+			c.spare = buf[:0]
+		}
+		if err != nil {
+			c.closed = true
+			c.out = nil
+			c.outMu.Unlock()
+			c.nc.Close()
+			return false
+		}
+		c.outMu.Unlock()
 	}
 }
 
@@ -137,8 +174,9 @@ func (c *conn) send(fn func([]byte) []byte) {
 		c.signal()
 		return
 	}
+	inline := c.inline
 	c.outMu.Unlock()
-	if was == 0 {
+	if was == 0 && !inline {
 		c.signal()
 	}
 }
