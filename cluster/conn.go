@@ -129,6 +129,9 @@ func (c *conn) flush() bool {
 			c.outMu.Unlock()
 			if closed {
 				c.nc.Close()
+				// Wake the writer goroutine too: if it deferred to this
+				// goroutine's write, it must see the end and return.
+				c.signal()
 				return false
 			}
 			return true
@@ -150,6 +153,7 @@ func (c *conn) flush() bool {
 			c.out = nil
 			c.outMu.Unlock()
 			c.nc.Close()
+			c.signal()
 			return false
 		}
 		c.outMu.Unlock()
@@ -193,12 +197,11 @@ func (c *conn) signal() {
 // flushAndClose writes what is queued, then closes.
 func (c *conn) flushAndClose() {
 	c.outMu.Lock()
-	already := c.closed
 	c.closed = true
 	c.outMu.Unlock()
-	if !already {
-		c.signal()
-	}
+	// Always wake the writer: whichever goroutine closed the connection
+	// first, the writer must see it and return.
+	c.signal()
 }
 
 // dropConn forgets c: its waiters leave their queues.

@@ -125,6 +125,11 @@ func (n *Node) takeoverConfirmed(c *conn, req proto.Request) {
 	gap := n.now().Sub(h.started)
 	n.eng.Observe(n.now(), req.Token)
 	n.sticky = h.sticky
+	now := n.now()
+	if p := n.peerByAddr(h.to); p != nil {
+		n.afterRoleMove(p, Active, now)
+	}
+	n.hint, n.hintUntil = h.to, now.Add(n.cfg.FailureTimeout)
 	n.setRoleLocked(Standby, h.to, "handed off: "+h.reason)
 	n.log.Info("handoff complete", "self", n.self, "to", h.to, "reason", h.reason, "gap", gap.Round(time.Microsecond).String(), "sticky", h.sticky)
 	n.dropWaitersLocked(h.to)

@@ -279,8 +279,10 @@ func (n *Node) acceptLoop() {
 		n.nextConnID++
 		c := newConn(n, n.nextConnID, nc)
 		n.conns[c.id] = c
-		n.mu.Unlock()
+		// Added under the mutex, before shutdown (which sets closing
+		// under it) can start waiting.
 		n.wg.Add(2)
+		n.mu.Unlock()
 		go c.readLoop()
 		go c.writeLoop()
 	}
@@ -297,7 +299,10 @@ func (n *Node) timerLoop() {
 		}
 		n.mu.Lock()
 		n.armedAt = time.Time{}
-		if n.role == Active || n.role == HandingOff {
+		// Only the active fires deadlines. While handing off, the state
+		// already went to the successor: a lease expiring here now would
+		// grant the key a second time, under an older token.
+		if n.role == Active {
 			n.evs = n.eng.Advance(n.now(), n.evs[:0])
 			n.route(n.evs, 0, 0)
 		}
@@ -308,7 +313,7 @@ func (n *Node) timerLoop() {
 
 // armTimerLocked makes sure the timer fires by the engine's next deadline.
 func (n *Node) armTimerLocked() {
-	if n.role != Active && n.role != HandingOff {
+	if n.role != Active {
 		return
 	}
 	d, ok := n.eng.NextDeadline()

@@ -34,6 +34,20 @@ type peer struct {
 	// ago (a duration, since clocks differ between machines).
 	pinned    bool
 	pinnedAge time.Duration
+	// staleUntil: the role moved between this node and the peer; until
+	// then a heartbeat answer still in flight from before the move may
+	// report the peer's old role, so its claim to be active is ignored.
+	staleUntil time.Time
+}
+
+// afterRoleMove marks what this node knows of p after a handoff between
+// them, ahead of p's next heartbeat: its role, and a short window in
+// which answers sent before the move are not believed.
+func (n *Node) afterRoleMove(p *peer, role Role, now time.Time) {
+	p.role = string(role)
+	p.heard = now
+	p.down = false
+	p.staleUntil = now.Add(3*n.cfg.Heartbeat + 50*time.Millisecond)
 }
 
 // pinWord is the flag of an active that got the role by command.
@@ -159,7 +173,12 @@ func (n *Node) heardBeat(p *peer, f []string) {
 	wasDown := p.down || p.heard.IsZero() || now.Sub(p.heard) >= n.cfg.FailureTimeout
 	p.heard = now
 	p.down = false
-	p.role = f[1]
+	if now.Before(p.staleUntil) && p.role != f[1] {
+		// Possibly sent before the handoff: keep what the handoff told us.
+		changed = false
+	} else {
+		p.role = f[1]
+	}
 	p.token = tok
 	p.seq = seq
 	p.active = active
@@ -284,7 +303,7 @@ func (n *Node) superviseLocked(since time.Duration) {
 	// Who else claims the role, highest priority first.
 	otherActive := ""
 	for _, p := range n.peers {
-		if p.aliveLocked(now, n.cfg.FailureTimeout) && p.role == string(Active) {
+		if p.aliveLocked(now, n.cfg.FailureTimeout) && p.role == string(Active) && !now.Before(p.staleUntil) {
 			otherActive = p.addr
 			break
 		}
@@ -618,6 +637,9 @@ func (n *Node) followOnce(ctx context.Context, f *follower) error {
 				// Everything before this record is applied: the role is ours.
 				n.follow = nil
 				n.sticky = false
+				if p := n.peerByAddr(f.target); p != nil {
+					n.afterRoleMove(p, Standby, now)
+				}
 				n.promoteLocked("handoff from " + f.target)
 				if len(a.Fields) > 2 && a.Fields[2] == pinWord {
 					n.pinnedAt = now
