@@ -1,0 +1,641 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// statusCommand shows every node of the cluster and which one is active.
+type statusCommand struct {
+	watch      bool
+	interval   time.Duration
+	waitActive string
+	timeout    time.Duration
+}
+
+// Bounds of a status survey.
+const (
+	// statusNodeTimeout bounds the question to one node: a node that has
+	// not answered by then is shown as unreachable.
+	statusNodeTimeout = 2 * time.Second
+	// maxSurveyNodes bounds how many nodes a survey follows, so that nodes
+	// naming ever new peers cannot keep it going.
+	maxSurveyNodes = 64
+	// waitActivePoll is how often --wait-active asks.
+	waitActivePoll = 75 * time.Millisecond
+)
+
+func (c *statusCommand) Command() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show every node of the cluster, its role and whether it is caught up",
+		UsageText: "lockctl status [--watch [--interval 1s]] [--wait-active ADDR [--timeout 10s]]",
+		Description: "Asks each node of --addr for its status, then every peer those nodes name,\n" +
+			"and shows one line per node in priority order: address, priority (its place\n" +
+			"in --peers, 1 is preferred), role, whether lockctl reached it, replication\n" +
+			"lag (changes behind the active), token high-water mark and uptime. The active\n" +
+			"node is marked (* when piped). A node that does not answer is shown as\n" +
+			"unreachable; that is an error only when no node answers.\n\n" +
+			"--json prints one object:\n" +
+			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\"role\":\"active\",\n" +
+			"    \"reachable\":true,\"lag\":0,\"token\":123,\"uptime_seconds\":42.5,\"sticky\":false,\n" +
+			"    \"error\":null}]}\n" +
+			"priority, lag, token and uptime_seconds are null when unknown; error says why\n" +
+			"an unreachable node did not answer.\n\n" +
+			"--watch redraws the view every --interval until Ctrl-C (a new block, or JSON\n" +
+			"line, per interval when piped). --wait-active ADDR waits until the node at ADDR\n" +
+			"reports itself active and exits 0, or exits 1 after --timeout: a failover\n" +
+			"drill's \"is it over yet\".\n\n" +
+			"Examples:\n" +
+			"   lockctl status\n" +
+			"   lockctl --addr 10.0.0.1:7070 status --watch\n" +
+			"   lockctl status --json | jq -r .active\n" +
+			"   lockctl status --wait-active 10.0.0.2:7070 --timeout 30s\n\n" +
+			exitCodesHelp(
+				exitLine("0", "done; with --wait-active: ADDR is active; with --watch: stopped by Ctrl-C"),
+				exitLine("1", "--wait-active: ADDR was not active before --timeout"),
+				helpExitUsage,
+				exitLine("4", "no node answered (every address of --addr and its peers)")),
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Destination: &c.watch,
+				Usage: "redraw the view every --interval until Ctrl-C"},
+			&cli.DurationFlag{Name: "interval", Destination: &c.interval, Value: time.Second,
+				Usage: "with --watch: redraw every `DURATION`"},
+			&cli.StringFlag{Name: "wait-active", Destination: &c.waitActive,
+				Usage: "wait until the node at `ADDR` (HOST:PORT) reports itself active, then exit 0"},
+			&cli.DurationFlag{Name: "timeout", Destination: &c.timeout, Value: 10 * time.Second,
+				Usage: "with --wait-active: give up and exit 1 after `DURATION`"},
+		},
+		Action: c.Run,
+	}
+}
+
+func (c *statusCommand) Run(cCtx *cli.Context) error {
+	const name = "status"
+	g, err := globalsOf(cCtx)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(cCtx); err != nil {
+		return err
+	}
+	switch {
+	case c.watch && c.waitActive != "":
+		return usageError(name, "--watch and --wait-active do not go together")
+	case cCtx.IsSet("interval") && !c.watch:
+		return usageError(name, "--interval only applies with --watch")
+	case c.watch && c.interval < 10*time.Millisecond:
+		return usageError(name, "--interval %s: must be at least 10ms", c.interval)
+	case cCtx.IsSet("timeout") && c.waitActive == "":
+		return usageError(name, "--timeout only applies with --wait-active")
+	case c.waitActive != "" && c.timeout <= 0:
+		return usageError(name, "--timeout %s: must be more than 0", c.timeout)
+	}
+	if c.waitActive != "" {
+		if _, _, err := net.SplitHostPort(c.waitActive); err != nil {
+			return usageError(name, "--wait-active %q is not HOST:PORT", c.waitActive)
+		}
+	}
+	ctx, stop := withSignals(cCtx.Context)
+	defer stop()
+	switch {
+	case c.waitActive != "":
+		return waitActive(ctx, g, client.Status, c.waitActive, c.timeout)
+	case c.watch:
+		return c.watchLoop(ctx, g)
+	}
+	v := survey(ctx, g.Addrs, client.Status)
+	if err := ctx.Err(); err != nil {
+		return clientFailure(ctx, g, "asking for status", err)
+	}
+	if v.Answered == 0 {
+		return noNodeAnswered(g, v)
+	}
+	if g.JSON {
+		return printJSON(g.Stdout, statusJSONOf(v))
+	}
+	return renderStatus(g.Stdout, v, styleOf(g))
+}
+
+// watchLoop shows a fresh view every interval until ctx ends (Ctrl-C),
+// which is how --watch is meant to stop: it returns nil then.
+func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
+	st := styleOf(g)
+	var buf bytes.Buffer
+	for i := 0; ; i++ {
+		v := survey(ctx, g.Addrs, client.Status)
+		if ctx.Err() != nil {
+			return nil
+		}
+		buf.Reset()
+		switch {
+		case g.JSON:
+			printJSON(&buf, statusJSONOf(v))
+		default:
+			if g.TTY {
+				// One write per frame: clear and redraw without flicker.
+				buf.WriteString(clearScreen)
+				p := newPalette(&buf, st.Color)
+				fmt.Fprintf(&buf, "%s\n\n", p.faint.Render(fmt.Sprintf(
+					"every %s · %s · Ctrl-C to stop", c.interval, time.Now().Format("15:04:05"))))
+			} else if i > 0 {
+				buf.WriteString("\n")
+			}
+			if v.Answered == 0 {
+				fmt.Fprintf(&buf, "no node answered at %s (%s); still trying\n", g.AddrList, v.firstError())
+			} else {
+				renderStatus(&buf, v, st)
+			}
+		}
+		if _, err := g.Stdout.Write(buf.Bytes()); err != nil {
+			return fail(exitFailed, "cannot write the status: "+err.Error(), "")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.interval):
+		}
+	}
+}
+
+// waitActive asks addr for its status until it reports itself active or
+// timeout passes.
+func waitActive(ctx context.Context, g *globals, ask statusFunc, addr string, timeout time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	last := "no answer yet"
+	for {
+		qctx, cancel := context.WithTimeout(ctx, min(statusNodeTimeout, max(time.Until(deadline), 50*time.Millisecond)))
+		st, err := ask(qctx, addr)
+		cancel()
+		if ctx.Err() != nil {
+			return clientFailure(ctx, g, "waiting for "+addr+" to become active", ctx.Err())
+		}
+		now := time.Now()
+		switch {
+		case err != nil:
+			last = "unreachable: " + networkCause(err)
+		case st.Role == roleActive:
+			waited := now.Sub(start)
+			if g.JSON {
+				return printJSON(g.Stdout, waitActiveJSON{Addr: addr, Active: true, WaitedMs: millis(waited)})
+			}
+			_, err := fmt.Fprintf(g.Stdout, "%s is active (waited %s)\n", addr, shortDuration(waited))
+			return err
+		default:
+			last = "role=" + st.Role
+			if st.Active != "" {
+				last += ", active=" + st.Active
+			} else {
+				last += ", no active known"
+			}
+		}
+		if !now.Before(deadline) {
+			return fail(exitFailed,
+				fmt.Sprintf("%s did not become active within %s (last seen: %s)", addr, timeout, last),
+				"see the whole cluster with `lockctl status`, or wait longer with --timeout")
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(waitActivePoll, time.Until(deadline))):
+		}
+	}
+}
+
+// waitActiveJSON is what status --wait-active prints with --json.
+type waitActiveJSON struct {
+	Addr     string  `json:"addr"`
+	Active   bool    `json:"active"`
+	WaitedMs float64 `json:"waited_ms"`
+}
+
+// noNodeAnswered is the error of a survey in which nobody answered: the
+// same words as every other command's "cannot reach lockd".
+func noNodeAnswered(g *globals, v clusterView) error {
+	for _, n := range v.Nodes {
+		if n.Err != nil {
+			return unreachable(g, n.Err)
+		}
+	}
+	return unreachable(g, errors.New("no node was asked"))
+}
+
+// Roles as nodes report them (cluster.Role values), plus what a peer is
+// called when its peers cannot reach it.
+const (
+	roleActive  = "active"
+	roleStandby = "standby"
+	roleDown    = "down"
+)
+
+// statusFunc asks one node for its status: client.Status, or a fake in
+// tests.
+type statusFunc func(ctx context.Context, addr string) (proto.Status, error)
+
+// nodeAnswer is what one address said, or why it said nothing.
+type nodeAnswer struct {
+	Asked  string
+	Status proto.Status
+	Err    error
+}
+
+// survey asks every address of addrs, then every peer the answers name
+// that was not asked yet, until no new node turns up, and returns the
+// cluster as seen from here.
+func survey(ctx context.Context, addrs []string, ask statusFunc) clusterView {
+	asked := make(map[string]bool)
+	var answers []nodeAnswer
+	next := slices.Clone(addrs)
+	for len(next) > 0 && len(asked) < maxSurveyNodes && ctx.Err() == nil {
+		var round []string
+		for _, a := range next {
+			if !asked[a] && len(asked) < maxSurveyNodes {
+				asked[a] = true
+				round = append(round, a)
+			}
+		}
+		got := make([]nodeAnswer, len(round))
+		var wg sync.WaitGroup
+		for i, a := range round {
+			wg.Go(func() {
+				qctx, cancel := context.WithTimeout(ctx, statusNodeTimeout)
+				defer cancel()
+				st, err := ask(qctx, a)
+				got[i] = nodeAnswer{Asked: a, Status: st, Err: err}
+			})
+		}
+		wg.Wait()
+		next = next[:0]
+		for _, ans := range got {
+			answers = append(answers, ans)
+			if ans.Err != nil {
+				continue
+			}
+			// A node reached by another name (localhost:7070 for
+			// 127.0.0.1:7070) is not asked again under its own.
+			asked[ans.Status.Self] = true
+			for _, p := range ans.Status.Peers {
+				if !asked[p.Addr] {
+					next = append(next, p.Addr)
+				}
+			}
+		}
+	}
+	return buildView(answers)
+}
+
+// clusterView is the cluster as the answers of a survey describe it.
+type clusterView struct {
+	// Active is the node that reports itself active (the one of highest
+	// priority when several do), or, when none answered as active, the
+	// active the others name; "" when nobody knows of one.
+	Active string
+	// Claims lists every node that reports itself active: more than one
+	// means a partition is healing (split brain).
+	Claims   []string
+	Nodes    []nodeView
+	Answered int // nodes that answered
+}
+
+// nodeView is one node, from its own answer when it gave one, else from
+// what its peers say of it.
+type nodeView struct {
+	Addr      string
+	Priority  int // 1-based place in the peers list; 0 when not in it
+	Role      string
+	Reachable bool // it answered lockctl
+	HasLag    bool
+	Lag       uint64
+	HasToken  bool
+	Token     uint64
+	HasUptime bool
+	Uptime    time.Duration
+	Sticky    bool
+	Err       error // why it did not answer
+}
+
+func (v clusterView) firstError() string {
+	for _, n := range v.Nodes {
+		if n.Err != nil {
+			return networkCause(n.Err)
+		}
+	}
+	return "no address to ask"
+}
+
+// buildView merges the answers of a survey into one view.
+func buildView(answers []nodeAnswer) clusterView {
+	var v clusterView
+	own := make(map[string]proto.Status) // by the node's own name
+	var order []string                   // nodes in the order first heard of
+	seen := make(map[string]bool)
+	note := func(addr string) {
+		if !seen[addr] {
+			seen[addr] = true
+			order = append(order, addr)
+		}
+	}
+	errs := make(map[string]error)
+	for _, a := range answers {
+		if a.Err != nil {
+			note(a.Asked)
+			errs[a.Asked] = a.Err
+			continue
+		}
+		if _, dup := own[a.Status.Self]; dup {
+			continue
+		}
+		own[a.Status.Self] = a.Status
+		note(a.Status.Self)
+		v.Answered++
+	}
+	// The priority order: the peers lists, the active's first (they are
+	// the same list on a well configured cluster).
+	var reporters []proto.Status
+	for _, a := range order {
+		if st, ok := own[a]; ok {
+			reporters = append(reporters, st)
+		}
+	}
+	slices.SortStableFunc(reporters, func(a, b proto.Status) int {
+		return boolRank(a.Role == roleActive) - boolRank(b.Role == roleActive)
+	})
+	prio := make(map[string]int)
+	n := 0
+	for _, st := range reporters {
+		for _, p := range st.Peers {
+			if _, ok := prio[p.Addr]; !ok {
+				n++
+				prio[p.Addr] = n
+			}
+			note(p.Addr)
+		}
+	}
+	// What the active says of its peers is the freshest word on their
+	// lag; what any node says of a peer stands in for a node we could not
+	// reach ourselves.
+	var activeSt *proto.Status
+	for i := range reporters {
+		if reporters[i].Role == roleActive {
+			activeSt = &reporters[i]
+			break
+		}
+	}
+	peerView := func(addr string) (proto.PeerStatus, bool) {
+		for _, st := range reporters {
+			for _, p := range st.Peers {
+				if p.Addr == addr && p.Addr != st.Self {
+					return p, true
+				}
+			}
+		}
+		return proto.PeerStatus{}, false
+	}
+	for _, addr := range order {
+		nv := nodeView{Addr: addr, Priority: prio[addr], Err: errs[addr]}
+		if st, ok := own[addr]; ok {
+			nv.Reachable = true
+			nv.Role = st.Role
+			nv.HasToken, nv.Token = true, st.Token
+			nv.HasUptime, nv.Uptime = true, st.Uptime
+			nv.Sticky = st.Sticky
+			for _, p := range st.Peers {
+				if p.Addr == st.Self {
+					nv.HasLag, nv.Lag = true, p.Lag
+				}
+			}
+			if st.Role == roleActive {
+				nv.HasLag, nv.Lag = true, 0
+				v.Claims = append(v.Claims, addr)
+			}
+		} else if p, ok := peerView(addr); ok && p.Reachable {
+			nv.Role = p.Role
+			nv.HasToken, nv.Token = true, p.Token
+		} else {
+			nv.Role = roleDown
+		}
+		if activeSt != nil && addr != activeSt.Self {
+			for _, p := range activeSt.Peers {
+				if p.Addr == addr && p.Reachable {
+					nv.HasLag, nv.Lag = true, p.Lag
+				}
+			}
+		}
+		if nv.Err == nil && !nv.Reachable {
+			nv.Err = errors.New("not asked")
+		}
+		v.Nodes = append(v.Nodes, nv)
+	}
+	slices.SortStableFunc(v.Nodes, func(a, b nodeView) int {
+		return prioRank(a.Priority) - prioRank(b.Priority)
+	})
+	slices.SortStableFunc(v.Claims, func(a, b string) int { return prioRank(prio[a]) - prioRank(prio[b]) })
+	if len(v.Claims) > 0 {
+		v.Active = v.Claims[0]
+	} else {
+		for _, st := range reporters {
+			if st.Active != "" {
+				v.Active = st.Active
+				break
+			}
+		}
+	}
+	return v
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 0
+	}
+	return 1
+}
+
+// prioRank sorts nodes without a priority after those with one.
+func prioRank(p int) int {
+	if p == 0 {
+		return maxSurveyNodes + 1
+	}
+	return p
+}
+
+// statusJSON is the --json shape of status; it is part of lockctl's
+// contract with scripts.
+type statusJSON struct {
+	Active *string          `json:"active"`
+	Nodes  []statusNodeJSON `json:"nodes"`
+}
+
+type statusNodeJSON struct {
+	Addr          string   `json:"addr"`
+	Priority      *int     `json:"priority"`
+	Role          string   `json:"role"`
+	Reachable     bool     `json:"reachable"`
+	Lag           *uint64  `json:"lag"`
+	Token         *uint64  `json:"token"`
+	UptimeSeconds *float64 `json:"uptime_seconds"`
+	Sticky        bool     `json:"sticky"`
+	Error         *string  `json:"error"`
+}
+
+func statusJSONOf(v clusterView) statusJSON {
+	out := statusJSON{Nodes: []statusNodeJSON{}}
+	if v.Active != "" {
+		out.Active = &v.Active
+	}
+	for _, n := range v.Nodes {
+		j := statusNodeJSON{Addr: n.Addr, Role: n.Role, Reachable: n.Reachable, Sticky: n.Sticky}
+		if n.Priority > 0 {
+			j.Priority = ptrTo(n.Priority)
+		}
+		if n.HasLag {
+			j.Lag = ptrTo(n.Lag)
+		}
+		if n.HasToken {
+			j.Token = ptrTo(n.Token)
+		}
+		if n.HasUptime {
+			j.UptimeSeconds = ptrTo(secondsJSON(n.Uptime))
+		}
+		if n.Err != nil && !n.Reachable {
+			j.Error = ptrTo(networkCause(n.Err))
+		}
+		out.Nodes = append(out.Nodes, j)
+	}
+	return out
+}
+
+// ptrTo is v as a JSON value that may be null.
+func ptrTo[T any](v T) *T { return &v }
+
+// renderStatus draws the view: a table with the active highlighted and a
+// summary on a terminal, plain columns with a * on the active's line when
+// piped.
+func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
+	p := newPalette(w, s.Color)
+	header := []string{"", "NODE", "PRIO", "ROLE", "REACHABLE", "LAG", "TOKEN", "UPTIME"}
+	claims := make(map[string]bool)
+	for _, a := range v.Claims {
+		claims[a] = true
+	}
+	var rows [][]string
+	for _, n := range v.Nodes {
+		marker, addr, role := "", n.Addr, n.Role
+		if n.Sticky {
+			role += ",sticky"
+		}
+		active := claims[n.Addr] || (len(v.Claims) == 0 && n.Addr == v.Active)
+		reach := "yes"
+		if !n.Reachable {
+			reach = "no"
+		}
+		prio, lag, token, uptime := cellNone, cellNone, cellNone, cellNone
+		if n.Priority > 0 {
+			prio = strconv.Itoa(n.Priority)
+		}
+		if n.HasLag {
+			lag = strconv.FormatUint(n.Lag, 10)
+		}
+		if n.HasToken {
+			token = strconv.FormatUint(n.Token, 10)
+		}
+		if n.HasUptime {
+			uptime = humanDuration(n.Uptime)
+		}
+		if !s.Table {
+			if active {
+				marker = "*"
+			}
+			rows = append(rows, []string{marker, addr, prio, role, reach, lag, token, uptime})
+			continue
+		}
+		switch {
+		case active && len(v.Claims) > 1:
+			marker, addr, role = p.bad.Render("●"), p.bad.Render(addr), p.bad.Render(role)
+		case active:
+			marker, addr, role = p.good.Render("●"), p.good.Render(addr), p.good.Render(role)
+		case !n.Reachable && n.Role == roleDown:
+			role = p.bad.Render(role)
+		}
+		if !n.Reachable {
+			reach = p.bad.Render(reach)
+		}
+		if n.HasLag {
+			if n.Lag == 0 {
+				lag = p.good.Render(lag)
+			} else {
+				lag = p.warn.Render(lag)
+			}
+		}
+		rows = append(rows, []string{marker, addr, prio, role, reach, lag, token, p.faint.Render(uptime)})
+	}
+	if !s.Table {
+		return writeColumns(w, header, rows)
+	}
+	t := newTable(w, header...)
+	for _, r := range rows {
+		if err := t.Append(r); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, statusSummary(v, p))
+	return err
+}
+
+// statusSummary is the line under the table that answers "is all well?".
+func statusSummary(v clusterView, p *palette) string {
+	var parts []string
+	switch {
+	case len(v.Claims) > 1:
+		parts = append(parts, p.bad.Render(fmt.Sprintf("%d nodes claim the active role (%s)",
+			len(v.Claims), strings.Join(v.Claims, ", ")))+
+			": a partition is healing; the lower-priority one steps down on its own")
+	case v.Active == "":
+		parts = append(parts, p.bad.Render("no active node")+": lock requests wait until one is promoted")
+	case len(v.Claims) == 0:
+		parts = append(parts, "active "+p.strong.Render(v.Active)+" (as its peers say; lockctl could not reach it)")
+	default:
+		parts = append(parts, "active "+p.good.Render(v.Active))
+	}
+	reachable, standbys, known := 0, 0, 0
+	var behind []string
+	for _, n := range v.Nodes {
+		if n.Reachable {
+			reachable++
+		}
+		if n.Addr == v.Active || n.Role == roleDown {
+			continue
+		}
+		standbys++
+		if n.HasLag {
+			known++
+			if n.Lag > 0 {
+				behind = append(behind, fmt.Sprintf("%s by %d", n.Addr, n.Lag))
+			}
+		}
+	}
+	parts = append(parts, fmt.Sprintf("%d of %d nodes reachable", reachable, len(v.Nodes)))
+	switch {
+	case len(behind) > 0:
+		parts = append(parts, p.warn.Render("behind: "+strings.Join(behind, ", ")))
+	case standbys > 0 && known == standbys:
+		parts = append(parts, "standbys caught up")
+	}
+	return strings.Join(parts, " · ") + "\n"
+}

@@ -1,0 +1,371 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockd-io/lockd/cluster"
+	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// testCluster is a lockd cluster running in the test process.
+type testCluster struct {
+	addrs []string
+	stops []func() // by node, in the order of addrs
+}
+
+// startCluster starts n nodes on free loopback ports with fast heartbeats
+// and waits until the first is active and the others are caught-up
+// standbys.
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	tc := &testCluster{addrs: freeLoopbackAddrs(t, n)}
+	var peers []string
+	if n > 1 {
+		peers = tc.addrs
+	}
+	for _, a := range tc.addrs {
+		node, err := cluster.New(cluster.Config{
+			Listen:         a,
+			Peers:          peers,
+			Heartbeat:      20 * time.Millisecond,
+			FailureTimeout: 200 * time.Millisecond,
+			Logger:         testLogger(a),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := node.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			node.Run(ctx)
+		}()
+		var once sync.Once
+		stop := func() { once.Do(func() { cancel(); <-done }) }
+		tc.stops = append(tc.stops, stop)
+		t.Cleanup(stop)
+	}
+	tc.waitSettled(t, tc.addrs[0])
+	return tc
+}
+
+// testLogger shows the nodes' logs with go test -v, and nothing otherwise.
+func testLogger(node string) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", node)
+}
+
+// waitSettled waits until active is active and every other live node is
+// a standby that has applied the active's latest change. A change is made
+// first (a lock taken and released), so that a standby that has not
+// subscribed to the active's stream yet cannot pass for caught up.
+func (tc *testCluster) waitSettled(t *testing.T, active string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	changed := false
+	for {
+		ok := false
+		if st, err := client.Status(context.Background(), active); err == nil && st.Role == roleActive {
+			if !changed {
+				tc.touch(t, active)
+				changed = true
+				continue
+			}
+			ok = st.Seq > 0
+			for _, a := range tc.addrs {
+				if a == active {
+					continue
+				}
+				sb, err := client.Status(context.Background(), a)
+				if err != nil {
+					continue // stopped by the test
+				}
+				if sb.Role != roleStandby || sb.Active != active || sb.Seq != st.Seq {
+					ok = false
+				}
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster did not settle with %s active", active)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// touch takes and releases a lock on active, a change for the standbys
+// to replicate.
+func (tc *testCluster) touch(t *testing.T, active string) {
+	t.Helper()
+	cl, err := client.New([]string{active}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := cl.Acquire(ctx, "settle", time.Second, 0)
+	if err != nil {
+		t.Fatalf("taking a lock on %s: %v", active, err)
+	}
+	if err := cl.Release(ctx, "settle", l.Token); err != nil {
+		t.Fatalf("releasing a lock on %s: %v", active, err)
+	}
+}
+
+func (tc *testCluster) addrList() string { return strings.Join(tc.addrs, ",") }
+
+func freeLoopbackAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Addr().String())
+		defer l.Close()
+	}
+	return out
+}
+
+// fakeStatus answers status questions from a table; an address missing
+// from it refuses the connection.
+func fakeStatus(table map[string]proto.Status) statusFunc {
+	return func(ctx context.Context, addr string) (proto.Status, error) {
+		if st, ok := table[addr]; ok {
+			return st, nil
+		}
+		return proto.Status{}, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+}
+
+func threeNodes(active string) map[string]proto.Status {
+	addrs := []string{"10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}
+	var peers []proto.PeerStatus
+	for _, a := range addrs {
+		role := roleStandby
+		if a == active {
+			role = roleActive
+		}
+		peers = append(peers, proto.PeerStatus{Addr: a, Role: role, Reachable: true, Token: 42})
+	}
+	table := make(map[string]proto.Status)
+	for _, a := range addrs {
+		role := roleStandby
+		if a == active {
+			role = roleActive
+		}
+		table[a] = proto.Status{Self: a, Role: role, Active: active, Token: 42, Uptime: time.Minute, Peers: peers}
+	}
+	return table
+}
+
+func TestSurveyFollowsPeers(t *testing.T) {
+	table := threeNodes("10.0.0.2:7070")
+	// The user knows one node by another name.
+	table["localhost:7070"] = table["10.0.0.1:7070"]
+	var mu sync.Mutex
+	asked := map[string]int{}
+	ask := func(ctx context.Context, addr string) (proto.Status, error) {
+		mu.Lock()
+		asked[addr]++
+		mu.Unlock()
+		return fakeStatus(table)(ctx, addr)
+	}
+	v := survey(context.Background(), []string{"localhost:7070"}, ask)
+	if v.Active != "10.0.0.2:7070" || v.Answered != 3 || len(v.Nodes) != 3 {
+		t.Fatalf("view: %+v", v)
+	}
+	for i, n := range v.Nodes {
+		if n.Priority != i+1 || !n.Reachable {
+			t.Errorf("node %d: %+v", i, n)
+		}
+	}
+	if asked["10.0.0.1:7070"] != 0 {
+		t.Errorf("the node asked as localhost:7070 was asked again under its own name: %v", asked)
+	}
+}
+
+func TestBuildViewUnreachableAndSplitBrain(t *testing.T) {
+	table := threeNodes("10.0.0.1:7070")
+	delete(table, "10.0.0.3:7070")
+	v := survey(context.Background(), []string{"10.0.0.3:7070", "10.0.0.2:7070"}, fakeStatus(table))
+	if v.Answered != 2 || v.Nodes[2].Reachable || v.Nodes[2].Addr != "10.0.0.3:7070" {
+		t.Fatalf("view: %+v", v)
+	}
+	// Its peers still see it: its role comes from them.
+	if v.Nodes[2].Role != roleStandby || !errors.Is(v.Nodes[2].Err, syscall.ECONNREFUSED) {
+		t.Errorf("unreachable node: %+v", v.Nodes[2])
+	}
+
+	split := threeNodes("10.0.0.1:7070")
+	st := split["10.0.0.3:7070"]
+	st.Role, st.Active = roleActive, "10.0.0.3:7070"
+	split["10.0.0.3:7070"] = st
+	v = survey(context.Background(), []string{"10.0.0.3:7070"}, fakeStatus(split))
+	if len(v.Claims) != 2 || v.Active != "10.0.0.1:7070" {
+		t.Errorf("split brain: claims %v, active %q (want the higher priority)", v.Claims, v.Active)
+	}
+	var b strings.Builder
+	renderStatus(&b, v, renderStyle{Table: true})
+	if !strings.Contains(b.String(), "2 nodes claim the active role") {
+		t.Errorf("no split-brain warning:\n%s", b.String())
+	}
+}
+
+func TestWaitActiveFake(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	ask := func(ctx context.Context, addr string) (proto.Status, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls < 3 {
+			return proto.Status{Self: addr, Role: roleStandby, Active: "x:1"}, nil
+		}
+		return proto.Status{Self: addr, Role: roleActive}, nil
+	}
+	var out, errb strings.Builder
+	g := &globals{Stdout: &out, Stderr: &errb, AddrList: "a:1"}
+	if err := waitActive(context.Background(), g, ask, "a:1", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "a:1 is active (waited ") {
+		t.Errorf("output %q", out.String())
+	}
+	never := func(ctx context.Context, addr string) (proto.Status, error) {
+		return proto.Status{Self: addr, Role: roleStandby, Active: "b:2"}, nil
+	}
+	err := waitActive(context.Background(), g, never, "a:1", 200*time.Millisecond)
+	if exitCode(err) != exitFailed || !strings.Contains(err.Error(), "role=standby, active=b:2") {
+		t.Errorf("timeout error: %v (code %d)", err, exitCode(err))
+	}
+}
+
+func TestStatusCommand(t *testing.T) {
+	tc := startCluster(t, 3)
+	a, b, c := tc.addrs[0], tc.addrs[1], tc.addrs[2]
+
+	// Asking one node is enough: the others are found through it.
+	code, out, errOut := lockctl(t, "--addr", b, "status")
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("escape codes in piped output:\n%q", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], "*  "+a+" ") || !strings.Contains(lines[1], " active ") {
+		t.Fatalf("status output:\n%s", out)
+	}
+
+	code, out, _ = lockctl(t, "--addr", c, "status", "--json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
+	}
+	if st.Active == nil || *st.Active != a || len(st.Nodes) != 3 {
+		t.Fatalf("status --json: %s", out)
+	}
+	for i, n := range st.Nodes {
+		if n.Addr != tc.addrs[i] || n.Priority == nil || *n.Priority != i+1 || !n.Reachable || n.Lag == nil || n.UptimeSeconds == nil {
+			t.Errorf("node %d: %+v", i, n)
+		}
+	}
+
+	// Colour forced on draws a table even when piped; NO_COLOR does not
+	// override an explicit --color always.
+	t.Setenv("NO_COLOR", "1")
+	code, out, _ = lockctl(t, "--addr", a, "--color", "always", "status")
+	if code != 0 || !strings.Contains(out, "\x1b[") || !strings.Contains(out, "╭") {
+		t.Errorf("--color always: exit %d\n%s", code, out)
+	}
+
+	// After a failover the next node is active, and the dead one shows
+	// as unreachable without failing the command.
+	tc.stops[0]()
+	code, _, errOut = lockctl(t, "--addr", tc.addrList(), "status", "--wait-active", b, "--timeout", "10s")
+	if code != 0 {
+		t.Fatalf("--wait-active %s after the active stopped: exit %d: %s", b, code, errOut)
+	}
+	code, out, _ = lockctl(t, "--addr", tc.addrList(), "status", "--json")
+	st = statusJSON{}
+	json.Unmarshal([]byte(out), &st)
+	if code != 0 || st.Active == nil || *st.Active != b || st.Nodes[0].Reachable || st.Nodes[0].Error == nil {
+		t.Errorf("after failover: exit %d\n%s", code, out)
+	}
+
+	code, _, errOut = lockctl(t, "--addr", tc.addrList(), "status", "--wait-active", c, "--timeout", "300ms")
+	if code != exitFailed || !strings.Contains(errOut, c+" did not become active within 300ms") {
+		t.Errorf("--wait-active a standby: exit %d: %s", code, errOut)
+	}
+}
+
+func TestStatusNoNodeExit4(t *testing.T) {
+	addr := freeLoopbackAddrs(t, 1)[0]
+	code, out, errOut := lockctl(t, "--addr", addr, "status")
+	if code != exitUnavailable || out != "" || !strings.Contains(errOut, "cannot reach lockd at "+addr) || !strings.Contains(errOut, "lockd") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestStatusUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"status", "--watch", "--wait-active", "127.0.0.1:1"},
+		{"status", "--interval", "2s"},
+		{"status", "--timeout", "2s"},
+		{"status", "--wait-active", "nope"},
+		{"status", "extra"},
+	} {
+		if code, _, errOut := lockctl(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, errOut)
+		}
+	}
+}
+
+func TestStatusWatchPiped(t *testing.T) {
+	tc := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+	defer cancel()
+	var out, errb strings.Builder
+	code := run(ctx, []string{"lockctl", "--addr", tc.addrs[0], "status", "--watch", "--interval", "100ms"}, strings.NewReader(""), &syncWriter{w: &out}, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	blocks := strings.Split(strings.TrimSpace(out.String()), "\n\n")
+	if len(blocks) < 2 || strings.Contains(out.String(), "\x1b[") {
+		t.Errorf("want several plain blocks, got:\n%s", out.String())
+	}
+}
+
+// syncWriter lets a test read what a command writes from another
+// goroutine.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

@@ -1,0 +1,131 @@
+# bash completion for lockctl. Generated from lockctl's command definitions: do not edit.
+# Install: source it from ~/.bashrc, or copy it to
+# ~/.local/share/bash-completion/completions/lockctl (bash-completion loads it on demand).
+
+_lockctl_complete() {
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+    local node=lockctl skip= i w flag
+    COMPREPLY=()
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        w=${COMP_WORDS[i]}
+        if [[ $w == = ]]; then skip=1; continue; fi
+        if [[ -n $skip ]]; then skip=; continue; fi
+        if [[ $w == -- ]]; then
+            case $node in
+            lockctl_exec)
+                if ((COMP_CWORD == i + 1)); then
+                    COMPREPLY=($(compgen -c -- "$cur"))
+                else
+                    compopt -o default 2>/dev/null
+                fi ;;
+            esac
+            return 0
+        fi
+        case "$node $w" in
+        "lockctl acquire") node=lockctl_acquire ;;
+        "lockctl release") node=lockctl_release ;;
+        "lockctl renew") node=lockctl_renew ;;
+        "lockctl hold") node=lockctl_hold ;;
+        "lockctl exec") node=lockctl_exec ;;
+        "lockctl bench") node=lockctl_bench ;;
+        "lockctl status") node=lockctl_status ;;
+        "lockctl queues") node=lockctl_queues ;;
+        "lockctl handoff") node=lockctl_handoff ;;
+        "lockctl drill") node=lockctl_drill ;;
+        "lockctl completion") node=lockctl_completion ;;
+        "lockctl help"|"lockctl h") node=lockctl_help ;;
+        "lockctl --addr"|"lockctl --color") skip=1 ;;
+        "lockctl_acquire --key"|"lockctl_acquire --lease"|"lockctl_acquire --wait"|"lockctl_acquire --addr"|"lockctl_acquire --color") skip=1 ;;
+        "lockctl_release --key"|"lockctl_release --token"|"lockctl_release --addr"|"lockctl_release --color") skip=1 ;;
+        "lockctl_renew --key"|"lockctl_renew --token"|"lockctl_renew --lease"|"lockctl_renew --addr"|"lockctl_renew --color") skip=1 ;;
+        "lockctl_hold --key"|"lockctl_hold --lease"|"lockctl_hold --wait"|"lockctl_hold --addr"|"lockctl_hold --color") skip=1 ;;
+        "lockctl_exec --key"|"lockctl_exec --lease"|"lockctl_exec --wait"|"lockctl_exec --grace"|"lockctl_exec --timeout-code"|"lockctl_exec --addr"|"lockctl_exec --color") skip=1 ;;
+        "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench --mode"|"lockctl_bench --addr"|"lockctl_bench --color") skip=1 ;;
+        "lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --timeout"|"lockctl_status --addr"|"lockctl_status --color") skip=1 ;;
+        "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr"|"lockctl_queues --color") skip=1 ;;
+        "lockctl_handoff --to"|"lockctl_handoff --timeout"|"lockctl_handoff --addr"|"lockctl_handoff --color") skip=1 ;;
+        "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --action"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --color") skip=1 ;;
+        "lockctl_completion --addr"|"lockctl_completion --color") skip=1 ;;
+        esac
+    done
+    flag=$prev
+    if [[ $cur == = ]]; then
+        cur=
+    elif [[ $prev == = ]]; then
+        flag=${COMP_WORDS[COMP_CWORD-2]}
+    fi
+    case "$node $flag" in
+        "lockctl --color"|"lockctl_acquire --color"|"lockctl_release --color"|"lockctl_renew --color"|"lockctl_hold --color"|"lockctl_exec --color"|"lockctl_bench --color"|"lockctl_status --color"|"lockctl_queues --color"|"lockctl_handoff --color"|"lockctl_drill --color"|"lockctl_completion --color")
+            COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
+            return 0 ;;
+        "lockctl_bench --mode")
+            COMPREPLY=($(compgen -W "pipelined per-worker" -- "$cur"))
+            return 0 ;;
+        "lockctl_drill --action")
+            COMPREPLY=($(compgen -W "handoff none" -- "$cur"))
+            return 0 ;;
+        "lockctl --addr") return 0 ;;
+        "lockctl_acquire --key"|"lockctl_acquire --lease"|"lockctl_acquire --wait"|"lockctl_acquire --addr") return 0 ;;
+        "lockctl_release --key"|"lockctl_release --token"|"lockctl_release --addr") return 0 ;;
+        "lockctl_renew --key"|"lockctl_renew --token"|"lockctl_renew --lease"|"lockctl_renew --addr") return 0 ;;
+        "lockctl_hold --key"|"lockctl_hold --lease"|"lockctl_hold --wait"|"lockctl_hold --addr") return 0 ;;
+        "lockctl_exec --key"|"lockctl_exec --lease"|"lockctl_exec --wait"|"lockctl_exec --grace"|"lockctl_exec --timeout-code"|"lockctl_exec --addr") return 0 ;;
+        "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench --addr") return 0 ;;
+        "lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --timeout"|"lockctl_status --addr") return 0 ;;
+        "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr") return 0 ;;
+        "lockctl_handoff --to"|"lockctl_handoff --timeout"|"lockctl_handoff --addr") return 0 ;;
+        "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr") return 0 ;;
+        "lockctl_completion --addr") return 0 ;;
+    esac
+    [[ $prev == = ]] && return 0
+    local flags= words=
+    case $node in
+    lockctl)
+        flags="--addr --json --color --help -h"
+        words="acquire release renew hold exec bench status queues handoff drill completion help" ;;
+    lockctl_acquire)
+        flags="--key --lease --wait --addr --json --color --help -h"
+        words="" ;;
+    lockctl_release)
+        flags="--key --token --addr --json --color --help -h"
+        words="" ;;
+    lockctl_renew)
+        flags="--key --token --lease --addr --json --color --help -h"
+        words="" ;;
+    lockctl_hold)
+        flags="--key --lease --wait --addr --json --color --help -h"
+        words="" ;;
+    lockctl_exec)
+        flags="--key --lease --wait --grace --timeout-code --addr --json --color --help -h"
+        words="" ;;
+    lockctl_bench)
+        flags="--workers --conns --duration --keys --lease --wait --mode --addr --json --color --help -h"
+        words="" ;;
+    lockctl_status)
+        flags="--watch -w --interval --wait-active --timeout --addr --json --color --help -h"
+        words="" ;;
+    lockctl_queues)
+        flags="--key --prefix --addr --json --color --help -h"
+        words="" ;;
+    lockctl_handoff)
+        flags="--to --timeout --addr --json --color --help -h"
+        words="" ;;
+    lockctl_drill)
+        flags="--workers --keys --lease --duration --action --run --at --max-gap --max-errors --max-lost --addr --json --color --help -h"
+        words="" ;;
+    lockctl_completion)
+        flags="--addr --json --color --help -h"
+        words="bash zsh fish" ;;
+    lockctl_help)
+        flags=""
+        words="acquire release renew hold exec bench status queues handoff drill completion" ;;
+    esac
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$flags" -- "$cur"))
+    else
+        COMPREPLY=($(compgen -W "$words" -- "$cur"))
+    fi
+    return 0
+}
+
+complete -F _lockctl_complete lockctl
