@@ -44,9 +44,9 @@ completions:
 	$(GO) run ./cmd/lockctl completion bash > completions/lockctl.bash
 	$(GO) run ./cmd/lockctl completion zsh  > completions/_lockctl
 	$(GO) run ./cmd/lockctl completion fish > completions/lockctl.fish
-	$(GO) run ./cmd/lockd --generate-completion bash > completions/lockd.bash
-	$(GO) run ./cmd/lockd --generate-completion zsh  > completions/_lockd
-	$(GO) run ./cmd/lockd --generate-completion fish > completions/lockd.fish
+	$(GO) run ./cmd/lockd completion bash > completions/lockd.bash
+	$(GO) run ./cmd/lockd completion zsh  > completions/_lockd
+	$(GO) run ./cmd/lockd completion fish > completions/lockd.fish
 
 clean:
 	rm -rf $(BIN)

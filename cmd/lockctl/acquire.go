@@ -60,7 +60,9 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
+	waiting := startWaiting(ctx, g, c.key)
 	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait)
+	waiting()
 	if err != nil {
 		return acquireFailure(ctx, g, c.key, c.wait, err)
 	}

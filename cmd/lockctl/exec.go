@@ -199,7 +199,9 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 		case <-ctx.Done():
 		}
 	}()
+	waiting := startWaiting(ctx, g, c.key)
 	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait)
+	waiting()
 	cancel(nil)
 	<-watched
 	if err != nil {

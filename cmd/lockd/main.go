@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/cluster"
+	"github.com/lockd-io/lockd/cmd/internal/complete"
 	"github.com/lockd-io/lockd/engine"
 )
 
@@ -69,6 +70,8 @@ Every flag has a LOCKD_* environment twin (shown in brackets).
 
 Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 usage error.`,
 		HideHelpCommand: true,
+		// run maps errors to exit codes itself; urfave/cli must not exit.
+		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return cli.Exit(err.Error()+" (see lockd --help)", 2)
 		},
@@ -85,6 +88,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"LOCKD_LOG_LEVEL"}, Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LOCKD_LOG_FORMAT"}, Usage: "`FORMAT` of logs: text or json"},
 		},
+		Commands: []*cli.Command{completionCommand()},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
 				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags only (see lockd --help)", c.Args().First()), 2)
@@ -157,4 +161,37 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// completionCommand prints a completion script generated from lockd's own
+// flag definitions, so it cannot drift from them.
+func completionCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "completion",
+		Usage:     "print the shell completion script for bash, zsh or fish",
+		ArgsUsage: "bash|zsh|fish",
+		Description: "Examples:\n" +
+			"   source <(lockd completion bash)\n" +
+			"   lockd completion zsh > ~/.zfunc/_lockd\n" +
+			"   lockd completion fish > ~/.config/fish/completions/lockd.fish",
+		Action: func(c *cli.Context) error {
+			shells := strings.Join(complete.Shells(), ", ")
+			if c.NArg() != 1 {
+				return cli.Exit("name one shell: "+shells+" (see lockd completion --help)", 2)
+			}
+			if err := writeCompletion(c.App.Writer, c.Args().First()); err != nil {
+				return cli.Exit(err.Error()+"; want one of "+shells, 2)
+			}
+			return nil
+		},
+	}
+}
+
+// writeCompletion generates from a fresh app, so every run agrees byte for
+// byte with the committed completions/ files.
+func writeCompletion(w io.Writer, shell string) error {
+	return complete.Generate(w, shell, newApp(io.Discard), "lockd",
+		complete.FlagValues("log-level", "debug", "info", "warn", "error"),
+		complete.FlagValues("log-format", "text", "json"),
+		complete.ArgValues("completion", complete.Shells()...))
 }
