@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -76,6 +77,8 @@ func (c *drillCommand) Command() *cli.Command {
 			"   lost     grants the new active did not know of (release said notheld):\n" +
 			"            replication is asynchronous, so a failover may lose recent grants\n" +
 			"   gap      the longest time without any grant: what the disruption cost\n" +
+			"   takeover from the last grant by the old active to the first by the new\n" +
+			"            one (its tokens carry a newer epoch); null in JSON if none came\n" +
 			"   fencing  whether every token of a key was larger than every earlier one\n\n" +
 			"The drill fails (exit 1) when fencing is violated, the action failed, no lock\n" +
 			"was granted at all, or a bound you set is exceeded. --json prints one object:\n" +
@@ -83,7 +86,7 @@ func (c *drillCommand) Command() *cli.Command {
 			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\"detail\":\"...\"},\n" +
 			"    \"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\"cycles\":48211,\"grants\":48211,\n" +
 			"    \"errors\":0,\"error_kinds\":{},\"first_error\":null,\"lost\":0,\n" +
-			"    \"gap_ms\":14.2,\"gap_from_seconds\":3.001,\"gap_to_seconds\":3.015,\n" +
+			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\"gap_to_seconds\":3.015,\n" +
 			"    \"fencing\":{\"ok\":true,\"violations\":[]},\"pass\":true,\"failures\":[]}\n" +
 			"A violation reads {\"key\":K,\"token\":T,\"at_seconds\":S,\"after\":U,\"after_at_seconds\":R}:\n" +
 			"a client got token T at S, after another got the larger (or equal) U at R.\n\n" +
@@ -282,6 +285,11 @@ type drillReport struct {
 	GapFrom time.Duration
 	GapTo   time.Duration
 
+	// Takeover is the time from the action to the first grant made by a
+	// new active (TookOver false when none came).
+	Takeover time.Duration
+	TookOver bool
+
 	Violations     []fenceViolation // the first maxViolationsShown
 	ViolationCount int
 
@@ -376,6 +384,9 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 	slices.SortStableFunc(all, func(a, b drillGrant) int { return cmp.Compare(a.At, b.At) })
 	rep.Grants = len(all)
 	rep.Gap, rep.GapFrom, rep.GapTo = longestGap(all, min(end, p.Duration))
+	if p.Action != actionNone && rep.ActionOK {
+		rep.Takeover, rep.TookOver = takeover(all, rep.ActionAt)
+	}
 	rep.ViolationCount, rep.Violations = checkFencing(all, keyName)
 	return rep
 }
@@ -460,6 +471,33 @@ func longestGap(grants []drillGrant, end time.Duration) (gap, from, to time.Dura
 	return gap, from, to
 }
 
+// takeover measures the time without an active that clients saw: from
+// the last grant by the old active to the first grant by a new one. A
+// token's high bits are the epoch of the node that issued it (see package
+// engine), and a node that becomes active starts a newer epoch, so the new
+// active's first grant is the first after the action whose epoch is newer
+// than every epoch before the action.
+func takeover(grants []drillGrant, actionAt time.Duration) (time.Duration, bool) {
+	var before uint64
+	for _, g := range grants {
+		if g.At < actionAt {
+			before = max(before, g.Token>>engine.CounterBits)
+		}
+	}
+	lastOld := actionAt
+	for _, g := range grants {
+		epoch := g.Token >> engine.CounterBits
+		if epoch <= before {
+			lastOld = g.At
+			continue
+		}
+		if g.At >= actionAt {
+			return max(g.At-lastOld, 0), true
+		}
+	}
+	return 0, false
+}
+
 // checkFencing checks, key by key and in grant order, that every token is
 // larger than every earlier one. Grants are ordered by the time the
 // client saw them: a lock is granted again only after its release, which
@@ -523,6 +561,7 @@ type drillJSON struct {
 	FirstError      *string          `json:"first_error"`
 	Lost            int              `json:"lost"`
 	GapMs           float64          `json:"gap_ms"`
+	TakeoverMs      *float64         `json:"takeover_ms"`
 	GapFromSeconds  float64          `json:"gap_from_seconds"`
 	GapToSeconds    float64          `json:"gap_to_seconds"`
 	Fencing         drillFencingJSON `json:"fencing"`
@@ -573,6 +612,10 @@ func (r *drillReport) json(p drillPlan) drillJSON {
 		Pass:     len(r.Failures) == 0,
 		Failures: []string{},
 	}
+	if r.TookOver {
+		ms := millis(r.Takeover)
+		out.TakeoverMs = &ms
+	}
 	if p.Action == actionNone {
 		out.Action.AtSeconds = 0
 	}
@@ -592,7 +635,7 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 		if label != "" {
 			label += ":"
 		}
-		fmt.Fprintf(&b, "%-9s%s\n", label, value)
+		fmt.Fprintf(&b, "%-10s%s\n", label, value)
 	}
 	action := p.Action + " at " + p.At.String()
 	switch p.Action {
@@ -631,6 +674,13 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 	line("lost", lost+boundNote(p.MaxLost >= 0, strconv.Itoa(p.MaxLost)))
 	line("gap", fmt.Sprintf("%s without a grant, from %s to %s%s", pal.strong.Render(shortDuration(r.Gap)),
 		shortDuration(r.GapFrom), shortDuration(r.GapTo), boundNote(p.MaxGap >= 0, p.MaxGap.String())))
+	if p.Action != actionNone && r.ActionOK {
+		if r.TookOver {
+			line("takeover", pal.strong.Render(shortDuration(r.Takeover))+" from the last grant by the old active to the first by the new one")
+		} else {
+			line("takeover", "none: no new active granted a lock during the drill")
+		}
+	}
 	if r.ViolationCount == 0 {
 		line("fencing", pal.good.Render("ok"))
 	} else {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/lockd-io/lockd/engine"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +48,7 @@ func TestCheckFencing(t *testing.T) {
 	rep := &drillReport{ViolationCount: n, Violations: v, Grants: 5, ActionOK: true}
 	rep.judge(drillPlan{Action: actionNone, MaxGap: -1, MaxErrors: -1, MaxLost: -1})
 	renderDrill(&b, rep, drillPlan{Action: actionNone, Workers: 1, Keys: 2, Duration: time.Second}, false)
-	if !strings.Contains(b.String(), "fencing: VIOLATED key k0: 123 after 456") || !strings.Contains(b.String(), "result:  FAIL") {
+	if !strings.Contains(b.String(), "fencing:  VIOLATED key k0: 123 after 456") || !strings.Contains(b.String(), "result:   FAIL") {
 		t.Errorf("report:\n%s", b.String())
 	}
 }
@@ -153,7 +154,7 @@ func TestRunDrillFake(t *testing.T) {
 	}
 	var b bytes.Buffer
 	renderDrill(&b, rep, p, false)
-	for _, want := range []string{"drill:   4 workers, 3 keys, 300ms, handoff at 100ms", "action:  handed off to b:1 in ", "fencing: ok", "result:  FAIL: gap "} {
+	for _, want := range []string{"drill:    4 workers, 3 keys, 300ms, handoff at 100ms", "action:   handed off to b:1 in ", "fencing:  ok", "result:   FAIL: gap "} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
@@ -199,7 +200,7 @@ func TestDrillCommand(t *testing.T) {
 	// An impossible bound fails it, and the report says why.
 	tc.waitSettled(t, *rep.ActiveAfter)
 	code, out, _ = lockctl(t, append(args, "--max-gap", "1ns")...)
-	if code != exitFailed || !strings.Contains(out, "result:  FAIL: gap ") || !strings.Contains(out, "is over --max-gap 1ns") {
+	if code != exitFailed || !strings.Contains(out, "result:   FAIL: gap ") || !strings.Contains(out, "is over --max-gap 1ns") {
 		t.Errorf("--max-gap 1ns: exit %d:\n%s", code, out)
 	}
 
@@ -227,5 +228,23 @@ func TestDrillErrorKinds(t *testing.T) {
 		if got := drillErrorKind(err); got != want {
 			t.Errorf("%v: %q, want %q", err, got, want)
 		}
+	}
+}
+
+func TestTakeoverMeasuresTheTimeWithoutAnActive(t *testing.T) {
+	old, next := uint64(100)<<engine.CounterBits, uint64(200)<<engine.CounterBits
+	ms := time.Millisecond
+	grants := []drillGrant{
+		{At: 10 * ms, Token: old + 1},
+		{At: 20 * ms, Token: old + 2},
+		{At: 35 * ms, Token: old + 3}, // the old active still grants after the action began
+		{At: 47 * ms, Token: next + 1},
+		{At: 50 * ms, Token: next + 2},
+	}
+	if d, ok := takeover(grants, 30*ms); !ok || d != 12*ms {
+		t.Errorf("takeover = %s, %v; want 12ms from the last old grant to the first new one", d, ok)
+	}
+	if _, ok := takeover(grants[:3], 30*ms); ok {
+		t.Error("takeover found without any grant from a new epoch")
 	}
 }
