@@ -40,6 +40,22 @@ package lockd_test
 //	nointerleave FILE COUNT
 //	    FILE holds exactly COUNT sections, each a "begin X" line directly
 //	    followed by "end X": the jobs that wrote them never overlapped.
+//	proxy start NAME LISTEN TARGET
+//	    Forward every TCP connection made to LISTEN on to TARGET, from
+//	    goroutines of the test process. A cluster script writes each node
+//	    in --peers by its proxy's address (--advertise), so that all
+//	    traffic to a node passes its proxy.
+//	proxy stop NAME
+//	    Close the proxy's listener and every connection it carries: the
+//	    node behind it is cut off from everyone who reaches it through
+//	    the proxy (a partition), while its own links to others still work.
+//	    A later proxy start with the same LISTEN heals. Proxies still
+//	    running stop when the script ends.
+//	burst ADDR KEY N [VAR]
+//	    On one connection, run N acquire/release cycles (A KEY-i 5 0, then
+//	    R KEY-i TOKEN) as fast as the node answers, pipelined over the keys
+//	    KEY-0 to KEY-63, and fail on any other answer (M, T, E). VAR, if
+//	    given, is set to the largest token granted.
 //
 // TIMEOUT and DURATION are Go durations (300ms, 2s) or plain seconds (1.5).
 
@@ -47,6 +63,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"regexp"
@@ -69,6 +86,8 @@ var scenarioCmds = map[string]func(ts *testscript.TestScript, neg bool, args []s
 	"exitcode":     cmdExitcode,
 	"repeat":       cmdRepeat,
 	"nointerleave": cmdNointerleave,
+	"proxy":        cmdProxy,
+	"burst":        cmdBurst,
 }
 
 const (
@@ -256,7 +275,8 @@ type stateKey struct{}
 // scriptState is what the commands of one script share: its open wire
 // connections. Scripts run in parallel, each with its own state.
 type scriptState struct {
-	conns map[string]*wireConn
+	conns   map[string]*wireConn
+	proxies map[string]*tcpProxy // made by the first proxy start
 }
 
 func (st *scriptState) closeAll() {
@@ -586,4 +606,274 @@ func cmdNointerleave(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		seen[id] = true
 	}
+}
+
+// tcpProxy forwards the connections made to its listener on to a target,
+// so that a script can cut a node off (stop) and reconnect it (start
+// again) without touching the node.
+type tcpProxy struct {
+	listen, target string
+	ln             net.Listener
+	wg             sync.WaitGroup // the accept loop and every forwarded pair
+
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{} // both ends of every forwarded pair
+	stopped bool
+}
+
+// proxyListenFor bounds how long proxy start retries a busy LISTEN: a
+// connection of the proxy it replaces, or a dial that the kernel gave
+// LISTEN as its own port while nothing listened there, may hold it for
+// a moment.
+const proxyListenFor = 3 * time.Second
+
+func startProxy(listen, target string) (*tcpProxy, error) {
+	deadline := time.Now().Add(proxyListenFor)
+	for {
+		ln, err := net.Listen("tcp", listen)
+		if err == nil {
+			p := &tcpProxy{listen: listen, target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+			p.wg.Add(1)
+			go p.acceptLoop()
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+func (p *tcpProxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || p.isStopped() {
+				return
+			}
+			time.Sleep(pollEvery)
+			continue
+		}
+		if !p.track(c) {
+			return
+		}
+		p.wg.Add(1)
+		go p.forward(c)
+	}
+}
+
+// forward dials the target for the accepted connection down and copies
+// both ways until either side ends, then ends both, as a cut cable would.
+func (p *tcpProxy) forward(down net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(down)
+	up, err := net.DialTimeout("tcp", p.target, dialTimeout)
+	if err != nil {
+		return
+	}
+	if !p.track(up) {
+		return
+	}
+	defer p.untrack(up)
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, down); done <- struct{}{} }()
+	go func() { io.Copy(down, up); done <- struct{}{} }()
+	<-done
+	down.Close()
+	up.Close()
+	<-done
+}
+
+// track registers c so that stop can cut it; once stopped, it closes c
+// and reports false.
+func (p *tcpProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *tcpProxy) untrack(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *tcpProxy) isStopped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopped
+}
+
+// stop closes the listener and every connection the proxy carries, waits
+// for its goroutines, and returns how many forwarded pairs it cut. It is
+// safe to call twice.
+func (p *tcpProxy) stop() int {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return 0
+	}
+	p.stopped = true
+	conns := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	p.wg.Wait()
+	return len(conns) / 2
+}
+
+func cmdProxy(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "proxy")
+	if len(args) < 2 {
+		ts.Fatalf("usage: proxy start NAME LISTEN TARGET | proxy stop NAME")
+	}
+	st := stateOf(ts)
+	verb, name := args[0], args[1]
+	switch verb {
+	case "start":
+		if len(args) != 4 {
+			ts.Fatalf("usage: proxy start NAME LISTEN TARGET")
+		}
+		if p := st.proxies[name]; p != nil && !p.isStopped() {
+			ts.Fatalf("proxy %s is already running (%s -> %s)", name, p.listen, p.target)
+		}
+		p, err := startProxy(args[2], args[3])
+		if err != nil {
+			ts.Fatalf("proxy start %s: %v", name, err)
+		}
+		if st.proxies == nil {
+			st.proxies = make(map[string]*tcpProxy)
+		}
+		st.proxies[name] = p
+		ts.Defer(func() { p.stop() })
+		ts.Logf("proxy %s: %s -> %s", name, p.listen, p.target)
+	case "stop":
+		if len(args) != 2 {
+			ts.Fatalf("usage: proxy stop NAME")
+		}
+		p := st.proxies[name]
+		if p == nil {
+			ts.Fatalf("proxy stop: no proxy named %q", name)
+		}
+		if p.isStopped() {
+			ts.Fatalf("proxy %s is already stopped", name)
+		}
+		cut := p.stop()
+		ts.Logf("proxy %s stopped: %s closed, %d connections to %s cut", name, p.listen, cut, p.target)
+	default:
+		ts.Fatalf("proxy: unknown verb %q (start, stop)", verb)
+	}
+}
+
+const (
+	// burstKeys is how many keys a burst cycles through at once: enough
+	// to keep the connection busy while each answer crosses the wire.
+	burstKeys = 64
+	// burstTimeout bounds a whole burst.
+	burstTimeout = 20 * time.Second
+)
+
+func cmdBurst(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "burst")
+	if len(args) < 3 || len(args) > 4 {
+		ts.Fatalf("usage: burst ADDR KEY N [VAR]")
+	}
+	addr, key := args[0], args[1]
+	n, err := strconv.Atoi(args[2])
+	if err != nil || n <= 0 || n > 10_000_000 {
+		ts.Fatalf("burst: bad count %q", args[2])
+	}
+	capVar := ""
+	if len(args) == 4 {
+		if !varName.MatchString(args[3]) {
+			ts.Fatalf("burst: %q is not a variable name", args[3])
+		}
+		capVar = args[3]
+	}
+	start := time.Now()
+	maxTok, grants, err := runBurst(addr, key, n)
+	took := time.Since(start)
+	if err != nil {
+		ts.Fatalf("burst on %s: %v (after %d grants in %v)", addr, err, grants, took.Round(time.Millisecond))
+	}
+	ts.Logf("burst: %d grants and releases on %s in %v (%.0f grants/s); largest token %d",
+		grants, addr, took.Round(time.Millisecond), float64(grants)/took.Seconds(), maxTok)
+	if capVar != "" {
+		ts.Setenv(capVar, strconv.FormatUint(maxTok, 10))
+	}
+}
+
+// runBurst is the burst command's loop. Every key has one request in
+// flight at a time: its grant is answered with a release, and its release
+// with the next acquire, so the requests of all the keys share each
+// write and each read.
+func runBurst(addr, key string, n int) (maxTok uint64, grants int, err error) {
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(burstTimeout))
+	r := bufio.NewReaderSize(c, 64<<10)
+	w := bufio.NewWriterSize(c, 64<<10)
+	keys := make(map[string]bool)
+	sent := 0
+	acquire := func(k string) {
+		fmt.Fprintf(w, "A %s 5 0\n", k)
+		sent++
+	}
+	for i := 0; i < min(n, burstKeys); i++ {
+		k := key + "-" + strconv.Itoa(i)
+		keys[k] = true
+		acquire(k)
+	}
+	for released := 0; released < n; {
+		if r.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return maxTok, grants, err
+			}
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return maxTok, grants, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		f := strings.Split(line, " ")
+		if len(f) != 3 || !keys[f[1]] {
+			return maxTok, grants, fmt.Errorf("unexpected answer %q", line)
+		}
+		switch {
+		case f[0] == "A":
+			tok, err := strconv.ParseUint(f[2], 10, 64)
+			if err != nil {
+				return maxTok, grants, fmt.Errorf("unexpected answer %q", line)
+			}
+			if tok <= maxTok {
+				return maxTok, grants, fmt.Errorf("token %d granted after token %d: tokens must increase", tok, maxTok)
+			}
+			maxTok = tok
+			grants++
+			fmt.Fprintf(w, "R %s %s\n", f[1], f[2])
+		case f[0] == "R" && f[2] == "ok":
+			released++
+			if sent < n {
+				acquire(f[1])
+			}
+		default:
+			return maxTok, grants, fmt.Errorf("unexpected answer %q", line)
+		}
+	}
+	return maxTok, grants, nil
 }
