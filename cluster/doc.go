@@ -35,7 +35,11 @@
 // priority joins as a standby, syncs, and then asks the active for a
 // handoff (take-back). Two actives that see each other resolve by
 // priority: the lower one demotes itself, and the higher one moves its
-// token epoch above every token it has heard of.
+// token epoch above every token it has heard of. One exception: an active
+// that started empty (it never synced and no standby has synced from it
+// yet) gives way to an active that holds the cluster's state, whatever
+// their priorities, so a node restarted in the middle of a failover cannot
+// erase the replicated locks.
 //
 // # Consistency
 //

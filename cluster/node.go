@@ -78,6 +78,7 @@ type Node struct {
 	sticky     bool      // gave the role up by command: no take-back by priority
 	pinnedAt   time.Time // got the role by command then (zero: not pinned)
 	synced     bool      // has completed a sync, or been active, since start
+	fresh      bool      // active that started empty: never synced, no standby fed yet
 	seq        uint64
 	activeSeq  uint64 // the active's position, as last heard (for lag)
 	conns      map[uint64]*conn

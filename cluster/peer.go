@@ -34,6 +34,7 @@ type peer struct {
 	// ago (a duration, since clocks differ between machines).
 	pinned    bool
 	pinnedAge time.Duration
+	fresh     bool // active that started empty and has fed no standby yet
 	// staleUntil: the role moved between this node and the peer; until
 	// then a heartbeat answer still in flight from before the move may
 	// report the peer's old role, so its claim to be active is ignored.
@@ -64,6 +65,9 @@ func (n *Node) flagsLocked() string {
 	}
 	if n.synced {
 		f = append(f, "synced")
+	}
+	if n.role == Active && n.fresh {
+		f = append(f, "fresh")
 	}
 	if n.role == Active && !n.pinnedAt.IsZero() {
 		f = append(f, pinWord+":"+strconv.FormatInt(n.now().Sub(n.pinnedAt).Milliseconds(), 10))
@@ -182,7 +186,7 @@ func (n *Node) heardBeat(p *peer, f []string) {
 	p.token = tok
 	p.seq = seq
 	p.active = active
-	p.sticky, p.synced, p.pinned, p.pinnedAge = false, false, false, 0
+	p.sticky, p.synced, p.pinned, p.pinnedAge, p.fresh = false, false, false, 0, false
 	for _, fl := range strings.Split(flags, ",") {
 		name, arg, _ := strings.Cut(fl, ":")
 		switch name {
@@ -190,6 +194,8 @@ func (n *Node) heardBeat(p *peer, f []string) {
 			p.sticky = true
 		case "synced":
 			p.synced = true
+		case "fresh":
+			p.fresh = true
 		case pinWord:
 			ms, _ := strconv.ParseInt(arg, 10, 64)
 			p.pinned, p.pinnedAge = true, time.Duration(ms)*time.Millisecond
@@ -310,9 +316,24 @@ func (n *Node) superviseLocked(since time.Duration) {
 	}
 	switch n.role {
 	case Active:
-		if otherActive != "" && n.priorityOf(otherActive) < n.selfIdx {
-			n.demoteLocked(otherActive, "a higher-priority active is reachable ("+otherActive+")")
-			return
+		for _, p := range n.peers {
+			if !p.aliveLocked(now, n.cfg.FailureTimeout) || p.role != string(Active) || now.Before(p.staleUntil) {
+				continue
+			}
+			// Two actives: an active that holds the cluster's state beats
+			// one that started empty and has fed no standby yet (it never
+			// synced: it missed the state); otherwise priority decides.
+			if n.fresh != p.fresh {
+				if n.fresh {
+					n.demoteLocked(p.addr, "an active with the cluster's state is reachable ("+p.addr+"); this one started empty")
+					return
+				}
+				continue
+			}
+			if p.idx < n.selfIdx {
+				n.demoteLocked(p.addr, "a higher-priority active is reachable ("+p.addr+")")
+				return
+			}
 		}
 		n.markStreamsLocked()
 	case HandingOff:
@@ -382,6 +403,7 @@ func (n *Node) promoteLocked(reason string) {
 	now := n.now()
 	n.eng.Succeed(now)
 	n.setRoleLocked(Active, n.self, reason)
+	n.fresh = !n.synced
 	n.synced = true
 	n.log.Info("promoted", "self", n.self, "reason", reason, "holders", len(n.eng.Snapshot(now).Holders), "token_floor", n.eng.HighWater())
 	n.evs = n.eng.Advance(now, n.evs[:0])
@@ -690,6 +712,7 @@ func (n *Node) subscribe(c *conn, now time.Time, req proto.Request) {
 	snap := n.eng.Snapshot(now)
 	c.sub = true
 	c.subFrom = req.Key
+	n.fresh = false // a standby now holds this node's state: it is the cluster's
 	c.send(func(b []byte) []byte {
 		for _, h := range snap.Holders {
 			b = appendHeld(b, h.Key, h.Token, h.LeaseLeft)

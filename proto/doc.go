@@ -329,8 +329,10 @@
 // FROM is the sender's address as written in --peers (the key of the
 // line), ROLE its role, TOKEN its token high-water mark, SEQ its
 // replication position, FLAGS - or a comma list of sticky (gave the role
-// up by command), synced (has applied a snapshot) and pinned:MS (active by
-// a handoff asked for by command, MS milliseconds ago). Words after FLAGS
+// up by command), synced (has applied a snapshot), fresh (active that
+// started empty and has fed no standby yet: it gives way to an active that
+// holds the cluster's state) and pinned:MS (active by a handoff asked for by
+// command, MS milliseconds ago). Words after FLAGS
 // are tolerated, for later versions. The answer echoes FROM, then gives
 // the answering node's own address (SELF), role, token, seq, the active it
 // knows of (ACTIVE, - when none) and its flags.
