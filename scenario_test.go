@@ -23,6 +23,10 @@ import (
 // `exec lockctl` as a user would.
 var binDir string
 
+// repoRoot is the module root: go test runs a package's tests in its
+// directory, and this package is the root.
+var repoRoot, _ = os.Getwd()
+
 // suiteBudget bounds the whole suite. When it runs out, testscript sends
 // SIGQUIT to every process a script started (a Go process then prints its
 // goroutines, which is what a hang needs) and the script fails, instead of
@@ -93,6 +97,9 @@ func TestScenarios(t *testing.T) {
 // default one-second pause).
 func setupScenario(env *testscript.Env) error {
 	env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+	// REPO is the repository root, for scripts that compare against
+	// committed files (completions/).
+	env.Setenv("REPO", repoRoot)
 	if raceEnabled() && os.Getenv("GORACE") == "" {
 		env.Setenv("GORACE", "halt_on_error=1 atexit_sleep_ms=10")
 	}
