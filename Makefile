@@ -34,8 +34,8 @@ bench-e2e: build
 	@./$(BIN)/lockd --listen $(BENCH_ADDR) --log-level warn & pid=$$!; \
 	trap "kill $$pid" EXIT; \
 	for i in $$(seq 50); do ./$(BIN)/lockctl --addr $(BENCH_ADDR) status >/dev/null 2>&1 && break; sleep 0.1; done; \
-	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 5s --mode pipelined; \
-	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 5s --mode per-worker
+	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode pipelined; \
+	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode per-worker
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./proto
