@@ -60,16 +60,26 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	waiting := startWaiting(ctx, g, c.key)
-	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait)
-	waiting()
+	lock, err := acquireShowingWait(ctx, g, cl, c.key, c.lease, c.wait)
 	if err != nil {
-		return acquireFailure(ctx, g, c.key, c.wait, err)
+		return err
 	}
 	return printLock(g, c.key, lock.Token, c.lease)
 }
 
 // acquireFailure explains a failed acquire; hold and exec share it.
+// acquireShowingWait asks for the lock with the wait indicator shown on a
+// terminal, and maps a failure to its exit code.
+func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, key string, lease, wait time.Duration) (client.Lock, error) {
+	waiting := startWaiting(ctx, g, key)
+	lock, err := cl.Acquire(ctx, key, lease, wait)
+	waiting()
+	if err != nil {
+		return lock, acquireFailure(ctx, g, key, wait, err)
+	}
+	return lock, nil
+}
+
 func acquireFailure(ctx context.Context, g *globals, key string, wait time.Duration, err error) error {
 	if errors.Is(err, client.ErrTimeout) {
 		return &exitError{code: exitTimeout,

@@ -64,11 +64,9 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	waiting := startWaiting(ctx, g, c.key)
-	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait)
-	waiting()
+	lock, err := acquireShowingWait(ctx, g, cl, c.key, c.lease, c.wait)
 	if err != nil {
-		return acquireFailure(ctx, g, c.key, c.wait, err)
+		return err
 	}
 	k := keepLease(cl, c.key, lock.Token, c.lease, time.Now())
 	defer k.stop()
