@@ -127,6 +127,9 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 	if flag, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		return usageError(name, "unknown flag --%s", flag)
 	}
+	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return usageError(name, "--%s needs a value", strings.TrimPrefix(flag, "-"))
+	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
 		value, flag := m[1], m[2]
 		want := "not a valid value"

@@ -415,6 +415,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"acquire", "--key", "k", "--wait", "100us"}, "at least 1ms"},
 		{[]string{"acquire", "--key", "k", "--lease", "banana"}, `--lease "banana": want a duration`},
 		{[]string{"acquire", "--key", "k", "--nope"}, "unknown flag --nope"},
+		{[]string{"acquire", "--key"}, "--key needs a value"},
 		{[]string{"acquire", "--key", "k", "stray"}, `unexpected argument "stray"`},
 		{[]string{"release", "--key", "k"}, "--token is required"},
 		{[]string{"release", "--key", "k", "--token", "-1"}, "not an unsigned 64-bit integer"},
