@@ -38,6 +38,9 @@ type conn struct {
 	inline  bool   // the reader is applying a batch and will flush after
 	wake    chan struct{}
 	closed  bool // no more writes
+	// stream: a replication stream, whose snapshot may be larger than
+	// the flood limit of client connections.
+	stream bool
 }
 
 // pendingA is an acquire on this connection that has not been answered in
@@ -169,7 +172,7 @@ func (c *conn) send(fn func([]byte) []byte) {
 	}
 	was := len(c.out)
 	c.out = fn(c.out)
-	if len(c.out) > maxOutBuffer {
+	if len(c.out) > maxOutBuffer && !c.stream {
 		// The client sends and never reads: a flood. Cut it off.
 		c.out = nil
 		c.closed = true

@@ -33,6 +33,14 @@ func (n *Node) apply(c *conn, batch []item) {
 			if pe == nil {
 				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
 			}
+			if pe.Op == proto.OpAcquire && pe.Key != proto.WordNone {
+				// Matched by (A, key) like any acquire: it must not
+				// overtake an older acquire of the key still waiting.
+				seq := c.nextSeq
+				c.nextSeq++
+				c.answerA(pe.Key, seq, proto.AppendError(nil, pe.Key, pe.Op, pe.Msg))
+				continue
+			}
 			c.send(func(b []byte) []byte { return proto.AppendError(b, pe.Key, pe.Op, pe.Msg) })
 			continue
 		}
@@ -126,12 +134,23 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 		c.send(func(b []byte) []byte { return proto.AppendStatus(b, key, st) })
 	case proto.OpHandoff:
 		n.handleHandoffRequest(c, req)
-	case proto.OpBeat:
-		n.answerBeat(c, now, req)
-	case proto.OpSync:
-		n.subscribe(c, now, req)
-	case proto.RecTakeover:
-		n.takeoverConfirmed(c, req)
+	case proto.OpBeat, proto.OpSync, proto.RecTakeover:
+		// Peer messages move tokens and roles: only the nodes of --peers
+		// may send them, naming themselves.
+		if n.peerByAddr(key) == nil {
+			c.send(func(b []byte) []byte {
+				return proto.AppendError(b, key, req.Op, key+" is not a peer of this node (not in its --peers); peer messages are for lockd nodes")
+			})
+			return
+		}
+		switch req.Op {
+		case proto.OpBeat:
+			n.answerBeat(c, now, req)
+		case proto.OpSync:
+			n.subscribe(c, now, req)
+		default:
+			n.takeoverConfirmed(c, req)
+		}
 	}
 }
 

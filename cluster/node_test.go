@@ -273,3 +273,36 @@ func mustUint(t *testing.T, s string) uint64 {
 	}
 	return v
 }
+
+func TestPeerMessagesOnlyFromPeers(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNode(t, addr, nil)
+	c := dialWire(t, addr)
+	c.send("A t 30 0")
+	tok := mustUint(t, c.expect(`A t (\d+)`)[1])
+	// A forged heartbeat would otherwise push the token epoch to the
+	// end of the u64 range, and the next token would wrap to 1.
+	c.send("P evil standby 18446744073709551615 0 -", "Y evil 18446744073709551615")
+	c.expect(`E evil P: evil is not a peer of this node .*`)
+	c.expect(`E evil Y: evil is not a peer of this node .*`)
+	c.send("A u 30 0")
+	if next := mustUint(t, c.expect(`A u (\d+)`)[1]); next <= tok {
+		t.Fatalf("token %d after %d", next, tok)
+	}
+}
+
+func TestMalformedAcquireWaitsItsTurn(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNode(t, addr, nil)
+	h := dialWire(t, addr)
+	h.send("A k 30 0")
+	tok := h.expect(`A k (\d+)`)[1]
+	c := dialWire(t, addr)
+	// The refusal of the second acquire is matched by (A, k): it must
+	// come after the answer to the first, which waits.
+	c.send("A k 30 0", "A k 0 10")
+	c.silent(100 * time.Millisecond)
+	h.send("R k " + tok)
+	c.expect(`A k \d+`)
+	c.expect(`E k A: lease must be greater than 0 seconds`)
+}

@@ -712,6 +712,9 @@ func (n *Node) subscribe(c *conn, now time.Time, req proto.Request) {
 	snap := n.eng.Snapshot(now)
 	c.sub = true
 	c.subFrom = req.Key
+	c.outMu.Lock()
+	c.stream = true
+	c.outMu.Unlock()
 	n.fresh = false // a standby now holds this node's state: it is the cluster's
 	c.send(func(b []byte) []byte {
 		for _, h := range snap.Holders {

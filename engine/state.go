@@ -36,6 +36,11 @@ func (e *Engine) HighWater() uint64 { return e.seen }
 // seen or not. Tokens at or below the last one issued here (a standby
 // echoing this node's own tokens) change nothing.
 func (e *Engine) Observe(now time.Time, token uint64) {
+	if token>>CounterBits > uint64(max(now.UnixMilli(), 1))+uint64(MaxEpochAhead/time.Millisecond) {
+		// From a clock far ahead, or forged: taking it would push every
+		// later token past the wall clock, and near 2^64, past wrapping.
+		return
+	}
 	if token > e.seen {
 		e.seen = token
 	}
@@ -44,6 +49,11 @@ func (e *Engine) Observe(now time.Time, token uint64) {
 		e.counter = 0
 	}
 }
+
+// MaxEpochAhead bounds how far ahead of this engine's clock an observed
+// token's epoch may be. Clocks of a cluster's machines agree far better
+// than this; a token further ahead is ignored.
+const MaxEpochAhead = 24 * time.Hour
 
 // Succeed starts a new epoch above every token this engine has issued or
 // observed. A node calls it when it becomes active, so that its tokens

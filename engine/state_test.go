@@ -904,3 +904,28 @@ func pickToken(rng *rand.Rand, m *model, key string) uint64 {
 	}
 	return m.lastTok + 1
 }
+
+func TestObserveIgnoresTokensFromFarAhead(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	e := New(Config{}, now)
+	var evs []Event
+	evs, _ = e.Acquire(now, "a", time.Second, 0, Waiter{Conn: 1}, evs)
+	first := evs[0].Token
+	for _, forged := range []uint64{^uint64(0), uint64(now.Add(MaxEpochAhead+time.Hour).UnixMilli()) << CounterBits} {
+		e.Observe(now, forged)
+		evs, _ = e.Acquire(now, "b", time.Second, 0, Waiter{Conn: 2}, evs[:0])
+		tok := evs[0].Token
+		if tok <= first || tok>>CounterBits > uint64(now.UnixMilli())+1 {
+			t.Fatalf("after observing %d: token %d (first %d)", forged, tok, first)
+		}
+		e.Release(now, "b", tok, nil)
+		first = tok
+	}
+	// Within the bound, an observed token still moves the epoch past it.
+	ahead := uint64(now.Add(time.Hour).UnixMilli()) << CounterBits
+	e.Observe(now, ahead)
+	evs, _ = e.Acquire(now, "c", time.Second, 0, Waiter{Conn: 3}, evs[:0])
+	if evs[0].Token <= ahead {
+		t.Fatalf("token %d not above the observed %d", evs[0].Token, ahead)
+	}
+}

@@ -317,7 +317,9 @@
 // Clients never send these. What they mean for roles is package cluster's
 // business; this package only spells them. The sessions show the bytes for
 // whoever debugs a cluster: typed at live nodes, they change what those
-// nodes believe about each other.
+// nodes believe about each other. A node answers E to a peer message (P, Y,
+// O) whose FROM is not one of its --peers, so a client cannot move its
+// token epoch or pose as a standby.
 //
 // # Peer heartbeat: P
 //
