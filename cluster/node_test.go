@@ -48,8 +48,8 @@ func startNode(t *testing.T, listen string, peers []string) *testNode {
 	n, err := New(Config{
 		Listen:         listen,
 		Peers:          peers,
-		Heartbeat:      20 * time.Millisecond,
-		FailureTimeout: 200 * time.Millisecond,
+		Heartbeat:      50 * time.Millisecond,
+		FailureTimeout: time.Second,
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", listen),
 	})
 	if err != nil {

@@ -38,8 +38,8 @@ func startCluster(t *testing.T, n int) *testCluster {
 		node, err := cluster.New(cluster.Config{
 			Listen:         a,
 			Peers:          peers,
-			Heartbeat:      20 * time.Millisecond,
-			FailureTimeout: 200 * time.Millisecond,
+			Heartbeat:      50 * time.Millisecond,
+			FailureTimeout: time.Second,
 			Logger:         testLogger(a),
 		})
 		if err != nil {
@@ -344,7 +344,7 @@ func TestStatusUsage(t *testing.T) {
 
 func TestStatusWatchPiped(t *testing.T) {
 	tc := startCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var out, errb strings.Builder
 	code := run(ctx, []string{"lockctl", "--addr", tc.addrs[0], "status", "--watch", "--interval", "100ms"}, strings.NewReader(""), &syncWriter{w: &out}, &errb)
