@@ -195,10 +195,10 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) Acquire(now time.Time, key string, lease, wait time.Duration, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
-		return out, fmt.Errorf("%w: lease must be more than 0 and at most %s", ErrLeaseRange, e.cfg.MaxLease)
+		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
 	if wait < 0 || wait > e.cfg.MaxWait {
-		return out, fmt.Errorf("%w: wait must be 0 (forever) or at most %s", ErrWaitRange, e.cfg.MaxWait)
+		return out, fmt.Errorf("%w: wait must be 0 (forever) or at most %g seconds (the server's --max-wait)", ErrWaitRange, e.cfg.MaxWait.Seconds())
 	}
 	if _, dup := e.waiters[w]; dup {
 		return out, fmt.Errorf("%w: request %d of connection %d is already waiting", ErrDuplicateWaitr, w.Seq, w.Conn)
@@ -255,7 +255,7 @@ func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) (
 func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Duration, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
-		return out, fmt.Errorf("%w: lease must be more than 0 and at most %s", ErrLeaseRange, e.cfg.MaxLease)
+		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
 	ks := e.keys[key]
 	if ks == nil || !ks.held || ks.token != token {

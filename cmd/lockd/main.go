@@ -21,6 +21,7 @@ import (
 	"github.com/lockd-io/lockd/cluster"
 	"github.com/lockd-io/lockd/cmd/internal/complete"
 	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -73,7 +74,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 		// run maps errors to exit codes itself; urfave/cli must not exit.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return cli.Exit(err.Error()+" (see lockd --help)", 2)
+			return cli.Exit(usageMessage(err)+" (see lockd --help)", 2)
 		},
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on"},
@@ -101,6 +102,16 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			if p := strings.TrimSpace(c.String("peers")); p != "" {
 				for _, a := range strings.Split(p, ",") {
 					peers = append(peers, strings.TrimSpace(a))
+				}
+			}
+			for _, name := range []string{"max-keys", "max-waiters"} {
+				if c.Int(name) <= 0 {
+					return cli.Exit(fmt.Sprintf("--%s %d: must be at least 1", name, c.Int(name)), 2)
+				}
+			}
+			for _, name := range []string{"max-lease", "max-wait", "heartbeat", "failure-timeout"} {
+				if d := c.Duration(name); d <= 0 || d > proto.MaxSeconds*time.Second {
+					return cli.Exit(fmt.Sprintf("--%s %s: must be more than 0 and at most 10 years (%s)", name, d, proto.MaxSeconds*time.Second), 2)
 				}
 			}
 			node, err := cluster.New(cluster.Config{
@@ -194,4 +205,19 @@ func writeCompletion(w io.Writer, shell string) error {
 		complete.FlagValues("log-level", "debug", "info", "warn", "error"),
 		complete.FlagValues("log-format", "text", "json"),
 		complete.ArgValues("completion", complete.Shells()...))
+}
+
+// usageMessage rewrites the flag package's errors with the two dashes
+// people type ("-max-keys" reads like a typo of the flag they used).
+func usageMessage(err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{"flag provided but not defined: -", "flag needs an argument: -"} {
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			return prefix + "-" + strings.TrimPrefix(rest, "-")
+		}
+	}
+	if i := strings.Index(msg, " for flag -"); i >= 0 && !strings.HasPrefix(msg[i+len(" for flag -"):], "-") {
+		return msg[:i] + " for flag --" + msg[i+len(" for flag -"):]
+	}
+	return msg
 }

@@ -30,7 +30,10 @@ func TestStartupErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"--bogus"}, 2, "flag provided but not defined: --bogus"},
+		{[]string{"--max-keys", "abc"}, 2, "for flag --max-keys"},
+		{[]string{"--max-keys", "0"}, 2, "--max-keys 0: must be at least 1"},
+		{[]string{"--max-lease", "-1s"}, 2, "--max-lease -1s: must be more than 0"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"--log-level", "loud"}, 2, "--log-level"},
 		{[]string{"--listen", "127.0.0.1:0", "--peers", "127.0.0.1:1,127.0.0.1:2"}, 1, "is not in --peers"},
