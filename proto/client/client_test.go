@@ -777,3 +777,27 @@ func TestManyGoroutinesShareOneClient(t *testing.T) {
 	}
 	waitGroup(t, &wg)
 }
+
+// A server holds a T back behind an older acquire of the same key on the
+// same connection (it answers one (op, key) in send order). An acquire
+// with a finite wait must still return near its wait when another
+// goroutine of the client waits forever on that key on the same
+// connection.
+func TestAcquireWaitBoundedBehindSameKeyOnSameConn(t *testing.T) {
+	// Requests are queued and never answered: both acquires wait.
+	srv := newFakeServer(t, nil)
+	c, err := New([]string{srv.addr}, Options{ConnsPerAddr: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Acquire(context.Background(), "hot", time.Second, 0)
+	start := time.Now()
+	_, err = c.Acquire(context.Background(), "hot", time.Second, 100*time.Millisecond)
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if took := time.Since(start); took > 100*time.Millisecond+acquireGrace+2*time.Second {
+		t.Fatalf("returned after %s", took)
+	}
+}

@@ -31,8 +31,20 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
 	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, start: c.now()}
-	a, cn, err := c.roundTrip(ctx, &req, true)
-	if errors.Is(err, errWaitElapsed) {
+	rctx := ctx
+	if wait > 0 {
+		// The server answers T when the wait ends, but holds that answer
+		// back behind an older acquire of the same key on the same
+		// connection (answers to one (op, key) come in send order), and
+		// other goroutines of this client may share the connection. So
+		// the wait is also enforced here, a little after the server's;
+		// a grant that still comes is released at once.
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, wait+acquireGrace+wait/10)
+		defer cancel()
+	}
+	a, cn, err := c.roundTrip(rctx, &req, true)
+	if errors.Is(err, errWaitElapsed) || (err != nil && ctx.Err() == nil && rctx.Err() != nil) {
 		return Lock{}, timeoutErr(key, wait)
 	}
 	if err != nil {
@@ -50,6 +62,10 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	}
 	return Lock{}, badAnswer("acquire", key, cn, a)
 }
+
+// acquireGrace is how long past its wait an acquire waits for the
+// server's own T before giving up on its side.
+const acquireGrace = 500 * time.Millisecond
 
 // Release gives the lock back, so the next waiter is granted at once. It
 // re-sends the release every Options.ReleaseEvery, on any live connection
