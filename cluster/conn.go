@@ -190,6 +190,14 @@ func (c *conn) send(fn func([]byte) []byte) {
 
 func (c *conn) write(line []byte) { c.send(func(b []byte) []byte { return append(b, line...) }) }
 
+// isClosed reports whether nothing more can be written to c: an answer
+// for it would be lost.
+func (c *conn) isClosed() bool {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return c.closed
+}
+
 func (c *conn) signal() {
 	select {
 	case c.wake <- struct{}{}:

@@ -207,7 +207,7 @@ func (n *Node) routeOne(ev engine.Event) {
 	switch ev.Kind {
 	case engine.Granted, engine.TimedOut:
 		c := n.conns[ev.Waiter.Conn]
-		if c == nil {
+		if c == nil || c.isClosed() {
 			// Its connection closed after the grant was decided: release
 			// at once rather than pin the key for a whole lease.
 			if ev.Kind == engine.Granted {
