@@ -224,6 +224,7 @@ func (n *Node) Run(ctx context.Context) error {
 
 func (n *Node) shutdown() {
 	n.mu.Lock()
+	n.log.Info("shutting down", "self", n.self, "role", string(n.role))
 	n.leaving = true
 	var done chan struct{}
 	if n.role == Active && len(n.peers) > 0 {

@@ -138,7 +138,6 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			defer stop()
 			go func() {
 				<-ctx.Done()
-				logger.Info("shutting down", "signal", "interrupt or terminate")
 				// A second signal while the handoff runs means: stop now.
 				again := make(chan os.Signal, 1)
 				signal.Notify(again, os.Interrupt, syscall.SIGTERM)
