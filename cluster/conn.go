@@ -172,7 +172,7 @@ func (c *conn) send(fn func([]byte) []byte) {
 	}
 	was := len(c.out)
 	c.out = fn(c.out)
-	if len(c.out) > maxOutBuffer && !c.stream {
+	if len(c.out) > maxOutBuffer && (!c.stream || len(c.out) > maxStreamBuffer) {
 		// The client sends and never reads: a flood. Cut it off.
 		c.out = nil
 		c.closed = true

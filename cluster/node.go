@@ -42,6 +42,9 @@ const (
 	// maxOutBuffer bounds the answers queued for a client that does not
 	// read them: past it the connection is closed as a flood.
 	maxOutBuffer = 32 << 20
+	// maxStreamBuffer bounds a replication stream's backlog: a snapshot
+	// of a million locks fits, a standby that stopped reading does not.
+	maxStreamBuffer = 1 << 30
 	// maxConnWaiters bounds the waiting acquires of one connection.
 	maxConnWaiters = 100_000
 )
