@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -235,6 +236,8 @@ func (n *Node) dropConn(c *conn) {
 	c.pending = nil
 	delete(n.conns, c.id)
 	if c.sub {
+		c.sub = false
+		n.streams = slices.DeleteFunc(n.streams, func(s *conn) bool { return s == c })
 		n.log.Info("standby stream closed", "standby", c.subFrom)
 		if h := n.handoff; h != nil && h.to == c.subFrom {
 			n.abortHandoffLocked("the successor's stream closed")

@@ -234,10 +234,7 @@ func (n *Node) replicate(ev engine.Event) {
 		return
 	}
 	n.seq++
-	for _, c := range n.conns {
-		if !c.sub {
-			continue
-		}
+	for _, c := range n.streams {
 		switch ev.Kind {
 		case engine.Granted, engine.Renewed:
 			c.send(func(b []byte) []byte { return appendHeld(b, ev.Key, ev.Token, ev.Lease) })

@@ -62,10 +62,7 @@ func (n *Node) startHandoffLocked(to, reason string, sticky bool, done func(stri
 		return errors.New("this node is not active")
 	}
 	var stream *conn
-	for _, c := range n.conns {
-		if !c.sub {
-			continue
-		}
+	for _, c := range n.streams {
 		if to != "" {
 			if c.subFrom == to {
 				stream = c

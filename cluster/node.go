@@ -85,6 +85,7 @@ type Node struct {
 	seq        uint64
 	activeSeq  uint64 // the active's position, as last heard (for lag)
 	conns      map[uint64]*conn
+	streams    []*conn // the replication streams this node feeds (conns with sub set)
 	nextConnID uint64
 	peers      []*peer // every other node, in priority order
 	evs        []engine.Event

@@ -437,13 +437,12 @@ func (n *Node) dropWaitersLocked(to string) {
 // without waiting to hear it from heartbeats (and without promoting
 // itself in the meantime).
 func (n *Node) closeStreamsLocked(to string) {
-	for _, c := range n.conns {
-		if c.sub {
-			c.sub = false
-			c.send(func(b []byte) []byte { return proto.AppendMoved(b, proto.WordNone, to) })
-			c.flushAndClose()
-		}
+	for _, c := range n.streams {
+		c.sub = false
+		c.send(func(b []byte) []byte { return proto.AppendMoved(b, proto.WordNone, to) })
+		c.flushAndClose()
 	}
+	n.streams = nil
 }
 
 // maybeTakeBackLocked asks a lower-priority active to hand the role back
@@ -710,6 +709,9 @@ func (n *Node) subscribe(c *conn, now time.Time, req proto.Request) {
 	n.evs = n.eng.Advance(now, n.evs[:0])
 	n.route(n.evs, 0, 0)
 	snap := n.eng.Snapshot(now)
+	if !c.sub {
+		n.streams = append(n.streams, c)
+	}
 	c.sub = true
 	c.subFrom = req.Key
 	c.outMu.Lock()
@@ -730,10 +732,8 @@ func (n *Node) subscribe(c *conn, now time.Time, req proto.Request) {
 func (n *Node) markStreamsLocked() {
 	tok := strconv.FormatUint(n.eng.HighWater(), 10)
 	seq := strconv.FormatUint(n.seq, 10)
-	for _, c := range n.conns {
-		if c.sub {
-			c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.RecMark, proto.WordNone, tok, seq) })
-		}
+	for _, c := range n.streams {
+		c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.RecMark, proto.WordNone, tok, seq) })
 	}
 }
 
