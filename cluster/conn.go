@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -97,7 +98,7 @@ func (c *conn) readLoop() {
 		c.setInline(true)
 		c.n.apply(c, batch)
 		c.setInline(false)
-		c.flush()
+		c.flush(true)
 		clear(batch)
 		batch = batch[:0]
 	}
@@ -112,16 +113,23 @@ func (c *conn) setInline(on bool) {
 func (c *conn) writeLoop() {
 	defer c.n.wg.Done()
 	for range c.wake {
-		if !c.flush() {
+		if !c.flush(false) {
 			return
 		}
 	}
 }
 
+// inlineWriteBudget is how long the reader may block writing its own
+// answers before it leaves them to the writer goroutine.
+const inlineWriteBudget = time.Millisecond
+
 // flush writes everything queued, unless another goroutine is writing
 // already (it will see what was added meanwhile). It reports false once
-// the connection is finished.
-func (c *conn) flush() bool {
+// the connection is finished. inline is set when the reader calls it: the
+// reader must not block on a client that is not reading yet (one that
+// sends a large batch before reading any answer), or neither side would
+// read again; what it cannot write at once goes to the writer goroutine.
+func (c *conn) flush(inline bool) bool {
 	for {
 		c.outMu.Lock()
 		if c.writing {
@@ -145,10 +153,21 @@ func (c *conn) flush() bool {
 		c.out = c.spare[:0]
 		c.spare = nil
 		c.outMu.Unlock()
-		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, err := c.nc.Write(buf)
+		budget := 30 * time.Second
+		if inline {
+			budget = inlineWriteBudget
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(budget))
+		n, err := c.nc.Write(buf)
 		c.outMu.Lock()
 		c.writing = false
+		if inline && errors.Is(err, os.ErrDeadlineExceeded) {
+			// The rest goes first, before what was queued meanwhile.
+			c.out = append(append([]byte(nil), buf[n:]...), c.out...)
+			c.outMu.Unlock()
+			c.signal()
+			return true
+		}
 		if cap(buf) <= 1<<20 {
 			c.spare = buf[:0]
 		}

@@ -306,3 +306,36 @@ func TestMalformedAcquireWaitsItsTurn(t *testing.T) {
 	c.expect(`A k \d+`)
 	c.expect(`E k A: lease must be greater than 0 seconds`)
 }
+
+// A client may send a large batch before it reads any answer (a script
+// piping a file into a socket): the server must keep reading while the
+// answers pile up, or both sides wait on each other forever.
+func TestLargeBatchBeforeReading(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNode(t, addr, nil)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const n = 150_000
+	pad := strings.Repeat("x", 40)
+	var batch strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&batch, "A key-%d-%s 60 0\n", i, pad)
+	}
+	nc.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := nc.Write([]byte(batch.String())); err != nil {
+		t.Fatalf("writing the batch: %v", err)
+	}
+	r := bufio.NewReader(nc)
+	for i := 0; i < n; i++ {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		if !strings.HasPrefix(line, "A key-") {
+			t.Fatalf("answer %d: %q", i, line)
+		}
+	}
+}
