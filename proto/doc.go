@@ -88,7 +88,10 @@
 //
 // M key addr says this node is not active and the active is at addr; the
 // client sends the request there. Any client request but S may be
-// answered M.
+// answered M. addr is written as in --peers. While a failover is under
+// way and no active is known yet, addr names the node expected to become
+// active, which may be the answering node itself: a client retries there
+// after a short pause.
 //
 // # Pipelining and matching answers
 //
