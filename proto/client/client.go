@@ -245,6 +245,11 @@ func (c *Client) addConnLocked(addr string, dynamic bool) *conn {
 // attempt is what one call remembers of the connections it tried, so that
 // it moves on instead of trying the same broken one again.
 type attempt struct {
+	// busyKey, for an acquire, is its key: a connection with an older
+	// acquire of that key outstanding is used only when no other will
+	// do, because the server answers one (op, key) in send order and the
+	// older acquire's wait would hold this one's answer back.
+	busyKey string
 	target  string           // address named by an M answer to this call
 	failed  map[*conn]uint64 // generation of the connection that failed this call
 	fresh   map[*conn]bool   // a dial attempt was made while this call waited
@@ -327,6 +332,16 @@ func (c *Client) pickLocked(addr string, at *attempt) (*conn, bool) {
 		}
 		g, ok := at.failed[cn]
 		return !ok || cn.gen > g
+	}
+	if at.busyKey != "" {
+		base := usable
+		free := func(cn *conn) bool { return base(cn) && !cn.acquiring(at.busyKey) }
+		for _, cn := range c.conns {
+			if free(cn) {
+				usable = free
+				break
+			}
+		}
 	}
 	n := 0
 	for _, cn := range c.conns {

@@ -801,3 +801,46 @@ func TestAcquireWaitBoundedBehindSameKeyOnSameConn(t *testing.T) {
 		t.Fatalf("returned after %s", took)
 	}
 }
+
+// An acquire avoids a connection where an older acquire of the same key
+// is outstanding, so the server's answer to it is not held back behind
+// that older acquire's wait.
+func TestAcquireAvoidsConnectionBusyWithSameKey(t *testing.T) {
+	srv := newFakeServer(t, nil)
+	c, err := New([]string{srv.addr}, Options{}) // one address: two connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := func() *serverConn {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Queue(context.Background(), "other")
+		}()
+		q := srv.next()
+		q.sc.send("Q other - - 0")
+		<-done
+		return q.sc
+	}
+	// Until both connections are up, everything goes to the first.
+	for deadline := time.Now().Add(5 * time.Second); queue() == queue(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the second connection never came up")
+		}
+	}
+	for i := 0; i < 3; i++ {
+		go c.Acquire(context.Background(), "hot", time.Second, 0)
+		first := srv.next()
+		// One request in between, so that plain round-robin over the two
+		// connections would put the next acquire where the first waits.
+		queue()
+		go c.Acquire(context.Background(), "hot", time.Second, 5*time.Second)
+		second := srv.next()
+		if first.sc == second.sc {
+			t.Fatalf("round %d: both acquires of the same key went to connection %d", i, first.sc.id)
+		}
+		first.sc.send("A hot 1")
+		second.sc.send("T hot")
+	}
+}

@@ -230,6 +230,14 @@ func (cn *conn) send(cl *call) error {
 	return nil
 }
 
+// acquiring reports whether an acquire of key is outstanding here.
+func (cn *conn) acquiring(key string) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	q := cn.pending[pendingKey{proto.OpAcquire, key}]
+	return q != nil && q.head < len(q.calls)
+}
+
 // popLocked takes the oldest outstanding request of (op, key).
 func (cn *conn) popLocked(op proto.Op, key string) *call {
 	k := pendingKey{op, key}

@@ -328,6 +328,9 @@ func (c *Client) Handoff(ctx context.Context, to string) (newActive string, err 
 // as a *ServerError.
 func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (proto.Answer, *conn, error) {
 	var at attempt
+	if req.op == proto.OpAcquire {
+		at.busyKey = req.key
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return proto.Answer{}, nil, err
