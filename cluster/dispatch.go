@@ -93,7 +93,7 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 		}
 	case proto.OpRelease:
 		evs, ok := n.eng.Release(now, key, req.Token, n.evs[:0])
-		n.route(evs, 0, 0)
+		n.route(evs)
 		word := proto.WordOK
 		if !ok {
 			word = proto.WordNotHeld
@@ -101,7 +101,7 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 		c.send(func(b []byte) []byte { return proto.AppendWord(b, proto.OpRelease, key, word) })
 	case proto.OpRenew:
 		evs, err := n.eng.Renew(now, key, req.Token, req.Lease, n.evs[:0])
-		n.route(evs, 0, 0)
+		n.route(evs)
 		switch {
 		case err == nil:
 			c.send(func(b []byte) []byte { return proto.AppendWord(b, proto.OpRenew, key, proto.WordOK) })
@@ -111,8 +111,7 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 			c.send(func(b []byte) []byte { return proto.AppendError(b, key, req.Op, err.Error()) })
 		}
 	case proto.OpQueue:
-		n.evs = n.eng.Advance(now, n.evs[:0])
-		n.route(n.evs, 0, 0)
+		n.advanceLocked(now)
 		h, held, ws := n.eng.Inspect(now, key)
 		q := proto.Queue{Key: key, Held: held, Token: h.Token, LeaseLeft: h.LeaseLeft}
 		for _, w := range ws {
@@ -124,8 +123,7 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 		}
 		c.send(func(b []byte) []byte { return proto.AppendQueue(b, q) })
 	case proto.OpKeys:
-		n.evs = n.eng.Advance(now, n.evs[:0])
-		n.route(n.evs, 0, 0)
+		n.advanceLocked(now)
 		keys, total := n.eng.Keys(func(k string) bool { return proto.MatchKeys(key, k) }, proto.MaxListKeys)
 		fields := append([]string{strconv.Itoa(total)}, keys...)
 		c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpKeys, key, fields...) })
@@ -194,8 +192,15 @@ func (n *Node) routeOwn(evs []engine.Event, w engine.Waiter) (bool, uint64) {
 	return granted, tok
 }
 
+// advanceLocked fires the deadlines due at now and routes what they
+// produce: done before reading or moving the state, so it is as of now.
+func (n *Node) advanceLocked(now time.Time) {
+	n.evs = n.eng.Advance(now, n.evs[:0])
+	n.route(n.evs)
+}
+
 // route delivers events to their waiters and replicates state changes.
-func (n *Node) route(evs []engine.Event, _ uint64, _ uint64) {
+func (n *Node) route(evs []engine.Event) {
 	for _, ev := range evs {
 		n.routeOne(ev)
 	}

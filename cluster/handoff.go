@@ -89,8 +89,7 @@ func (n *Node) startHandoffLocked(to, reason string, sticky bool, done func(stri
 	n.handoff = h
 	n.setRoleLocked(HandingOff, n.self, "handing off to "+to+": "+reason)
 	// Fire due deadlines first so the successor gets the state as of now.
-	n.evs = n.eng.Advance(now, n.evs[:0])
-	n.route(n.evs, 0, 0)
+	n.advanceLocked(now)
 	tok := strconv.FormatUint(n.eng.HighWater(), 10)
 	seq := strconv.FormatUint(n.seq, 10)
 	fields := []string{tok, seq}

@@ -309,8 +309,7 @@ func (n *Node) timerLoop() {
 		// already went to the successor: a lease expiring here now would
 		// grant the key a second time, under an older token.
 		if n.role == Active {
-			n.evs = n.eng.Advance(n.now(), n.evs[:0])
-			n.route(n.evs, 0, 0)
+			n.advanceLocked(n.now())
 		}
 		n.armTimerLocked()
 		n.mu.Unlock()

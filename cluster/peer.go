@@ -406,8 +406,7 @@ func (n *Node) promoteLocked(reason string) {
 	n.fresh = !n.synced
 	n.synced = true
 	n.log.Info("promoted", "self", n.self, "reason", reason, "holders", len(n.eng.Snapshot(now).Holders), "token_floor", n.eng.HighWater())
-	n.evs = n.eng.Advance(now, n.evs[:0])
-	n.route(n.evs, 0, 0)
+	n.advanceLocked(now)
 	n.armTimerLocked()
 }
 
@@ -706,8 +705,7 @@ func (n *Node) subscribe(c *conn, now time.Time, req proto.Request) {
 		return
 	}
 	n.eng.Observe(now, req.Token)
-	n.evs = n.eng.Advance(now, n.evs[:0])
-	n.route(n.evs, 0, 0)
+	n.advanceLocked(now)
 	snap := n.eng.Snapshot(now)
 	if !c.sub {
 		n.streams = append(n.streams, c)
