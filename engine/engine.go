@@ -21,18 +21,26 @@
 //
 // # Tokens
 //
-// A token is epoch<<22 | counter. The epoch starts at the wall-clock
-// milliseconds of the time passed to New, and is moved forward (never
-// back) when the counter runs out, when the engine observes a token of its
-// own epoch or later from elsewhere (Observe), and on Succeed, which a node
-// calls when it becomes active. Every token a node issues is therefore
-// larger than every token it issued before, across a restart (the new
-// epoch is the restart's wall-clock milliseconds, later than the previous
-// run's), and larger than every token of any epoch it has seen, which is
-// what makes succession after failover, handoff and split-brain heals
-// hold even for tokens that were never replicated. The assumption is
-// documented in the README: the wall clock must not step back across a
-// restart by more than the restart takes.
+// A token is epoch<<CounterBits | counter<<NodeBits | node: the epoch in
+// the high bits (token>>CounterBits), then an 18-bit counter, then the
+// node's index in the cluster (Config.Node) in the low 4 bits. The node's
+// bits keep the tokens of two nodes apart even when both start an epoch
+// from the same high-water mark in the same millisecond, as after an
+// aborted handoff: as long as each node of a cluster has its own Node, no
+// two nodes ever issue the same token.
+//
+// The epoch starts at the wall-clock milliseconds of the time passed to
+// New, and is moved forward (never back) when the counter runs out, when
+// the engine observes a token of its own epoch or later from elsewhere
+// (Observe), and on Succeed, which a node calls when it becomes active.
+// Every token a node issues is therefore larger than every token it
+// issued before, across a restart (the new epoch is the restart's
+// wall-clock milliseconds, later than the previous run's), and larger
+// than every token of any epoch it has seen, which is what makes
+// succession after failover, handoff and split-brain heals hold even for
+// tokens that were never replicated. The assumption is documented in the
+// README: the wall clock must not step back across a restart by more than
+// the restart takes.
 package engine
 
 import (
@@ -43,10 +51,20 @@ import (
 	"time"
 )
 
-// CounterBits is the width of the per-epoch counter in a token.
+// CounterBits is the width of everything below the epoch in a token, the
+// counter and the node: token>>CounterBits is the token's epoch.
 const CounterBits = 22
 
-const counterMask = 1<<CounterBits - 1
+// NodeBits is the width of the node's index, the lowest bits of a token.
+const NodeBits = 4
+
+// MaxNodes is the most nodes a cluster may have: each needs its own value
+// of a token's node bits.
+const MaxNodes = 1 << NodeBits
+
+// counterMax is the last counter of an epoch; the next token starts a new
+// one.
+const counterMax = 1<<(CounterBits-NodeBits) - 1
 
 // Waiter names who asked for a key, so that the answer can be routed: the
 // connection and the request's number on it. The engine only compares
@@ -96,9 +114,14 @@ type Event struct {
 	Expired bool
 }
 
-// Config holds the limits the engine enforces. A zero field takes the
-// default of DefaultConfig.
+// Config holds the node's place in the cluster and the limits the engine
+// enforces. A zero field takes the default of DefaultConfig.
 type Config struct {
+	// Node is this node's index in the cluster, 0 to MaxNodes-1: its
+	// position in the list of peers, the same on every node. It fills
+	// the low bits of every token this engine issues.
+	Node int
+
 	MaxKeys          int           // keys held or waited on at once
 	MaxWaitersPerKey int           // queue length of one key
 	MaxLease         time.Duration // longest lease a grant or renewal may ask for
@@ -162,9 +185,37 @@ type Engine struct {
 	arrivals uint64 // waiters queued so far
 }
 
+// Check reports a configuration that New would refuse (a Node out of
+// range) or silently replace by a default (a negative limit). A caller
+// that takes the configuration from its user calls it before New.
+func (c Config) Check() error {
+	if c.Node < 0 || c.Node >= MaxNodes {
+		return fmt.Errorf("node index %d out of range: a cluster has at most %d nodes, numbered 0 to %d by their position in --peers", c.Node, MaxNodes, MaxNodes-1)
+	}
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{
+		{"most keys", c.MaxKeys < 0},
+		{"most waiters per key", c.MaxWaitersPerKey < 0},
+		{"longest lease", c.MaxLease < 0},
+		{"longest wait", c.MaxWait < 0},
+	} {
+		if f.neg {
+			return fmt.Errorf("%s is negative: it must be 0 (the default) or more", f.name)
+		}
+	}
+	return nil
+}
+
 // New returns an empty engine whose first token's epoch is now's
-// wall-clock milliseconds.
+// wall-clock milliseconds. A Node out of range is a programming error
+// (Config.Check reports it): New panics, rather than issue tokens that
+// another node may issue too.
 func New(cfg Config, now time.Time) *Engine {
+	if cfg.Node < 0 || cfg.Node >= MaxNodes {
+		panic(fmt.Sprintf("engine: node index %d not in 0..%d", cfg.Node, MaxNodes-1))
+	}
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = DefaultConfig.MaxKeys
 	}

@@ -10,11 +10,11 @@ import (
 // observed before.
 func (e *Engine) nextToken(now time.Time) uint64 {
 	e.counter++
-	if e.counter > counterMask {
+	if e.counter > counterMax {
 		e.epoch = max(e.epoch+1, uint64(max(now.UnixMilli(), 1)))
 		e.counter = 1
 	}
-	tok := e.epoch<<CounterBits | e.counter
+	tok := e.epoch<<CounterBits | e.counter<<NodeBits | uint64(e.cfg.Node)
 	e.last = tok
 	if tok > e.seen {
 		e.seen = tok

@@ -13,7 +13,12 @@ import (
 )
 
 func epochOf(tok uint64) uint64   { return tok >> CounterBits }
-func counterOf(tok uint64) uint64 { return tok & counterMask }
+func counterOf(tok uint64) uint64 { return tok & belowEpoch >> NodeBits }
+func nodeOf(tok uint64) int       { return int(tok & (MaxNodes - 1)) }
+
+// belowEpoch is every bit below the epoch: epoch<<CounterBits|belowEpoch
+// is the largest token of an epoch, whatever its counter and node.
+const belowEpoch = 1<<CounterBits - 1
 
 // nextGrant takes and gives back a fresh key and returns the token.
 func nextGrant(t *testing.T, e *Engine, now time.Time) uint64 {
@@ -30,17 +35,65 @@ func nextGrant(t *testing.T, e *Engine, now time.Time) uint64 {
 }
 
 func TestTokenLayout(t *testing.T) {
-	e := New(Config{}, t0)
-	tok := nextGrant(t, e, t0)
-	if epochOf(tok) != uint64(t0.UnixMilli()) || counterOf(tok) != 1 {
-		t.Fatalf("first token %d = epoch %d counter %d; want epoch %d counter 1",
-			tok, epochOf(tok), counterOf(tok), t0.UnixMilli())
-	}
-	if e.LastToken() != tok || e.HighWater() != tok {
-		t.Fatalf("LastToken %d HighWater %d; want %d", e.LastToken(), e.HighWater(), tok)
+	for _, node := range []int{0, 1, 9, MaxNodes - 1} {
+		e := New(Config{Node: node}, t0)
+		tok := nextGrant(t, e, t0)
+		if epochOf(tok) != uint64(t0.UnixMilli()) || counterOf(tok) != 1 || nodeOf(tok) != node {
+			t.Fatalf("first token %d = epoch %d counter %d node %d; want epoch %d counter 1 node %d",
+				tok, epochOf(tok), counterOf(tok), nodeOf(tok), t0.UnixMilli(), node)
+		}
+		want := uint64(t0.UnixMilli())<<CounterBits | 1<<NodeBits | uint64(node)
+		if tok != want {
+			t.Fatalf("node %d: first token %#x; want %#x", node, tok, want)
+		}
+		if e.LastToken() != tok || e.HighWater() != tok {
+			t.Fatalf("LastToken %d HighWater %d; want %d", e.LastToken(), e.HighWater(), tok)
+		}
+		if next := nextGrant(t, e, t0); next != tok+1<<NodeBits {
+			t.Fatalf("node %d: second token %#x; want %#x", node, next, tok+1<<NodeBits)
+		}
 	}
 	if New(Config{}, t0).LastToken() != 0 {
 		t.Fatal("a new engine reports a last token")
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"zero", Config{}, true},
+		{"defaults", DefaultConfig, true},
+		{"last node", Config{Node: MaxNodes - 1}, true},
+		{"node past the last", Config{Node: MaxNodes}, false},
+		{"negative node", Config{Node: -1}, false},
+		{"negative keys", Config{MaxKeys: -1}, false},
+		{"negative waiters per key", Config{MaxWaitersPerKey: -1}, false},
+		{"negative lease", Config{MaxLease: -1}, false},
+		{"negative wait", Config{MaxWait: -1}, false},
+	} {
+		err := c.cfg.Check()
+		if (err == nil) != c.ok {
+			t.Errorf("%s: Check() = %v; want ok %v", c.name, err, c.ok)
+		}
+	}
+	if err := (Config{Node: MaxNodes}).Check(); err == nil || !strings.Contains(err.Error(), "--peers") {
+		t.Errorf("Check() = %v; want an error that names --peers", err)
+	}
+}
+
+func TestNewPanicsOnNodeOutOfRange(t *testing.T) {
+	for _, node := range []int{-1, MaxNodes, 1 << 20} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New with node %d did not panic", node)
+				}
+			}()
+			New(Config{Node: node}, t0)
+		}()
 	}
 }
 
@@ -103,19 +156,24 @@ func TestTokenCounterOverflow(t *testing.T) {
 		{"an hour later", at(time.Hour), uint64(at(time.Hour).UnixMilli())},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := New(Config{}, t0)
-			e.counter = counterMask - 2
+			e := New(Config{Node: 5}, t0)
+			e.counter = counterMax - 2
 			var toks []uint64
 			for range 4 {
 				toks = append(toks, nextGrant(t, e, c.now))
 			}
 			old := uint64(t0.UnixMilli())
-			if epochOf(toks[1]) != old || counterOf(toks[1]) != counterMask {
+			if epochOf(toks[1]) != old || counterOf(toks[1]) != counterMax {
 				t.Fatalf("token before overflow: epoch %d counter %d", epochOf(toks[1]), counterOf(toks[1]))
 			}
 			if epochOf(toks[2]) != c.wantEpoch || counterOf(toks[2]) != 1 {
 				t.Fatalf("token after overflow: epoch %d counter %d; want epoch %d counter 1",
 					epochOf(toks[2]), counterOf(toks[2]), c.wantEpoch)
+			}
+			for _, tok := range toks {
+				if nodeOf(tok) != 5 {
+					t.Fatalf("token %#x lost its node across the overflow", tok)
+				}
 			}
 			for i := 1; i < len(toks); i++ {
 				if toks[i] <= toks[i-1] {
@@ -127,15 +185,15 @@ func TestTokenCounterOverflow(t *testing.T) {
 }
 
 // TestTokenCounterOverflowByGrants runs the counter out the slow way, by
-// 1<<CounterBits real grants.
+// counterMax+1 real grants.
 func TestTokenCounterOverflowByGrants(t *testing.T) {
 	if testing.Short() {
-		t.Skip("4M grants")
+		t.Skip("262144 grants")
 	}
 	e := New(Config{}, t0)
 	out := make([]Event, 0, 4)
 	var last uint64
-	for i := 0; i <= counterMask; i++ {
+	for i := 0; i <= counterMax; i++ {
 		out, _ = e.Acquire(t0, "k", time.Second, 0, Waiter{}, out[:0])
 		tok := out[0].Token
 		if tok <= last {
@@ -145,7 +203,131 @@ func TestTokenCounterOverflowByGrants(t *testing.T) {
 		out, _ = e.Release(t0, "k", tok, out[:0])
 	}
 	if epochOf(last) != uint64(t0.UnixMilli())+1 || counterOf(last) != 1 {
-		t.Fatalf("after %d grants: epoch %d counter %d", counterMask+1, epochOf(last), counterOf(last))
+		t.Fatalf("after %d grants: epoch %d counter %d", counterMax+1, epochOf(last), counterOf(last))
+	}
+}
+
+// TestTwoNodesSucceedTogether is the aborted handoff: two nodes that know
+// the same high-water mark both become active in the same millisecond.
+// They start the same epoch, and only the node bits keep their tokens
+// apart.
+func TestTwoNodesSucceedTogether(t *testing.T) {
+	old := New(Config{Node: 2}, t0)
+	for range 5 {
+		nextGrant(t, old, t0)
+	}
+	a, b := New(Config{Node: 0}, t0), New(Config{Node: 1}, t0)
+	a.Observe(t0, old.HighWater())
+	b.Observe(t0, old.HighWater())
+	a.Succeed(t0)
+	b.Succeed(t0)
+	ta, tb := nextGrant(t, a, t0), nextGrant(t, b, t0)
+	if epochOf(ta) != epochOf(tb) || counterOf(ta) != counterOf(tb) {
+		t.Fatalf("tokens %#x and %#x: the scenario should give the same epoch and counter", ta, tb)
+	}
+	if ta == tb {
+		t.Fatalf("both nodes issued token %#x", ta)
+	}
+	if ta <= old.LastToken() || tb <= old.LastToken() {
+		t.Fatalf("tokens %#x and %#x not above the old active's %#x", ta, tb, old.LastToken())
+	}
+}
+
+// TestNodesNeverShareTokens drives two or three engines, each with its own
+// Node and a clock a few milliseconds off the others', through a seeded
+// random interleaving of grants, observations of each other's tokens,
+// promotions (Succeed), simultaneous promotions from a common high-water
+// mark, and counter overflows. No token may be issued twice, by one node
+// or by two, and every token a node issues must exceed every token it
+// issued or accepted (Observe) before, and everything it knew of when it
+// was promoted.
+func TestNodesNeverShareTokens(t *testing.T) {
+	steps := 20000
+	if testing.Short() {
+		steps = 2000
+	}
+	type peer struct {
+		e     *Engine
+		node  int
+		skew  time.Duration
+		floor uint64 // every later token must exceed it
+	}
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0x70c))
+			peers := make([]*peer, 2+seed%2)
+			nodes := rng.Perm(MaxNodes)
+			for i := range peers {
+				skew := time.Duration(rng.IntN(5)-2) * time.Millisecond
+				peers[i] = &peer{node: nodes[i], skew: skew, e: New(Config{Node: nodes[i]}, t0.Add(skew))}
+			}
+			other := func(p *peer) *peer {
+				for {
+					if q := peers[rng.IntN(len(peers))]; q != p {
+						return q
+					}
+				}
+			}
+			issued := map[uint64]int{} // token: the node that issued it
+			var all []uint64
+			now := t0
+			grants := 0
+			for step := range steps {
+				p := peers[rng.IntN(len(peers))]
+				pnow := now.Add(p.skew)
+				switch op := rng.IntN(100); {
+				case op < 50:
+					tok := nextGrant(t, p.e, pnow)
+					if nodeOf(tok) != p.node {
+						t.Fatalf("step %d: node %d issued %#x, whose node bits say %d", step, p.node, tok, nodeOf(tok))
+					}
+					if n, dup := issued[tok]; dup {
+						t.Fatalf("step %d: node %d issued %#x, already issued by node %d", step, p.node, tok, n)
+					}
+					if tok <= p.floor {
+						t.Fatalf("step %d: node %d issued %#x, not above %#x", step, p.node, tok, p.floor)
+					}
+					issued[tok] = p.node
+					all = append(all, tok)
+					p.floor = tok
+					grants++
+				case op < 75:
+					// Heartbeats and replication carry another node's
+					// latest or highest token, sometimes an old one.
+					q := other(p)
+					tok := q.e.LastToken()
+					switch {
+					case rng.IntN(3) == 0:
+						tok = q.e.HighWater()
+					case rng.IntN(3) == 0 && len(all) > 0:
+						tok = all[rng.IntN(len(all))]
+					}
+					p.e.Observe(pnow, tok)
+					p.floor = max(p.floor, tok)
+				case op < 85:
+					p.e.Succeed(pnow)
+					p.floor = max(p.floor, p.e.HighWater())
+				case op < 90:
+					// An aborted handoff: both learn the same high-water
+					// mark and both take over at the same instant.
+					q := other(p)
+					q.e.Observe(now.Add(q.skew), p.e.HighWater())
+					p.e.Observe(pnow, q.e.HighWater())
+					for _, r := range []*peer{p, q} {
+						r.e.Succeed(now.Add(r.skew))
+						r.floor = max(r.floor, r.e.HighWater())
+					}
+				case op < 93:
+					// Bring the overflow near, never rewinding the counter.
+					p.e.counter = max(p.e.counter, counterMax-uint64(rng.IntN(3)))
+				default:
+					now = now.Add(time.Duration(rng.IntN(3)) * time.Millisecond)
+				}
+			}
+			if grants < steps/3 {
+				t.Fatalf("only %d grants in %d steps", grants, steps)
+			}
+		})
 	}
 }
 
@@ -173,14 +355,16 @@ func TestObserve(t *testing.T) {
 		wantAbove             uint64
 		wantNextIsLastPlusOne bool
 	}{
-		{"later epoch", 3, (e0+5)<<CounterBits | 7, t0, (e0+5)<<CounterBits | counterMask, false},
-		{"own epoch, higher counter", 3, e0<<CounterBits | 100, t0, e0<<CounterBits | counterMask, false},
+		{"later epoch", 3, (e0+5)<<CounterBits | 7, t0, (e0+5)<<CounterBits | belowEpoch, false},
+		{"own epoch, higher counter", 3, e0<<CounterBits | 100<<NodeBits | 2, t0, e0<<CounterBits | belowEpoch, false},
+		{"own epoch, same counter, higher node", 3, e0<<CounterBits | 3<<NodeBits | 2, t0, e0<<CounterBits | belowEpoch, false},
 		{"later epoch, later clock", 1, (e0+5)<<CounterBits | 7, at(time.Hour), uint64(at(time.Hour).UnixMilli()) << CounterBits, false},
-		{"earlier epoch", 3, (e0-1)<<CounterBits | counterMask, t0, 0, true},
-		{"own token echoed back", 3, e0<<CounterBits | 2, t0, 0, true},
+		{"earlier epoch", 3, (e0-1)<<CounterBits | belowEpoch, t0, 0, true},
+		{"own token echoed back", 3, e0<<CounterBits | 2<<NodeBits | 1, t0, 0, true},
+		{"own epoch, lower counter, higher node", 3, e0<<CounterBits | 2<<NodeBits | 9, t0, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := New(Config{}, t0)
+			e := New(Config{Node: 1}, t0)
 			for range c.issued {
 				nextGrant(t, e, t0)
 			}
@@ -193,8 +377,8 @@ func TestObserve(t *testing.T) {
 			if next <= c.observed || next <= last || next <= c.wantAbove {
 				t.Fatalf("next token %d; want above observed %d, last %d and %d", next, c.observed, last, c.wantAbove)
 			}
-			if c.wantNextIsLastPlusOne && next != last+1 {
-				t.Fatalf("next token %d; want %d (observation ignored)", next, last+1)
+			if c.wantNextIsLastPlusOne && next != last+1<<NodeBits {
+				t.Fatalf("next token %d; want %d (observation ignored)", next, last+1<<NodeBits)
 			}
 		})
 	}
@@ -213,7 +397,7 @@ func TestSucceed(t *testing.T) {
 		}
 		standby.Succeed(at(time.Millisecond))
 		tok := nextGrant(t, standby, at(time.Millisecond))
-		if bound := (e0+50)<<CounterBits | counterMask; tok <= bound {
+		if bound := (e0+50)<<CounterBits | belowEpoch; tok <= bound {
 			t.Fatalf("token after Succeed %d not above %d", tok, bound)
 		}
 	})
@@ -221,7 +405,7 @@ func TestSucceed(t *testing.T) {
 		e := New(Config{}, t0)
 		e.Observe(t0, (e0+50)<<CounterBits|5)
 		e.Succeed(t0)
-		if tok, bound := nextGrant(t, e, t0), (e0+50)<<CounterBits|counterMask; tok <= bound {
+		if tok, bound := nextGrant(t, e, t0), (e0+50)<<CounterBits|belowEpoch; tok <= bound {
 			t.Fatalf("token after Succeed %d not above %d", tok, bound)
 		}
 	})
