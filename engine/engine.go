@@ -126,6 +126,14 @@ type Config struct {
 	MaxWaitersPerKey int           // queue length of one key
 	MaxLease         time.Duration // longest lease a grant or renewal may ask for
 	MaxWait          time.Duration // longest finite wait; 0 (forever) is always allowed
+
+	// MaxEpochAhead is the largest clock difference between the
+	// cluster's machines that lockd tolerates. Observe ignores a token
+	// whose epoch is further ahead of this node's clock, forged or from
+	// a clock that is wrong, rather than move every later token here as
+	// far ahead; the price is that this node's later tokens need not
+	// exceed the ignored one.
+	MaxEpochAhead time.Duration
 }
 
 // DefaultConfig are the limits lockd uses unless told otherwise.
@@ -134,6 +142,7 @@ var DefaultConfig = Config{
 	MaxWaitersPerKey: 10_000,
 	MaxLease:         24 * time.Hour,
 	MaxWait:          24 * time.Hour,
+	MaxEpochAhead:    time.Minute,
 }
 
 // Refusals. Each wraps a sentence a client can act on.
@@ -200,6 +209,7 @@ func (c Config) Check() error {
 		{"most waiters per key", c.MaxWaitersPerKey < 0},
 		{"longest lease", c.MaxLease < 0},
 		{"longest wait", c.MaxWait < 0},
+		{"largest clock difference", c.MaxEpochAhead < 0},
 	} {
 		if f.neg {
 			return fmt.Errorf("%s is negative: it must be 0 (the default) or more", f.name)
@@ -227,6 +237,9 @@ func New(cfg Config, now time.Time) *Engine {
 	}
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultConfig.MaxWait
+	}
+	if cfg.MaxEpochAhead <= 0 {
+		cfg.MaxEpochAhead = DefaultConfig.MaxEpochAhead
 	}
 	return &Engine{
 		cfg:     cfg,

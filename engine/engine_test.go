@@ -121,7 +121,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 	if e.Config() != DefaultConfig {
 		t.Fatalf("Config() = %+v; want the defaults %+v", e.Config(), DefaultConfig)
 	}
-	cfg := Config{MaxKeys: 3, MaxWaitersPerKey: 4, MaxLease: time.Second, MaxWait: time.Minute}
+	cfg := Config{Node: 3, MaxKeys: 3, MaxWaitersPerKey: 4, MaxLease: time.Second, MaxWait: time.Minute, MaxEpochAhead: 2 * time.Second}
 	if got := New(cfg, t0).Config(); got != cfg {
 		t.Fatalf("Config() = %+v; want %+v", got, cfg)
 	}

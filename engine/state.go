@@ -35,11 +35,14 @@ func (e *Engine) HighWater() uint64 { return e.seen }
 // token here is larger than it and than every other token of its epoch,
 // seen or not. Tokens at or below the last one issued here (a standby
 // echoing this node's own tokens) change nothing.
-func (e *Engine) Observe(now time.Time, token uint64) {
-	if token>>CounterBits > uint64(max(now.UnixMilli(), 1))+uint64(MaxEpochAhead/time.Millisecond) {
-		// From a clock far ahead, or forged: taking it would push every
-		// later token past the wall clock, and near 2^64, past wrapping.
-		return
+//
+// Observe reports false, changing nothing, when the token's epoch is more
+// than Config.MaxEpochAhead ahead of now: forged, or from a clock that is
+// far ahead. Taking it would push every later token here past the wall
+// clock (near 2^64, past wrapping). The caller logs it, with the sender.
+func (e *Engine) Observe(now time.Time, token uint64) bool {
+	if token>>CounterBits > uint64(max(now.UnixMilli(), 1))+uint64(e.cfg.MaxEpochAhead/time.Millisecond) {
+		return false
 	}
 	if token > e.seen {
 		e.seen = token
@@ -48,12 +51,8 @@ func (e *Engine) Observe(now time.Time, token uint64) {
 		e.epoch = max(token>>CounterBits+1, uint64(max(now.UnixMilli(), 1)))
 		e.counter = 0
 	}
+	return true
 }
-
-// MaxEpochAhead bounds how far ahead of this engine's clock an observed
-// token's epoch may be. Clocks of a cluster's machines agree far better
-// than this; a token further ahead is ignored.
-const MaxEpochAhead = 24 * time.Hour
 
 // Succeed starts a new epoch above every token this engine has issued or
 // observed. A node calls it when it becomes active, so that its tokens
@@ -145,7 +144,8 @@ func (e *Engine) Snapshot(now time.Time) Snapshot {
 }
 
 // Restore replaces every holder with those of s, as a standby does when it
-// (re)joins the stream, and observes s.Token. Waiters are dropped and
+// (re)joins the stream, and observes s.Token (ignored, as by Observe, when
+// more than Config.MaxEpochAhead ahead). Waiters are dropped and
 // returned as TimedOut events appended to out; a standby has none.
 func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
 	out = e.DropWaiters(out)

@@ -302,7 +302,9 @@ func TestNodesNeverShareTokens(t *testing.T) {
 					case rng.IntN(3) == 0 && len(all) > 0:
 						tok = all[rng.IntN(len(all))]
 					}
-					p.e.Observe(pnow, tok)
+					if !p.e.Observe(pnow, tok) {
+						t.Fatalf("step %d: node %d ignored %#x from a clock milliseconds off", step, p.node, tok)
+					}
 					p.floor = max(p.floor, tok)
 				case op < 85:
 					p.e.Succeed(pnow)
@@ -1095,8 +1097,13 @@ func TestObserveIgnoresTokensFromFarAhead(t *testing.T) {
 	var evs []Event
 	evs, _ = e.Acquire(now, "a", time.Second, 0, Waiter{Conn: 1}, evs)
 	first := evs[0].Token
-	for _, forged := range []uint64{^uint64(0), uint64(now.Add(MaxEpochAhead+time.Hour).UnixMilli()) << CounterBits} {
-		e.Observe(now, forged)
+	for _, forged := range []uint64{^uint64(0), uint64(now.Add(23*time.Hour).UnixMilli()) << CounterBits} {
+		if e.Observe(now, forged) {
+			t.Fatalf("Observe(%#x) accepted a token far ahead", forged)
+		}
+		if e.HighWater() != first {
+			t.Fatalf("HighWater %#x after an ignored token; want %#x", e.HighWater(), first)
+		}
 		evs, _ = e.Acquire(now, "b", time.Second, 0, Waiter{Conn: 2}, evs[:0])
 		tok := evs[0].Token
 		if tok <= first || tok>>CounterBits > uint64(now.UnixMilli())+1 {
@@ -1106,10 +1113,57 @@ func TestObserveIgnoresTokensFromFarAhead(t *testing.T) {
 		first = tok
 	}
 	// Within the bound, an observed token still moves the epoch past it.
-	ahead := uint64(now.Add(time.Hour).UnixMilli()) << CounterBits
-	e.Observe(now, ahead)
+	ahead := uint64(now.Add(30*time.Second).UnixMilli()) << CounterBits
+	if !e.Observe(now, ahead) {
+		t.Fatalf("Observe(%#x) ignored a token 30s ahead", ahead)
+	}
 	evs, _ = e.Acquire(now, "c", time.Second, 0, Waiter{Conn: 3}, evs[:0])
 	if evs[0].Token <= ahead {
 		t.Fatalf("token %d not above the observed %d", evs[0].Token, ahead)
+	}
+}
+
+// TestObserveBound: a token whose epoch is exactly MaxEpochAhead ahead of
+// now is taken, one a millisecond further is not, whatever the bound.
+func TestObserveBound(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cfg   Config
+		bound time.Duration
+	}{
+		{"default", Config{}, time.Minute},
+		{"configured", Config{MaxEpochAhead: 5 * time.Second}, 5 * time.Second},
+		{"configured, not whole milliseconds", Config{MaxEpochAhead: 5*time.Second + 999*time.Microsecond}, 5 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// now has a fraction of a millisecond: epochs are whole ones.
+			now := at(700 * time.Microsecond)
+			for _, d := range []struct {
+				ahead time.Duration
+				want  bool
+			}{
+				{c.bound - time.Millisecond, true},
+				{c.bound, true},
+				{c.bound + time.Millisecond, false},
+				{c.bound + time.Hour, false},
+			} {
+				e := New(c.cfg, t0)
+				before := nextGrant(t, e, now)
+				tok := uint64(t0.Add(d.ahead).UnixMilli())<<CounterBits | 7<<NodeBits | 3
+				if got := e.Observe(now, tok); got != d.want {
+					t.Fatalf("Observe of a token %s ahead = %v; want %v", d.ahead, got, d.want)
+				}
+				next := nextGrant(t, e, now)
+				switch {
+				case d.want && (next <= tok || e.HighWater() < tok):
+					t.Fatalf("%s ahead: next token %#x, HighWater %#x; want above the observed %#x", d.ahead, next, e.HighWater(), tok)
+				case !d.want && (next != before+1<<NodeBits || e.HighWater() != next):
+					t.Fatalf("%s ahead: next token %#x, HighWater %#x; want %#x (the token ignored)", d.ahead, next, e.HighWater(), before+1<<NodeBits)
+				}
+			}
+		})
+	}
+	if err := (Config{MaxEpochAhead: -1}).Check(); err == nil {
+		t.Fatal("Check accepted a negative MaxEpochAhead")
 	}
 }
