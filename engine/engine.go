@@ -124,6 +124,7 @@ type Config struct {
 
 	MaxKeys          int           // keys held or waited on at once
 	MaxWaitersPerKey int           // queue length of one key
+	MaxWaiters       int           // waiters queued over all keys
 	MaxLease         time.Duration // longest lease a grant or renewal may ask for
 	MaxWait          time.Duration // longest finite wait; 0 (forever) is always allowed
 
@@ -140,6 +141,7 @@ type Config struct {
 var DefaultConfig = Config{
 	MaxKeys:          1_000_000,
 	MaxWaitersPerKey: 10_000,
+	MaxWaiters:       1_000_000,
 	MaxLease:         24 * time.Hour,
 	MaxWait:          24 * time.Hour,
 	MaxEpochAhead:    time.Minute,
@@ -149,6 +151,7 @@ var DefaultConfig = Config{
 var (
 	ErrTooManyKeys    = errors.New("too many keys")
 	ErrQueueFull      = errors.New("queue full")
+	ErrTooManyWaiters = errors.New("too many waiters")
 	ErrLeaseRange     = errors.New("lease out of range")
 	ErrWaitRange      = errors.New("wait out of range")
 	ErrDuplicateWaitr = errors.New("duplicate waiter")
@@ -207,6 +210,7 @@ func (c Config) Check() error {
 	}{
 		{"most keys", c.MaxKeys < 0},
 		{"most waiters per key", c.MaxWaitersPerKey < 0},
+		{"most waiters", c.MaxWaiters < 0},
 		{"longest lease", c.MaxLease < 0},
 		{"longest wait", c.MaxWait < 0},
 		{"largest clock difference", c.MaxEpochAhead < 0},
@@ -231,6 +235,9 @@ func New(cfg Config, now time.Time) *Engine {
 	}
 	if cfg.MaxWaitersPerKey <= 0 {
 		cfg.MaxWaitersPerKey = DefaultConfig.MaxWaitersPerKey
+	}
+	if cfg.MaxWaiters <= 0 {
+		cfg.MaxWaiters = DefaultConfig.MaxWaiters
 	}
 	if cfg.MaxLease <= 0 {
 		cfg.MaxLease = DefaultConfig.MaxLease
@@ -280,6 +287,9 @@ func (e *Engine) Acquire(now time.Time, key string, lease, wait time.Duration, w
 	}
 	if ks.nwait >= e.cfg.MaxWaitersPerKey {
 		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
+	}
+	if len(e.waiters) >= e.cfg.MaxWaiters {
+		return out, fmt.Errorf("%w: %d clients already wait on this server; retry later or raise --max-total-waiters", ErrTooManyWaiters, e.cfg.MaxWaiters)
 	}
 	wt := e.newWaiter()
 	e.arrivals++

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,7 +122,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 	if e.Config() != DefaultConfig {
 		t.Fatalf("Config() = %+v; want the defaults %+v", e.Config(), DefaultConfig)
 	}
-	cfg := Config{Node: 3, MaxKeys: 3, MaxWaitersPerKey: 4, MaxLease: time.Second, MaxWait: time.Minute, MaxEpochAhead: 2 * time.Second}
+	cfg := Config{Node: 3, MaxKeys: 3, MaxWaitersPerKey: 4, MaxWaiters: 5, MaxLease: time.Second, MaxWait: time.Minute, MaxEpochAhead: 2 * time.Second}
 	if got := New(cfg, t0).Config(); got != cfg {
 		t.Fatalf("Config() = %+v; want %+v", got, cfg)
 	}
@@ -649,6 +650,66 @@ func TestLimits(t *testing.T) {
 		out, _ := e.Release(t0, "b", e.LastToken(), nil)
 		wantEvents(t, "release b", out, "freed b")
 		hold(t, e, t0, "b", time.Minute, wtr(2))
+	})
+}
+
+// TestMaxWaiters: the cap on waiters counts the queues of every key.
+func TestMaxWaiters(t *testing.T) {
+	cfg := Config{MaxWaitersPerKey: 2, MaxWaiters: 3}
+	setup := func(t *testing.T) (*Engine, uint64) {
+		e := New(cfg, t0)
+		ta := hold(t, e, t0, "a", time.Minute, wtr(1))
+		hold(t, e, t0, "b", time.Minute, wtr(2))
+		mustAcquire(t, e, t0, "a", time.Minute, 0, wtr(3))
+		mustAcquire(t, e, t0, "a", time.Minute, 5*time.Second, wtr(4))
+		mustAcquire(t, e, t0, "b", time.Minute, 0, wtr(5))
+		wantStats(t, e, 2, 3)
+		return e, ta
+	}
+	t.Run("refused beyond the cap", func(t *testing.T) {
+		e, _ := setup(t)
+		before := e.Snapshot(t0)
+		out, err := e.Acquire(t0, "b", time.Minute, 0, wtr(6), nil)
+		if !errors.Is(err, ErrTooManyWaiters) {
+			t.Fatalf("fourth waiter: %v; want ErrTooManyWaiters", err)
+		}
+		if !strings.Contains(err.Error(), "--max-total-waiters") || !strings.Contains(err.Error(), "3 clients") {
+			t.Fatalf("refusal %q does not say how many wait and which flag raises the cap", err)
+		}
+		wantEvents(t, "refusal", out)
+		wantStats(t, e, 2, 3)
+		wantQueue(t, e, t0, "b", wtr(5))
+		if after := e.Snapshot(t0); !reflect.DeepEqual(before, after) {
+			t.Fatalf("refusal changed the holders:\n%+v\n%+v", before, after)
+		}
+	})
+	t.Run("the queue of the key is checked first", func(t *testing.T) {
+		e, _ := setup(t)
+		if _, err := e.Acquire(t0, "a", time.Minute, 0, wtr(6), nil); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("third waiter of a: %v; want ErrQueueFull", err)
+		}
+	})
+	t.Run("a free key is granted at the cap", func(t *testing.T) {
+		e, _ := setup(t)
+		hold(t, e, t0, "c", time.Minute, wtr(6))
+	})
+	t.Run("room after a cancel", func(t *testing.T) {
+		e, _ := setup(t)
+		e.Cancel(wtr(5))
+		mustAcquire(t, e, t0, "b", time.Minute, 0, wtr(6))
+		wantStats(t, e, 2, 3)
+	})
+	t.Run("room after a timeout", func(t *testing.T) {
+		e, _ := setup(t)
+		mustAcquire(t, e, at(5*time.Second), "b", time.Minute, 0, wtr(6))
+		wantQueue(t, e, at(5*time.Second), "a", wtr(3))
+	})
+	t.Run("room after a handoff", func(t *testing.T) {
+		e, ta := setup(t)
+		out, _ := e.Release(t0, "a", ta, nil)
+		wantEvents(t, "release", out, "freed a", "granted a c3/3 1m0s")
+		mustAcquire(t, e, t0, "b", time.Minute, 0, wtr(6))
+		wantStats(t, e, 2, 3)
 	})
 }
 

@@ -71,6 +71,7 @@ func TestConfigCheck(t *testing.T) {
 		{"negative node", Config{Node: -1}, false},
 		{"negative keys", Config{MaxKeys: -1}, false},
 		{"negative waiters per key", Config{MaxWaitersPerKey: -1}, false},
+		{"negative waiters", Config{MaxWaiters: -1}, false},
 		{"negative lease", Config{MaxLease: -1}, false},
 		{"negative wait", Config{MaxWait: -1}, false},
 	} {
