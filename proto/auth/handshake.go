@@ -1,0 +1,246 @@
+package auth
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Words of the I request and its answers.
+const (
+	WordHello     = "hello"
+	WordChallenge = "challenge"
+	WordProof     = "proof"
+	WordOK        = "ok"
+)
+
+// nonceLen is the length of a nonce in bytes; on the wire it is hex.
+const nonceLen = 16
+
+// Handshake is one connection's progress through the I handshake, on the
+// server side. The zero value is ready; it is not safe for concurrent use.
+type Handshake struct {
+	asked  Role
+	cnonce string
+	snonce string
+}
+
+// Step serves one I request: asked is its key (the role asked for), args
+// the words after it. It returns the answer's words after the key, and
+// the role the connection holds from now on, which is have when nothing
+// new was proven. open is the role this node grants without proof. An
+// error means the connection is refused: answer it E and close.
+func (h *Handshake) Step(s Secrets, open, have Role, askedWord string, args []string) (reply []string, now Role, err error) {
+	asked, ok := ParseRole(askedWord)
+	if !ok {
+		return nil, have, fmt.Errorf("role %q: want client, admin or peer", clip(askedWord))
+	}
+	if asked <= max(open, have) {
+		// Nothing to prove: say so at once, whatever the form.
+		*h = Handshake{}
+		return []string{WordOK, max(open, have, asked).String()}, max(open, have, asked), nil
+	}
+	switch {
+	case len(args) == 1:
+		// The plain form: I ROLE SECRET.
+		*h = Handshake{}
+		r := matchPlain(s, asked, []byte(args[0]))
+		if r == None {
+			return nil, have, fmt.Errorf("wrong secret for role %s", asked)
+		}
+		return []string{WordOK, r.String()}, max(have, r), nil
+	case len(args) == 2 && args[0] == WordHello:
+		if !validNonce(args[1]) {
+			*h = Handshake{}
+			return nil, have, errors.New("hello wants a nonce of 32 lower-case hex digits")
+		}
+		if !anySecret(s, asked) {
+			*h = Handshake{}
+			return nil, have, fmt.Errorf("this node has no secret for role %s", asked)
+		}
+		*h = Handshake{asked: asked, cnonce: args[1], snonce: NewNonce()}
+		return []string{WordChallenge, h.snonce}, have, nil
+	case len(args) == 2 && args[0] == WordProof:
+		st := *h
+		*h = Handshake{}
+		if st.snonce == "" || st.asked != asked {
+			return nil, have, fmt.Errorf("proof without a challenge: send I %s hello NONCE first", asked)
+		}
+		got, err := hex.DecodeString(args[1])
+		if err != nil || len(got) != sha256.Size {
+			return nil, have, errors.New("proof wants 64 lower-case hex digits")
+		}
+		for r := Peer; r >= asked; r-- {
+			sec := s.of(r)
+			if sec != nil && hmac.Equal(got, proof(sec, "client", asked, st.snonce, st.cnonce)) {
+				sp := hex.EncodeToString(proof(sec, "server", asked, st.cnonce, st.snonce))
+				return []string{WordOK, r.String(), sp}, max(have, r), nil
+			}
+		}
+		return nil, have, fmt.Errorf("wrong secret for role %s", asked)
+	}
+	*h = Handshake{}
+	return nil, have, fmt.Errorf("want I %s SECRET, I %s hello NONCE or I %s proof PROOF", asked, asked, asked)
+}
+
+// matchPlain returns the highest role at or above asked whose secret is
+// secret, or None. Every comparison takes the same time whatever matches.
+func matchPlain(s Secrets, asked Role, secret []byte) Role {
+	given := sha256.Sum256(secret)
+	found := None
+	for r := asked; r <= Peer; r++ {
+		sec := s.of(r)
+		if sec == nil {
+			continue
+		}
+		want := sha256.Sum256(sec)
+		if subtle.ConstantTimeCompare(given[:], want[:]) == 1 {
+			found = r
+		}
+	}
+	return found
+}
+
+func anySecret(s Secrets, asked Role) bool {
+	for r := asked; r <= Peer; r++ {
+		if s.of(r) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// proof is HMAC-SHA256(secret, "lockd-v1 SIDE|ROLE|A|B").
+func proof(secret []byte, side string, role Role, a, b string) []byte {
+	m := hmac.New(sha256.New, secret)
+	io.WriteString(m, "lockd-v1 "+side+"|"+role.String()+"|"+a+"|"+b)
+	return m.Sum(nil)
+}
+
+// NewNonce returns 16 random bytes in hex.
+func NewNonce() string {
+	var b [nonceLen]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("auth: no randomness: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func validNonce(s string) bool {
+	if len(s) != 2*nonceLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrBadProof is returned by Authenticate when the node's proof does not
+// match the secret.
+var ErrBadProof = errors.New("the node's proof does not match this secret: its secret differs, or it is not the lockd it claims to be")
+
+// ErrOpen is returned by Authenticate, with strict set, when the node
+// granted the role without proving that it knows the secret.
+var ErrOpen = errors.New("the node asked for no proof and gave none of its own: it does not hold this secret (is it started without the matching --*-secret-file?)")
+
+// Authenticate proves role with secret on a connection that has sent
+// nothing yet, by challenge and response, and checks that the node knows
+// the secret too. It returns the role granted. r must read from the same
+// connection as w and is left at the start of the next answer.
+//
+// A node on which the role needs no proof grants it at once; with strict
+// set that is refused with ErrOpen, since such a node has not proven it
+// knows the secret (peers use strict: a node that cannot prove it is a
+// peer must not be followed).
+func Authenticate(w io.Writer, r *bufio.Reader, role Role, secret []byte, strict bool) (Role, error) {
+	cnonce := NewNonce()
+	if _, err := io.WriteString(w, "I "+role.String()+" "+WordHello+" "+cnonce+"\n"); err != nil {
+		return None, err
+	}
+	f, err := readAnswer(r, role)
+	if err != nil {
+		return None, err
+	}
+	if len(f) >= 2 && f[0] == WordOK {
+		if strict {
+			return None, ErrOpen
+		}
+		granted, _ := ParseRole(f[1])
+		return granted, nil
+	}
+	if len(f) != 2 || f[0] != WordChallenge || !validNonce(f[1]) {
+		return None, fmt.Errorf("unexpected answer to I %s hello: %q", role, strings.Join(f, " "))
+	}
+	snonce := f[1]
+	cp := hex.EncodeToString(proof(secret, "client", role, snonce, cnonce))
+	if _, err := io.WriteString(w, "I "+role.String()+" "+WordProof+" "+cp+"\n"); err != nil {
+		return None, err
+	}
+	f, err = readAnswer(r, role)
+	if err != nil {
+		return None, err
+	}
+	if len(f) != 3 || f[0] != WordOK {
+		return None, fmt.Errorf("unexpected answer to I %s proof: %q", role, strings.Join(f, " "))
+	}
+	granted, ok := ParseRole(f[1])
+	if !ok || granted < role {
+		return None, fmt.Errorf("the node granted %q for role %s", f[1], role)
+	}
+	sp, err := hex.DecodeString(f[2])
+	if err != nil || !hmac.Equal(sp, proof(secret, "server", role, cnonce, snonce)) {
+		return None, ErrBadProof
+	}
+	return granted, nil
+}
+
+// RefusedError is an E answer to I: the node refused the secret.
+type RefusedError struct{ Words string }
+
+func (e *RefusedError) Error() string { return "refused: " + e.Words }
+
+// readAnswer reads one "I ROLE ..." line and returns its words after the
+// key. An E answer is a *RefusedError.
+func readAnswer(r *bufio.Reader, role Role) ([]string, error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, errors.New("answer to I too long")
+		}
+		return nil, err
+	}
+	words := strings.Fields(string(line))
+	if len(words) < 2 {
+		return nil, fmt.Errorf("malformed answer to I: %q", clip(string(line)))
+	}
+	switch words[0] {
+	case "I":
+		if words[1] != role.String() {
+			return nil, fmt.Errorf("answer to I names role %q", clip(words[1]))
+		}
+		return words[2:], nil
+	case "E":
+		msg := strings.Join(words[2:], " ")
+		msg = strings.TrimPrefix(msg, "I: ")
+		return nil, &RefusedError{Words: msg}
+	}
+	return nil, fmt.Errorf("unexpected answer to I: %q", clip(string(line)))
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}
