@@ -304,7 +304,7 @@
 //
 //	$ nc 127.0.0.1 7070
 //	a deploy 30 10
-//	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff)
+//	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)
 //	A deploy 30
 //	E deploy A: want A KEY LEASE WAIT (seconds; wait 0 = forever), got 1 argument(s)
 //	A deploy 30 1.2345

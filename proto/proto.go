@@ -40,12 +40,16 @@ const (
 	OpKeys    Op = 'K' // K pattern
 	OpStatus  Op = 'S' // S label
 	OpHandoff Op = 'H' // H label [addr]
+	OpAuth    Op = 'I' // I role secret | I role hello nonce | I role proof proof
 )
 
 // Peer requests, sent by one lockd node to another over the client port.
 const (
 	OpBeat Op = 'P' // P from role token seq flags
 	OpSync Op = 'Y' // Y from token
+	// OpResolve asks the successor of a handoff that may have failed
+	// whether it took the role: C from token.
+	OpResolve Op = 'C'
 )
 
 // Answer kinds that no request shares.
@@ -128,7 +132,7 @@ func Parse(line []byte) (Request, error) {
 	opw := words[0]
 	if len(opw) != 1 || opw[0] < 'A' || opw[0] > 'Z' {
 		_, key := guessOpKey(words[:n])
-		return req, &ParseError{Key: key, Msg: fmt.Sprintf("op %q is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff)", clip(opw))}
+		return req, &ParseError{Key: key, Msg: fmt.Sprintf("op %q is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)", clip(opw))}
 	}
 	req.Op = Op(opw[0])
 	if n < 2 {
@@ -218,9 +222,20 @@ func Parse(line []byte) (Request, error) {
 			return fail("token " + err)
 		}
 		req.Args = stringsOf(args)
-	case RecTakeover:
+	case OpAuth:
+		if len(args) != 1 && len(args) != 2 {
+			return fail("want I ROLE SECRET, I ROLE hello NONCE or I ROLE proof PROOF")
+		}
+		for _, a := range args {
+			if hasControl(a) {
+				// Not echoed: the word may be a secret.
+				return fail("a word after the role has a tab or control character")
+			}
+		}
+		req.Args = stringsOf(args)
+	case RecTakeover, OpResolve:
 		if len(args) != 1 {
-			return fail("want O FROM TOKEN")
+			return fail("want " + req.Op.String() + " FROM TOKEN")
 		}
 		var err string
 		if req.Token, err = parseToken(args[0]); err != "" {
@@ -228,7 +243,7 @@ func Parse(line []byte) (Request, error) {
 		}
 		req.Args = stringsOf(args)
 	default:
-		return fail("unknown op " + req.Op.String() + " (A acquire, R release, N renew, Q queue, K keys, S status, H handoff)")
+		return fail("unknown op " + req.Op.String() + " (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)")
 	}
 	return req, nil
 }
