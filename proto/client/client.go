@@ -14,7 +14,9 @@
 package client
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockd-io/lockd/proto/auth"
 )
 
 // Defaults of Options.
@@ -55,6 +59,16 @@ type Options struct {
 	ReleaseFor   time.Duration // 0: 5s   (give up re-sending a release after this)
 	DialTimeout  time.Duration // 0: 2s
 	Logger       *slog.Logger  // nil: discard
+
+	// TLS, when set, speaks TLS to every node. An empty ServerName
+	// verifies each node under the host of its address. Rotate the
+	// client certificate with GetClientCertificate.
+	TLS *tls.Config
+	// Secret, when set, is proven on every connection as Role (Client
+	// when zero) with the I handshake, which never sends it and checks
+	// that the node knows it too.
+	Secret []byte
+	Role   auth.Role
 }
 
 // Lock is a granted lock. Token is its fencing token: hand it to the
@@ -131,6 +145,9 @@ func newClient(addrs []string, opts Options, h hooks) (*Client, error) {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = defaultDialTimeout
 	}
+	if opts.Role == auth.None {
+		opts.Role = auth.Client
+	}
 	c := &Client{
 		opts:    opts,
 		log:     opts.Logger,
@@ -182,6 +199,53 @@ func checkAddrs(addrs []string) ([]string, error) {
 		}
 	}
 	return list, nil
+}
+
+// open dials addr and makes the connection ready for requests: TLS when
+// configured, then the secret. The reader returned is the connection's.
+func (c *Client) open(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
+	nc, err := c.dial(ctx, addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return secure(ctx, nc, addr, &c.opts)
+}
+
+// secure makes a dialled connection ready for requests: TLS when
+// configured, then the secret.
+func secure(ctx context.Context, nc net.Conn, addr string, opts *Options) (net.Conn, *bufio.Reader, error) {
+	if opts.TLS == nil && opts.Secret == nil {
+		return nc, bufio.NewReaderSize(nc, 16<<10), nil
+	}
+	nc.SetDeadline(time.Now().Add(opts.DialTimeout))
+	if opts.TLS != nil {
+		cfg := opts.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = addr
+			if h, _, err := net.SplitHostPort(addr); err == nil {
+				cfg.ServerName = h
+			}
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, nil, &SetupError{Addr: addr, What: "TLS", Err: err}
+		}
+		nc = tc
+	}
+	r := bufio.NewReaderSize(nc, 16<<10)
+	if opts.Secret != nil {
+		role := opts.Role
+		if role == auth.None {
+			role = auth.Client
+		}
+		if _, err := auth.Authenticate(nc, r, role, opts.Secret, false); err != nil {
+			nc.Close()
+			return nil, nil, &SetupError{Addr: addr, What: "the secret", Err: err}
+		}
+	}
+	nc.SetDeadline(time.Time{})
+	return nc, r, nil
 }
 
 // Close stops every goroutine of the client and closes its connections.

@@ -102,7 +102,7 @@ func (cn *conn) run() {
 	defer c.wg.Done()
 	dropped := false
 	for {
-		nc, err := c.dial(c.ctx, cn.addr)
+		nc, br, err := c.open(c.ctx, cn.addr)
 		if err == nil {
 			c.mu.Lock()
 			if c.closed {
@@ -122,7 +122,7 @@ func (cn *conn) run() {
 			} else {
 				c.log.Debug("lockd connection up", "addr", cn.addr)
 			}
-			err = cn.readLoop(nc)
+			err = cn.readLoop(br)
 			nc.Close()
 			dropped = true
 			if c.ctx.Err() != nil {
@@ -310,8 +310,7 @@ func (cn *conn) writeLoop() {
 
 // readLoop reads answers and hands each to its request until the
 // connection fails.
-func (cn *conn) readLoop(nc net.Conn) error {
-	r := bufio.NewReaderSize(nc, 16<<10)
+func (cn *conn) readLoop(r *bufio.Reader) error {
 	var long []byte
 	for {
 		line, err := r.ReadSlice('\n')

@@ -54,3 +54,18 @@ func opName(op proto.Op) string {
 func serverError(a proto.Answer) *ServerError {
 	return &ServerError{Op: a.ReqOp(), Key: a.Key, Msg: a.ErrorText()}
 }
+
+// SetupError is a connection that reached a node but could not be made
+// ready: TLS failed, or the node refused the secret. It is a setting to
+// fix (certificates, --secret-file), not a node that is down.
+type SetupError struct {
+	Addr string
+	What string // "TLS" or "the secret"
+	Err  error
+}
+
+func (e *SetupError) Error() string {
+	return e.Addr + ": " + e.What + ": " + e.Err.Error()
+}
+
+func (e *SetupError) Unwrap() error { return e.Err }

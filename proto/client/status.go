@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -19,6 +18,12 @@ const statusTimeout = 5 * time.Second
 // connection. Any node answers, active or not. When ctx has no deadline,
 // Status gives up after 5 seconds.
 func Status(ctx context.Context, addr string) (proto.Status, error) {
+	return StatusWith(ctx, addr, Options{})
+}
+
+// StatusWith is Status over a connection set up as opts says (TLS,
+// secret, dial timeout); the rest of opts is unused.
+func StatusWith(ctx context.Context, addr string, opts Options) (proto.Status, error) {
 	addr = strings.TrimSpace(addr)
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return proto.Status{}, fmt.Errorf("status: address %q is not HOST:PORT (%v); write it like 127.0.0.1:7070", addr, err)
@@ -28,16 +33,23 @@ func Status(ctx context.Context, addr string) (proto.Status, error) {
 		ctx, cancel = context.WithTimeout(ctx, statusTimeout)
 		defer cancel()
 	}
-	st, err := status(ctx, addr)
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = defaultDialTimeout
+	}
+	st, err := status(ctx, addr, &opts)
 	if err != nil && ctx.Err() != nil {
 		return st, fmt.Errorf("status %s: %w", addr, ctx.Err())
 	}
 	return st, err
 }
 
-func status(ctx context.Context, addr string) (proto.Status, error) {
-	d := net.Dialer{Timeout: defaultDialTimeout}
+func status(ctx context.Context, addr string, opts *Options) (proto.Status, error) {
+	d := net.Dialer{Timeout: opts.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return proto.Status{}, fmt.Errorf("status: %w", unavailable([]string{addr}, err))
+	}
+	nc, r, err := secure(ctx, nc, addr, opts)
 	if err != nil {
 		return proto.Status{}, fmt.Errorf("status: %w", unavailable([]string{addr}, err))
 	}
@@ -50,7 +62,6 @@ func status(ctx context.Context, addr string) (proto.Status, error) {
 	if _, err := nc.Write([]byte("S " + proto.WordNone + "\n")); err != nil {
 		return proto.Status{}, fmt.Errorf("status: %w", unavailable([]string{addr}, err))
 	}
-	r := bufio.NewReaderSize(nc, 64<<10)
 	line, err := r.ReadSlice('\n')
 	if err != nil {
 		return proto.Status{}, fmt.Errorf("status %s: no answer (%w); check that a lockd node, not another service, listens there", addr, err)
