@@ -342,7 +342,8 @@ func (r *benchResult) print(w io.Writer) error {
 			round3(r.latency[0]), round3(r.latency[1]), round3(r.latency[2]), round3(r.latency[3]))},
 	}
 	if r.FirstError != "" {
-		lines = append(lines, [2]string{"first error", r.FirstError})
+		// The client's words, which may quote a server's.
+		lines = append(lines, [2]string{"first error", printableText(r.FirstError)})
 	}
 	if r.Interrupted {
 		lines = append(lines, [2]string{"note", "interrupted: these results cover the time before the signal"})

@@ -407,7 +407,7 @@ func runAction(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan)
 			}
 			return false, "handoff failed: " + oneLine(err.Error())
 		}
-		return true, fmt.Sprintf("handed off to %s in %s", res.To, shortDuration(res.Gap))
+		return true, fmt.Sprintf("handed off to %s in %s", printable(res.To), shortDuration(res.Gap))
 	case actionRun:
 		cmd := exec.CommandContext(ctx, "sh", "-c", p.Command)
 		cmd.Stdout, cmd.Stderr, cmd.Env = p.Output, p.Output, p.Env
@@ -525,7 +525,7 @@ func checkFencing(grants []drillGrant, keyName func(int) string) (int, []fenceVi
 func (r *drillReport) judge(p drillPlan) {
 	if r.ViolationCount > 0 {
 		v := r.Violations[0]
-		r.Failures = append(r.Failures, fmt.Sprintf("fencing violated: key %s got token %d after %d", v.Key, v.Token, v.After))
+		r.Failures = append(r.Failures, fmt.Sprintf("fencing violated: key %s got token %d after %d", printable(v.Key), v.Token, v.After))
 	}
 	if p.Action != actionNone && !r.ActionOK {
 		r.Failures = append(r.Failures, "the action failed: "+r.ActionDetail)
@@ -628,6 +628,8 @@ func (r *drillReport) json(p drillPlan) drillJSON {
 }
 
 // renderDrill writes the report as a few labelled lines, the verdict last.
+// Addresses and keys are escaped with printable; the details, errors and
+// failures, which may quote a server or a command line, with printableText.
 func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 	pal := newPalette(w, color)
 	var b strings.Builder
@@ -642,11 +644,11 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 	case actionNone:
 		action = "no action"
 	case actionRun:
-		action = fmt.Sprintf("command at %s: %s", p.At, p.Command)
+		action = fmt.Sprintf("command at %s: %s", p.At, printableText(p.Command))
 	}
 	line("drill", fmt.Sprintf("%s, %s, %s, %s", countOf(p.Workers, "worker", "workers"), countOf(p.Keys, "key", "keys"), p.Duration, action))
 	if p.Action != actionNone {
-		detail := r.ActionDetail
+		detail := printableText(r.ActionDetail)
 		if !r.ActionOK {
 			detail = pal.bad.Render(detail)
 		}
@@ -664,7 +666,7 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 		for _, k := range slices.Sorted(maps.Keys(r.ErrorKinds)) {
 			kinds = append(kinds, fmt.Sprintf("%d %s", r.ErrorKinds[k], k))
 		}
-		errs = pal.warn.Render(errs) + " (" + strings.Join(kinds, ", ") + "); first: " + r.FirstError
+		errs = pal.warn.Render(errs) + " (" + strings.Join(kinds, ", ") + "); first: " + printableText(r.FirstError)
 	}
 	line("errors", errs+boundNote(p.MaxErrors >= 0, strconv.Itoa(p.MaxErrors)))
 	lost := strconv.Itoa(r.Lost)
@@ -686,7 +688,7 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 	} else {
 		label := "fencing"
 		for _, v := range r.Violations {
-			line(label, pal.bad.Render(fmt.Sprintf("VIOLATED key %s: %d after %d", v.Key, v.Token, v.After))+
+			line(label, pal.bad.Render(fmt.Sprintf("VIOLATED key %s: %d after %d", printable(v.Key), v.Token, v.After))+
 				fmt.Sprintf(" (granted at %s, %s after it)", shortDuration(v.At), shortDuration(v.At-v.AfterAt)))
 			label = ""
 		}
@@ -697,7 +699,7 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 	if len(r.Failures) == 0 {
 		line("result", pal.good.Render("PASS"))
 	} else {
-		line("result", pal.bad.Render("FAIL")+": "+strings.Join(r.Failures, "; "))
+		line("result", pal.bad.Render("FAIL")+": "+printableText(strings.Join(r.Failures, "; ")))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -710,10 +712,10 @@ func boundNote(set bool, bound string) string {
 	return " (limit " + bound + ")"
 }
 
-// nameOrNone is a node address, or "none" when there is none.
+// nameOrNone is a node address as printed, or "none" when there is none.
 func nameOrNone(s string) string {
 	if s == "" {
 		return "none"
 	}
-	return s
+	return printable(s)
 }

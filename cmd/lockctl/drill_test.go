@@ -248,3 +248,70 @@ func TestTakeoverMeasuresTheTimeWithoutAnActive(t *testing.T) {
 		t.Error("takeover found without any grant from a new epoch")
 	}
 }
+
+// The report of a drill escapes the addresses, keys and server words it
+// quotes; its JSON keeps them exact.
+func TestDrillReportEscapesWhatNodesSay(t *testing.T) {
+	server := "no standby\u202e is caught up\x1b[2J"
+	key := "drill-" + rlo
+	rep := &drillReport{
+		ActiveBefore: rlo + ":1", ActiveAfter: sgr + ":2",
+		ActionOK: false, ActionDetail: "handoff refused: " + server,
+		Grants: 3, Cycles: 3, Errors: 1, ErrorKinds: map[string]int{"refused": 1},
+		FirstError: "lockd refused acquire " + key + ": " + server,
+		Violations: []fenceViolation{{Key: key, Token: 1, After: 2}}, ViolationCount: 1,
+	}
+	p := drillPlan{Workers: 1, Keys: 1, Duration: time.Second, Action: actionRun, Command: "kill " + c1,
+		MaxGap: -1, MaxErrors: -1, MaxLost: -1}
+	rep.judge(p)
+	for _, color := range []bool{false, true} {
+		var b bytes.Buffer
+		if err := renderDrill(&b, rep, p, color); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		assertNoHostileBytes(t, "drill", out, color, server, key, c1, rep.ActiveBefore, rep.ActiveAfter)
+		for _, want := range []string{
+			`command at 0s: kill nel\u0085csi\u009b`,
+			`deploy\u202e:1 -> \x1b[31mred:2`,
+			`no standby\u202e is caught up\x1b[2J`,
+			`VIOLATED key drill-deploy\u202e: 1 after 2`,
+			`fencing violated: key drill-deploy\u202e got token 1 after 2; the action failed: handoff refused: no standby\u202e`,
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report lacks %s:\n%s", want, out)
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := printJSON(&b, rep.json(p)); err != nil {
+		t.Fatal(err)
+	}
+	assertNoHostileBytes(t, "JSON", b.String(), false)
+	var got drillJSON
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if *got.ActiveBefore != rep.ActiveBefore || *got.ActiveAfter != rep.ActiveAfter || got.Action.Detail != rep.ActionDetail ||
+		*got.Action.Command != p.Command || got.Fencing.Violations[0].Key != key || *got.FirstError != rep.FirstError {
+		t.Errorf("JSON does not read back exactly: %s", b.String())
+	}
+}
+
+func TestDrillHandoffDetailEscapesTheNewActive(t *testing.T) {
+	ask := func(ctx context.Context, addr string) (proto.Status, error) {
+		return proto.Status{Self: addr, Role: roleActive}, nil
+	}
+	ok, detail := runAction(context.Background(), &fakeHandoffLocks{to: isolate + ":1"}, ask, drillPlan{Action: actionHandoff})
+	if !ok || !strings.HasPrefix(detail, `handed off to \u2066yolped\u2069:1 in `) {
+		t.Errorf("detail %q (ok %v)", detail, ok)
+	}
+}
+
+// fakeHandoffLocks hands off at once to the address it is given.
+type fakeHandoffLocks struct {
+	fakeLocks
+	to string
+}
+
+func (f *fakeHandoffLocks) Handoff(ctx context.Context, to string) (string, error) { return f.to, nil }

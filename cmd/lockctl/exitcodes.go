@@ -137,7 +137,7 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		return &exitError{code: exitFailed, what: fmt.Sprintf("lockd refused %s: %s", doing, srv.Msg),
 			try: "check the flags against the server's limits", err: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &exitError{code: exitUnavailable, what: fmt.Sprintf("no answer from lockd at %s while %s", g.AddrList, doing),
+		return &exitError{code: exitUnavailable, what: fmt.Sprintf("no answer from lockd at %s while %s", printable(g.AddrList), doing),
 			try: "check that the node is up and not overloaded (`lockctl status`)", err: err}
 	}
 	return &exitError{code: exitFailed, what: doing + " failed: " + err.Error(),
@@ -148,7 +148,7 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 func unreachable(g *globals, err error) *exitError {
 	return &exitError{
 		code: exitUnavailable,
-		what: fmt.Sprintf("cannot reach lockd at %s (%s)", g.AddrList, networkCause(err)),
+		what: fmt.Sprintf("cannot reach lockd at %s (%s)", printable(g.AddrList), networkCause(err)),
 		try:  "start it with `lockd` or point --addr/LOCKD_ADDR at a running node",
 		err:  err,
 	}
@@ -167,7 +167,8 @@ func networkCause(err error) string {
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
-		return "cannot resolve " + dns.Name
+		// The name may be one a node redirected the client to.
+		return "cannot resolve " + printable(dns.Name)
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Err != nil {

@@ -82,7 +82,7 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 		return noNodeAnswered(g, before)
 	}
 	if c.to != "" && c.to == before.Active && len(before.Claims) == 1 {
-		return fail(exitFailed, c.to+" is already active",
+		return fail(exitFailed, printable(c.to)+" is already active",
 			"name another node with --to, or leave --to out to pick the successor")
 	}
 	cl, err := g.client(client.Options{})
@@ -102,7 +102,7 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 		}
 		return printJSON(g.Stdout, out)
 	}
-	_, err = fmt.Fprintf(g.Stdout, "active is now %s (handoff took %s)\n", res.To, shortDuration(res.Gap))
+	_, err = fmt.Fprintf(g.Stdout, "active is now %s (handoff took %s)\n", printable(res.To), shortDuration(res.Gap))
 	return err
 }
 
@@ -128,12 +128,12 @@ type handoffer interface {
 // notServing is runHandoff's error when the handoff was accepted but the
 // new active did not answer as active before ctx ended.
 type notServing struct {
-	to   string
-	last string
+	to   string // as lockd named it
+	last string // what it last said, its words escaped
 }
 
 func (e *notServing) Error() string {
-	return fmt.Sprintf("lockd handed the role to %s, but it did not answer as active in time (last seen: %s)", e.to, e.last)
+	return fmt.Sprintf("lockd handed the role to %s, but it did not answer as active in time (last seen: %s)", printable(e.to), e.last)
 }
 
 // runHandoff asks for the handoff, then asks the new active for its status
@@ -154,7 +154,7 @@ func runHandoff(ctx context.Context, cl handoffer, ask statusFunc, to string) (h
 		case err == nil && st.Role == roleActive:
 			return handoffResult{To: newActive, Gap: time.Since(start)}, nil
 		case err == nil:
-			last = "role=" + st.Role
+			last = "role=" + printable(st.Role)
 		case ctx.Err() == nil:
 			last = "unreachable: " + networkCause(err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,5 +93,32 @@ func TestRunHandoffWaitsForTheNewActive(t *testing.T) {
 	var ns *notServing
 	if !errors.As(err, &ns) || ns.last != "role=standby" {
 		t.Errorf("never serving: %v", err)
+	}
+}
+
+// What a node names and says in a handoff reaches the terminal escaped.
+func TestHandoffEscapesWhatNodesSay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	role := "\x1b[2Jjoining\u202e"
+	never := func(ctx context.Context, addr string) (proto.Status, error) {
+		return proto.Status{Self: addr, Role: role}, nil
+	}
+	to := rlo + ":1"
+	_, err := runHandoff(ctx, fakeHandoff{to: to}, never, "")
+	g := &globals{AddrList: "a:1"}
+	var b bytes.Buffer
+	reportError(&b, handoffFailure(ctx, g, time.Second, err))
+	assertNoHostileBytes(t, "not serving", b.String(), false, role, to)
+	if want := `lockctl: lockd handed the role to deploy\u202e:1, but it did not answer as active in time (last seen: role=\x1b[2Jjoining\u202e);`; !strings.HasPrefix(b.String(), want) {
+		t.Errorf("got  %s\nwant %s", b.String(), want)
+	}
+
+	b.Reset()
+	refused := &client.ServerError{Op: proto.OpHandoff, Key: proto.WordNone, Msg: "target " + to + " is not a caught-up standby"}
+	reportError(&b, handoffFailure(context.Background(), g, time.Second, refused))
+	assertNoHostileBytes(t, "refused", b.String(), false, to)
+	if want := `lockctl: lockd did not hand off: target deploy\u202e:1 is not a caught-up standby` + "\n"; b.String() != want {
+		t.Errorf("got  %s\nwant %s", b.String(), want)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,17 +12,27 @@ import (
 
 // printJSON writes v as one line of JSON: scripts read lockctl's output
 // line by line (jq, read), and one object per line keeps hold's output
-// readable while it still runs.
+// readable while it still runs. Strings keep their exact value, but a rune
+// that could act on a terminal (a bidi control, a C1 control) is written
+// as a \u escape, for the person who reads the JSON there.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(jsonPrintable(b.Bytes()))
+	return err
 }
 
 // reportError writes err to w as the one line a person reads, and returns
 // the exit code it stands for. Errors that did not come from lockctl's own
 // code (urfave/cli's, or a bug) still get the "lockctl: " prefix and a hint,
-// never a raw chain or a stack.
+// never a raw chain or a stack. The line may carry words of a server or of
+// another user (a client error, a refusal's reason): printableText escapes
+// whatever of them could act on the terminal, and leaves alone the values
+// the message holds already escaped.
 func reportError(w io.Writer, err error) int {
 	if err == nil {
 		return exitOK
@@ -31,19 +42,19 @@ func reportError(w io.Writer, err error) int {
 		e = &exitError{code: exitCode(err), what: err.Error(), try: "see `lockctl --help`"}
 	}
 	if msg := e.Error(); msg != "" {
-		fmt.Fprintln(w, "lockctl: "+oneLine(msg))
+		fmt.Fprintln(w, "lockctl: "+printableText(oneLine(msg)))
 	}
 	return e.code
 }
 
 // warn writes a message that does not change the exit code, in the same
-// shape as an error.
+// shape and made safe the same way as an error.
 func warn(w io.Writer, what, try string) {
 	msg := "lockctl: warning: " + what
 	if try != "" {
 		msg += "; " + try
 	}
-	fmt.Fprintln(w, oneLine(msg))
+	fmt.Fprintln(w, printableText(oneLine(msg)))
 }
 
 // oneLine keeps a message on one line whatever its parts carried.

@@ -223,6 +223,8 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, pattern string, s 
 	var longest time.Duration
 	longestKey := ""
 	for _, q := range list {
+		// Escaped before tabwriter or tablewriter measures it.
+		key := printable(q.Key)
 		token, lease := cellNone, cellNone
 		if q.Held {
 			held++
@@ -231,30 +233,30 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, pattern string, s 
 		}
 		if !s.Table {
 			if len(q.Waiters) == 0 {
-				rows = append(rows, []string{q.Key, token, lease, cellNone, cellNone, cellNone})
+				rows = append(rows, []string{key, token, lease, cellNone, cellNone, cellNone})
 			}
 			for i, wt := range q.Waiters {
-				rows = append(rows, []string{q.Key, token, lease, strconv.Itoa(i + 1), humanDuration(wt.Waited), addrOrNone(wt.Addr)})
+				rows = append(rows, []string{key, token, lease, strconv.Itoa(i + 1), humanDuration(wt.Waited), addrOrNone(wt.Addr)})
 			}
 			continue
 		}
 		if len(q.Waiters) == 0 {
-			rows = append(rows, []string{p.strong.Render(q.Key), token, lease, "", "", ""})
+			rows = append(rows, []string{p.strong.Render(key), token, lease, "", "", ""})
 		}
 		for i, wt := range q.Waiters {
 			waiters++
 			if wt.Waited > longest {
-				longest, longestKey = wt.Waited, q.Key
+				longest, longestKey = wt.Waited, key
 			}
 			waited := humanDuration(wt.Waited)
 			if wt.Waited >= longWait {
 				waited = p.warn.Render(waited)
 			}
-			key, tok, ls := "", "", ""
+			k, tok, ls := "", "", ""
 			if i == 0 {
-				key, tok, ls = p.strong.Render(q.Key), token, lease
+				k, tok, ls = p.strong.Render(key), token, lease
 			}
-			rows = append(rows, []string{key, tok, ls, "#" + strconv.Itoa(i+1), waited, p.faint.Render(addrOrNone(wt.Addr))})
+			rows = append(rows, []string{k, tok, ls, "#" + strconv.Itoa(i+1), waited, p.faint.Render(addrOrNone(wt.Addr))})
 		}
 	}
 	if !s.Table {
@@ -285,7 +287,7 @@ func addrOrNone(a string) string {
 	if a == "" {
 		return cellNone
 	}
-	return a
+	return printable(a)
 }
 
 // countOf is n and the noun that goes with it: "1 key", "2 keys".

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -130,5 +132,168 @@ func waitQueueLen(t *testing.T, cl *client.Client, key string, n int) {
 			t.Fatalf("%s never had %d waiters: %+v %v", key, n, q, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// hostileQueues holds keys and waiter addresses that must not reach a
+// terminal raw, and two that may (CJK, plain ASCII).
+func hostileQueues() []proto.Queue {
+	return []proto.Queue{
+		{Key: rlo, Held: true, Token: tokA, LeaseLeft: 29500 * time.Millisecond, Waiters: []proto.QueueWaiter{
+			{Waited: 14200 * time.Millisecond, Addr: "10.0.0.9:51234\u202e"},
+			{Waited: 400 * time.Millisecond, Addr: sgr + ":1"},
+		}},
+		{Key: cjk, Held: true, Token: tokB, LeaseLeft: 12 * time.Second},
+		{Key: c1, Waiters: []proto.QueueWaiter{{Waited: 2 * time.Second, Addr: isolate}}},
+		{Key: invalid, Held: true, Token: 1, LeaseLeft: time.Second},
+		{Key: backslash, Held: true, Token: 2, LeaseLeft: time.Second},
+		{Key: lineSep + zeroWidth, Held: true, Token: 3, LeaseLeft: time.Second},
+		{Key: "plain", Held: true, Token: 4, LeaseLeft: time.Second},
+	}
+}
+
+func TestQueuesNeverPrintAHostileRune(t *testing.T) {
+	fixedWidths(t)
+	var words []string
+	for _, q := range hostileQueues() {
+		words = append(words, q.Key)
+		for _, w := range q.Waiters {
+			words = append(words, w.Addr)
+		}
+	}
+	for _, tc := range []struct {
+		file  string
+		style renderStyle
+	}{
+		{"queues_hostile_table.golden", renderStyle{Table: true}},
+		{"queues_hostile_plain.golden", renderStyle{}},
+		{"", renderStyle{Table: true, Color: true}},
+	} {
+		var b bytes.Buffer
+		if err := renderQueues(&b, hostileQueues(), 7, "*", tc.style); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		assertNoHostileBytes(t, fmt.Sprintf("%+v", tc.style), out, tc.style.Color, words...)
+		for _, want := range []string{`deploy\u202e`, `10.0.0.9:51234\u202e`, `\x1b[31mred:1`, `nel\u0085csi\u009b`, `inv\xffalid\xc3`, `back\\slash`, cjk, "plain"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%+v lacks %s:\n%s", tc.style, want, out)
+			}
+		}
+		if tc.file != "" {
+			golden(t, tc.file, b.Bytes())
+		}
+		if tc.style.Table {
+			if !strings.Contains(out, `longest wait 14.2s (deploy\u202e)`) {
+				t.Errorf("summary:\n%s", out)
+			}
+			continue
+		}
+		// Plain columns stay aligned: tabwriter measured the escaped cells.
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(lines) != 9 {
+			t.Fatalf("want a header and 8 lines:\n%s", out)
+		}
+		starts := columnStarts(lines[0])
+		for _, l := range lines[1:] {
+			r := []rune(l)
+			for _, s := range starts[1:] {
+				if s >= len(r) || r[s-1] != ' ' || r[s] == ' ' {
+					t.Errorf("line %q does not start a column at %d (header %q)", l, s, lines[0])
+					break
+				}
+			}
+		}
+	}
+
+	// JSON keeps the keys and addresses exact, and still prints none raw.
+	var b bytes.Buffer
+	if err := printJSON(&b, queuesJSONOf(hostileQueues(), 7)); err != nil {
+		t.Fatal(err)
+	}
+	assertNoHostileBytes(t, "JSON", b.String(), false)
+	var got queuesJSON
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range hostileQueues() {
+		want := strings.ToValidUTF8(q.Key, "\ufffd") // as encoding/json has always had it
+		if q.Key == invalid {
+			want = "inv\ufffdalid\ufffd"
+		}
+		if got.Keys[i].Key != want {
+			t.Errorf("key %q reads back as %q", q.Key, got.Keys[i].Key)
+		}
+		for j, w := range q.Waiters {
+			if a := got.Keys[i].Waiters[j].Addr; a == nil || *a != w.Addr {
+				t.Errorf("address %q reads back as %v", w.Addr, a)
+			}
+		}
+	}
+}
+
+// columnStarts is the rune offset where each column of a plain header
+// begins: columns are two or more spaces apart.
+func columnStarts(header string) []int {
+	starts := []int{0}
+	r := []rune(header)
+	for i := 2; i < len(r); i++ {
+		if r[i] != ' ' && r[i-1] == ' ' && r[i-2] == ' ' {
+			starts = append(starts, i)
+		}
+	}
+	return starts
+}
+
+func TestQueuesCommandHostileKeys(t *testing.T) {
+	tc := startCluster(t, 1)
+	addr := tc.addrs[0]
+	cl, err := client.New([]string{addr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	keys := []string{rlo, isolate, c1, invalid, backslash, looksLike, cjk}
+	for _, k := range keys {
+		if _, err := cl.Acquire(ctx, k, time.Minute, 0); err != nil {
+			t.Fatalf("%q: %v", k, err)
+		}
+	}
+	w, err := client.New([]string{addr}, client.Options{ConnsPerAddr: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.Acquire(wctx, rlo, time.Minute, 0)
+	waitQueueLen(t, cl, rlo, 1)
+
+	code, out, errOut := lockctl(t, "--addr", addr, "queues")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	assertNoHostileBytes(t, "queues", out, false, keys...)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 1+len(keys) {
+		t.Fatalf("want a header and %d keys:\n%s", len(keys), out)
+	}
+	// One line per key, escaped; the key that looks like an escape and the
+	// key it looks like print apart.
+	for _, want := range []string{`back\\slash `, `deploy\\u202e `, `deploy\u202e `, `inv\xffalid\xc3 `, `nel\u0085csi\u009b `, `\u2066yolped\u2069 `, cjk + " "} {
+		if !strings.Contains(out, "\n"+want) {
+			t.Errorf("no line starts %q:\n%s", want, out)
+		}
+	}
+
+	code, out, _ = lockctl(t, "--addr", addr, "queues", "--key", rlo, "--json")
+	var got queuesJSON
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
+	}
+	assertNoHostileBytes(t, "--json", out, false)
+	if len(got.Keys) != 1 || got.Keys[0].Key != rlo || len(got.Keys[0].Waiters) != 1 {
+		t.Errorf("--key %q --json: %s", rlo, out)
 	}
 }

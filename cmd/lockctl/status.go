@@ -156,7 +156,7 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 				buf.WriteString("\n")
 			}
 			if v.Answered == 0 {
-				fmt.Fprintf(&buf, "no node answered at %s (%s); still trying\n", g.AddrList, v.firstError())
+				fmt.Fprintf(&buf, "no node answered at %s (%s); still trying\n", printable(g.AddrList), printableText(v.firstError()))
 			} else {
 				renderStatus(&buf, v, st)
 			}
@@ -183,7 +183,7 @@ func waitActive(ctx context.Context, g *globals, ask statusFunc, addr string, ti
 		st, err := ask(qctx, addr)
 		cancel()
 		if ctx.Err() != nil {
-			return clientFailure(ctx, g, "waiting for "+addr+" to become active", ctx.Err())
+			return clientFailure(ctx, g, "waiting for "+printable(addr)+" to become active", ctx.Err())
 		}
 		now := time.Now()
 		switch {
@@ -194,19 +194,19 @@ func waitActive(ctx context.Context, g *globals, ask statusFunc, addr string, ti
 			if g.JSON {
 				return printJSON(g.Stdout, waitActiveJSON{Addr: addr, Active: true, WaitedMs: millis(waited)})
 			}
-			_, err := fmt.Fprintf(g.Stdout, "%s is active (waited %s)\n", addr, shortDuration(waited))
+			_, err := fmt.Fprintf(g.Stdout, "%s is active (waited %s)\n", printable(addr), shortDuration(waited))
 			return err
 		default:
-			last = "role=" + st.Role
+			last = "role=" + printable(st.Role)
 			if st.Active != "" {
-				last += ", active=" + st.Active
+				last += ", active=" + printable(st.Active)
 			} else {
 				last += ", no active known"
 			}
 		}
 		if !now.Before(deadline) {
 			return fail(exitFailed,
-				fmt.Sprintf("%s did not become active within %s (last seen: %s)", addr, timeout, last),
+				fmt.Sprintf("%s did not become active within %s (last seen: %s)", printable(addr), timeout, last),
 				"see the whole cluster with `lockctl status`, or wait longer with --timeout")
 		}
 		select {
@@ -533,7 +533,8 @@ func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
 	}
 	var rows [][]string
 	for _, n := range v.Nodes {
-		marker, addr, role := "", n.Addr, n.Role
+		// Escaped before tabwriter or tablewriter measures them.
+		marker, addr, role := "", printable(n.Addr), printable(n.Role)
 		if n.Sticky {
 			role += ",sticky"
 		}
@@ -603,15 +604,19 @@ func statusSummary(v clusterView, p *palette) string {
 	var parts []string
 	switch {
 	case len(v.Claims) > 1:
+		claims := make([]string, len(v.Claims))
+		for i, a := range v.Claims {
+			claims[i] = printable(a)
+		}
 		parts = append(parts, p.bad.Render(fmt.Sprintf("%d nodes claim the active role (%s)",
-			len(v.Claims), strings.Join(v.Claims, ", ")))+
+			len(v.Claims), strings.Join(claims, ", ")))+
 			": a partition is healing; the lower-priority one steps down on its own")
 	case v.Active == "":
 		parts = append(parts, p.bad.Render("no active node")+": lock requests wait until one is promoted")
 	case len(v.Claims) == 0:
-		parts = append(parts, "active "+p.strong.Render(v.Active)+" (as its peers say; lockctl could not reach it)")
+		parts = append(parts, "active "+p.strong.Render(printable(v.Active))+" (as its peers say; lockctl could not reach it)")
 	default:
-		parts = append(parts, "active "+p.good.Render(v.Active))
+		parts = append(parts, "active "+p.good.Render(printable(v.Active)))
 	}
 	reachable, standbys, known := 0, 0, 0
 	var behind []string
@@ -626,7 +631,7 @@ func statusSummary(v clusterView, p *palette) string {
 		if n.HasLag {
 			known++
 			if n.Lag > 0 {
-				behind = append(behind, fmt.Sprintf("%s by %d", n.Addr, n.Lag))
+				behind = append(behind, fmt.Sprintf("%s by %d", printable(n.Addr), n.Lag))
 			}
 		}
 	}

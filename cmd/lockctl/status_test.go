@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -368,4 +370,113 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// hostileCluster is three nodes whose addresses and roles must not reach
+// a terminal raw: two claim the active role, lockctl cannot reach the
+// third, which its peers call by a role of its own.
+func hostileCluster() clusterView {
+	a, b, c := "10.0.0.1:7070\u202e", "10.0.0.2:"+c1, sgr+":7070"
+	peers := []proto.PeerStatus{
+		{Addr: a, Role: roleActive, Reachable: true, Token: tokA},
+		{Addr: b, Role: roleStandby, Reachable: true, Lag: 3, Token: tokB},
+		{Addr: c, Role: "stand\u2066by", Reachable: true},
+	}
+	return buildView([]nodeAnswer{
+		{Asked: a, Status: proto.Status{Self: a, Role: roleActive, Active: a, Token: tokA, Uptime: time.Hour, Peers: peers}},
+		{Asked: b, Status: proto.Status{Self: b, Role: roleActive, Active: b, Token: tokB, Uptime: time.Minute, Peers: peers}},
+		{Asked: c, Err: syscall.ECONNREFUSED},
+	})
+}
+
+func TestStatusNeverPrintsAHostileRune(t *testing.T) {
+	fixedWidths(t)
+	v := hostileCluster()
+	words := []string{v.Nodes[0].Addr, v.Nodes[1].Addr, v.Nodes[2].Addr, v.Nodes[2].Role}
+	for _, style := range []renderStyle{{}, {Table: true}, {Table: true, Color: true}} {
+		var b bytes.Buffer
+		if err := renderStatus(&b, v, style); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		assertNoHostileBytes(t, fmt.Sprintf("%+v", style), out, style.Color, words...)
+		for _, want := range []string{`10.0.0.1:7070\u202e`, `10.0.0.2:nel\u0085csi\u009b`, `\x1b[31mred:7070`, `stand\u2066by`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%+v lacks %s:\n%s", style, want, out)
+			}
+		}
+		if style.Table && !strings.Contains(out, `2 nodes claim the active role (10.0.0.1:7070\u202e, 10.0.0.2:nel\u0085csi\u009b)`) {
+			t.Errorf("summary:\n%s", out)
+		}
+		if !style.Table {
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if len(lines) != 4 || !strings.HasPrefix(lines[1], "*  10.0.0.1:7070\\u202e ") {
+				t.Errorf("plain:\n%s", out)
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := printJSON(&b, statusJSONOf(v)); err != nil {
+		t.Fatal(err)
+	}
+	assertNoHostileBytes(t, "JSON", b.String(), false)
+	var got statusJSON
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if *got.Active != v.Active || got.Nodes[1].Addr != v.Nodes[1].Addr || got.Nodes[2].Role != v.Nodes[2].Role || got.Nodes[2].Addr != v.Nodes[2].Addr {
+		t.Errorf("JSON does not read back exactly: %s", b.String())
+	}
+}
+
+func TestWaitActiveEscapesWhatNodesSay(t *testing.T) {
+	never := func(ctx context.Context, addr string) (proto.Status, error) {
+		return proto.Status{Self: addr, Role: "stand\u202eby", Active: sgr + ":1"}, nil
+	}
+	var out, errb strings.Builder
+	g := &globals{Stdout: &out, Stderr: &errb, AddrList: "a:1"}
+	err := waitActive(context.Background(), g, never, "a:1"+c1, 50*time.Millisecond)
+	var b bytes.Buffer
+	reportError(&b, err)
+	assertNoHostileBytes(t, "error", b.String(), false, c1, sgr)
+	if !strings.Contains(b.String(), `lockctl: a:1nel\u0085csi\u009b did not become active within 50ms (last seen: role=stand\u202eby, active=\x1b[31mred:1)`) {
+		t.Errorf("error %q", b.String())
+	}
+	active := func(ctx context.Context, addr string) (proto.Status, error) {
+		return proto.Status{Self: addr, Role: roleActive}, nil
+	}
+	if err := waitActive(context.Background(), g, active, rlo+":1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), `deploy\u202e:1 is active (waited `) {
+		t.Errorf("output %q", out.String())
+	}
+}
+
+// A node that reports hostile words of itself and of a peer: lockctl
+// status prints them escaped, and --json exactly.
+func TestStatusCommandHostileNode(t *testing.T) {
+	role := "\x1b[2Jstandby\u202e"
+	peer := "127.0.0.1:1" + rlo // not a port: the dial fails at once
+	addr := startHostile(t, func(self string, req proto.Request) []byte {
+		return proto.AppendStatus(nil, req.Key, proto.Status{Self: self, Role: role, Active: peer, Uptime: time.Second,
+			Peers: []proto.PeerStatus{{Addr: self, Role: role, Reachable: true}, {Addr: peer, Role: roleActive, Reachable: true}}})
+	})
+	code, out, errOut := lockctl(t, "--addr", addr, "status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	assertNoHostileBytes(t, "status", out, false, role, peer)
+	if !strings.Contains(out, `\x1b[2Jstandby\u202e`) || !strings.Contains(out, `127.0.0.1:1deploy\u202e`) {
+		t.Errorf("status:\n%s", out)
+	}
+	code, out, _ = lockctl(t, "--addr", addr, "status", "--json")
+	var got statusJSON
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("--json: exit %d %v: %s", code, err, out)
+	}
+	assertNoHostileBytes(t, "--json", out, false)
+	if got.Active == nil || *got.Active != peer || len(got.Nodes) != 2 || got.Nodes[0].Role != role || got.Nodes[1].Addr != peer {
+		t.Errorf("--json: %s", out)
+	}
 }
