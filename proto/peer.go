@@ -1,0 +1,525 @@
+package proto
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The peer messages: heartbeats (P), the replication stream (Y, G, F, W,
+// H, M) and the successor's confirmation (O), as doc.go spells them. The
+// Append functions write one line ending in '\n'; they trust their caller
+// to pass words the grammar allows (addresses and roles without spaces or
+// control characters), as the other Append functions do. The Parse
+// functions trust nothing: each refusal names the field that was wrong,
+// so that a node that meets a peer of another version, or a person typing
+// at nc, learns what it sent rather than reading a silent 0.
+
+// The words of heartbeat flags and of the H record.
+const (
+	flagSticky = "sticky"
+	flagSynced = "synced"
+	flagFresh  = "fresh"
+	flagPinned = "pinned" // pinned:MS in a heartbeat; the last word of a pinned H record
+	wordSynced = "synced" // the first field of the Y record
+)
+
+// maxPinnedMS is the largest pinned:MS that fits a time.Duration.
+const maxPinnedMS = uint64(1<<63-1) / uint64(time.Millisecond)
+
+// BeatFlags are the flags of a heartbeat.
+type BeatFlags struct {
+	Sticky bool // gave the role up by command
+	Synced bool // has applied a snapshot
+	Fresh  bool // active that started empty and has fed no standby yet
+	Pinned bool // active by a handoff asked for by command
+	// PinnedAge, with Pinned, is how long ago the role was pinned. It is a
+	// duration rather than a time because the peers' clocks differ; it
+	// travels in whole milliseconds.
+	PinnedAge time.Duration
+}
+
+// Beat is a heartbeat P, request or answer.
+type Beat struct {
+	From   string // request: the sender; answer: the request's FROM, echoed
+	Self   string // answer only: the answering node
+	Role   string // one word: no '=', ',' or control character
+	Token  uint64 // the node's token high-water mark
+	Seq    uint64 // the node's replication position
+	Active string // answer only: the active the node knows of, "" when none (written "-")
+	Flags  BeatFlags
+}
+
+// AppendBeat writes the heartbeat request "P FROM ROLE TOKEN SEQ FLAGS".
+func AppendBeat(b []byte, bt Beat) []byte {
+	b = append(b, byte(OpBeat), ' ')
+	b = append(b, bt.From...)
+	b = append(b, ' ')
+	b = append(b, bt.Role...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, bt.Token, 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, bt.Seq, 10)
+	b = append(b, ' ')
+	b = appendFlags(b, bt.Flags)
+	return append(b, '\n')
+}
+
+// AppendBeatAnswer writes the heartbeat answer
+// "P FROM SELF ROLE TOKEN SEQ ACTIVE FLAGS".
+func AppendBeatAnswer(b []byte, bt Beat) []byte {
+	b = append(b, byte(OpBeat), ' ')
+	b = append(b, bt.From...)
+	b = append(b, ' ')
+	b = append(b, bt.Self...)
+	b = append(b, ' ')
+	b = append(b, bt.Role...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, bt.Token, 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, bt.Seq, 10)
+	b = append(b, ' ')
+	if bt.Active == "" {
+		b = append(b, WordNone...)
+	} else {
+		b = append(b, bt.Active...)
+	}
+	b = append(b, ' ')
+	b = appendFlags(b, bt.Flags)
+	return append(b, '\n')
+}
+
+// appendFlags writes f as "-" or a comma list, always in the order
+// sticky, synced, fresh, pinned:MS.
+func appendFlags(b []byte, f BeatFlags) []byte {
+	start := len(b)
+	flag := func(name string) {
+		if len(b) > start {
+			b = append(b, ',')
+		}
+		b = append(b, name...)
+	}
+	if f.Sticky {
+		flag(flagSticky)
+	}
+	if f.Synced {
+		flag(flagSynced)
+	}
+	if f.Fresh {
+		flag(flagFresh)
+	}
+	if f.Pinned {
+		flag(flagPinned)
+		b = append(b, ':')
+		// A clock stepping back cannot make the role pinned in the future.
+		b = strconv.AppendInt(b, max(int64(f.PinnedAge/time.Millisecond), 0), 10)
+	}
+	if len(b) == start {
+		b = append(b, WordNone...)
+	}
+	return b
+}
+
+// parseFlags reads the FLAGS word of a heartbeat. A flag it does not know
+// is skipped, so that older nodes read newer ones; a known flag written
+// wrong is refused, as is an empty item.
+func parseFlags(s string) (BeatFlags, string) {
+	var f BeatFlags
+	if s == WordNone {
+		return f, ""
+	}
+	if hasControl([]byte(s)) {
+		return f, fmt.Sprintf("%q has a tab or control character", clipString(s))
+	}
+	for rest := s; ; {
+		item, more, found := strings.Cut(rest, ",")
+		name, arg, hasArg := strings.Cut(item, ":")
+		switch {
+		case item == "":
+			return BeatFlags{}, fmt.Sprintf("%q has an empty flag (want - or a comma list like sticky,synced)", clipString(s))
+		case name == flagPinned:
+			if !hasArg {
+				return BeatFlags{}, fmt.Sprintf("%q: pinned wants its age, pinned:MS", clipString(s))
+			}
+			ms, msg := parseToken([]byte(arg))
+			if msg == "" && ms > maxPinnedMS {
+				msg = fmt.Sprintf("%q is more milliseconds than a duration holds", clipString(arg))
+			}
+			if msg != "" {
+				return BeatFlags{}, fmt.Sprintf("%q: the MS of pinned:MS %s", clipString(s), msg)
+			}
+			f.Pinned, f.PinnedAge = true, time.Duration(ms)*time.Millisecond
+		case hasArg:
+			// Only pinned takes an argument; a later version may give
+			// one to another flag, which this version does not know.
+		case name == flagSticky:
+			f.Sticky = true
+		case name == flagSynced:
+			f.Synced = true
+		case name == flagFresh:
+			f.Fresh = true
+		}
+		if !found {
+			return f, ""
+		}
+		rest = more
+	}
+}
+
+// ParseBeat reads a heartbeat request from what Parse made of its line
+// (req.Key is FROM, req.Args the words after it). Words after FLAGS are
+// tolerated, for later versions. A refusal is a *ParseError, so that a
+// node can answer it with E like any other.
+func ParseBeat(req Request) (Beat, error) {
+	fail := func(msg string) (Beat, error) {
+		return Beat{}, &ParseError{Op: OpBeat, Key: keyOrNone(req.Key), Msg: msg}
+	}
+	if req.Op != OpBeat {
+		return fail("not a heartbeat: op " + req.Op.String())
+	}
+	if _, msg := checkAddr(req.Key); msg != "" {
+		return fail("from " + msg)
+	}
+	if len(req.Args) < 4 {
+		return fail("want P FROM ROLE TOKEN SEQ FLAGS, got " + strconv.Itoa(len(req.Args)) + " word(s) after FROM")
+	}
+	bt := Beat{From: req.Key}
+	var msg string
+	if bt.Role, msg = checkRole(req.Args[0]); msg != "" {
+		return fail("role " + msg)
+	}
+	if bt.Token, msg = parseToken([]byte(req.Args[1])); msg != "" {
+		return fail("token " + msg)
+	}
+	if bt.Seq, msg = parseToken([]byte(req.Args[2])); msg != "" {
+		return fail("seq " + msg)
+	}
+	if bt.Flags, msg = parseFlags(req.Args[3]); msg != "" {
+		return fail("flags " + msg)
+	}
+	return bt, nil
+}
+
+// ParseBeatAnswer reads a heartbeat answer
+// "P FROM SELF ROLE TOKEN SEQ ACTIVE FLAGS". Fields after FLAGS are
+// tolerated, for later versions. An E answer (the node does not count
+// the sender among its peers) is an error carrying the node's words.
+func ParseBeatAnswer(a Answer) (Beat, error) {
+	fail := func(msg string) (Beat, error) { return Beat{}, errors.New("heartbeat answer " + msg) }
+	switch a.Kind {
+	case OpBeat:
+	case KindError:
+		return fail("refused: " + a.ErrorText())
+	default:
+		return fail("of kind " + a.Kind.String() + ", want P")
+	}
+	if _, msg := checkAddr(a.Key); msg != "" {
+		return fail("from " + msg)
+	}
+	f := a.Fields
+	if len(f) < 6 {
+		return fail("wants P FROM SELF ROLE TOKEN SEQ ACTIVE FLAGS, got " + strconv.Itoa(len(f)) + " field(s) after FROM")
+	}
+	bt := Beat{From: a.Key}
+	var msg string
+	if bt.Self, msg = checkAddr(f[0]); msg != "" {
+		return fail("self " + msg)
+	}
+	if bt.Role, msg = checkRole(f[1]); msg != "" {
+		return fail("role " + msg)
+	}
+	if bt.Token, msg = parseToken([]byte(f[2])); msg != "" {
+		return fail("token " + msg)
+	}
+	if bt.Seq, msg = parseToken([]byte(f[3])); msg != "" {
+		return fail("seq " + msg)
+	}
+	if f[4] != WordNone {
+		if bt.Active, msg = checkAddr(f[4]); msg != "" {
+			return fail("active " + msg)
+		}
+	}
+	if bt.Flags, msg = parseFlags(f[5]); msg != "" {
+		return fail("flags " + msg)
+	}
+	return bt, nil
+}
+
+// checkRole returns s when it can be a role, or why not. A role is one
+// word that also travels inside S answers, in role=ROLE and in the comma
+// list of a peer= field, so it holds neither '=' nor ','.
+func checkRole(s string) (string, string) {
+	switch {
+	case s == "":
+		return "", "is empty"
+	case len(s) > MaxKeyLen:
+		return "", fmt.Sprintf("%q is longer than %d bytes", clipString(s), MaxKeyLen)
+	case strings.ContainsAny(s, " =,") || hasControl([]byte(s)):
+		return "", fmt.Sprintf("%q is not one word without '=', ',' or control characters", clipString(s))
+	}
+	return s, ""
+}
+
+// Record is one line of a replication stream (doc.go, "Peer
+// replication"). Only the fields of its Kind are set.
+type Record struct {
+	Kind   Op            // RecHeld, RecFree, RecMark, RecSynced, RecHandoff, KindMoved
+	Key    string        // G, F: the key
+	Token  uint64        // G, F: the holder's token; W, Y-synced, H: the high-water mark
+	Lease  time.Duration // G: lease left
+	Seq    uint64        // W, Y-synced, H: the active's replication position
+	From   string        // Y-synced, H: the standby's address (the line's key); M: see Addr
+	Pinned bool          // H: the handoff was asked for by command
+	// Addr, for M, is where the role went. The active ends a stream it
+	// stops feeding with "M - addr" (From ""); a node that is not active
+	// answers the Y request itself with "M FROM addr" (From set), on the
+	// same connection, so a standby reads both as records.
+	Addr string
+}
+
+// AppendRecord writes r as one stream line. G and F, the records of the
+// hot path, are written in place without allocating; the others, a few a
+// second, by appendControlRecord. It panics on a Kind that is not a
+// record: that is a bug of the caller, and a line of another kind would
+// corrupt the standby's stream.
+func AppendRecord(b []byte, r Record) []byte {
+	switch r.Kind {
+	case RecHeld:
+		b = append(b, byte(RecHeld), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, r.Token, 10)
+		b = append(b, ' ')
+		b = AppendSeconds(b, r.Lease)
+		return append(b, '\n')
+	case RecFree:
+		b = append(b, byte(RecFree), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, r.Token, 10)
+		return append(b, '\n')
+	}
+	return appendControlRecord(b, &r)
+}
+
+// appendControlRecord writes the records that are not a lock's: W, Y, H
+// and M.
+func appendControlRecord(b []byte, r *Record) []byte {
+	switch r.Kind {
+	case RecMark:
+		b = append(b, byte(RecMark), ' ')
+		b = append(b, WordNone...)
+		b = appendTokenSeq(b, r.Token, r.Seq)
+	case RecSynced:
+		b = append(b, byte(RecSynced), ' ')
+		b = append(b, r.From...)
+		b = append(b, ' ')
+		b = append(b, wordSynced...)
+		b = appendTokenSeq(b, r.Token, r.Seq)
+	case RecHandoff:
+		b = append(b, byte(RecHandoff), ' ')
+		b = append(b, r.From...)
+		b = appendTokenSeq(b, r.Token, r.Seq)
+		if r.Pinned {
+			b = append(b, ' ')
+			b = append(b, flagPinned...)
+		}
+	case KindMoved:
+		from := r.From
+		if from == "" {
+			from = WordNone
+		}
+		return AppendMoved(b, from, r.Addr)
+	default:
+		panic("proto: AppendRecord of kind " + strconv.Quote(string(rune(r.Kind))) + ", which is not a replication record")
+	}
+	return append(b, '\n')
+}
+
+func appendTokenSeq(b []byte, token, seq uint64) []byte {
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, token, 10)
+	b = append(b, ' ')
+	return strconv.AppendUint(b, seq, 10)
+}
+
+// ParseRecord reads one line of a replication stream, as ParseAnswer made
+// it. It is strict: a wrong number of fields, a bad number, a key or an
+// address that is not one, or a kind that is no record is an error naming
+// what was wrong. An E line (the node refused the stream) is an error
+// carrying the node's words.
+func ParseRecord(a Answer) (Record, error) {
+	r := Record{Kind: a.Kind}
+	f := a.Fields
+	fail := func(msg string) (Record, error) {
+		return Record{}, errors.New(a.Kind.String() + " record " + msg)
+	}
+	want := func(form string) (Record, error) {
+		return fail("wants " + form + ", got " + strconv.Itoa(len(f)) + " field(s) after " + strconv.Quote(clipString(a.Key)))
+	}
+	var msg string
+	switch a.Kind {
+	case RecHeld:
+		if len(f) != 2 {
+			return want("G KEY TOKEN LEASELEFT")
+		}
+		if msg = CheckKey([]byte(a.Key)); msg != "" {
+			return fail(msg)
+		}
+		r.Key = a.Key
+		if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
+			return fail("token " + msg)
+		}
+		if r.Lease, msg = ParseSeconds([]byte(f[1])); msg != "" {
+			return fail("lease " + msg)
+		}
+	case RecFree:
+		if len(f) != 1 {
+			return want("F KEY TOKEN")
+		}
+		if msg = CheckKey([]byte(a.Key)); msg != "" {
+			return fail(msg)
+		}
+		r.Key = a.Key
+		if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
+			return fail("token " + msg)
+		}
+	case RecMark:
+		if a.Key != WordNone {
+			return fail(fmt.Sprintf("key %q: want - (W - TOKEN SEQ)", clipString(a.Key)))
+		}
+		if len(f) != 2 {
+			return want("W - TOKEN SEQ")
+		}
+		if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
+			return fail("token " + msg)
+		}
+		if r.Seq, msg = parseToken([]byte(f[1])); msg != "" {
+			return fail("seq " + msg)
+		}
+	case RecSynced:
+		if len(f) != 3 || f[0] != wordSynced {
+			if len(f) == 3 {
+				return fail(fmt.Sprintf("word %q: want Y FROM synced TOKEN SEQ", clipString(f[0])))
+			}
+			return want("Y FROM synced TOKEN SEQ")
+		}
+		if r.From, msg = checkAddr(a.Key); msg != "" {
+			return fail("from " + msg)
+		}
+		if r.Token, msg = parseToken([]byte(f[1])); msg != "" {
+			return fail("token " + msg)
+		}
+		if r.Seq, msg = parseToken([]byte(f[2])); msg != "" {
+			return fail("seq " + msg)
+		}
+	case RecHandoff:
+		if len(f) != 2 && len(f) != 3 {
+			return want("H FROM TOKEN SEQ [pinned]")
+		}
+		if r.From, msg = checkAddr(a.Key); msg != "" {
+			return fail("from " + msg)
+		}
+		if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
+			return fail("token " + msg)
+		}
+		if r.Seq, msg = parseToken([]byte(f[1])); msg != "" {
+			return fail("seq " + msg)
+		}
+		if len(f) == 3 {
+			if f[2] != flagPinned {
+				return fail(fmt.Sprintf("word %q: want pinned or nothing after SEQ", clipString(f[2])))
+			}
+			r.Pinned = true
+		}
+	case KindMoved:
+		if len(f) != 1 {
+			return want("M - ADDR")
+		}
+		if a.Key != WordNone {
+			if r.From, msg = checkAddr(a.Key); msg != "" {
+				return fail("from " + msg)
+			}
+		}
+		if r.Addr, msg = checkAddr(f[0]); msg != "" {
+			return fail("addr " + msg)
+		}
+	case KindError:
+		return Record{}, errors.New("stream refused: " + a.ErrorText())
+	default:
+		return Record{}, errors.New("unknown record kind " + strconv.Quote(a.Kind.String()) + " (want G, F, W, Y, H or M)")
+	}
+	return r, nil
+}
+
+// checkAddr returns s when it can be a node's address, which the grammar
+// carries like a key, or why not.
+func checkAddr(s string) (string, string) {
+	if msg := CheckKey([]byte(s)); msg != "" {
+		return "", fmt.Sprintf("%q %s", clipString(s), strings.TrimPrefix(msg, "key "))
+	}
+	return s, ""
+}
+
+// AppendSync writes the Y request a standby sends to subscribe to the
+// active's state: "Y FROM TOKEN".
+func AppendSync(b []byte, from string, token uint64) []byte {
+	b = append(b, byte(OpSync), ' ')
+	b = append(b, from...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, token, 10)
+	return append(b, '\n')
+}
+
+// AppendTakeover writes the O line the successor sends on its stream
+// once it serves as the active: "O FROM TOKEN".
+func AppendTakeover(b []byte, from string, token uint64) []byte {
+	b = append(b, byte(RecTakeover), ' ')
+	b = append(b, from...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, token, 10)
+	return append(b, '\n')
+}
+
+// ParseHandoffAnswer reads the answer to H, "H label ok NEWACTIVE", and
+// returns NEWACTIVE. An E answer is an error carrying the node's words;
+// an M answer is an error naming the address of the active, where the
+// request should have gone.
+func ParseHandoffAnswer(a Answer) (newActive string, err error) {
+	switch a.Kind {
+	case OpHandoff:
+	case KindError:
+		return "", errors.New("handoff refused: " + a.ErrorText())
+	case KindMoved:
+		if len(a.Fields) != 1 {
+			return "", errors.New("handoff answered M without one address: " + strconv.Quote(clipString(strings.Join(a.Fields, " "))))
+		}
+		return "", errors.New("handoff sent to a node that is not active: the active is at " + a.Fields[0])
+	default:
+		return "", errors.New("handoff answered with kind " + a.Kind.String() + ", want H, M or E")
+	}
+	if len(a.Fields) != 2 || a.Fields[0] != WordOK {
+		return "", errors.New("handoff answer wants H LABEL ok NEWACTIVE, got " + strconv.Quote(clipString(strings.Join(a.Fields, " "))) + " after the label")
+	}
+	addr, msg := checkAddr(a.Fields[1])
+	if msg != "" {
+		return "", errors.New("handoff answer new active " + msg)
+	}
+	return addr, nil
+}
+
+func keyOrNone(k string) string {
+	if CheckKey([]byte(k)) != "" {
+		return WordNone
+	}
+	return k
+}
+
+func clipString(s string) string {
+	if len(s) > 32 {
+		return clip([]byte(s[:33]))
+	}
+	return clip([]byte(s))
+}
