@@ -37,8 +37,32 @@ bench-e2e: build
 	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode pipelined; \
 	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode per-worker
 
+# fuzz runs every fuzz target for FUZZTIME each, one at a time (go test
+# -fuzz takes one target per run, and its pattern is a regexp, so each is
+# named exactly). FUZZ_TARGETS lists them as PACKAGE:NAME; a check before
+# fuzzing fails when a Fuzz function of the repository is missing from the
+# list, or the list names one that is gone, so none is skipped silently.
+FUZZTIME ?= 20s
+FUZZ_TARGETS := \
+	./proto:FuzzParse \
+	./proto:FuzzParseAnswer \
+	./proto:FuzzParseStatus \
+	./proto:FuzzParseQueue \
+	./proto:FuzzParseBeat \
+	./proto:FuzzParseBeatAnswer \
+	./proto:FuzzParseRecord \
+	./proto:FuzzParseHandoffAnswer \
+	./proto/client:FuzzDispatch
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./proto
+	@found=$$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\(.*\)/[^/]*:func |\1:|'); \
+	found=" "$$(echo $$found)" "; listed=" $(FUZZ_TARGETS) "; bad=; \
+	for t in $$found; do case "$$listed" in *" $$t "*) ;; *) echo "make fuzz: $$t is not in FUZZ_TARGETS: add it to the Makefile"; bad=1;; esac; done; \
+	for t in $$listed; do case "$$found" in *" $$t "*) ;; *) echo "make fuzz: FUZZ_TARGETS names $$t, which no test file defines"; bad=1;; esac; done; \
+	test -z "$$bad"
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} ($${t%%:*}), $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
+	done
 
 completions:
 	$(GO) run ./cmd/lockctl completion bash > completions/lockctl.bash

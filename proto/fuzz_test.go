@@ -28,6 +28,10 @@ var fuzzRequests = []string{
 	"P 127.0.0.1:7071 active 7360982537641984003 42 sticky more words\n",
 	"Y 127.0.0.1:7071 7360982537641984001\n",
 	"O 127.0.0.1:7071 7360982537641984004\n",
+	"C 127.0.0.1:7071 7360982537641984004\n",
+	"C 0 0000", // found by FuzzParse: format did not know C
+	"I client s3cret\n",
+	"I peer hello 0123abcd\n",
 	// Refused.
 	"",
 	"\n",
@@ -155,7 +159,7 @@ func format(t *testing.T, req Request) []byte {
 		if req.Addr != "" {
 			word(req.Addr)
 		}
-	case OpBeat, OpSync, RecTakeover:
+	case OpBeat, OpSync, RecTakeover, OpResolve, OpAuth:
 		for _, a := range req.Args {
 			word(a)
 		}
@@ -226,6 +230,341 @@ func FuzzParseAnswer(f *testing.F) {
 			if q2, err := ParseQueue(a2); err != nil || !reflect.DeepEqual(q, q2) {
 				t.Fatalf("ParseQueue(%q) = %+v, written back reads %+v, %v", line, q, q2, err)
 			}
+		}
+	})
+}
+
+// FuzzParseStatus proves that ParseStatus never panics on any answer line
+// and that a status it reads is written back to the same status.
+func FuzzParseStatus(f *testing.F) {
+	for _, s := range []string{
+		docStatus,
+		"S - self=127.0.0.1:7070 role=active active=127.0.0.1:7070 token=0 seq=0 uptime=0.001 keys=0 waiters=0 sticky=true\n",
+		"S - self=a role=joining active=- future=1 peer=b:2,unknown,down,0,0,0\n",
+		"S label\n",
+		"S - self=a=b role= active=\n",
+		"S - keys=+5 waiters=-1 sticky=yes\n",
+		"S - peer=a,b,c,d,e,f\n",
+		"S - peer=,,,,,\n",
+		"S - token=18446744073709551616\n",
+		"S - uptime=1.2345\n",
+		"S - self\n",
+		"Q deploy - - 0\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		a, err := ParseAnswer(line)
+		if err != nil {
+			return
+		}
+		st, err := ParseStatus(a)
+		if err != nil {
+			if a.Kind == OpStatus && err.Error() == "" {
+				t.Fatalf("ParseStatus(%q): error without words", line)
+			}
+			return
+		}
+		if a.Kind != OpStatus {
+			t.Fatalf("ParseStatus(%q) read an answer of kind %s", line, a.Kind)
+		}
+		if strayEOL(line) {
+			return
+		}
+		back := AppendStatus(nil, a.Key, st)
+		a2, err := ParseAnswer(back)
+		if err != nil {
+			t.Fatalf("ParseStatus(%q) = %+v, written back as %q, unreadable: %v", line, st, back, err)
+		}
+		st2, err := ParseStatus(a2)
+		if err != nil || !reflect.DeepEqual(st, st2) {
+			t.Fatalf("ParseStatus(%q) = %+v\nwritten back as %q\nreads %+v, %v", line, st, back, st2, err)
+		}
+	})
+}
+
+// strayEOL reports whether line holds a CR or LF before its line ending:
+// ParseAnswer keeps them inside words, and a word ending in one does not
+// survive a rewrite that puts it last on a line.
+func strayEOL(line []byte) bool {
+	return bytes.ContainsAny(trimEOL(line), "\r\n")
+}
+
+// FuzzParseQueue proves that ParseQueue never panics on any answer line
+// and that a queue it reads is written back to the same queue.
+func FuzzParseQueue(f *testing.F) {
+	for _, s := range []string{
+		"Q deploy 7360982537641984001 29.5 2 3.2,127.0.0.1:51234 0.4,127.0.0.1:51240\n",
+		"Q nothing - - 0\n",
+		"Q k - - 1 1,-\n",
+		"Q k 1 0 0\n",
+		"Q k - x 0\n",
+		"Q k - - 1 1\n",
+		"Q k - - 1 1,a,b\n",
+		"Q k - - 2 1,a\n",
+		"Q k 18446744073709551616 1 0\n",
+		"Q k 1 1.2345 0\n",
+		"Q k - - -0\n",
+		"Q k - - +1 0.5,-\n",
+		"K k - - 0\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		a, err := ParseAnswer(line)
+		if err != nil {
+			return
+		}
+		q, err := ParseQueue(a)
+		if err != nil {
+			return
+		}
+		if a.Kind != OpQueue || q.Key != a.Key {
+			t.Fatalf("ParseQueue(%q) = %+v from an answer %+v", line, q, a)
+		}
+		if q.LeaseLeft < 0 || !q.Held && (q.Token != 0 || q.LeaseLeft != 0) {
+			t.Fatalf("ParseQueue(%q) = %+v", line, q)
+		}
+		for _, w := range q.Waiters {
+			if w.Waited < 0 || w.Waited%time.Millisecond != 0 {
+				t.Fatalf("ParseQueue(%q) = %+v: waited", line, q)
+			}
+		}
+		if strayEOL(line) {
+			return
+		}
+		back := AppendQueue(nil, q)
+		a2, err := ParseAnswer(back)
+		if err != nil {
+			t.Fatalf("ParseQueue(%q) = %+v, written back as %q, unreadable: %v", line, q, back, err)
+		}
+		q2, err := ParseQueue(a2)
+		if err != nil || !reflect.DeepEqual(q, q2) {
+			t.Fatalf("ParseQueue(%q) = %+v\nwritten back as %q\nreads %+v, %v", line, q, back, q2, err)
+		}
+	})
+}
+
+// peerSeeds are the peer lines of doc.go, and near misses of them.
+var peerSeeds = []string{
+	"P 127.0.0.1:7071 standby 7360982537641984003 42 synced\n",
+	"P 127.0.0.1:7071 127.0.0.1:7070 active 7360982537641984003 42 127.0.0.1:7070 -\n",
+	"P 127.0.0.1:7070 active 7360982537641984003 42 sticky,synced,fresh,pinned:1500\n",
+	"P a:1 b:2 active 1 2 - synced,pinned:0 later words\n",
+	"P a:1 standby 1 2 later,synced,leader:3 more\n",
+	"P a:1 standby 1 2 synced,\n",
+	"P a:1 standby 1 2 pinned\n",
+	"P a:1 standby 1 2 pinned:-1\n",
+	"P a:1 standby 1 2 pinned:9223372036855\n",
+	"P a:1 stand=by 1 2 -\n",
+	"P a:1 a,b 1 2 -\n",
+	"P a:1 b:2 active 1 2 a\x7f -\n",
+	"Y 127.0.0.1:7071 7360982537641984001\n",
+	"G build 7360982537641984003 41.2\n",
+	"G deploy 7360982537641984002 12.75\n",
+	"Y 127.0.0.1:7071 synced 7360982537641984003 42\n",
+	"F deploy 7360982537641984002\n",
+	"G deploy 7360982537641984004 30\n",
+	"W - 7360982537641984004 44\n",
+	"H 127.0.0.1:7071 7360982537641984004 44\n",
+	"H 127.0.0.1:7071 7360982537641984004 44 pinned\n",
+	"O 127.0.0.1:7071 7360982537641984004\n",
+	"M - 127.0.0.1:7071\n",
+	"M 127.0.0.1:7071 127.0.0.1:7070\n",
+	"E 127.0.0.1:7071 Y: 127.0.0.1:7071 is not a peer of this node\n",
+	"H takeback 127.0.0.1:7070\n",
+	"H takeback ok 127.0.0.1:7070\n",
+	"H - ok 127.0.0.1:7071\n",
+	"E - H: no standby is caught up to take the role; start one or check lockctl status\n",
+	"G deploy 1 2.5000\n",
+	"G dep\tloy 1 2\n",
+	"W x 1 2\n",
+	"Y a:1 done 1 2\n",
+	"H a:1 1 2 sticky\n",
+	"M -\n",
+	"H - ok\n",
+	"", "P", "P a:1", "G", "W -",
+}
+
+// FuzzParseBeat proves that ParseBeat never panics on what Parse accepts,
+// that its refusals can be answered with one well-formed E line, and that
+// a heartbeat it reads is written back to the same heartbeat, in the
+// canonical form.
+func FuzzParseBeat(f *testing.F) {
+	for _, s := range peerSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		req, err := Parse(line)
+		if err != nil {
+			return
+		}
+		bt, err := ParseBeat(req)
+		if err != nil {
+			pe, ok := err.(*ParseError)
+			if !ok {
+				t.Fatalf("ParseBeat(%q) error %T, want *ParseError", line, err)
+			}
+			if req.Op == OpBeat && (pe.Op != OpBeat || pe.Key != req.Key) {
+				t.Fatalf("ParseBeat(%q) = %+v: want op P and key %q", line, pe, req.Key)
+			}
+			checkErrorAnswer(t, line, pe)
+			return
+		}
+		if req.Op != OpBeat || bt.From != req.Key || bt.Self != "" || bt.Active != "" {
+			t.Fatalf("ParseBeat(%q) = %+v from %+v", line, bt, req)
+		}
+		checkBeatWords(t, line, bt)
+		back := AppendBeat(nil, bt)
+		req2, err := Parse(back)
+		if err != nil {
+			t.Fatalf("ParseBeat(%q) = %+v, written back as %q, refused: %v", line, bt, back, err)
+		}
+		bt2, err := ParseBeat(req2)
+		if err != nil || bt2 != bt {
+			t.Fatalf("ParseBeat(%q) = %+v\nwritten back as %q\nreads %+v, %v", line, bt, back, bt2, err)
+		}
+		if again := AppendBeat(nil, bt2); string(again) != string(back) {
+			t.Fatalf("AppendBeat is not canonical: %q then %q", back, again)
+		}
+	})
+}
+
+// FuzzParseBeatAnswer proves that ParseBeatAnswer never panics on any
+// answer line and that a heartbeat answer it reads is written back to the
+// same heartbeat, in the canonical form.
+func FuzzParseBeatAnswer(f *testing.F) {
+	for _, s := range peerSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		a, err := ParseAnswer(line)
+		if err != nil {
+			return
+		}
+		bt, err := ParseBeatAnswer(a)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "heartbeat answer ") {
+				t.Fatalf("ParseBeatAnswer(%q) = %v: want an error that says what it read", line, err)
+			}
+			return
+		}
+		if a.Kind != OpBeat || bt.From != a.Key || bt.Active == WordNone {
+			t.Fatalf("ParseBeatAnswer(%q) = %+v", line, bt)
+		}
+		checkBeatWords(t, line, bt)
+		back := AppendBeatAnswer(nil, bt)
+		a2, err := ParseAnswer(back)
+		if err != nil {
+			t.Fatalf("ParseBeatAnswer(%q) = %+v, written back as %q, unreadable: %v", line, bt, back, err)
+		}
+		bt2, err := ParseBeatAnswer(a2)
+		if err != nil || bt2 != bt {
+			t.Fatalf("ParseBeatAnswer(%q) = %+v\nwritten back as %q\nreads %+v, %v", line, bt, back, bt2, err)
+		}
+		if again := AppendBeatAnswer(nil, bt2); string(again) != string(back) {
+			t.Fatalf("AppendBeatAnswer is not canonical: %q then %q", back, again)
+		}
+	})
+}
+
+// checkBeatWords checks that every word of an accepted heartbeat is one
+// the grammar allows, so that a node passes on nothing it could not write.
+func checkBeatWords(t *testing.T, line []byte, bt Beat) {
+	t.Helper()
+	for _, w := range []string{bt.From, bt.Self, bt.Active} {
+		if w != "" && CheckKey([]byte(w)) != "" {
+			t.Fatalf("heartbeat %q accepted with address %q", line, w)
+		}
+	}
+	if _, msg := checkRole(bt.Role); msg != "" {
+		t.Fatalf("heartbeat %q accepted with role %q: %s", line, bt.Role, msg)
+	}
+	if bt.Flags.PinnedAge < 0 || bt.Flags.PinnedAge%time.Millisecond != 0 || !bt.Flags.Pinned && bt.Flags.PinnedAge != 0 {
+		t.Fatalf("heartbeat %q accepted with flags %+v", line, bt.Flags)
+	}
+}
+
+// FuzzParseRecord proves that ParseRecord never panics on any line and
+// that a record it reads is written back to the same record, in the
+// canonical form.
+func FuzzParseRecord(f *testing.F) {
+	for _, s := range peerSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		a, err := ParseAnswer(line)
+		if err != nil {
+			return
+		}
+		r, err := ParseRecord(a)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("ParseRecord(%q): error without words", line)
+			}
+			return
+		}
+		if r.Kind != a.Kind {
+			t.Fatalf("ParseRecord(%q) = %+v from kind %s", line, r, a.Kind)
+		}
+		for _, w := range []string{r.Key, r.From, r.Addr} {
+			if w != "" && CheckKey([]byte(w)) != "" {
+				t.Fatalf("ParseRecord(%q) = %+v: %q is not a word of the grammar", line, r, w)
+			}
+		}
+		if r.Lease < 0 || r.Lease%time.Millisecond != 0 {
+			t.Fatalf("ParseRecord(%q) = %+v: lease", line, r)
+		}
+		back := AppendRecord(nil, r)
+		a2, err := ParseAnswer(back)
+		if err != nil {
+			t.Fatalf("ParseRecord(%q) = %+v, written back as %q, unreadable: %v", line, r, back, err)
+		}
+		r2, err := ParseRecord(a2)
+		if err != nil || r2 != r {
+			t.Fatalf("ParseRecord(%q) = %+v\nwritten back as %q\nreads %+v, %v", line, r, back, r2, err)
+		}
+		if again := AppendRecord(nil, r2); string(again) != string(back) {
+			t.Fatalf("AppendRecord is not canonical: %q then %q", back, again)
+		}
+	})
+}
+
+// FuzzParseHandoffAnswer proves that ParseHandoffAnswer never panics on
+// any line, and that it accepts only "H label ok NEWACTIVE" with a
+// NEWACTIVE the grammar allows.
+func FuzzParseHandoffAnswer(f *testing.F) {
+	for _, s := range peerSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		a, err := ParseAnswer(line)
+		if err != nil {
+			return
+		}
+		addr, err := ParseHandoffAnswer(a)
+		if err != nil {
+			if addr != "" || err.Error() == "" {
+				t.Fatalf("ParseHandoffAnswer(%q) = %q, %v", line, addr, err)
+			}
+			if a.Kind == KindMoved && len(a.Fields) == 1 && !strings.Contains(err.Error(), a.Fields[0]) {
+				t.Fatalf("ParseHandoffAnswer(%q) = %v: want the error to name the active", line, err)
+			}
+			if a.Kind == KindError && !strings.Contains(err.Error(), a.ErrorText()) {
+				t.Fatalf("ParseHandoffAnswer(%q) = %v: want the node's words", line, err)
+			}
+			return
+		}
+		if a.Kind != OpHandoff || len(a.Fields) != 2 || a.Fields[0] != WordOK || addr != a.Fields[1] || CheckKey([]byte(addr)) != "" {
+			t.Fatalf("ParseHandoffAnswer(%q) accepted %+v as %q", line, a, addr)
+		}
+		back := AppendFields(nil, OpHandoff, a.Key, WordOK, addr)
+		a2, err := ParseAnswer(back)
+		if err != nil {
+			t.Fatalf("handoff answer %q written back as %q, unreadable: %v", line, back, err)
+		}
+		if addr2, err := ParseHandoffAnswer(a2); err != nil || addr2 != addr {
+			t.Fatalf("handoff answer %q written back as %q reads %q, %v", line, back, addr2, err)
 		}
 	})
 }
