@@ -52,7 +52,9 @@ FUZZ_TARGETS := \
 	./proto:FuzzParseBeatAnswer \
 	./proto:FuzzParseRecord \
 	./proto:FuzzParseHandoffAnswer \
-	./proto/client:FuzzDispatch
+	./proto/client:FuzzDispatch \
+	./cmd/lockctl:FuzzPrintable \
+	./cmd/lockctl:FuzzJSONPrintable
 fuzz:
 	@found=$$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\(.*\)/[^/]*:func |\1:|'); \
 	found=" "$$(echo $$found)" "; listed=" $(FUZZ_TARGETS) "; bad=; \
