@@ -5,8 +5,9 @@
 // The engine is a deterministic state machine. Every method that changes
 // state takes the current time as an argument and first fires whatever
 // deadlines are due at that instant (the read-only ones, Inspect, Keys,
-// Stats and Snapshot, do not: call Advance first for a view as of now), so the same calls with the same times always produce
-// the same state and the same events. It starts no goroutine, takes no
+// Scan, Stats, Held and Snapshot, do not: call Advance first for a view
+// as of now), so the same calls with the same times always produce the
+// same state and the same events. It starts no goroutine, takes no
 // lock, reads no clock and knows nothing of sockets or peers: the caller
 // (package cluster) serialises calls, routes the returned events to
 // connections and replicates the state changes to standbys.
@@ -164,6 +165,7 @@ type keyState struct {
 	lease    time.Duration
 	deadline int64 // lease end, unix nanoseconds
 	heapIdx  int   // position in the lease heap, -1 when not held
+	idx      int   // position in Engine.all
 	head     *waiter
 	tail     *waiter
 	nwait    int
@@ -185,6 +187,7 @@ type waiter struct {
 type Engine struct {
 	cfg      Config
 	keys     map[string]*keyState
+	all      []*keyState // the values of keys, in no order, for Scan
 	waiters  map[Waiter]*waiter
 	leases   leaseHeap
 	waits    waitHeap
@@ -483,16 +486,26 @@ func (e *Engine) newKey(key string) *keyState {
 	} else {
 		ks = new(keyState)
 	}
-	*ks = keyState{key: key, heapIdx: -1}
+	*ks = keyState{key: key, heapIdx: -1, idx: len(e.all)}
 	e.keys[key] = ks
+	e.all = append(e.all, ks)
 	return ks
 }
 
 func (e *Engine) dropKey(ks *keyState) {
-	if ks.held || ks.nwait > 0 || e.keys[ks.key] != ks {
+	// Only a key still in e.all (not dropped already) is dropped; the
+	// slice answers that without hashing the key.
+	if ks.held || ks.nwait > 0 || ks.idx >= len(e.all) || e.all[ks.idx] != ks {
 		return
 	}
 	delete(e.keys, ks.key)
+	// The last key fills the hole, so that a key's index only ever
+	// decreases while it stays: Scan depends on it.
+	last := len(e.all) - 1
+	e.all[ks.idx] = e.all[last]
+	e.all[ks.idx].idx = ks.idx
+	e.all[last] = nil
+	e.all = e.all[:last]
 	*ks = keyState{heapIdx: -1}
 	if len(e.freeKeys) < 4096 {
 		e.freeKeys = append(e.freeKeys, ks)

@@ -763,4 +763,11 @@ func TestFreeListsBounded(t *testing.T) {
 	if len(e.freeWait) > 4096 || len(e.freeKeys) > 4096 {
 		t.Fatalf("free lists keep %d waiters and %d keys after the burst", len(e.freeWait), len(e.freeKeys))
 	}
+	// Nor may the slice of keys that Scan walks keep the burst's keys
+	// alive beyond its length.
+	for i, ks := range e.all[len(e.all):cap(e.all)] {
+		if ks != nil {
+			t.Fatalf("slot %d past the %d keys still holds a key", len(e.all)+i, len(e.all))
+		}
+	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/heap"
+	"math"
 	"sort"
 	"time"
 )
@@ -104,7 +105,9 @@ func (e *Engine) Inspect(now time.Time, key string) (h Holder, held bool, ws []W
 }
 
 // Keys returns the keys held or waited on that match, sorted, at most
-// limit of them, with the total number that matched.
+// limit of them, with the total number that matched. It visits and sorts
+// every key in one call, which takes tens of milliseconds with a million
+// keys; Scan visits them a slice at a time.
 func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 	var out []string
 	total := 0
@@ -124,6 +127,52 @@ func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 // Stats counts the keys held or waited on, and the waiters.
 func (e *Engine) Stats() (keys, waiters int) { return len(e.keys), len(e.waiters) }
 
+// Held counts the keys held.
+func (e *Engine) Held() int { return len(e.leases) }
+
+// ScanStart is the cursor that begins a Scan.
+const ScanStart = math.MaxInt
+
+// Scan visits at most n keys held or waited on (at least one, if any are
+// left), from cursor down, calling fn with the key's holder: h.Key is the
+// key; held reports whether it is held, and then h.Token and h.LeaseLeft
+// are as of now. Keys waited on but not held are visited with held false.
+// Like Inspect and Snapshot, Scan fires no deadline (call Advance first);
+// fn must not call the engine.
+//
+// Scan returns the cursor for the next call, 0 when the scan is done. The
+// caller may change the engine between calls: a key held or waited on
+// during the whole scan is visited at least once; a key may be visited
+// more than once; a key added during the scan may or may not be visited.
+func (e *Engine) Scan(now time.Time, cursor, n int, fn func(h Holder, held bool)) int {
+	// Why a key present during the whole scan is never skipped. The
+	// cursor splits e.all into [0, cursor), not visited yet, and the
+	// rest, visited or added since the scan began. e.all changes in two
+	// ways only (newKey, dropKey): a new key is appended at the end, and
+	// a removed key's hole is filled by the last key. So while a key
+	// stays its index never increases, and a key below the cursor stays
+	// below it, whatever the caller does between calls. The one key that
+	// moves, the last, moves down: from the visited part into a hole
+	// below the cursor (and is visited again), or, when removals have
+	// shrunk e.all below the cursor, from below it to further below.
+	// Clamping the cursor to the length skips nothing, as every key is
+	// below the length. Each call visits the keys just below the cursor
+	// and moves the cursor down past them, so when it reaches 0, every
+	// key that was below it all along has been visited.
+	i := max(min(cursor, len(e.all)), 0)
+	nanos := now.UnixNano()
+	for stop := max(i-max(n, 1), 0); i > stop; {
+		i--
+		ks := e.all[i]
+		if ks.held {
+			fn(Holder{Key: ks.key, Token: ks.token, LeaseLeft: time.Duration(max(ks.deadline-nanos, 0))}, true)
+		} else {
+			fn(Holder{Key: ks.key}, false)
+		}
+	}
+	return i
+}
+
 // Snapshot is the whole replicable state of an engine: its holders and
 // the token high-water mark. Waiters are not in it: a waiter belongs to a
 // connection of the node it asked, and re-sends when that node goes.
@@ -132,7 +181,9 @@ type Snapshot struct {
 	Holders []Holder
 }
 
-// Snapshot returns the state at now, holders sorted by key.
+// Snapshot returns the state at now, holders sorted by key. It copies and
+// sorts every holder in one call, which takes tens of milliseconds with a
+// million keys; Scan visits them a slice at a time.
 func (e *Engine) Snapshot(now time.Time) Snapshot {
 	nanos := now.UnixNano()
 	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, len(e.leases))}
