@@ -601,6 +601,8 @@ func TestKeys(t *testing.T) {
 // TestRandomSequences drives the engine with random, seeded calls and
 // checks it against a model after every step. The model predicts every
 // event, refusal and deadline, so a change of behaviour anywhere shows.
+// Each seed runs as another node (Config.Node), under a cap on waiters
+// over all keys that is lower than the per-key queues allow together.
 func TestRandomSequences(t *testing.T) {
 	steps := 4000
 	if testing.Short() {
@@ -725,6 +727,9 @@ func (m *model) applyOne(ev Event, asker *mWaiter, dropping bool) {
 		}
 		if ev.Token <= m.lastTok {
 			t.Fatalf("granted token %d not above %d", ev.Token, m.lastTok)
+		}
+		if nodeOf(ev.Token) != m.cfg.Node {
+			t.Fatalf("granted token %#x carries node %d; the engine is node %d", ev.Token, nodeOf(ev.Token), m.cfg.Node)
 		}
 		if r, ok := m.resolved[ev.Waiter]; ok {
 			t.Fatalf("%+v granted after it was already %s", ev.Waiter, r)
@@ -858,6 +863,66 @@ func (m *model) check(e *Engine) {
 	if e.LastToken() != m.lastTok || e.HighWater() < m.lastTok {
 		t.Fatalf("LastToken %d HighWater %d; model %d", e.LastToken(), e.HighWater(), m.lastTok)
 	}
+	if e.Held() != len(m.holders) {
+		t.Fatalf("Held %d; model %d", e.Held(), len(m.holders))
+	}
+	m.checkIndex(e)
+	m.checkScan(e, keys)
+}
+
+// checkIndex checks the dense slice of keys that Scan walks against the
+// key map: every key of the map is in the slice at the index it records,
+// and the slice holds nothing else.
+func (m *model) checkIndex(e *Engine) {
+	t := m.t
+	t.Helper()
+	if len(e.all) != len(e.keys) {
+		t.Fatalf("%d keys in the slice, %d in the map", len(e.all), len(e.keys))
+	}
+	for i, ks := range e.all {
+		if ks == nil || ks.idx != i || e.keys[ks.key] != ks {
+			t.Fatalf("slice entry %d = %+v; not the map's entry for its key, or not at its recorded index", i, ks)
+		}
+	}
+	for k, ks := range e.keys {
+		if ks.key != k || ks.idx < 0 || ks.idx >= len(e.all) || e.all[ks.idx] != ks {
+			t.Fatalf("map entry %s = %+v is not in the slice at its recorded index", k, ks)
+		}
+	}
+	for i, ks := range e.all[len(e.all):cap(e.all)] {
+		if ks != nil {
+			t.Fatalf("slot %d past the slice's length %d keeps a removed key alive", len(e.all)+i, len(e.all))
+		}
+	}
+}
+
+// checkScan runs whole scans, in one call and in slices, with nothing
+// changing in between: each must visit every key exactly once, as the
+// model has it.
+func (m *model) checkScan(e *Engine, keys map[string]bool) {
+	t := m.t
+	t.Helper()
+	for _, n := range []int{1, 2, len(keys) + 1} {
+		seen := map[string]bool{}
+		for cur := ScanStart; ; {
+			cur = e.Scan(m.now, cur, n, func(h Holder, held bool) {
+				if seen[h.Key] || !keys[h.Key] {
+					t.Fatalf("Scan by %d visits %s again, or one the model does not have", n, h.Key)
+				}
+				seen[h.Key] = true
+				mh := m.holders[h.Key]
+				if held != (mh != nil) || mh != nil && (h.Token != mh.token || h.LeaseLeft != mh.deadline.Sub(m.now)) {
+					t.Fatalf("Scan visits %+v held=%v; model %+v", h, held, mh)
+				}
+			})
+			if cur == 0 {
+				break
+			}
+		}
+		if len(seen) != len(keys) {
+			t.Fatalf("Scan by %d visits %d keys; model %d", n, len(seen), len(keys))
+		}
+	}
 }
 
 // checkSnapshot restores a snapshot into a fresh engine whose clock is
@@ -875,21 +940,23 @@ func (m *model) checkSnapshot(e *Engine) {
 		t.Fatalf("Snapshot %+v; model %+v", s, want)
 	}
 	later := m.now.Add(7 * time.Hour)
-	r := New(Config{MaxLease: m.cfg.MaxLease}, later)
+	// A standby, another node of the cluster.
+	r := New(Config{Node: (m.cfg.Node + 1) % MaxNodes, MaxLease: m.cfg.MaxLease}, later)
 	r.Restore(later, s, nil)
 	if rs := r.Snapshot(later); !reflect.DeepEqual(rs, s) {
 		t.Fatalf("restored snapshot %+v; want %+v", rs, s)
 	}
 	r.Succeed(later)
-	if tok := nextGrant(t, r, later); tok <= s.Token {
-		t.Fatalf("restored engine after Succeed issues %d, not above %d", tok, s.Token)
+	if tok := nextGrant(t, r, later); tok <= s.Token || nodeOf(tok) != r.cfg.Node {
+		t.Fatalf("restored engine (node %d) after Succeed issues %#x, not above %#x or not its own", r.cfg.Node, tok, s.Token)
 	}
 }
 
 func runRandom(t *testing.T, seed uint64, steps int) []string {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 0x10cd))
-	cfg := Config{MaxKeys: 5, MaxWaitersPerKey: 3, MaxLease: 3 * time.Second, MaxWait: 4 * time.Second}
+	// Up to 15 waiters fit in the queues of 5 keys; the cap is far lower.
+	cfg := Config{Node: MaxNodes - int(seed), MaxKeys: 5, MaxWaitersPerKey: 3, MaxWaiters: 4, MaxLease: 3 * time.Second, MaxWait: 4 * time.Second}
 	e := New(cfg, t0)
 	m := &model{
 		t: t, cfg: cfg, now: t0,
@@ -898,6 +965,7 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 	}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	seqs := map[uint64]uint64{} // next Seq per connection
+	refused := map[error]int{}
 	// Times are in steps of 100ms so that deadlines often coincide.
 	tick := func(n int) time.Duration { return time.Duration(n) * 100 * time.Millisecond }
 	for step := range steps {
@@ -910,6 +978,10 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 		switch {
 		case op < 40: // Acquire
 			key := keys[rng.IntN(len(keys))]
+			if rng.IntN(3) == 0 {
+				// Crowd two keys, so that queues fill up.
+				key = keys[rng.IntN(2)]
+			}
 			lease := tick(1 + rng.IntN(30))
 			wait := time.Duration(0)
 			if rng.IntN(4) > 0 {
@@ -961,6 +1033,11 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 				want = ErrTooManyKeys
 			case m.holders[key] != nil && len(m.queues[key]) >= cfg.MaxWaitersPerKey:
 				want = ErrQueueFull
+			case m.holders[key] != nil && len(m.waiting) >= cfg.MaxWaiters:
+				want = ErrTooManyWaiters
+			}
+			if want != nil {
+				refused[want]++
 			}
 			if !errors.Is(err, want) || (want == nil) != (err == nil) {
 				t.Fatalf("step %d: Acquire(%s, %s, %s, %+v) error %v; model %v", step, key, lease, wait, w, err, want)
@@ -1061,6 +1138,12 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 			kind = "expired"
 		}
 		seen[kind]++
+	}
+	// Every limit must be reached too; a short run may not get there.
+	for _, err := range []error{ErrQueueFull, ErrTooManyWaiters, ErrTooManyKeys} {
+		if refused[err] == 0 && !testing.Short() {
+			t.Fatalf("no refusal %q in %d steps: %v", err, steps, refused)
+		}
 	}
 	for _, kind := range []string{"granted", "timed", "freed", "expired", "renewed"} {
 		if seen[kind] < steps/100 {
