@@ -255,13 +255,18 @@ func ParseStatus(a Answer) (Status, error) {
 }
 
 // Queue is the answer to Q: a key's holder and its waiters in queue order.
-// On the wire: "Q key TOKEN|- LEASE-LEFT|- N WAITED,ADDR ...".
+// On the wire: "Q key TOKEN|- LEASE-LEFT|- N WAITED,ADDR ...", where N
+// counts every waiter and the list holds the first MaxListKeys of them.
 type Queue struct {
 	Key       string
 	Held      bool
 	Token     uint64
 	LeaseLeft time.Duration
-	Waiters   []QueueWaiter
+	// Waiting counts the waiters; Waiters lists the first of them in
+	// queue order. AppendQueue writes the larger of Waiting and
+	// len(Waiters) as N.
+	Waiting int
+	Waiters []QueueWaiter
 }
 
 // QueueWaiter is one waiter of a Q answer.
@@ -283,7 +288,7 @@ func AppendQueue(b []byte, q Queue) []byte {
 		b = append(b, " - -"...)
 	}
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(len(q.Waiters)), 10)
+	b = strconv.AppendInt(b, int64(max(q.Waiting, len(q.Waiters))), 10)
 	for _, w := range q.Waiters {
 		b = append(b, ' ')
 		b = AppendSeconds(b, w.Waited)
@@ -315,9 +320,10 @@ func ParseQueue(a Answer) (Queue, error) {
 		}
 	}
 	n, err := strconv.Atoi(a.Fields[2])
-	if err != nil || n != len(a.Fields)-3 {
+	if err != nil || n < len(a.Fields)-3 || (n > len(a.Fields)-3 && len(a.Fields)-3 < MaxListKeys) {
 		return q, errors.New("queue answer waiter count does not match its list")
 	}
+	q.Waiting = n
 	for _, f := range a.Fields[3:] {
 		waited, addr, _ := strings.Cut(f, ",")
 		d, msg := ParseSeconds([]byte(waited))

@@ -236,9 +236,20 @@ func TestQueue(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseQueue(%q): %v", b, err)
 		}
-		if !reflect.DeepEqual(got, tt.q) {
-			t.Errorf("queue round trip\n got %+v\nwant %+v", got, tt.q)
+		want := tt.q
+		want.Waiting = max(want.Waiting, len(want.Waiters))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("queue round trip\n got %+v\nwant %+v", got, want)
 		}
+	}
+	// A queue longer than MaxListKeys lists its head and counts them all.
+	long := Queue{Key: "k", Waiting: 5000}
+	for range MaxListKeys {
+		long.Waiters = append(long.Waiters, QueueWaiter{Waited: time.Second, Addr: "127.0.0.1:1"})
+	}
+	a, _ := ParseAnswer(AppendQueue(nil, long))
+	if got, err := ParseQueue(a); err != nil || got.Waiting != 5000 || len(got.Waiters) != MaxListKeys {
+		t.Errorf("long queue: %d waiting, %d listed, %v", got.Waiting, len(got.Waiters), err)
 	}
 	for _, line := range []string{
 		"Q deploy",

@@ -52,28 +52,39 @@
 //     Answers write durations the same way, cut to the millisecond and
 //     without trailing zeros (FormatSeconds).
 //   - A token is an unsigned 64-bit integer in decimal. lockd makes it
-//     epoch<<22 | counter, the epoch being wall-clock milliseconds, so
+//     epoch<<22 | counter<<4 | node, the epoch being wall-clock
+//     milliseconds and node the issuing node's position in --peers, so
 //     tokens are large numbers like 7360982537641984001 that grow with
-//     every grant, across restarts and failovers. Compare tokens as
-//     numbers: the larger is the newer.
+//     every grant, across restarts and failovers, and no two nodes ever
+//     issue the same one. Compare tokens as numbers: the larger is the
+//     newer.
 //
 // # Limits
 //
 //	MaxLineLen   4096 bytes in a request line, without its line ending
 //	MaxKeyLen     255 bytes in a key
 //	MaxArgs        16 words after the key
-//	MaxListKeys  1000 keys listed in one K answer
+//	MaxListKeys  1000 keys listed in one K answer, waiters in one Q answer
 //	MaxSeconds   315360000 seconds (ten years) in one duration
 //	precision    0.001 seconds: three digits after the point at most
 //	tokens       0 to 18446744073709551615
 //
 // A line longer than MaxLineLen closes the connection: it cannot be a
-// request of this grammar, so the server stops trusting the stream. A
-// flood (a client that sends and never reads its answers) may close it
-// too. Anything else a server cannot serve is answered E and the
-// connection stays usable. lockd adds limits of its own configuration
-// (--max-keys, --max-waiters, --max-lease, --max-wait); what they refuse is
-// answered E like any other refusal.
+// request of this grammar, so the server stops trusting the stream.
+// Anything else a server cannot serve is answered E and the connection
+// stays usable. lockd adds limits of its own configuration (--max-keys,
+// --max-waiters, --max-total-waiters, --max-lease, --max-wait); what they
+// refuse is answered E like any other refusal.
+//
+// A client must read its answers. lockd stops reading a connection that
+// has more than 1 MiB of answers unread, until it has read most of them
+// (a client may pipeline as much as it likes while it reads); a
+// connection with more than --max-conn-output (8 MiB) unread, from grants
+// to its waiters, is closed. Other limits close a connection with a last
+// line "E - ?: words" saying which: a connection over --max-conns or
+// --max-conns-per-ip, one that has not authenticated within
+// --auth-timeout where the node requires it, and a line begun and not
+// finished within --line-timeout.
 //
 // # Answers at a glance
 //
@@ -206,9 +217,10 @@
 //	Q key TOKEN LEASELEFT NWAITERS WAITED,ADDR ...
 //
 // TOKEN holds key for LEASELEFT more seconds; both are - when nobody holds
-// it. NWAITERS waiters follow in queue order, the next to be granted
-// first, each as the seconds it has waited so far and the remote address
-// of its connection (- when unknown). A key nobody holds or waits on
+// it. NWAITERS counts the waiters; the first of them, at most MaxListKeys
+// (1000), follow in queue order, the next to be granted first, each as the
+// seconds it has waited so far and the remote address of its connection
+// (- when unknown). A key nobody holds or waits on
 // answers "Q key - - 0". M and E as for A. ParseQueue reads the answer.
 //
 //	$ nc 127.0.0.1 7070
@@ -290,6 +302,50 @@
 //	A deploy 30 10
 //	M deploy 127.0.0.1:7071
 //
+// # I: authenticate
+//
+//	I role secret
+//	I role hello nonce
+//	I role proof proof
+//
+// A node started with a secret (--secret-file, --admin-secret-file,
+// --peer-secret-file) or with --tls-client-auth serves a connection only
+// as far as it has proven a role: client (A, R, N, Q, K, S), admin (a
+// client that may also send H) or peer (the peer messages below). Until
+// then every request but I is answered "E key OP: authenticate first: ...".
+// A verified TLS client certificate proves the role its OU names
+// (lockd-peer, lockd-admin, lockd-client). A secret proves its own role
+// and the roles below it; with no --admin-secret-file, the client secret
+// proves admin too. A node started with none of these asks nothing: every
+// connection holds every role, as on the loopback default.
+//
+// The plain form sends the secret itself, for a person at nc over TLS or
+// on loopback:
+//
+//	I role secret          ->  I role ok GRANTED
+//
+// The official client and the nodes prove the secret without sending it,
+// and check that the node knows it too, by challenge and response: nonce
+// is 16 random bytes in lower-case hex, proof is HMAC-SHA256 keyed with the
+// secret, in lower-case hex (package proto/auth has the exact strings):
+//
+//	I role hello CNONCE    ->  I role challenge SNONCE
+//	I role proof CPROOF    ->  I role ok GRANTED SPROOF
+//
+// GRANTED is the role the connection now holds. A role the node grants
+// without proof is answered "I role ok GRANTED" at once, to either form.
+// A wrong secret or proof is answered E and closes the connection.
+//
+//	$ nc 127.0.0.1 7070    # a node started with --secret-file and --admin-secret-file
+//	A deploy 30 10
+//	E deploy A: authenticate first: this node requires a secret (lockctl --secret-file FILE; by hand: I client SECRET)
+//	I client 0bHb8hOUT3gFQf6yI8g9kA
+//	I client ok client
+//	A deploy 30 10
+//	A deploy 7360982537641984001
+//	H -
+//	E - H: this needs the admin role: authenticate with the admin secret (lockctl --secret-file ADMIN-SECRET-FILE) or an admin certificate (lockd tls cert --role admin)
+//
 // # E: errors
 //
 //	E key OP: words
@@ -320,9 +376,11 @@
 // Clients never send these. What they mean for roles is package cluster's
 // business; this package only spells them. The sessions show the bytes for
 // whoever debugs a cluster: typed at live nodes, they change what those
-// nodes believe about each other. A node answers E to a peer message (P, Y,
-// O) whose FROM is not one of its --peers, so a client cannot move its
-// token epoch or pose as a standby.
+// nodes believe about each other. Peer messages (P, Y, O, C, and H with
+// the label takeback) need the peer role (see I), and a node answers E to
+// one whose FROM is not one of its --peers, so a client cannot move its
+// token epoch or pose as a standby. A node ignores a token from a peer
+// whose epoch is further ahead of its own clock than --max-clock-skew.
 //
 // # Peer heartbeat: P
 //
@@ -389,6 +447,22 @@
 // Only held locks travel: a waiter belongs to its connection to the old
 // active, which answers it M when it gives the role up, and its client
 // asks again wherever the active is.
+//
+// # Settling a handoff: C
+//
+// When the successor's confirmation (O) does not come within 3 seconds,
+// or its stream closes first, the successor may have taken the role all
+// the same, its O lost on the way. The old active then serves nothing and
+// asks the successor, on a connection of its own, naming the handoff by
+// the TOKEN of its H record:
+//
+//	C FROM TOKEN
+//	C FROM taken        the successor took that handoff, or is active anyway: follow it
+//	C FROM cancelled    it did not: it will ignore the H record if it still reads it
+//
+// The old active asks every heartbeat until it has an answer; when the
+// successor cannot be reached for a failure timeout, or refuses the
+// connection, the role goes to the best live node by the usual rules.
 //
 //	$ nc 127.0.0.1 7070
 //	Y 127.0.0.1:7071 7360982537641984001

@@ -141,7 +141,10 @@ func queuePosition(q proto.Queue, waited time.Duration) (pos, of int) {
 			ahead++
 		}
 	}
-	return min(ahead+1, len(q.Waiters)), len(q.Waiters)
+	// Past the listed head of a long queue, ahead counts only the listed
+	// ones: we are at least that far back.
+	of = max(q.Waiting, len(q.Waiters))
+	return min(ahead+1, of), of
 }
 
 // describePlace says where we stand in q, for the indicator.

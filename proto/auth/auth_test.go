@@ -1,0 +1,185 @@
+package auth
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+)
+
+var testSecrets = Secrets{
+	Client: []byte("client-secret-0123456789"),
+	Admin:  []byte("admin-secret-0123456789"),
+	Peer:   []byte("peer-secret-0123456789"),
+}
+
+// server answers I requests read from conn with Step, the way a node does,
+// until conn closes or a step fails.
+func server(t *testing.T, conn net.Conn, s Secrets, open Role, granted chan<- Role) {
+	t.Helper()
+	defer conn.Close()
+	var h Handshake
+	have := open
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			granted <- have
+			return
+		}
+		w := strings.Fields(line)
+		reply, now, err := h.Step(s, open, have, w[1], w[2:])
+		if err != nil {
+			io.WriteString(conn, "E "+w[1]+" I: "+err.Error()+"\n")
+			granted <- have
+			return
+		}
+		have = now
+		io.WriteString(conn, "I "+w[1]+" "+strings.Join(reply, " ")+"\n")
+	}
+}
+
+func handshake(t *testing.T, s Secrets, open, role Role, secret []byte, strict bool) (client, server_ Role, err error) {
+	t.Helper()
+	a, b := net.Pipe()
+	got := make(chan Role, 1)
+	go server(t, b, s, open, got)
+	r, err := Authenticate(a, bufio.NewReader(a), role, secret, strict)
+	a.Close()
+	return r, <-got, err
+}
+
+func TestAuthenticateGrantsTheSecretsRole(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		role   Role
+		secret []byte
+		want   Role
+	}{
+		{"client secret as client", Client, testSecrets.Client, Client},
+		{"admin secret as client", Client, testSecrets.Admin, Admin},
+		{"admin secret as admin", Admin, testSecrets.Admin, Admin},
+		{"peer secret as peer", Peer, testSecrets.Peer, Peer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s, err := handshake(t, testSecrets, None, tc.role, tc.secret, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c != tc.want || s != tc.want {
+				t.Fatalf("client saw %s, server granted %s; want %s", c, s, tc.want)
+			}
+		})
+	}
+}
+
+func TestAuthenticateRefusesWrongSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		role   Role
+		secret []byte
+	}{
+		{"client secret as admin", Admin, testSecrets.Client},
+		{"client secret as peer", Peer, testSecrets.Client},
+		{"unknown secret", Client, []byte("not-a-secret-of-this-node")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s, err := handshake(t, testSecrets, None, tc.role, tc.secret, false)
+			var re *RefusedError
+			if !errors.As(err, &re) || !strings.Contains(re.Words, "wrong secret") {
+				t.Fatalf("err = %v, want a refusal naming the wrong secret", err)
+			}
+			if s != None {
+				t.Fatalf("server granted %s", s)
+			}
+		})
+	}
+}
+
+func TestOpenNode(t *testing.T) {
+	c, _, err := handshake(t, Secrets{}, Peer, Client, testSecrets.Client, false)
+	if err != nil || c != Peer {
+		t.Fatalf("lenient client on an open node: %s, %v", c, err)
+	}
+	if _, _, err := handshake(t, Secrets{}, Peer, Peer, testSecrets.Peer, true); !errors.Is(err, ErrOpen) {
+		t.Fatalf("strict peer on an open node: err = %v, want ErrOpen", err)
+	}
+}
+
+// A node that does not know the secret cannot make the client believe it
+// does: its proof is checked.
+func TestServerMustProveTheSecret(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		defer b.Close()
+		r := bufio.NewReader(b)
+		r.ReadString('\n')
+		io.WriteString(b, "I client challenge "+NewNonce()+"\n")
+		r.ReadString('\n')
+		// Accept whatever proof, and prove with the wrong secret.
+		io.WriteString(b, "I client ok client "+strings.Repeat("ab", 32)+"\n")
+	}()
+	if _, err := Authenticate(a, bufio.NewReader(a), Client, testSecrets.Client, false); !errors.Is(err, ErrBadProof) {
+		t.Fatalf("err = %v, want ErrBadProof", err)
+	}
+}
+
+func TestPlainForm(t *testing.T) {
+	var h Handshake
+	reply, r, err := h.Step(testSecrets, None, None, "client", []string{string(testSecrets.Client)})
+	if err != nil || r != Client || strings.Join(reply, " ") != "ok client" {
+		t.Fatalf("plain client: %v %s %v", reply, r, err)
+	}
+	if _, r, err := h.Step(testSecrets, None, None, "admin", []string{string(testSecrets.Client)}); err == nil || r != None {
+		t.Fatalf("plain admin with the client secret: %s %v", r, err)
+	}
+	// Admin falls back to nothing here: a node maps it in newGate.
+	if _, _, err := h.Step(testSecrets, None, None, "root", []string{"x"}); err == nil || !strings.Contains(err.Error(), "want client, admin or peer") {
+		t.Fatalf("unknown role: %v", err)
+	}
+}
+
+func TestStepRefusesMalformedHandshakes(t *testing.T) {
+	var h Handshake
+	for _, args := range [][]string{
+		{"hello", "xyz"},
+		{"hello", strings.Repeat("A", 32)},
+		{"proof", strings.Repeat("0", 64)}, // no challenge before
+		{"what", "ever"},
+	} {
+		if _, r, err := h.Step(testSecrets, None, None, "client", args); err == nil || r != None {
+			t.Errorf("%v: granted %s, err %v", args, r, err)
+		}
+	}
+	// A challenge is for one proof only.
+	reply, _, err := h.Step(testSecrets, None, None, "client", []string{"hello", NewNonce()})
+	if err != nil || reply[0] != WordChallenge {
+		t.Fatal(reply, err)
+	}
+	if _, _, err := h.Step(testSecrets, None, None, "client", []string{"proof", strings.Repeat("0", 64)}); err == nil {
+		t.Fatal("a wrong proof was accepted")
+	}
+	if _, _, err := h.Step(testSecrets, None, None, "client", []string{"proof", strings.Repeat("0", 64)}); err == nil || !strings.Contains(err.Error(), "without a challenge") {
+		t.Fatalf("second proof on one challenge: %v", err)
+	}
+}
+
+func TestCheckSecret(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"":                             false,
+		"short":                        false,
+		"0123456789abcdef":             true,
+		"with space 0123456789":        false,
+		"tab\t0123456789abcdef":        false,
+		"ünïcode-0123456789abcdef":     false,
+		strings.Repeat("x", 1025):      false,
+		"dGhpcyBpcyBiYXNlNjQgc2VjcmV0": true,
+	} {
+		if err := CheckSecret([]byte(s)); (err == nil) != ok {
+			t.Errorf("CheckSecret(%q) = %v, want ok %v", s, err, ok)
+		}
+	}
+}
