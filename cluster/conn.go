@@ -3,14 +3,18 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/auth"
 )
 
 // maxBatch bounds how many requests one mutex acquisition applies, so one
@@ -24,16 +28,29 @@ type conn struct {
 	id     uint64
 	nc     net.Conn
 	remote string
+	ip     string // remote IP, for --max-conns-per-ip
+	tls    bool
+
+	// authed: role is Client or more (read by the reader without n.mu).
+	authed atomic.Bool
 
 	// Guarded by n.mu.
+	role     auth.Role
+	hs       auth.Handshake
 	nextSeq  uint64
 	pending  map[string][]pendingA // waiting acquires per key, in send order
 	nwaiting int
 	sub      bool   // a standby's replication stream
 	subFrom  string // that standby's address
+	syncing  bool   // its snapshot is still being sent
 	gone     bool
 
-	outMu   sync.Mutex
+	outMu  sync.Mutex
+	queued int // bytes accepted and not yet written: out and the write in flight
+	// drained is closed, and replaced, when queued falls below
+	// readResumeAt or the connection finishes: every goroutine waiting
+	// for room wakes.
+	drained chan struct{}
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
 	writing bool   // a goroutine is writing: the others leave it to it
@@ -60,13 +77,47 @@ type item struct {
 }
 
 func newConn(n *Node, id uint64, nc net.Conn) *conn {
-	return &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), wake: make(chan struct{}, 1)}
+	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), wake: make(chan struct{}, 1), drained: make(chan struct{})}
+	c.ip = c.remote
+	if h, _, err := net.SplitHostPort(c.remote); err == nil {
+		c.ip = h
+	}
+	c.role = n.gate.open
+	c.authed.Store(c.role >= auth.Client)
+	return c
+}
+
+// handshakeTLS runs the server side of TLS on c, bounded by the
+// authentication timeout, and gives c the role of its client certificate.
+func (c *conn) handshakeTLS(cfg *tls.Config) bool {
+	n := c.n
+	tc := tls.Server(c.nc, cfg)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.AuthTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		n.refusedLog.log(n.log, "TLS handshake failed", "remote", c.remote, "err", err.Error())
+		c.nc.Close()
+		return false
+	}
+	n.mu.Lock()
+	c.nc = tc
+	if r := auth.CertRole(tc.ConnectionState()); r > c.role {
+		c.role = r
+		c.authed.Store(r >= auth.Client)
+	}
+	n.mu.Unlock()
+	return true
 }
 
 func (c *conn) readLoop() {
 	defer c.n.wg.Done()
 	defer c.n.dropConn(c)
-	r := bufio.NewReaderSize(c.nc, 2*proto.MaxLineLen)
+	if c.tls && !c.handshakeTLS(c.n.tlsConfig) {
+		return
+	}
+	dr := &deadlineReader{c: c, nc: c.nc, start: time.Now()}
+	r := bufio.NewReaderSize(dr, 2*proto.MaxLineLen)
+	dr.br = r
 	batch := make([]item, 0, 16)
 	for {
 		line, err := r.ReadSlice('\n')
@@ -74,6 +125,16 @@ func (c *conn) readLoop() {
 			c.send(func(b []byte) []byte {
 				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
 			})
+			c.flushAndClose()
+			return
+		}
+		var bound errReadBound
+		if errors.As(err, &bound) {
+			if len(batch) > 0 {
+				c.n.apply(c, batch)
+			}
+			c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
+			c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
 			c.flushAndClose()
 			return
 		}
@@ -94,13 +155,95 @@ func (c *conn) readLoop() {
 		}
 		// The reader writes its own answers when the writer is idle: one
 		// goroutine switch less per request for the common
-		// request-answer client.
-		c.setInline(true)
-		c.n.apply(c, batch)
-		c.setInline(false)
-		c.flush(true)
+		// request-answer client. Not over TLS: a write that times out
+		// leaves a TLS connection unusable.
+		if c.tls {
+			c.n.apply(c, batch)
+		} else {
+			c.setInline(true)
+			c.n.apply(c, batch)
+			c.setInline(false)
+			c.flush(true)
+		}
 		clear(batch)
 		batch = batch[:0]
+		if !c.waitDrained() {
+			return
+		}
+	}
+}
+
+// waitDrained holds the reader while the client has more than
+// readPauseAt bytes of answers unread, until they fall below
+// readResumeAt: a client that sends and does not read stops being read,
+// instead of making the node queue without end. It reports false once
+// the connection is finished.
+func (c *conn) waitDrained() bool {
+	for {
+		c.outMu.Lock()
+		q, closed, stream, ch := c.queued, c.closed, c.stream, c.drained
+		c.outMu.Unlock()
+		switch {
+		case closed:
+			return false
+		case q < readPauseAt || stream:
+			// A stream's backlog is the active's doing, not the
+			// standby's: its reader never pauses.
+			return true
+		}
+		select {
+		case <-ch:
+			c.outMu.Lock()
+			q, closed = c.queued, c.closed
+			c.outMu.Unlock()
+			if closed {
+				return false
+			}
+			if q < readResumeAt {
+				return true
+			}
+		case <-c.n.ctx.Done():
+			return false
+		}
+	}
+}
+
+// waitRoom waits until c has less than readResumeAt bytes unsent, for a
+// producer that must not outrun the connection (a snapshot being sent).
+// It reports false once the connection is finished.
+func (c *conn) waitRoom() bool {
+	for {
+		c.outMu.Lock()
+		q, closed, ch := c.queued, c.closed, c.drained
+		c.outMu.Unlock()
+		if closed {
+			return false
+		}
+		if q < readResumeAt {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-c.n.ctx.Done():
+			return false
+		}
+	}
+}
+
+// wakeDrained wakes every goroutine waiting for c to drain. c.outMu is held.
+func (c *conn) wakeDrained() {
+	close(c.drained)
+	c.drained = make(chan struct{})
+}
+
+// account moves c's count of unsent bytes, and the node's, by d.
+// c.outMu is held.
+func (c *conn) account(d int) {
+	was := c.queued
+	c.queued += d
+	c.n.outBytes.Add(int64(d))
+	if d < 0 && was >= readResumeAt && c.queued < readResumeAt {
+		c.wakeDrained()
 	}
 }
 
@@ -164,16 +307,17 @@ func (c *conn) flush(inline bool) bool {
 		if inline && errors.Is(err, os.ErrDeadlineExceeded) {
 			// The rest goes first, before what was queued meanwhile.
 			c.out = append(append([]byte(nil), buf[n:]...), c.out...)
+			c.account(-n)
 			c.outMu.Unlock()
 			c.signal()
 			return true
 		}
+		c.account(-len(buf))
 		if cap(buf) <= 1<<20 {
 			c.spare = buf[:0]
 		}
 		if err != nil {
-			c.closed = true
-			c.out = nil
+			c.closeLocked()
 			c.outMu.Unlock()
 			c.nc.Close()
 			c.signal()
@@ -192,11 +336,12 @@ func (c *conn) send(fn func([]byte) []byte) {
 	}
 	was := len(c.out)
 	c.out = fn(c.out)
-	if len(c.out) > maxOutBuffer && (!c.stream || len(c.out) > maxStreamBuffer) {
-		// The client sends and never reads: a flood. Cut it off.
-		c.out = nil
-		c.closed = true
+	c.account(len(c.out) - was)
+	if why := c.overLimit(); why != "" {
+		// The client does not read its answers: a flood. Cut it off.
+		c.closeLocked()
 		c.outMu.Unlock()
+		c.n.refusedLog.log(c.n.log, "connection closed", "remote", c.remote, "why", why)
 		c.nc.Close()
 		c.signal()
 		return
@@ -206,6 +351,33 @@ func (c *conn) send(fn func([]byte) []byte) {
 	if was == 0 && !inline {
 		c.signal()
 	}
+}
+
+// overLimit says why c may not queue what it holds, or "". c.outMu is held.
+func (c *conn) overLimit() string {
+	lim := &c.n.cfg.Limits
+	if c.stream {
+		if c.queued > maxStreamBuffer {
+			return "replication stream more than " + byteSize(maxStreamBuffer) + " behind: the standby must sync again"
+		}
+		return ""
+	}
+	if c.queued > lim.MaxConnOutput {
+		return "more than " + byteSize(int64(lim.MaxConnOutput)) + " of answers unread (lockd --max-conn-output)"
+	}
+	if c.queued > 64<<10 && c.n.outBytes.Load() > lim.MaxOutput {
+		return "the node holds more than " + byteSize(lim.MaxOutput) + " of unread answers (lockd --max-output), this connection " + byteSize(int64(c.queued))
+	}
+	return ""
+}
+
+// closeLocked marks c finished and drops what it has not written.
+// c.outMu is held.
+func (c *conn) closeLocked() {
+	c.account(-len(c.out))
+	c.out = nil
+	c.closed = true
+	c.wakeDrained()
 }
 
 func (c *conn) write(line []byte) { c.send(func(b []byte) []byte { return append(b, line...) }) }
@@ -228,7 +400,10 @@ func (c *conn) signal() {
 // flushAndClose writes what is queued, then closes.
 func (c *conn) flushAndClose() {
 	c.outMu.Lock()
-	c.closed = true
+	if !c.closed {
+		c.closed = true
+		c.wakeDrained()
+	}
 	c.outMu.Unlock()
 	// Always wake the writer: whichever goroutine closed the connection
 	// first, the writer must see it and return.
@@ -245,6 +420,9 @@ func (n *Node) dropConn(c *conn) {
 		return
 	}
 	c.gone = true
+	if n.perIP[c.ip]--; n.perIP[c.ip] <= 0 {
+		delete(n.perIP, c.ip)
+	}
 	for _, q := range c.pending {
 		for _, p := range q {
 			if !p.done {
@@ -259,7 +437,7 @@ func (n *Node) dropConn(c *conn) {
 		n.streams = slices.DeleteFunc(n.streams, func(s *conn) bool { return s == c })
 		n.log.Info("standby stream closed", "standby", c.subFrom)
 		if h := n.handoff; h != nil && h.to == c.subFrom {
-			n.abortHandoffLocked("the successor's stream closed")
+			n.handoffUnconfirmedLocked("the successor's stream closed")
 		}
 	}
 }

@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"container/heap"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/auth"
 )
 
 func waiterOf(c *conn, seq uint64) engine.Waiter { return engine.Waiter{Conn: c.id, Seq: seq} }
@@ -18,7 +21,7 @@ type parkedReq struct {
 }
 
 // apply handles a batch of parsed lines from c under one acquisition of
-// the node mutex.
+// the node mutex; a key listing (K) lets go of it while it scans.
 func (n *Node) apply(c *conn, batch []item) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -27,6 +30,17 @@ func (n *Node) apply(c *conn, batch []item) {
 	}
 	now := n.now()
 	for i := range batch {
+		if r := &batch[i].req; batch[i].err == nil && r.Op == proto.OpKeys && n.role == Active && c.role >= auth.Client {
+			n.armTimerLocked()
+			n.mu.Unlock()
+			n.listKeys(c, r.Key)
+			n.mu.Lock()
+			if c.gone {
+				return
+			}
+			now = n.now()
+			continue
+		}
 		it := &batch[i]
 		if it.err != nil {
 			pe, _ := it.err.(*proto.ParseError)
@@ -59,8 +73,12 @@ func isLockOp(op proto.Op) bool {
 }
 
 func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
+	if need := needs(&req); c.role < need {
+		n.refuse(c, req, need)
+		return
+	}
 	if isLockOp(req.Op) && n.role != Active {
-		if n.role == HandingOff {
+		if n.role == HandingOff && len(n.parked) < maxParked {
 			n.parked = append(n.parked, parkedReq{c, req})
 			return
 		}
@@ -113,8 +131,8 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 	case proto.OpQueue:
 		n.advanceLocked(now)
 		h, held, ws := n.eng.Inspect(now, key)
-		q := proto.Queue{Key: key, Held: held, Token: h.Token, LeaseLeft: h.LeaseLeft}
-		for _, w := range ws {
+		q := proto.Queue{Key: key, Held: held, Token: h.Token, LeaseLeft: h.LeaseLeft, Waiting: len(ws)}
+		for _, w := range ws[:min(len(ws), proto.MaxListKeys)] {
 			addr := ""
 			if wc := n.conns[w.Waiter.Conn]; wc != nil {
 				addr = wc.remote
@@ -123,16 +141,21 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 		}
 		c.send(func(b []byte) []byte { return proto.AppendQueue(b, q) })
 	case proto.OpKeys:
-		n.advanceLocked(now)
-		keys, total := n.eng.Keys(func(k string) bool { return proto.MatchKeys(key, k) }, proto.MaxListKeys)
-		fields := append([]string{strconv.Itoa(total)}, keys...)
-		c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpKeys, key, fields...) })
+		// Parked during a handoff and replayed under the mutex: list
+		// without holding up the replay.
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.listKeys(c, key)
+		}()
 	case proto.OpStatus:
 		st := n.statusLocked(now)
 		c.send(func(b []byte) []byte { return proto.AppendStatus(b, key, st) })
 	case proto.OpHandoff:
 		n.handleHandoffRequest(c, req)
-	case proto.OpBeat, proto.OpSync, proto.RecTakeover:
+	case proto.OpAuth:
+		n.authStep(c, &req)
+	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve:
 		// Peer messages move tokens and roles: only the nodes of --peers
 		// may send them, naming themselves.
 		if n.peerByAddr(key) == nil {
@@ -146,10 +169,27 @@ func (n *Node) handle(c *conn, now time.Time, req proto.Request) {
 			n.answerBeat(c, now, req)
 		case proto.OpSync:
 			n.subscribe(c, now, req)
+		case proto.OpResolve:
+			n.answerResolve(c, req)
 		default:
 			n.takeoverConfirmed(c, req)
 		}
 	}
+}
+
+// refuse answers a request that needs a role c has not proven.
+func (n *Node) refuse(c *conn, req proto.Request, need auth.Role) {
+	msg := n.gate.refusal(need, c.role)
+	if need >= auth.Admin {
+		n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
+	}
+	if req.Op == proto.OpAcquire {
+		seq := c.nextSeq
+		c.nextSeq++
+		c.answerA(req.Key, seq, proto.AppendError(nil, req.Key, req.Op, msg))
+		return
+	}
+	c.send(func(b []byte) []byte { return proto.AppendError(b, req.Key, req.Op, msg) })
 }
 
 // redirect answers a lock request at a node that is not active.
@@ -239,30 +279,16 @@ func (n *Node) replicate(ev engine.Event) {
 		return
 	}
 	n.seq++
-	for _, c := range n.streams {
-		switch ev.Kind {
-		case engine.Granted, engine.Renewed:
-			c.send(func(b []byte) []byte { return appendHeld(b, ev.Key, ev.Token, ev.Lease) })
-		case engine.Freed:
-			c.send(func(b []byte) []byte {
-				b = append(b, byte(proto.RecFree), ' ')
-				b = append(b, ev.Key...)
-				b = append(b, ' ')
-				b = strconv.AppendUint(b, ev.Token, 10)
-				return append(b, '\n')
-			})
-		}
+	if len(n.streams) == 0 {
+		return
 	}
-}
-
-func appendHeld(b []byte, key string, token uint64, lease time.Duration) []byte {
-	b = append(b, byte(proto.RecHeld), ' ')
-	b = append(b, key...)
-	b = append(b, ' ')
-	b = strconv.AppendUint(b, token, 10)
-	b = append(b, ' ')
-	b = proto.AppendSeconds(b, lease)
-	return append(b, '\n')
+	rec := proto.Record{Kind: proto.RecHeld, Key: ev.Key, Token: ev.Token, Lease: ev.Lease}
+	if ev.Kind == engine.Freed {
+		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token}
+	}
+	for _, c := range n.streams {
+		c.send(func(b []byte) []byte { return proto.AppendRecord(b, rec) })
+	}
 }
 
 func (n *Node) statusLocked(now time.Time) proto.Status {
@@ -306,4 +332,75 @@ func (n *Node) statusLocked(now time.Time) proto.Status {
 	}
 	st.Peers = all
 	return st
+}
+
+// keysSlice is how many keys one hold of the node mutex scans for K.
+const keysSlice = 4096
+
+// listKeys answers "K pattern" on c: the first proto.MaxListKeys matching
+// keys in byte order, and how many matched. It scans a slice of the keys
+// at a time under the node mutex, so that others are served in between,
+// and at most maxScans listings run at once. Keys that change during the
+// listing may be missed or, in TOTAL, counted twice.
+func (n *Node) listKeys(c *conn, pattern string) {
+	select {
+	case n.scans <- struct{}{}:
+		defer func() { <-n.scans }()
+	case <-n.ctx.Done():
+		return
+	}
+	var top keyHeap // the smallest matches so far, largest on top
+	inTop := make(map[string]bool)
+	total := 0
+	cursor := engine.ScanStart
+	for cursor != 0 {
+		n.mu.Lock()
+		if c.gone {
+			n.mu.Unlock()
+			return
+		}
+		if n.role != Active {
+			to := n.redirectTarget()
+			n.mu.Unlock()
+			c.send(func(b []byte) []byte { return proto.AppendMoved(b, pattern, to) })
+			return
+		}
+		now := n.now()
+		n.advanceLocked(now)
+		cursor = n.eng.Scan(now, cursor, keysSlice, func(h engine.Holder, _ bool) {
+			if !proto.MatchKeys(pattern, h.Key) || inTop[h.Key] {
+				return
+			}
+			total++
+			switch {
+			case len(top) < proto.MaxListKeys:
+				heap.Push(&top, h.Key)
+				inTop[h.Key] = true
+			case h.Key < top[0]:
+				delete(inTop, top[0])
+				top[0] = h.Key
+				heap.Fix(&top, 0)
+				inTop[h.Key] = true
+			}
+		})
+		n.mu.Unlock()
+	}
+	keys := []string(top)
+	slices.Sort(keys)
+	fields := append([]string{strconv.Itoa(total)}, keys...)
+	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpKeys, pattern, fields...) })
+}
+
+// keyHeap is a max-heap of keys.
+type keyHeap []string
+
+func (h keyHeap) Len() int           { return len(h) }
+func (h keyHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h keyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *keyHeap) Push(x any)        { *h = append(*h, x.(string)) }
+func (h *keyHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

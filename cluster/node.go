@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
 )
 
 // Role is what a node does in the cluster.
@@ -39,12 +42,14 @@ const (
 	// handoffTimeout bounds how long an active waits for its successor to
 	// confirm before it takes the role back and serves again.
 	handoffTimeout = 3 * time.Second
-	// maxOutBuffer bounds the answers queued for a client that does not
-	// read them: past it the connection is closed as a flood.
-	maxOutBuffer = 32 << 20
-	// maxStreamBuffer bounds a replication stream's backlog: a snapshot
-	// of a million locks fits, a standby that stopped reading does not.
-	maxStreamBuffer = 1 << 30
+	// maxStreamBuffer bounds a replication stream's backlog: live
+	// records for a standby that fell this far behind are dropped with
+	// the stream, and it syncs again. A snapshot is sent a slice at a
+	// time as the standby reads it, so it never needs this much.
+	maxStreamBuffer = 256 << 20
+	// maxScans bounds the key listings (K) that run at once; more wait
+	// their turn.
+	maxScans = 2
 	// maxConnWaiters bounds the waiting acquires of one connection.
 	maxConnWaiters = 100_000
 )
@@ -57,6 +62,8 @@ type Config struct {
 	Heartbeat      time.Duration // interval between heartbeats to each peer
 	FailureTimeout time.Duration // a peer silent this long is down
 	Engine         engine.Config // lock limits
+	Security       Security      // TLS, secrets
+	Limits         Limits        // connections and buffers
 	Logger         *slog.Logger
 }
 
@@ -68,11 +75,18 @@ type Node struct {
 	log     *slog.Logger
 	base    time.Time
 	ln      net.Listener
+	gate    gate
+	// tlsConfig serves TLS on accepted connections; nil: plain TCP.
+	tlsConfig  *tls.Config
+	outBytes   atomic.Int64 // unread answers of every connection
+	refusedLog rateLog      // refused connections and requests
+	skewLog    rateLog      // tokens ignored for being too far ahead
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{}
+	scans  chan struct{} // a slot per key listing running (maxScans)
 
 	mu         sync.Mutex
 	eng        *engine.Engine
@@ -85,7 +99,8 @@ type Node struct {
 	seq        uint64
 	activeSeq  uint64 // the active's position, as last heard (for lag)
 	conns      map[uint64]*conn
-	streams    []*conn // the replication streams this node feeds (conns with sub set)
+	perIP      map[string]int // open connections per remote IP
+	streams    []*conn        // the replication streams this node feeds (conns with sub set)
 	nextConnID uint64
 	peers      []*peer // every other node, in priority order
 	evs        []engine.Event
@@ -98,8 +113,17 @@ type Node struct {
 	lastTake   time.Time
 	handoff    *handoff
 	parked     []parkedReq
+	// The handoff this node took last (the giver and the H record's
+	// token), and the handoffs it was told were cancelled (giver: token),
+	// for answering C and ignoring a late H record.
+	takenFrom  string
+	takenToken uint64
+	cancelled  map[string]uint64
 	closing    bool // the listener is closing: refuse new connections
-	leaving    bool // shutting down: hand off, then stop; take no role
+	// testLoseTakeover makes this node, on taking a handoff, close the
+	// stream without confirming (O), as when the link breaks right then.
+	testLoseTakeover atomic.Bool
+	leaving          bool // shutting down: hand off, then stop; take no role
 }
 
 // New checks cfg and prepares a node; Run starts it.
@@ -119,6 +143,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.Limits.fill()
 	if _, _, err := net.SplitHostPort(cfg.Listen); err != nil {
 		return nil, fmt.Errorf("--listen %q is not HOST:PORT: %v", cfg.Listen, err)
 	}
@@ -132,9 +157,10 @@ func New(cfg Config) (*Node, error) {
 		log:   cfg.Logger,
 		base:  time.Now(),
 		kick:  make(chan struct{}, 1),
+		scans: make(chan struct{}, maxScans),
 		conns: make(map[uint64]*conn),
+		perIP: make(map[string]int),
 	}
-	n.eng = engine.New(cfg.Engine, n.now())
 	peers := slices.Clone(cfg.Peers)
 	if len(peers) == 0 {
 		peers = []string{self}
@@ -161,6 +187,23 @@ func New(cfg Config) (*Node, error) {
 	if n.selfIdx < 0 {
 		return nil, fmt.Errorf("this node (%s) is not in --peers %s; list it there, or set --advertise to the address --peers uses for it", self, strings.Join(peers, ","))
 	}
+	if len(peers) > engine.MaxNodes {
+		return nil, fmt.Errorf("--peers lists %d nodes; a cluster has at most %d", len(peers), engine.MaxNodes)
+	}
+	g, err := newGate(cfg.Security, cfg.Listen, len(n.peers))
+	if err != nil {
+		return nil, err
+	}
+	n.gate = g
+	if cfg.Security.TLS != nil {
+		n.tlsConfig = cfg.Security.TLS.ServerConfig()
+	}
+	ec := cfg.Engine
+	ec.Node = n.selfIdx
+	if err := ec.Check(); err != nil {
+		return nil, err
+	}
+	n.eng = engine.New(ec, n.now())
 	n.role = Joining
 	if len(n.peers) == 0 {
 		n.role = Active
@@ -284,7 +327,20 @@ func (n *Node) acceptLoop() {
 		}
 		n.nextConnID++
 		c := newConn(n, n.nextConnID, nc)
+		if why := n.connLimitLocked(c.ip); why != "" {
+			n.mu.Unlock()
+			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
+			if n.tlsConfig == nil {
+				// A fresh socket's buffer takes one line without blocking.
+				nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+				nc.Write(proto.AppendError(nil, proto.WordNone, '?', why))
+			}
+			nc.Close()
+			continue
+		}
+		c.tls = n.tlsConfig != nil
 		n.conns[c.id] = c
+		n.perIP[c.ip]++
 		// Added under the mutex, before shutdown (which sets closing
 		// under it) can start waiting.
 		n.wg.Add(2)

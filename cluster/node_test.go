@@ -41,17 +41,27 @@ type testNode struct {
 
 func startNode(t *testing.T, listen string, peers []string) *testNode {
 	t.Helper()
+	return startNodeWith(t, listen, peers, nil)
+}
+
+// startNodeWith starts a node whose configuration set changes first.
+func startNodeWith(t *testing.T, listen string, peers []string, set func(*Config)) *testNode {
+	t.Helper()
 	level := slog.LevelWarn
 	if testing.Verbose() {
 		level = slog.LevelDebug
 	}
-	n, err := New(Config{
+	cfg := Config{
 		Listen:         listen,
 		Peers:          peers,
 		Heartbeat:      50 * time.Millisecond,
 		FailureTimeout: time.Second,
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", listen),
-	})
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,10 +317,9 @@ func TestMalformedAcquireWaitsItsTurn(t *testing.T) {
 	c.expect(`E k A: lease must be greater than 0 seconds`)
 }
 
-// A client may send a large batch before it reads any answer (a script
-// piping a file into a socket): the server must keep reading while the
-// answers pile up, or both sides wait on each other forever.
-func TestLargeBatchBeforeReading(t *testing.T) {
+// A client may send a large batch while it reads the answers (a script
+// piping a file into nc): the server keeps up however large the batch.
+func TestLargeBatchPiped(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	startNode(t, addr, nil)
 	nc, err := net.Dial("tcp", addr)
@@ -325,9 +334,11 @@ func TestLargeBatchBeforeReading(t *testing.T) {
 		fmt.Fprintf(&batch, "A key-%d-%s 60 0\n", i, pad)
 	}
 	nc.SetDeadline(time.Now().Add(60 * time.Second))
-	if _, err := nc.Write([]byte(batch.String())); err != nil {
-		t.Fatalf("writing the batch: %v", err)
-	}
+	werr := make(chan error, 1)
+	go func() {
+		_, err := nc.Write([]byte(batch.String()))
+		werr <- err
+	}()
 	r := bufio.NewReader(nc)
 	for i := 0; i < n; i++ {
 		line, err := r.ReadString('\n')
@@ -338,4 +349,52 @@ func TestLargeBatchBeforeReading(t *testing.T) {
 			t.Fatalf("answer %d: %q", i, line)
 		}
 	}
+	if err := <-werr; err != nil {
+		t.Fatalf("writing the batch: %v", err)
+	}
+}
+
+// A client that sends and never reads stops being read once its unread
+// answers pass readPauseAt: the node holds a bounded amount for it, and
+// serves everyone else meanwhile.
+func TestClientThatNeverReadsIsPaused(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	tn := startNode(t, addr, nil)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	go func() {
+		line := []byte("S -\n")
+		var buf []byte
+		for range 4096 {
+			buf = append(buf, line...)
+		}
+		for {
+			if _, err := nc.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	// Wait for the node to stop reading it: its queue stops growing.
+	deadline := time.Now().Add(20 * time.Second)
+	var last int64 = -1
+	for {
+		q := tn.outBytes.Load()
+		if q > readPauseAt && q == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node kept reading a client that does not read: %d bytes queued", q)
+		}
+		last = q
+		time.Sleep(200 * time.Millisecond)
+	}
+	if q := tn.outBytes.Load(); q > readPauseAt+2<<20 {
+		t.Fatalf("%d bytes queued for one client, want about %d", q, readPauseAt)
+	}
+	h := dialWire(t, addr)
+	h.send("A other 30 0")
+	h.expect(`A other \d+`)
 }

@@ -1,0 +1,374 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/auth"
+)
+
+// Security is who may reach a node and what each caller may do.
+type Security struct {
+	// TLS, when set, serves every connection over TLS and dials peers
+	// with it, verifying their node certificates.
+	TLS *auth.TLS
+	// Secrets of the client, admin and peer roles. With no admin secret
+	// the client secret proves the admin role too.
+	Secrets auth.Secrets
+	// Insecure allows serving clients without authentication on an
+	// address other than loopback.
+	Insecure bool
+}
+
+// Limits bound what one client, or all of them together, can make a node
+// hold. A zero field takes its default.
+type Limits struct {
+	MaxConns      int           // connections open at once
+	MaxConnsPerIP int           // connections from one IP address; 0: no cap
+	AuthTimeout   time.Duration // a connection must authenticate within this, where it must
+	LineTimeout   time.Duration // a line that has begun must end within this
+	MaxConnOutput int           // unread answers of one connection, in bytes
+	MaxOutput     int64         // unread answers of every connection together, in bytes
+}
+
+// DefaultLimits are the limits lockd uses unless told otherwise.
+var DefaultLimits = Limits{
+	MaxConns:      10_000,
+	AuthTimeout:   10 * time.Second,
+	LineTimeout:   10 * time.Second,
+	MaxConnOutput: 8 << 20,
+	MaxOutput:     512 << 20,
+}
+
+func (l *Limits) fill() {
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultLimits.MaxConns
+	}
+	if l.AuthTimeout <= 0 {
+		l.AuthTimeout = DefaultLimits.AuthTimeout
+	}
+	if l.LineTimeout <= 0 {
+		l.LineTimeout = DefaultLimits.LineTimeout
+	}
+	if l.MaxConnOutput <= 0 {
+		l.MaxConnOutput = DefaultLimits.MaxConnOutput
+	}
+	if l.MaxOutput <= 0 {
+		l.MaxOutput = DefaultLimits.MaxOutput
+	}
+}
+
+// Read-side backpressure: a connection whose unread answers pass
+// readPauseAt is not read again until they fall below readResumeAt, so a
+// client that sends without reading cannot make the node queue more.
+const (
+	readPauseAt  = 1 << 20
+	readResumeAt = 256 << 10
+)
+
+// gate is what a node decides about callers once, at start.
+type gate struct {
+	secrets auth.Secrets
+	// open is the role every connection has without proving anything.
+	open auth.Role
+	// peerAuth: peers prove themselves (by secret or by certificate).
+	peerAuth bool
+	// certsOnly: clients prove themselves by certificate alone.
+	certsOnly bool
+}
+
+// newGate checks the security settings of a node listening on listen with
+// peers other nodes.
+func newGate(s Security, listen string, peers int) (gate, error) {
+	g := gate{secrets: s.Secrets}
+	if g.secrets.Admin == nil {
+		g.secrets.Admin = g.secrets.Client
+	}
+	clientCerts := s.TLS != nil && s.TLS.Files().ClientAuth
+	g.peerAuth = s.Secrets.Peer != nil || (s.TLS != nil && s.TLS.HasCA() && s.TLS.Files().Cert != "")
+	authOn := s.Secrets.Client != nil || s.Secrets.Admin != nil || s.Secrets.Peer != nil || clientCerts
+	if s.TLS != nil && s.TLS.Files().Cert == "" {
+		return g, errors.New("TLS needs this node's certificate: give --tls-cert and --tls-key (make them with lockd tls cert --host HOST)")
+	}
+	if authOn && peers > 0 && !g.peerAuth {
+		return g, errors.New("with authentication on, peers must prove they are peers: add --peer-secret-file FILE (the same file on every node), or TLS with --tls-ca and node certificates (lockd tls cert --host HOST)")
+	}
+	clientOpen := s.Secrets.Client == nil && !clientCerts
+	g.certsOnly = clientCerts && s.Secrets.Client == nil
+	switch {
+	case !clientOpen:
+		g.open = auth.None
+	case s.Secrets.Admin != nil:
+		g.open = auth.Client
+	case g.peerAuth:
+		g.open = auth.Admin
+	default:
+		g.open = auth.Peer
+	}
+	if clientOpen && !s.Insecure && !isLoopback(listen) {
+		return g, fmt.Errorf("--listen %s is reachable from the network, and without authentication anyone who reaches it could take and release every lock: add --secret-file FILE (clients send it: lockctl --secret-file FILE), or --tls-client-auth with certificates from lockd tls; or pass --insecure to serve a network you trust without authentication", listen)
+	}
+	return g, nil
+}
+
+// isLoopback reports whether a listen address only accepts connections
+// from this machine.
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// needs is the role a request needs.
+func needs(req *proto.Request) auth.Role {
+	switch req.Op {
+	case proto.OpAuth:
+		return auth.None
+	case proto.OpHandoff:
+		if req.Key == takebackLabel {
+			return auth.Peer
+		}
+		return auth.Admin
+	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve:
+		return auth.Peer
+	}
+	return auth.Client
+}
+
+// refusal is the E words for a request that needs more than have.
+func (g *gate) refusal(need, have auth.Role) string {
+	switch {
+	case have == auth.None:
+		if g.certsOnly {
+			return "authenticate first: this node requires a client certificate (lockctl --tls-cert FILE --tls-key FILE)"
+		}
+		return "authenticate first: this node requires a secret (lockctl --secret-file FILE; by hand: I client SECRET)"
+	case need == auth.Admin:
+		return "this needs the admin role: authenticate with the admin secret (lockctl --secret-file ADMIN-SECRET-FILE) or an admin certificate (lockd tls cert --role admin)"
+	default:
+		return "peer messages are for lockd nodes: authenticate as a peer (--peer-secret-file, or a node certificate)"
+	}
+}
+
+// authStep serves an I request on c.
+func (n *Node) authStep(c *conn, req *proto.Request) {
+	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, req.Key, req.Args)
+	if err != nil {
+		n.refusedLog.log(n.log, "refused authentication", "remote", c.remote, "role", req.Key, "why", err.Error())
+		c.send(func(b []byte) []byte {
+			return proto.AppendError(b, req.Key, proto.OpAuth, err.Error()+"; closing this connection")
+		})
+		c.flushAndClose()
+		return
+	}
+	if role > c.role {
+		n.log.Debug("authenticated", "remote", c.remote, "role", role.String())
+	}
+	c.role = role
+	c.authed.Store(role >= auth.Client)
+	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, req.Key, reply...) })
+}
+
+// rateLog logs one line per interval, counting the ones it skipped, so a
+// flood of refusals cannot flood the log.
+type rateLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+func (r *rateLog) log(l interface {
+	Warn(string, ...any)
+}, msg string, args ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.last) < time.Second {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
+	skipped := r.skipped
+	r.last, r.skipped = now, 0
+	r.mu.Unlock()
+	if skipped > 0 {
+		args = append(args, "similar_skipped", skipped)
+	}
+	l.Warn(msg, args...)
+}
+
+// dialPeer opens an authenticated link to the peer at addr: TCP, TLS when
+// configured (the peer must present a node certificate), then the peer
+// secret when there is one. The reader it returns is the link's.
+func (n *Node) dialPeer(ctx context.Context, addr string) (net.Conn, *bufio.Reader, error) {
+	d := net.Dialer{Timeout: n.cfg.FailureTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	nc.SetDeadline(time.Now().Add(n.cfg.FailureTimeout))
+	// certPeer: TLS verified the node at addr as a peer by its node
+	// certificate, and this node's own certificate, presented in the
+	// same handshake, proves this node to it the same way.
+	certPeer := false
+	if t := n.cfg.Security.TLS; t != nil {
+		tc := tls.Client(nc, t.ClientConfig(addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			if ctx.Err() == nil && !isTimeout(err) {
+				err = &peerAuthError{fmt.Errorf("TLS: %w", err)}
+			}
+			return nil, nil, err
+		}
+		if t.HasCA() {
+			cs := tc.ConnectionState()
+			certPeer = len(cs.PeerCertificates) > 0 && auth.RoleOfCert(cs.PeerCertificates[0]) == auth.Peer
+		}
+		nc = tc
+	}
+	r := bufio.NewReaderSize(nc, 64<<10)
+	sec := n.cfg.Security.Secrets.Peer
+	switch {
+	case sec != nil:
+		// Strict unless the certificates proved both ends already: a
+		// node that grants the role without proving the secret is not
+		// followed.
+		if _, err := auth.Authenticate(nc, r, auth.Peer, sec, !certPeer); err != nil {
+			nc.Close()
+			var re *auth.RefusedError
+			if errors.As(err, &re) || errors.Is(err, auth.ErrOpen) || errors.Is(err, auth.ErrBadProof) {
+				err = &peerAuthError{fmt.Errorf("peer secret: %w", err)}
+			}
+			return nil, nil, err
+		}
+	case n.gate.peerAuth && !certPeer:
+		nc.Close()
+		return nil, nil, &peerAuthError{fmt.Errorf("its certificate is not a node certificate (OU %s); make one with lockd tls cert --host, or set --peer-secret-file on every node", auth.OUPeer)}
+	}
+	nc.SetDeadline(time.Time{})
+	return nc, r, nil
+}
+
+// peerAuthError is a peer link that failed past TCP: TLS or the peer
+// secret. It is a configuration to fix, not a node that is down.
+type peerAuthError struct{ err error }
+
+func (e *peerAuthError) Error() string { return e.err.Error() }
+func (e *peerAuthError) Unwrap() error { return e.err }
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// deadlineReader is a connection's read side, bounding how long a client
+// may take: to authenticate, where the node requires it, and to finish a
+// line it has begun. It sets the socket's read deadline lazily (at most
+// about once per bound), so a busy connection pays for no timer per read.
+type deadlineReader struct {
+	c  *conn
+	nc net.Conn
+	br *bufio.Reader // whose Buffered bytes are a partial line when it reads
+
+	start        time.Time
+	partialSince time.Time
+	armed        time.Time // the deadline set on the socket (zero: none)
+}
+
+// errReadBound ends a connection that overran a bound; its message is
+// the one the client gets.
+type errReadBound struct{ msg string }
+
+func (e errReadBound) Error() string { return e.msg }
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	for {
+		// Arm the bound when none is armed or it comes sooner than the
+		// one armed; a later or vanished bound is left to the timeout
+		// below, which re-arms.
+		if due, _ := d.due(); !due.IsZero() && (d.armed.IsZero() || due.Before(d.armed)) {
+			d.nc.SetReadDeadline(due)
+			d.armed = due
+		}
+		n, err := d.nc.Read(p)
+		if err == nil || n > 0 {
+			return n, err
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return n, err
+		}
+		// The deadline that fired may belong to a bound already met.
+		due, why := d.due()
+		if !due.IsZero() && !time.Now().Before(due) {
+			return 0, errReadBound{why}
+		}
+		d.nc.SetReadDeadline(due)
+		d.armed = due
+	}
+}
+
+// due is the bound in force now and what overrunning it means.
+func (d *deadlineReader) due() (time.Time, string) {
+	lim := &d.c.n.cfg.Limits
+	var due time.Time
+	why := ""
+	if !d.c.authed.Load() {
+		due = d.start.Add(lim.AuthTimeout)
+		why = "not authenticated within " + lim.AuthTimeout.String() + "; closing this connection"
+	}
+	if d.br.Buffered() > 0 {
+		if d.partialSince.IsZero() {
+			d.partialSince = time.Now()
+		}
+		if t := d.partialSince.Add(lim.LineTimeout); due.IsZero() || t.Before(due) {
+			due = t
+			why = "line not finished within " + lim.LineTimeout.String() + "; closing this connection"
+		}
+	} else {
+		d.partialSince = time.Time{}
+	}
+	return due, why
+}
+
+// connLimit is the answer to a connection over --max-conns or
+// --max-conns-per-ip, "" when it may stay.
+func (n *Node) connLimitLocked(ip string) string {
+	lim := &n.cfg.Limits
+	if len(n.conns) >= lim.MaxConns {
+		return "too many connections (" + strconv.Itoa(lim.MaxConns) + ", lockd --max-conns); retry later"
+	}
+	if lim.MaxConnsPerIP > 0 && n.perIP[ip] >= lim.MaxConnsPerIP {
+		return "too many connections from " + ip + " (" + strconv.Itoa(lim.MaxConnsPerIP) + ", lockd --max-conns-per-ip); close some"
+	}
+	return ""
+}
+
+// byteSize writes a size the way the flags take it: 8MiB, 512MiB, 1GiB.
+func byteSize(b int64) string {
+	switch {
+	case b >= 1<<30 && b%(1<<30) == 0:
+		return strconv.FormatInt(b>>30, 10) + "GiB"
+	case b >= 1<<20:
+		return strconv.FormatInt(b>>20, 10) + "MiB"
+	case b >= 1<<10:
+		return strconv.FormatInt(b>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(b, 10) + "B"
+}
