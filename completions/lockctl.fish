@@ -35,32 +35,32 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set node lockctl_completion
             case 'lockctl help' 'lockctl h'
                 set node lockctl_help
-            case 'lockctl --addr' 'lockctl --color'
+            case 'lockctl --addr' 'lockctl --color' 'lockctl --tls-ca' 'lockctl --tls-cert' 'lockctl --tls-key' 'lockctl --tls-server-name' 'lockctl --secret-file'
                 set skip 1
-            case 'lockctl_acquire --key' 'lockctl_acquire --lease' 'lockctl_acquire --wait' 'lockctl_acquire --addr' 'lockctl_acquire --color'
+            case 'lockctl_acquire --key' 'lockctl_acquire --lease' 'lockctl_acquire --wait' 'lockctl_acquire --addr' 'lockctl_acquire --color' 'lockctl_acquire --tls-ca' 'lockctl_acquire --tls-cert' 'lockctl_acquire --tls-key' 'lockctl_acquire --tls-server-name' 'lockctl_acquire --secret-file'
                 set skip 1
-            case 'lockctl_release --key' 'lockctl_release --token' 'lockctl_release --addr' 'lockctl_release --color'
+            case 'lockctl_release --key' 'lockctl_release --token' 'lockctl_release --addr' 'lockctl_release --color' 'lockctl_release --tls-ca' 'lockctl_release --tls-cert' 'lockctl_release --tls-key' 'lockctl_release --tls-server-name' 'lockctl_release --secret-file'
                 set skip 1
-            case 'lockctl_renew --key' 'lockctl_renew --token' 'lockctl_renew --lease' 'lockctl_renew --addr' 'lockctl_renew --color'
+            case 'lockctl_renew --key' 'lockctl_renew --token' 'lockctl_renew --lease' 'lockctl_renew --addr' 'lockctl_renew --color' 'lockctl_renew --tls-ca' 'lockctl_renew --tls-cert' 'lockctl_renew --tls-key' 'lockctl_renew --tls-server-name' 'lockctl_renew --secret-file'
                 set skip 1
-            case 'lockctl_hold --key' 'lockctl_hold --lease' 'lockctl_hold --wait' 'lockctl_hold --addr' 'lockctl_hold --color'
+            case 'lockctl_hold --key' 'lockctl_hold --lease' 'lockctl_hold --wait' 'lockctl_hold --addr' 'lockctl_hold --color' 'lockctl_hold --tls-ca' 'lockctl_hold --tls-cert' 'lockctl_hold --tls-key' 'lockctl_hold --tls-server-name' 'lockctl_hold --secret-file'
                 set skip 1
-            case 'lockctl_exec --key' 'lockctl_exec --lease' 'lockctl_exec --wait' 'lockctl_exec --grace' 'lockctl_exec --timeout-code' 'lockctl_exec --addr' 'lockctl_exec --color'
+            case 'lockctl_exec --key' 'lockctl_exec --lease' 'lockctl_exec --wait' 'lockctl_exec --grace' 'lockctl_exec --timeout-code' 'lockctl_exec --addr' 'lockctl_exec --color' 'lockctl_exec --tls-ca' 'lockctl_exec --tls-cert' 'lockctl_exec --tls-key' 'lockctl_exec --tls-server-name' 'lockctl_exec --secret-file'
                 set skip 1
             case 'lockctl_exec --'
                 echo lockctl_exec--
                 return
-            case 'lockctl_bench --workers' 'lockctl_bench --conns' 'lockctl_bench --duration' 'lockctl_bench --keys' 'lockctl_bench --lease' 'lockctl_bench --wait' 'lockctl_bench --mode' 'lockctl_bench --addr' 'lockctl_bench --color'
+            case 'lockctl_bench --workers' 'lockctl_bench --conns' 'lockctl_bench --duration' 'lockctl_bench --keys' 'lockctl_bench --lease' 'lockctl_bench --wait' 'lockctl_bench --mode' 'lockctl_bench --addr' 'lockctl_bench --color' 'lockctl_bench --tls-ca' 'lockctl_bench --tls-cert' 'lockctl_bench --tls-key' 'lockctl_bench --tls-server-name' 'lockctl_bench --secret-file'
                 set skip 1
-            case 'lockctl_status --interval' 'lockctl_status --wait-active' 'lockctl_status --timeout' 'lockctl_status --addr' 'lockctl_status --color'
+            case 'lockctl_status --interval' 'lockctl_status --wait-active' 'lockctl_status --timeout' 'lockctl_status --addr' 'lockctl_status --color' 'lockctl_status --tls-ca' 'lockctl_status --tls-cert' 'lockctl_status --tls-key' 'lockctl_status --tls-server-name' 'lockctl_status --secret-file'
                 set skip 1
-            case 'lockctl_queues --key' 'lockctl_queues --prefix' 'lockctl_queues --addr' 'lockctl_queues --color'
+            case 'lockctl_queues --key' 'lockctl_queues --prefix' 'lockctl_queues --addr' 'lockctl_queues --color' 'lockctl_queues --tls-ca' 'lockctl_queues --tls-cert' 'lockctl_queues --tls-key' 'lockctl_queues --tls-server-name' 'lockctl_queues --secret-file'
                 set skip 1
-            case 'lockctl_handoff --to' 'lockctl_handoff --timeout' 'lockctl_handoff --addr' 'lockctl_handoff --color'
+            case 'lockctl_handoff --to' 'lockctl_handoff --timeout' 'lockctl_handoff --addr' 'lockctl_handoff --color' 'lockctl_handoff --tls-ca' 'lockctl_handoff --tls-cert' 'lockctl_handoff --tls-key' 'lockctl_handoff --tls-server-name' 'lockctl_handoff --secret-file'
                 set skip 1
-            case 'lockctl_drill --workers' 'lockctl_drill --keys' 'lockctl_drill --lease' 'lockctl_drill --duration' 'lockctl_drill --action' 'lockctl_drill --run' 'lockctl_drill --at' 'lockctl_drill --max-gap' 'lockctl_drill --max-errors' 'lockctl_drill --max-lost' 'lockctl_drill --addr' 'lockctl_drill --color'
+            case 'lockctl_drill --workers' 'lockctl_drill --keys' 'lockctl_drill --lease' 'lockctl_drill --duration' 'lockctl_drill --action' 'lockctl_drill --run' 'lockctl_drill --at' 'lockctl_drill --max-gap' 'lockctl_drill --max-errors' 'lockctl_drill --max-lost' 'lockctl_drill --addr' 'lockctl_drill --color' 'lockctl_drill --tls-ca' 'lockctl_drill --tls-cert' 'lockctl_drill --tls-key' 'lockctl_drill --tls-server-name' 'lockctl_drill --secret-file'
                 set skip 1
-            case 'lockctl_completion --addr' 'lockctl_completion --color'
+            case 'lockctl_completion --addr' 'lockctl_completion --color' 'lockctl_completion --tls-ca' 'lockctl_completion --tls-cert' 'lockctl_completion --tls-key' 'lockctl_completion --tls-server-name' 'lockctl_completion --secret-file'
                 set skip 1
         end
     end
@@ -88,6 +88,12 @@ complete -c lockctl -n '__lockctl_is lockctl' -a help -d 'show a list of command
 complete -c lockctl -n '__lockctl_is lockctl' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
@@ -96,6 +102,12 @@ complete -c lockctl -n '__lockctl_is lockctl_acquire' -l wait -x -d 'longest to 
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_release' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
@@ -103,6 +115,12 @@ complete -c lockctl -n '__lockctl_is lockctl_release' -l token -x -d 'the fencin
 complete -c lockctl -n '__lockctl_is lockctl_release' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_release' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_release' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_release' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_release' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_release' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_release' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_release' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_release' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_release' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
@@ -111,6 +129,12 @@ complete -c lockctl -n '__lockctl_is lockctl_renew' -l lease -x -d 'how long loc
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_renew' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_renew' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_renew' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_renew' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_renew' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_renew' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
@@ -119,6 +143,12 @@ complete -c lockctl -n '__lockctl_is lockctl_hold' -l wait -x -d 'longest to wai
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
@@ -129,6 +159,12 @@ complete -c lockctl -n '__lockctl_is lockctl_exec' -l timeout-code -x -d 'exit C
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l help -s h -d 'show help'
 complete -c lockctl -n '__lockctl_is lockctl_exec--' -F -a '(__fish_complete_command)'
 
@@ -142,6 +178,12 @@ complete -c lockctl -n '__lockctl_is lockctl_bench' -l mode -x -a 'pipelined per
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_status' -l watch -s w -d 'redraw the view every --interval until Ctrl-C'
@@ -151,6 +193,12 @@ complete -c lockctl -n '__lockctl_is lockctl_status' -l timeout -x -d 'with --wa
 complete -c lockctl -n '__lockctl_is lockctl_status' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_status' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_status' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_status' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_queues' -l key -x -d 'show this KEY only'
@@ -158,6 +206,12 @@ complete -c lockctl -n '__lockctl_is lockctl_queues' -l prefix -x -d 'show the k
 complete -c lockctl -n '__lockctl_is lockctl_queues' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_queues' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_queues' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_queues' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_queues' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_queues' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_queues' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_queues' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_queues' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_queues' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l to -x -d 'hand the role to the node at ADDR instead of the successor'
@@ -165,6 +219,12 @@ complete -c lockctl -n '__lockctl_is lockctl_handoff' -l timeout -x -d 'give up 
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_handoff' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_handoff' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_handoff' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_handoff' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_handoff' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_handoff' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l workers -x -d 'run N acquire/release loops at once'
@@ -180,12 +240,24 @@ complete -c lockctl -n '__lockctl_is lockctl_drill' -l max-lost -x -d 'fail when
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_completion' -a 'bash zsh fish'
 complete -c lockctl -n '__lockctl_is lockctl_completion' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_completion' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_completion' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_completion' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_completion' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_completion' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_completion' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_completion' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_completion' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_completion' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_help' -a 'acquire release renew hold exec bench status queues handoff drill completion'

@@ -143,7 +143,7 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 
-	before := survey(ctx, g.Addrs, client.Status)
+	before := survey(ctx, g.Addrs, g.status)
 	if before.Answered == 0 {
 		return noNodeAnswered(g, before)
 	}
@@ -152,11 +152,11 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	rep := runDrill(ctx, cl, client.Status, plan)
+	rep := runDrill(ctx, cl, g.status, plan)
 	if ctx.Err() != nil {
 		return clientFailure(ctx, g, "running the drill", ctx.Err())
 	}
-	after := survey(ctx, g.Addrs, client.Status)
+	after := survey(ctx, g.Addrs, g.status)
 	rep.ActiveBefore, rep.ActiveAfter = before.Active, after.Active
 	rep.judge(plan)
 	if g.JSON {

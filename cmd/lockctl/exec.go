@@ -244,11 +244,12 @@ func (c *execCommand) release(g *globals, cl *client.Client, token uint64) {
 // fence its writes or renew the lock itself. A later entry wins in
 // exec.Cmd.Env, so inherited LOCKD_* values are replaced.
 func commandEnv(g *globals, key string, token uint64) []string {
-	return append(os.Environ(),
+	env := append(os.Environ(),
 		"LOCKD_KEY="+key,
 		"LOCKD_TOKEN="+strconv.FormatUint(token, 10),
 		"LOCKD_ADDR="+g.AddrList,
 	)
+	return append(env, g.SecurityEnv...)
 }
 
 // lookCommand finds the command as a shell would, with a shell's exit

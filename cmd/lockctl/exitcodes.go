@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/lockd-io/lockd/proto/auth"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -124,7 +125,10 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		return &exitError{code: stop.code(), what: fmt.Sprintf("%s while %s", stop, doing), err: err}
 	}
 	var srv *client.ServerError
+	var setup *client.SetupError
 	switch {
+	case errors.As(err, &setup):
+		return setupFailure(setup, err)
 	case errors.Is(err, client.ErrUnavailable):
 		return unreachable(g, err)
 	case errors.Is(err, client.ErrTimeout):
@@ -134,8 +138,12 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		return &exitError{code: exitFailed, what: "the token does not hold the key while " + doing,
 			try: "it was released already, its lease expired, or it was never granted; acquire the key again", err: err}
 	case errors.As(err, &srv):
+		try := "check the flags against the server's limits"
+		if strings.HasPrefix(srv.Msg, "authenticate first") || strings.HasPrefix(srv.Msg, "this needs the admin role") {
+			try = "see the Security section of lockd's README"
+		}
 		return &exitError{code: exitFailed, what: fmt.Sprintf("lockd refused %s: %s", doing, srv.Msg),
-			try: "check the flags against the server's limits", err: err}
+			try: try, err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &exitError{code: exitUnavailable, what: fmt.Sprintf("no answer from lockd at %s while %s", printable(g.AddrList), doing),
 			try: "check that the node is up and not overloaded (`lockctl status`)", err: err}
@@ -144,12 +152,38 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		try: "check `lockctl status`", err: err}
 }
 
+// setupFailure is a node that was reached but refused the connection's
+// TLS or secret: a setting to fix, so it is not reported as unreachable.
+func setupFailure(e *client.SetupError, err error) *exitError {
+	var refused *auth.RefusedError
+	what := fmt.Sprintf("lockd at %s: %s failed: %v", printable(e.Addr), e.What, e.Err)
+	try := "check --tls-ca, --tls-cert and --tls-key against the node's certificates (lockd tls)"
+	switch {
+	case errors.As(err, &refused):
+		words := strings.TrimSuffix(refused.Words, "; closing this connection")
+		what = fmt.Sprintf("lockd at %s refused the secret: %s", printable(e.Addr), words)
+		try = "pass --secret-file (or LOCKD_SECRET_FILE) the file the node was started with"
+		if strings.Contains(words, "role admin") {
+			try = "moving the active role needs the node's --admin-secret-file: pass that file with --secret-file"
+		}
+	case e.What == "the secret":
+		try = "check that --secret-file is the file the node was started with"
+	}
+	return &exitError{code: exitFailed, what: what, try: try, err: err}
+}
+
 // unreachable is the one message for "no node answered".
 func unreachable(g *globals, err error) *exitError {
+	cause := networkCause(err)
+	try := "start it with `lockd` or point --addr/LOCKD_ADDR at a running node"
+	if strings.HasPrefix(cause, "tls: ") {
+		// The node answered, in TLS, and refused this end: a flag to fix.
+		try = "check the TLS flags: --tls-ca verifies the node; a node started with --tls-client-auth wants --tls-cert and --tls-key"
+	}
 	return &exitError{
 		code: exitUnavailable,
-		what: fmt.Sprintf("cannot reach lockd at %s (%s)", printable(g.AddrList), networkCause(err)),
-		try:  "start it with `lockd` or point --addr/LOCKD_ADDR at a running node",
+		what: fmt.Sprintf("cannot reach lockd at %s (%s)", printable(g.AddrList), cause),
+		try:  try,
 		err:  err,
 	}
 }

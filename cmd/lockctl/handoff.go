@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/proto/auth"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -77,7 +78,7 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
-	before := survey(ctx, g.Addrs, client.Status)
+	before := survey(ctx, g.Addrs, g.status)
 	if before.Answered == 0 {
 		return noNodeAnswered(g, before)
 	}
@@ -85,12 +86,12 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 		return fail(exitFailed, printable(c.to)+" is already active",
 			"name another node with --to, or leave --to out to pick the successor")
 	}
-	cl, err := g.client(client.Options{})
+	cl, err := g.client(client.Options{Role: auth.Admin})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	res, err := runHandoff(ctx, cl, client.Status, c.to)
+	res, err := runHandoff(ctx, cl, g.status, c.to)
 	if err != nil {
 		return handoffFailure(ctx, g, c.timeout, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/auth"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -157,9 +158,15 @@ var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): 
 // works as well as `lockctl --json acquire`; a value given after the
 // command wins.
 const (
-	flagAddr  = "addr"
-	flagJSON  = "json"
-	flagColor = "color"
+	flagAddr          = "addr"
+	flagJSON          = "json"
+	flagColor         = "color"
+	flagTLS           = "tls"
+	flagTLSCA         = "tls-ca"
+	flagTLSCert       = "tls-cert"
+	flagTLSKey        = "tls-key"
+	flagTLSServerName = "tls-server-name"
+	flagSecretFile    = "secret-file"
 )
 
 const globalCategory = "GLOBAL (also accepted before the command)"
@@ -177,15 +184,54 @@ func globalFlags(app bool) []cli.Flag {
 		Name:  flagColor,
 		Usage: "`WHEN` to colour output: auto (on a terminal, unless NO_COLOR is set), always or never",
 	}
+	useTLS := &cli.BoolFlag{
+		Name:  flagTLS,
+		Usage: "speak TLS, verifying lockd's certificate with the system's CAs (--tls-ca implies --tls)",
+	}
+	tlsCA := &cli.StringFlag{
+		Name:  flagTLSCA,
+		Usage: "speak TLS, verifying lockd's certificate with the CA in `FILE` (lockd-ca.pem from lockd tls ca)",
+	}
+	tlsCert := &cli.StringFlag{
+		Name:  flagTLSCert,
+		Usage: "client certificate `FILE` to present, for nodes started with --tls-client-auth",
+	}
+	tlsKey := &cli.StringFlag{
+		Name:  flagTLSKey,
+		Usage: "private key `FILE` of --tls-cert",
+	}
+	tlsName := &cli.StringFlag{
+		Name:  flagTLSServerName,
+		Usage: "`NAME` to verify in lockd's certificate, when it differs from the host in --addr",
+	}
+	secret := &cli.StringFlag{
+		Name:  flagSecretFile,
+		Usage: "prove the secret in `FILE` to lockd (its --secret-file, or --admin-secret-file for handoff); the secret never crosses the network",
+	}
+	flags := []cli.Flag{addr, jsonOut, color, useTLS, tlsCA, tlsCert, tlsKey, tlsName, secret}
 	if app {
 		addr.Value = defaultAddr
 		addr.EnvVars = []string{"LOCKD_ADDR"}
 		color.Value = "auto"
+		useTLS.EnvVars = []string{"LOCKD_TLS"}
+		tlsCA.EnvVars = []string{"LOCKD_TLS_CA"}
+		tlsCert.EnvVars = []string{"LOCKD_TLS_CERT"}
+		tlsKey.EnvVars = []string{"LOCKD_TLS_KEY"}
+		tlsName.EnvVars = []string{"LOCKD_TLS_SERVER_NAME"}
+		secret.EnvVars = []string{"LOCKD_SECRET_FILE"}
 	} else {
-		addr.Category, jsonOut.Category, color.Category = globalCategory, globalCategory, globalCategory
 		addr.Usage += " (default 127.0.0.1:7070, or $LOCKD_ADDR)"
+		useTLS.Usage += " ($LOCKD_TLS)"
+		tlsCA.Usage += " ($LOCKD_TLS_CA)"
+		tlsCert.Usage += " ($LOCKD_TLS_CERT)"
+		tlsKey.Usage += " ($LOCKD_TLS_KEY)"
+		tlsName.Usage += " ($LOCKD_TLS_SERVER_NAME)"
+		secret.Usage += " ($LOCKD_SECRET_FILE)"
+		addr.Category, jsonOut.Category, color.Category = globalCategory, globalCategory, globalCategory
+		useTLS.Category, tlsCA.Category, tlsCert.Category, tlsKey.Category = globalCategory, globalCategory, globalCategory, globalCategory
+		tlsName.Category, secret.Category = globalCategory, globalCategory
 	}
-	return []cli.Flag{addr, jsonOut, color}
+	return flags
 }
 
 // globals is what every command needs beyond its own flags.
@@ -198,6 +244,14 @@ type globals struct {
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
+
+	// Security is how every connection is set up: TLS and the secret
+	// (client.Options' TLS, Secret).
+	Security client.Options
+	// SecurityEnv passes the TLS and secret flags on to exec's command,
+	// as their LOCKD_* twins, so that a lockctl it runs connects the same
+	// way.
+	SecurityEnv []string
 }
 
 // globalsOf resolves the global flags for the command running in cCtx, or
@@ -224,6 +278,9 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 		return nil, usageError(cCtx.Command.Name, "--addr (or LOCKD_ADDR) is empty: give at least one HOST:PORT")
 	}
 	g.AddrList = strings.Join(g.Addrs, ",")
+	if err := g.loadSecurity(cCtx); err != nil {
+		return nil, err
+	}
 	if f, ok := g.Stdout.(*os.File); ok {
 		g.TTY = isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 	}
@@ -254,9 +311,64 @@ func lookupGlobal[T any](cCtx *cli.Context, name string, def T, get func(*cli.Co
 	return def
 }
 
+// loadSecurity reads the TLS and secret flags.
+func (g *globals) loadSecurity(cCtx *cli.Context) error {
+	cmd := cCtx.Command.Name
+	files := auth.TLSFiles{
+		CA:         lookupGlobal(cCtx, flagTLSCA, "", (*cli.Context).String),
+		Cert:       lookupGlobal(cCtx, flagTLSCert, "", (*cli.Context).String),
+		Key:        lookupGlobal(cCtx, flagTLSKey, "", (*cli.Context).String),
+		ServerName: lookupGlobal(cCtx, flagTLSServerName, "", (*cli.Context).String),
+	}
+	useTLS := lookupGlobal(cCtx, flagTLS, false, (*cli.Context).Bool) || files.CA != "" || files.Cert != ""
+	if !useTLS && files.ServerName != "" {
+		return usageError(cmd, "--tls-server-name is for TLS: add --tls (system CAs) or --tls-ca FILE")
+	}
+	if useTLS {
+		t, err := auth.LoadTLS(files, nil)
+		if err != nil {
+			return usageError(cmd, "%v", err)
+		}
+		g.Security.TLS = t.ClientConfig("")
+		g.Security.TLS.ServerName = files.ServerName
+	}
+	if path := lookupGlobal(cCtx, flagSecretFile, "", (*cli.Context).String); path != "" {
+		secret, warning, err := auth.ReadSecretFile(flagSecretFile, path)
+		if err != nil {
+			return usageError(cmd, "%v", err)
+		}
+		if warning != "" {
+			warn(g.Stderr, warning, "")
+		}
+		g.Security.Secret = secret
+	}
+	for _, f := range []struct{ flag, env string }{
+		{flagTLSCA, "LOCKD_TLS_CA"}, {flagTLSCert, "LOCKD_TLS_CERT"}, {flagTLSKey, "LOCKD_TLS_KEY"},
+		{flagTLSServerName, "LOCKD_TLS_SERVER_NAME"}, {flagSecretFile, "LOCKD_SECRET_FILE"},
+	} {
+		if v := lookupGlobal(cCtx, f.flag, "", (*cli.Context).String); v != "" {
+			g.SecurityEnv = append(g.SecurityEnv, f.env+"="+v)
+		}
+	}
+	if useTLS {
+		g.SecurityEnv = append(g.SecurityEnv, "LOCKD_TLS=true")
+	}
+	return nil
+}
+
+// status asks the node at addr for its status, connecting as every other
+// request does (TLS, secret).
+func (g *globals) status(ctx context.Context, addr string) (proto.Status, error) {
+	return client.StatusWith(ctx, addr, g.Security)
+}
+
 // client connects to the --addr nodes. The client dials in the background;
 // unreachable nodes show up as client.ErrUnavailable on first use.
 func (g *globals) client(opts client.Options) (*client.Client, error) {
+	opts.TLS, opts.Secret = g.Security.TLS, g.Security.Secret
+	if opts.Role == auth.None {
+		opts.Role = auth.Client
+	}
 	c, err := client.New(g.Addrs, opts)
 	if err != nil {
 		return nil, usageError("", "cannot use --addr %s: %v", g.AddrList, err)

@@ -16,7 +16,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/proto"
-	"github.com/lockd-io/lockd/proto/client"
 )
 
 // statusCommand shows every node of the cluster and which one is active.
@@ -114,11 +113,11 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	defer stop()
 	switch {
 	case c.waitActive != "":
-		return waitActive(ctx, g, client.Status, c.waitActive, c.timeout)
+		return waitActive(ctx, g, g.status, c.waitActive, c.timeout)
 	case c.watch:
 		return c.watchLoop(ctx, g)
 	}
-	v := survey(ctx, g.Addrs, client.Status)
+	v := survey(ctx, g.Addrs, g.status)
 	if err := ctx.Err(); err != nil {
 		return clientFailure(ctx, g, "asking for status", err)
 	}
@@ -137,7 +136,7 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 	st := styleOf(g)
 	var buf bytes.Buffer
 	for i := 0; ; i++ {
-		v := survey(ctx, g.Addrs, client.Status)
+		v := survey(ctx, g.Addrs, g.status)
 		if ctx.Err() != nil {
 			return nil
 		}

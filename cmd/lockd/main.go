@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/lockd-io/lockd/cmd/internal/complete"
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/auth"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -86,10 +88,29 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.IntFlag{Name: "max-waiters", Value: engine.DefaultConfig.MaxWaitersPerKey, EnvVars: []string{"LOCKD_MAX_WAITERS"}, Usage: "most clients queued on one key"},
 			&cli.DurationFlag{Name: "max-lease", Value: engine.DefaultConfig.MaxLease, EnvVars: []string{"LOCKD_MAX_LEASE"}, Usage: "longest lease a client may ask for"},
 			&cli.DurationFlag{Name: "max-wait", Value: engine.DefaultConfig.MaxWait, EnvVars: []string{"LOCKD_MAX_WAIT"}, Usage: "longest finite wait a client may ask for (wait 0 = forever is always allowed)"},
+			&cli.IntFlag{Name: "max-total-waiters", Value: engine.DefaultConfig.MaxWaiters, EnvVars: []string{"LOCKD_MAX_TOTAL_WAITERS"}, Usage: "most clients queued over all keys together"},
+			&cli.DurationFlag{Name: "max-clock-skew", Value: engine.DefaultConfig.MaxEpochAhead, EnvVars: []string{"LOCKD_MAX_CLOCK_SKEW"}, Usage: "largest clock difference between the cluster's machines; a token from further ahead is ignored and logged"},
+
+			&cli.StringFlag{Name: "tls-cert", Category: catSecurity, EnvVars: []string{"LOCKD_TLS_CERT"}, Usage: "serve TLS with this node's certificate `FILE` (make one with lockd tls cert --host HOST); peers are dialled with TLS too"},
+			&cli.StringFlag{Name: "tls-key", Category: catSecurity, EnvVars: []string{"LOCKD_TLS_KEY"}, Usage: "private key `FILE` of --tls-cert"},
+			&cli.StringFlag{Name: "tls-ca", Category: catSecurity, EnvVars: []string{"LOCKD_TLS_CA"}, Usage: "CA `FILE` that signs the peers' certificates (and the clients', with --tls-client-auth); a peer proves itself with its node certificate"},
+			&cli.BoolFlag{Name: "tls-client-auth", Category: catSecurity, EnvVars: []string{"LOCKD_TLS_CLIENT_AUTH"}, Usage: "require every client to present a certificate signed by --tls-ca (lockd tls cert --role client|admin)"},
+			&cli.StringFlag{Name: "secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_SECRET_FILE"}, Usage: "clients must prove the secret in `FILE` (lockctl --secret-file FILE) before any request"},
+			&cli.StringFlag{Name: "admin-secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_ADMIN_SECRET_FILE"}, Usage: "only the secret in `FILE` may move the active role (lockctl handoff); without it, every client may"},
+			&cli.StringFlag{Name: "peer-secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_PEER_SECRET_FILE"}, Usage: "nodes prove to each other the secret in `FILE` (the same file on every node), unless their TLS certificates do"},
+			&cli.BoolFlag{Name: "insecure", Category: catSecurity, EnvVars: []string{"LOCKD_INSECURE"}, Usage: "serve clients without authentication on an address other than loopback (a network you trust)"},
+
+			&cli.IntFlag{Name: "max-conns", Category: catLimits, Value: cluster.DefaultLimits.MaxConns, EnvVars: []string{"LOCKD_MAX_CONNS"}, Usage: "most connections open at once; more are refused"},
+			&cli.IntFlag{Name: "max-conns-per-ip", Category: catLimits, EnvVars: []string{"LOCKD_MAX_CONNS_PER_IP"}, DefaultText: "0: no cap", Usage: "most connections from one IP address"},
+			&cli.DurationFlag{Name: "auth-timeout", Category: catLimits, Value: cluster.DefaultLimits.AuthTimeout, EnvVars: []string{"LOCKD_AUTH_TIMEOUT"}, Usage: "a connection that has not authenticated (or finished TLS) by then is closed"},
+			&cli.DurationFlag{Name: "line-timeout", Category: catLimits, Value: cluster.DefaultLimits.LineTimeout, EnvVars: []string{"LOCKD_LINE_TIMEOUT"}, Usage: "a request line that has begun must end within this, or the connection is closed"},
+			&cli.StringFlag{Name: "max-conn-output", Category: catLimits, Value: "8MiB", EnvVars: []string{"LOCKD_MAX_CONN_OUTPUT"}, Usage: "`SIZE` of answers one client may leave unread before it is disconnected"},
+			&cli.StringFlag{Name: "max-output", Category: catLimits, Value: "512MiB", EnvVars: []string{"LOCKD_MAX_OUTPUT"}, Usage: "`SIZE` of unread answers of all clients together; past it, a client with more than 64KiB of them unread is disconnected"},
+
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"LOCKD_LOG_LEVEL"}, Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LOCKD_LOG_FORMAT"}, Usage: "`FORMAT` of logs: text or json"},
 		},
-		Commands: []*cli.Command{completionCommand()},
+		Commands: []*cli.Command{tlsCommand(), completionCommand()},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
 				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags only (see lockd --help)", c.Args().First()), 2)
@@ -104,15 +125,41 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 					peers = append(peers, strings.TrimSpace(a))
 				}
 			}
-			for _, name := range []string{"max-keys", "max-waiters"} {
+			for _, name := range []string{"max-keys", "max-waiters", "max-total-waiters", "max-conns"} {
 				if c.Int(name) <= 0 {
 					return cli.Exit(fmt.Sprintf("--%s %d: must be at least 1", name, c.Int(name)), 2)
 				}
 			}
-			for _, name := range []string{"max-lease", "max-wait", "heartbeat", "failure-timeout"} {
+			if c.Int("max-conns-per-ip") < 0 {
+				return cli.Exit(fmt.Sprintf("--max-conns-per-ip %d: must be 0 (no cap) or more", c.Int("max-conns-per-ip")), 2)
+			}
+			for _, name := range []string{"max-lease", "max-wait", "heartbeat", "failure-timeout", "max-clock-skew", "auth-timeout", "line-timeout"} {
 				if d := c.Duration(name); d <= 0 || d > proto.MaxSeconds*time.Second {
 					return cli.Exit(fmt.Sprintf("--%s %s: must be more than 0 and at most 10 years (%s)", name, d, proto.MaxSeconds*time.Second), 2)
 				}
+			}
+			limits := cluster.Limits{
+				MaxConns:      c.Int("max-conns"),
+				MaxConnsPerIP: c.Int("max-conns-per-ip"),
+				AuthTimeout:   c.Duration("auth-timeout"),
+				LineTimeout:   c.Duration("line-timeout"),
+			}
+			for _, f := range []struct {
+				name string
+				dst  func(int64)
+			}{
+				{"max-conn-output", func(v int64) { limits.MaxConnOutput = int(v) }},
+				{"max-output", func(v int64) { limits.MaxOutput = v }},
+			} {
+				v, err := parseSize(c.String(f.name))
+				if err != nil {
+					return cli.Exit(fmt.Sprintf("--%s %q: %v", f.name, c.String(f.name), err), 2)
+				}
+				f.dst(v)
+			}
+			sec, err := loadSecurity(c, logger)
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
 			}
 			node, err := cluster.New(cluster.Config{
 				Listen:         c.String("listen"),
@@ -123,10 +170,14 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 				Engine: engine.Config{
 					MaxKeys:          c.Int("max-keys"),
 					MaxWaitersPerKey: c.Int("max-waiters"),
+					MaxWaiters:       c.Int("max-total-waiters"),
 					MaxLease:         c.Duration("max-lease"),
 					MaxWait:          c.Duration("max-wait"),
+					MaxEpochAhead:    c.Duration("max-clock-skew"),
 				},
-				Logger: logger,
+				Security: sec,
+				Limits:   limits,
+				Logger:   logger,
 			})
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
@@ -136,6 +187,9 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if sec.TLS != nil {
+				reloadOnHUP(ctx, sec.TLS, logger)
+			}
 			go func() {
 				<-ctx.Done()
 				// A second signal while the handoff runs means: stop now.
@@ -151,6 +205,91 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			return nil
 		},
 	}
+}
+
+// Categories of lockd's flags in --help.
+const (
+	catSecurity = "SECURITY (see the README's Security section)"
+	catLimits   = "LIMITS (what one client, or all together, can make a node hold)"
+)
+
+// loadSecurity reads the TLS files and secrets the flags name.
+func loadSecurity(c *cli.Context, logger *slog.Logger) (cluster.Security, error) {
+	sec := cluster.Security{Insecure: c.Bool("insecure")}
+	files := auth.TLSFiles{
+		Cert:       c.String("tls-cert"),
+		Key:        c.String("tls-key"),
+		CA:         c.String("tls-ca"),
+		ClientAuth: c.Bool("tls-client-auth"),
+	}
+	if files.Cert != "" || files.Key != "" || files.CA != "" || files.ClientAuth {
+		t, err := auth.LoadTLS(files, logger)
+		if err != nil {
+			return sec, err
+		}
+		sec.TLS = t
+	}
+	for _, f := range []struct {
+		flag string
+		dst  *[]byte
+	}{
+		{"secret-file", &sec.Secrets.Client},
+		{"admin-secret-file", &sec.Secrets.Admin},
+		{"peer-secret-file", &sec.Secrets.Peer},
+	} {
+		path := c.String(f.flag)
+		if path == "" {
+			continue
+		}
+		secret, warning, err := auth.ReadSecretFile(f.flag, path)
+		if err != nil {
+			return sec, err
+		}
+		if warning != "" {
+			logger.Warn(warning)
+		}
+		*f.dst = secret
+	}
+	return sec, nil
+}
+
+// reloadOnHUP rereads the TLS files on every SIGHUP until ctx ends (they
+// are also reread when they change, within a second of the next
+// connection).
+func reloadOnHUP(ctx context.Context, t *auth.TLS, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := t.Reload(); err != nil {
+					logger.Warn("SIGHUP: TLS files not reloaded", "err", err.Error())
+				}
+			}
+		}
+	}()
+}
+
+// parseSize reads a size like 8MiB, 512MiB, 1GiB, 64KiB or a number of bytes.
+func parseSize(s string) (int64, error) {
+	num := strings.TrimRight(s, "KMGiB")
+	unit := s[len(num):]
+	v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || v <= 0 {
+		return 0, errors.New("want a size like 64KiB, 8MiB or 1GiB")
+	}
+	mult := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+	if mult == 0 {
+		return 0, errors.New("want a size like 64KiB, 8MiB or 1GiB (units B, KiB, MiB, GiB)")
+	}
+	if v > (1<<50)/mult {
+		return 0, errors.New("too large")
+	}
+	return v * mult, nil
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
@@ -203,6 +342,7 @@ func writeCompletion(w io.Writer, shell string) error {
 	return complete.Generate(w, shell, newApp(io.Discard), "lockd",
 		complete.FlagValues("log-level", "debug", "info", "warn", "error"),
 		complete.FlagValues("log-format", "text", "json"),
+		complete.FlagValues("role", "node", "admin", "client"),
 		complete.ArgValues("completion", complete.Shells()...))
 }
 
