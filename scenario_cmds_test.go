@@ -18,16 +18,24 @@ package lockd_test
 //	    waitanswer ADDR 'S -' ' role=ROLE( |$)': wait until the node at
 //	    ADDR reports ROLE (active, standby, joining, handoff).
 //	wire open NAME ADDR
+//	wire nc NAME ADDR               a plain TCP connection, as nc makes, whatever the environment says
 //	wire send NAME WORD...          send the words joined by single spaces, then \n
 //	wire sendcrlf NAME WORD...      the same, ending the line with \r\n as telnet does
+//	wire sendpart NAME WORD...      the same, with no line ending: a line begun and not finished
+//	wire sendn NAME COUNT WORD...   send the line COUNT times, in one write
 //	wire expect NAME REGEXP [VAR] [TIMEOUT]
 //	    Read the next line (default timeout 5s) and fail unless it matches
 //	    REGEXP. VAR, if given, is set to the first capture group (or the
 //	    whole match when REGEXP has no group).
+//	wire expectn NAME COUNT REGEXP  the next COUNT lines all match REGEXP
 //	wire silent NAME DURATION       no line arrives, and the connection stays open, for DURATION
 //	wire eof NAME [TIMEOUT]         the server closes the connection (lines before the close are skipped)
 //	wire close NAME                 close the connection from the client side
 //	    A raw protocol connection, so a script shows the protocol literally.
+//	    When the script's environment sets LOCKD_TLS_CA (and LOCKD_TLS_CERT,
+//	    LOCKD_TLS_KEY) the connection speaks TLS, and when it sets
+//	    LOCKD_SECRET_FILE it proves that secret first, as lockctl would;
+//	    waitanswer, waitrole and burst connect the same way.
 //	capture VAR REGEXP
 //	    Set VAR from the most recent stdout: the first capture group of
 //	    REGEXP (in multi-line mode, like stdout), or the whole match.
@@ -61,6 +69,7 @@ package lockd_test
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +82,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/lockd-io/lockd/proto/auth"
 )
 
 var scenarioCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -216,8 +227,8 @@ func cmdWaitport(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // askOnce sends one request on a fresh connection and reads one answer.
-func askOnce(addr, request string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+func askOnce(env envFunc, addr, request string) (string, error) {
+	c, r, err := dialScript(env, addr)
 	if err != nil {
 		return "", err
 	}
@@ -226,7 +237,7 @@ func askOnce(addr, request string) (string, error) {
 	if _, err := c.Write([]byte(request + "\n")); err != nil {
 		return "", err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
 	}
@@ -237,7 +248,7 @@ func waitAnswer(ts *testscript.TestScript, addr, request string, re *regexp.Rege
 	start := time.Now()
 	deadline := start.Add(timeout)
 	for {
-		line, err := askOnce(addr, request)
+		line, err := askOnce(ts.Getenv, addr, request)
 		if err == nil && re.MatchString(line) {
 			ts.Logf("%s answered %q after %v", addr, line, time.Since(start).Round(time.Millisecond))
 			return
@@ -267,6 +278,49 @@ func cmdWaitrole(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	re := compile(ts, " role="+regexp.QuoteMeta(args[1])+"( |$)")
 	waitAnswer(ts, args[0], "S -", re, optTimeout(ts, args, 2, defaultWaitTimeout))
+}
+
+// envFunc reads a script's environment.
+type envFunc func(string) string
+
+// dialScript opens a protocol connection to addr the way the script's
+// environment says lockctl would: with TLS when LOCKD_TLS_CA is set (and
+// the client certificate of LOCKD_TLS_CERT), then proving the secret of
+// LOCKD_SECRET_FILE. A script run plain sets neither and gets plain TCP,
+// as nc would.
+func dialScript(env envFunc, addr string) (net.Conn, *bufio.Reader, error) {
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.SetDeadline(time.Now().Add(dialTimeout))
+	if ca := env("LOCKD_TLS_CA"); ca != "" {
+		t, err := auth.LoadTLS(auth.TLSFiles{CA: ca, Cert: env("LOCKD_TLS_CERT"), Key: env("LOCKD_TLS_KEY")}, nil)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		tc := tls.Client(c, t.ClientConfig(addr))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		c = tc
+	}
+	r := bufio.NewReaderSize(c, 64<<10)
+	if path := env("LOCKD_SECRET_FILE"); path != "" {
+		secret, _, err := auth.ReadSecretFile("secret-file", path)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		if _, err := auth.Authenticate(c, r, auth.Client, secret, false); err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+	}
+	c.SetDeadline(time.Time{})
+	return c, r, nil
 }
 
 // stateKey indexes a script's scriptState in testscript's Values.
@@ -299,19 +353,21 @@ func stateOf(ts *testscript.TestScript) *scriptState {
 // disturbing a half-read line.
 type wireConn struct {
 	conn  net.Conn
+	br    *bufio.Reader
 	lines chan string
 	done  chan struct{} // closed when the reader stops; err says why
 	quit  chan struct{} // closed by close, so the reader never blocks
 	err   error
 }
 
-func dialWire(addr string) (*wireConn, error) {
-	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+func dialWire(env envFunc, addr string) (*wireConn, error) {
+	c, r, err := dialScript(env, addr)
 	if err != nil {
 		return nil, err
 	}
 	w := &wireConn{
 		conn:  c,
+		br:    r,
 		lines: make(chan string, 1024),
 		done:  make(chan struct{}),
 		quit:  make(chan struct{}),
@@ -322,9 +378,8 @@ func dialWire(addr string) (*wireConn, error) {
 
 func (w *wireConn) read() {
 	defer close(w.done)
-	br := bufio.NewReader(w.conn)
 	for {
-		line, err := br.ReadString('\n')
+		line, err := w.br.ReadString('\n')
 		if err != nil {
 			if line != "" {
 				err = fmt.Errorf("%w after a partial line %q", err, line)
@@ -384,14 +439,18 @@ func cmdWire(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	st := stateOf(ts)
 	verb, name, rest := args[0], args[1], args[2:]
-	if verb == "open" {
+	if verb == "open" || verb == "nc" {
 		if len(rest) != 1 {
-			ts.Fatalf("usage: wire open NAME ADDR")
+			ts.Fatalf("usage: wire %s NAME ADDR", verb)
 		}
 		if st.conns[name] != nil {
 			ts.Fatalf("wire: %s is already open", name)
 		}
-		w, err := dialWire(rest[0])
+		env := ts.Getenv
+		if verb == "nc" {
+			env = func(string) string { return "" }
+		}
+		w, err := dialWire(env, rest[0])
 		if err != nil {
 			ts.Fatalf("wire open %s: %v", name, err)
 		}
@@ -404,17 +463,55 @@ func cmdWire(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("wire %s: no open connection named %q", verb, name)
 	}
 	switch verb {
-	case "send", "sendcrlf":
+	case "send", "sendcrlf", "sendpart":
 		line := strings.Join(rest, " ")
 		eol, shown := "\n", ""
-		if verb == "sendcrlf" {
+		switch verb {
+		case "sendcrlf":
 			eol, shown = "\r\n", ` (ends in \r\n)`
+		case "sendpart":
+			eol, shown = "", " (no line ending)"
 		}
 		w.conn.SetWriteDeadline(time.Now().Add(defaultExpectTimeout))
 		if _, err := w.conn.Write([]byte(line + eol)); err != nil {
 			ts.Fatalf("wire %s %s: %v", verb, name, err)
 		}
 		ts.Logf("[%s] > %s%s", name, clip(line), shown)
+
+	case "sendn":
+		if len(rest) < 2 {
+			ts.Fatalf("usage: wire sendn NAME COUNT WORD...")
+		}
+		count, err := strconv.Atoi(rest[0])
+		if err != nil || count < 1 || count > 1_000_000 {
+			ts.Fatalf("wire sendn: bad count %q", rest[0])
+		}
+		line := strings.Join(rest[1:], " ") + "\n"
+		w.conn.SetWriteDeadline(time.Now().Add(defaultExpectTimeout))
+		if _, err := w.conn.Write([]byte(strings.Repeat(line, count))); err != nil {
+			ts.Fatalf("wire sendn %s: %v", name, err)
+		}
+		ts.Logf("[%s] > %s (%d times)", name, clip(strings.TrimSuffix(line, "\n")), count)
+
+	case "expectn":
+		if len(rest) != 2 {
+			ts.Fatalf("usage: wire expectn NAME COUNT REGEXP")
+		}
+		count, err := strconv.Atoi(rest[0])
+		if err != nil || count < 1 || count > 1_000_000 {
+			ts.Fatalf("wire expectn: bad count %q", rest[0])
+		}
+		re := compile(ts, rest[1])
+		for i := 0; i < count; i++ {
+			line, err := w.next(defaultExpectTimeout)
+			if err != nil {
+				ts.Fatalf("wire expectn %s: line %d of %d: %v, want one matching %q", name, i+1, count, err, rest[1])
+			}
+			if !re.MatchString(line) {
+				ts.Fatalf("wire expectn %s: line %d of %d is %q, want one matching %q", name, i+1, count, line, rest[1])
+			}
+		}
+		ts.Logf("[%s] < %d lines matching %q", name, count, rest[1])
 
 	case "expect":
 		if len(rest) < 1 || len(rest) > 3 {
@@ -803,7 +900,7 @@ func cmdBurst(ts *testscript.TestScript, neg bool, args []string) {
 		capVar = args[3]
 	}
 	start := time.Now()
-	maxTok, grants, err := runBurst(addr, key, n)
+	maxTok, grants, err := runBurst(ts.Getenv, addr, key, n)
 	took := time.Since(start)
 	if err != nil {
 		ts.Fatalf("burst on %s: %v (after %d grants in %v)", addr, err, grants, took.Round(time.Millisecond))
@@ -819,14 +916,13 @@ func cmdBurst(ts *testscript.TestScript, neg bool, args []string) {
 // flight at a time: its grant is answered with a release, and its release
 // with the next acquire, so the requests of all the keys share each
 // write and each read.
-func runBurst(addr, key string, n int) (maxTok uint64, grants int, err error) {
-	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+func runBurst(env envFunc, addr, key string, n int) (maxTok uint64, grants int, err error) {
+	c, r, err := dialScript(env, addr)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(burstTimeout))
-	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
 	keys := make(map[string]bool)
 	sent := 0

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -87,6 +88,57 @@ func TestScenarios(t *testing.T) {
 		Cmds:               scenarioCmds,
 		Deadline:           deadline,
 		RequireUniqueNames: true,
+	})
+}
+
+// TestSecureClusterScenarios runs every cluster scenario again on a secure
+// cluster: TLS on every link with certificates made by lockd tls, a client
+// secret and a peer secret. Every lockd and lockctl of the scripts, and
+// the raw connections of wire, waitanswer and burst, take them from the
+// environment (LOCKD_TLS_*, LOCKD_SECRET_FILE, LOCKD_PEER_SECRET_FILE),
+// so the same scripts prove the same behaviour with security on.
+func TestSecureClusterScenarios(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "cluster_*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no cluster scenarios: %v", err)
+	}
+	dir := t.TempDir()
+	lockd := filepath.Join(binDir, "lockd")
+	for _, args := range [][]string{
+		{"tls", "ca", "--dir", dir},
+		{"tls", "cert", "--host", "127.0.0.1", "--dir", dir},
+	} {
+		if out, err := exec.Command(lockd, args...).CombinedOutput(); err != nil {
+			t.Fatalf("lockd %v: %v\n%s", args, err, out)
+		}
+	}
+	secrets := map[string]string{"LOCKD_SECRET_FILE": "client.secret", "LOCKD_PEER_SECRET_FILE": "peer.secret"}
+	env := map[string]string{
+		"LOCKD_TLS_CERT": filepath.Join(dir, "lockd-127.0.0.1.pem"),
+		"LOCKD_TLS_KEY":  filepath.Join(dir, "lockd-127.0.0.1-key.pem"),
+		"LOCKD_TLS_CA":   filepath.Join(dir, "lockd-ca.pem"),
+	}
+	for name, file := range secrets {
+		path := filepath.Join(dir, file)
+		if err := os.WriteFile(path, []byte(file+"-0123456789abcdef\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env[name] = path
+	}
+	deadline := time.Now().Add(suiteBudget)
+	if d, ok := t.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	testscript.Run(t, testscript.Params{
+		Files: files,
+		Setup: func(e *testscript.Env) error {
+			for k, v := range env {
+				e.Setenv(k, v)
+			}
+			return setupScenario(e)
+		},
+		Cmds:     scenarioCmds,
+		Deadline: deadline,
 	})
 }
 
