@@ -52,6 +52,7 @@ FUZZ_TARGETS := \
 	./proto:FuzzParseBeatAnswer \
 	./proto:FuzzParseRecord \
 	./proto:FuzzParseHandoffAnswer \
+	./proto/auth:FuzzStep \
 	./proto/client:FuzzDispatch \
 	./cmd/lockctl:FuzzPrintable \
 	./cmd/lockctl:FuzzJSONPrintable

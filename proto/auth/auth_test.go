@@ -183,3 +183,33 @@ func TestCheckSecret(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStep feeds arbitrary I requests to a node's side of the handshake:
+// it never panics, and grants a role only to a proof or secret that
+// matches.
+func FuzzStep(f *testing.F) {
+	f.Add("client", string(testSecrets.Client), "")
+	f.Add("admin", "hello", NewNonce())
+	f.Add("peer", "proof", strings.Repeat("ab", 32))
+	f.Add("root", "x", "y")
+	f.Add("client", "hello", "zz")
+	f.Fuzz(func(t *testing.T, role, a1, a2 string) {
+		args := []string{a1}
+		if a2 != "" {
+			args = append(args, a2)
+		}
+		var h Handshake
+		_, got, err := h.Step(testSecrets, None, None, role, args)
+		if err == nil && got > None {
+			// Only the plain form with a real secret grants at once.
+			if len(args) != 1 || matchPlain(testSecrets, got, []byte(a1)) == None {
+				t.Fatalf("granted %s to %q %q", got, role, args)
+			}
+		}
+		// A proof right after cannot succeed without the secret.
+		_, got, err = h.Step(testSecrets, None, None, role, []string{WordProof, strings.Repeat("0", 64)})
+		if err == nil && got > None {
+			t.Fatalf("granted %s to a zero proof", got)
+		}
+	})
+}
