@@ -124,6 +124,7 @@ type fakeLockd struct {
 	queue     map[string][]*fakeWaiter
 	busy      map[string]bool // acquire answers T at once
 	renewGone bool            // renew answers notheld
+	mute      bool            // answers nothing at all: a hung server
 	renewGate chan struct{}   // when set, renew answers wait for openGate
 	gateOnce  sync.Once
 	log       []string
@@ -243,7 +244,14 @@ func (f *fakeLockd) serve(fc *fakeConn) {
 // queued acquire).
 func (f *fakeLockd) answer(fc *fakeConn, req proto.Request) []byte {
 	f.mu.Lock()
-	f.log = append(f.log, strings.TrimSpace(fmt.Sprintf("%s %s %s", req.Op, req.Key, argsOf(req))))
+	if f.mute {
+		f.mu.Unlock()
+		return nil
+	}
+	if req.Op != proto.OpStatus {
+		// S is the client's keep-alive: not worth a line of the log.
+		f.log = append(f.log, strings.TrimSpace(fmt.Sprintf("%s %s %s", req.Op, req.Key, argsOf(req))))
+	}
 	gate := f.renewGate
 	f.mu.Unlock()
 	if req.Op == proto.OpRenew && gate != nil {

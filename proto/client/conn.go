@@ -42,12 +42,24 @@ type conn struct {
 
 	wake chan struct{} // cap 1: there are bytes in wbuf
 
+	// lastRead is when the connection last read a line (UnixNano): the
+	// liveness check's evidence that the node is alive.
+	lastRead atomic.Int64
+
 	mu      sync.Mutex // guards what follows: the live connection and its requests
 	nc      net.Conn
 	wbuf    []byte
 	seq     uint64
 	pending map[pendingKey]*fifo
 	spare   []*fifo
+	// answered is the largest seq answered so far. An M answering a
+	// request older than it came after the node had served a later one:
+	// the node had taken the request in (queued it) rather than
+	// redirecting it at once.
+	answered uint64
+	probes   int       // keep-alive requests outstanding
+	probeAt  time.Time // when the oldest of them was sent (or one last came back)
+	deadErr  error     // why the liveness check closed the connection
 }
 
 // pendingKey is what an answer echoes of its request.
@@ -62,8 +74,12 @@ type fifo struct {
 	head  int
 }
 
-// matchOps are the ops whose requests an M answer may answer.
-var matchOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpHandoff, proto.OpStatus}
+// matchOps are the ops whose requests an M answer may answer: every op
+// the client sends but S, which every node answers itself.
+var matchOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpHandoff}
+
+// probeLabel is the label of the keep-alive S requests.
+const probeLabel = proto.WordNone
 
 func newConn(c *Client, addr string) *conn {
 	return &conn{
@@ -112,8 +128,13 @@ func (cn *conn) run() {
 			}
 			cn.gen++
 			cn.state = stateUp
+			cn.lastErr = nil
+			c.everUp = true
+			cn.lastRead.Store(time.Now().UnixNano())
 			cn.mu.Lock()
 			cn.nc = nc
+			cn.deadErr = nil
+			cn.probes = 0
 			cn.mu.Unlock()
 			c.notifyLocked()
 			c.mu.Unlock()
@@ -125,9 +146,16 @@ func (cn *conn) run() {
 			err = cn.readLoop(br)
 			nc.Close()
 			dropped = true
-			if c.ctx.Err() != nil {
+			cn.mu.Lock()
+			dead := cn.deadErr
+			cn.mu.Unlock()
+			switch {
+			case c.ctx.Err() != nil:
 				err = ErrClosed
-			} else {
+			case dead != nil:
+				err = dead
+				c.log.Warn("lockd node stopped answering; connection dropped", "addr", cn.addr, "err", err)
+			default:
 				err = fmt.Errorf("connection to %s lost: %w", cn.addr, err)
 				c.log.Info("lockd connection lost", "addr", cn.addr, "err", err)
 			}
@@ -176,6 +204,11 @@ func (cn *conn) down(err error) {
 	if err != ErrClosed {
 		c.lastErr = err
 	}
+	if c.active == cn.addr && !c.upLocked(cn.addr) {
+		// Calls go round the other nodes until one names the active
+		// again, instead of waiting for this one to come back.
+		c.active = ""
+	}
 	c.notifyLocked()
 	c.mu.Unlock()
 
@@ -187,7 +220,9 @@ func (cn *conn) down(err error) {
 	cn.mu.Unlock()
 	for _, q := range pending {
 		for _, cl := range q.calls[q.head:] {
-			cl.deliver(result{err: err})
+			if !cl.probe {
+				cl.deliver(result{err: err})
+			}
 		}
 	}
 }
@@ -201,6 +236,14 @@ func (cn *conn) send(cl *call) error {
 		cn.mu.Unlock()
 		return fmt.Errorf("connection to %s is down", cn.addr)
 	}
+	cn.queueLocked(cl)
+	cn.mu.Unlock()
+	cn.wakeWriter()
+	return nil
+}
+
+// queueLocked registers cl and appends its request to the write buffer.
+func (cn *conn) queueLocked(cl *call) {
 	cn.seq++
 	cl.seq = cn.seq
 	k := pendingKey{cl.req.op, cl.req.key}
@@ -222,12 +265,75 @@ func (cn *conn) send(cl *call) error {
 	}
 	q.calls = append(q.calls, cl)
 	cn.wbuf = cl.req.appendTo(cn.wbuf)
-	cn.mu.Unlock()
+}
+
+func (cn *conn) wakeWriter() {
 	select {
 	case cn.wake <- struct{}{}:
 	default:
 	}
-	return nil
+}
+
+// probeLocked queues a keep-alive: S, which every node answers at once
+// whatever its role, without touching any lock.
+func (cn *conn) probeLocked(now time.Time) {
+	cn.queueLocked(&call{req: request{op: proto.OpStatus, key: probeLabel}, probe: true})
+	if cn.probes == 0 {
+		cn.probeAt = now
+	}
+	cn.probes++
+}
+
+// probeAfter queues a keep-alive right behind a request just sent, so
+// that the answer to the request, if it is an M, tells whether the node
+// redirected it at once or had taken it in first (see answered).
+func (cn *conn) probeAfter() {
+	cn.mu.Lock()
+	if cn.nc == nil {
+		cn.mu.Unlock()
+		return
+	}
+	cn.probeLocked(time.Now())
+	cn.mu.Unlock()
+	cn.wakeWriter()
+}
+
+// checkLive is the liveness check of one connection, run every tick: a
+// connection that has read nothing for a while sends a keep-alive, and
+// one whose keep-alive went unanswered while nothing at all was read for
+// FailureTimeout is closed, which fails its calls over to the other
+// connections as a drop does. A connection waiting on requests probes
+// after a quarter of FailureTimeout of silence, an idle one after a
+// whole one; a keep-alive gets at least half of FailureTimeout to come
+// back.
+func (cn *conn) checkLive(now time.Time) {
+	ft := cn.c.opts.FailureTimeout
+	silent := now.Sub(time.Unix(0, cn.lastRead.Load()))
+	cn.mu.Lock()
+	if cn.nc == nil || cn.deadErr != nil {
+		cn.mu.Unlock()
+		return
+	}
+	switch {
+	case cn.probes > 0:
+		if now.Sub(cn.probeAt) < ft/2 || silent < ft {
+			cn.mu.Unlock()
+			return
+		}
+		nc := cn.nc
+		cn.deadErr = fmt.Errorf("%w: %s answered nothing, not even a keep-alive, for %s (the failure timeout is %s)",
+			ErrNoAnswer, cn.addr, silent.Round(time.Millisecond), ft)
+		cn.mu.Unlock()
+		// The reader sees the close and fails what was outstanding.
+		nc.Close()
+		return
+	case silent >= ft || (silent >= ft/4 && len(cn.pending) > 0):
+		cn.probeLocked(now)
+		cn.mu.Unlock()
+		cn.wakeWriter()
+		return
+	}
+	cn.mu.Unlock()
 }
 
 // acquiring reports whether an acquire of key is outstanding here.
@@ -328,6 +434,7 @@ func (cn *conn) readLoop(r *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
+		cn.lastRead.Store(time.Now().UnixNano())
 		a, err := proto.ParseAnswer(line)
 		if err != nil {
 			return fmt.Errorf("node sent a line the client cannot read: %w", err)
@@ -343,13 +450,26 @@ func (cn *conn) readLoop(r *bufio.Reader) error {
 // on the key.
 func (cn *conn) dispatch(a proto.Answer) error {
 	var cl *call
+	landed := false
 	cn.mu.Lock()
 	if a.Kind == proto.KindMoved {
 		cl = cn.popAnyLocked(a.Key)
 	} else if op := a.ReqOp(); op != 0 {
 		cl = cn.popLocked(op, a.Key)
 	}
+	if cl != nil {
+		landed = cn.answered > cl.seq
+		cn.answered = max(cn.answered, cl.seq)
+		if cl.probe {
+			cn.probes--
+			cn.probeAt = time.Now()
+		}
+	}
 	cn.mu.Unlock()
+	if cl != nil && cl.probe {
+		// Its work is done: the line proved the node alive.
+		return nil
+	}
 	if cl == nil {
 		if a.Kind == proto.KindError {
 			// A request of ours will never be answered: the stream is out
@@ -359,7 +479,7 @@ func (cn *conn) dispatch(a proto.Answer) error {
 		cn.c.log.Warn("lockd answer matches no request", "addr", cn.addr, "kind", a.Kind.String(), "key", a.Key)
 		return nil
 	}
-	if !cl.deliver(result{ans: a}) {
+	if !cl.deliver(result{ans: a, landed: landed}) {
 		cn.c.orphan(cl, a)
 	}
 	return nil
@@ -380,12 +500,16 @@ type call struct {
 	gen   uint64        // which connection of cn
 	res   chan result   // cap 1; receives exactly one result
 	kick  chan struct{} // optional: shared by the sends of one Release
+	probe bool          // a keep-alive: nobody waits for its answer
 	state atomic.Int32
 }
 
 type result struct {
 	ans proto.Answer
 	err error
+	// landed: the node answered a request sent after this one first, so
+	// an M answer came after the node had taken the request in.
+	landed bool
 }
 
 func newCall(req *request, kick chan struct{}) *call {

@@ -19,6 +19,18 @@ var (
 	ErrUnavailable = errors.New("no lockd node available")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("lockd client is closed")
+	// ErrNoAnswer: a node took the connection (or the request) and then
+	// answered nothing, not even the keep-alive, for
+	// Options.FailureTimeout: a frozen process, a machine that vanished,
+	// a listener that is not lockd. The connection is treated as dropped.
+	// When no other node could serve either, the call's error wraps both
+	// ErrUnavailable and ErrNoAnswer.
+	ErrNoAnswer = errors.New("lockd did not answer")
+	// ErrDisagree: a request was redirected (M) from node to node more
+	// than 10 times in a row, each node answering at once that another is
+	// active: the nodes disagree on which one is, which a retry a moment
+	// later usually finds settled.
+	ErrDisagree = errors.New("the nodes disagree on which one is active")
 )
 
 // ServerError is an E answer: the node refused the request and said why.

@@ -25,6 +25,14 @@ type fakeServer struct {
 	wg      sync.WaitGroup
 	accepts atomic.Int32
 
+	// The keep-alives (S requests) the client sends are answered at once
+	// and not counted, as a live node does, unless manualStatus hands
+	// them to auto and next like any request, or mute leaves every line
+	// unanswered: a node that accepts and never answers.
+	manualStatus atomic.Bool
+	mute         atomic.Bool
+	keepalives   atomic.Int32
+
 	mu    sync.Mutex
 	conns []*serverConn
 }
@@ -86,6 +94,14 @@ func (f *fakeServer) serve(sc *serverConn) {
 	s := bufio.NewScanner(sc.nc)
 	for s.Scan() {
 		r := fakeReq{sc: sc, line: s.Text(), words: strings.Fields(s.Text())}
+		if f.mute.Load() {
+			continue
+		}
+		if len(r.words) == 2 && r.words[0] == "S" && !f.manualStatus.Load() {
+			f.keepalives.Add(1)
+			sc.send("S " + r.words[1] + " self=" + f.addr + " role=active active=" + f.addr)
+			continue
+		}
 		sc.reqs.Add(1)
 		if f.auto != nil && f.auto(sc, r) {
 			continue

@@ -17,7 +17,7 @@ import (
 // (conn.dispatch, popLocked, popAnyLocked) against the rule of doc.go:
 // an answer goes to the oldest outstanding request with its (op, key),
 // T answering A and E naming its op; M goes to the oldest outstanding
-// request on its key, whatever its op. Whatever the lines, nothing
+// request on its key, whatever its op but S. Whatever the lines, nothing
 // panics, every call gets exactly one result (an answer, or the error of
 // the connection dropping), and no call gets an answer that is not its.
 //
@@ -131,7 +131,7 @@ func runDispatchScript(t *testing.T, c *Client, script []byte) {
 		}
 		want := -1 // index in waiting of the call a belongs to
 		for j, sc := range waiting {
-			if sc.key == a.Key && (a.Kind == proto.KindMoved || sc.op == answerOp(a)) {
+			if sc.key == a.Key && ((a.Kind == proto.KindMoved && sc.op != proto.OpStatus) || sc.op == answerOp(a)) {
 				want = j
 				break
 			}
@@ -201,9 +201,10 @@ func answerOp(a proto.Answer) proto.Op {
 }
 
 // isMatchOp reports whether the client sends requests of op on a
-// pipelined connection.
+// pipelined connection: those an M may answer, and S (its keep-alive),
+// which no node answers M.
 func isMatchOp(op proto.Op) bool {
-	return slices.Contains(matchOps[:], op)
+	return op == proto.OpStatus || slices.Contains(matchOps[:], op)
 }
 
 // checkPending checks the connection's registry against the model: the

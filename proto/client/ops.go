@@ -153,6 +153,11 @@ func (r *releaser) send() error {
 			return err
 		}
 		if err != nil {
+			if !r.c.wasUp() {
+				// No node was ever reached: nothing was lost in a drop
+				// that a re-send could make up for. Fail as Acquire does.
+				return err
+			}
 			r.lastErr = err
 			return nil
 		}
@@ -217,6 +222,11 @@ func (r *releaser) collect() (bool, error) {
 			addr, err := movedTo(cl.cn.addr, a)
 			if err != nil {
 				return true, callErr("release", key, err)
+			}
+			if c.dead(addr) {
+				// A stale redirect to a node that stopped answering: the
+				// timer re-sends to the others until one took over.
+				continue
 			}
 			c.setActive(addr)
 			r.at.target = addr
@@ -356,6 +366,11 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			at.fail(cn, gen, err)
 			continue
 		}
+		if at.moves > 0 {
+			// After a redirect, learn whether the next one (if any) comes
+			// at once or after the node took the request in.
+			cn.probeAfter()
+		}
 		var r result
 		select {
 		case r = <-cl.res:
@@ -385,14 +400,39 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			if err != nil {
 				return a, cn, err
 			}
-			c.setActive(addr)
-			at.moves++
-			if at.moves > maxMoves {
-				return a, cn, fmt.Errorf("%w: redirected %d times, the last by %s to %s; the nodes disagree on which one is active (a handoff or failover may be under way): retry in a moment, and check lockctl status", ErrUnavailable, maxMoves, cn.addr, addr)
+			if r.landed {
+				// The node had taken the request in and moved it later (a
+				// handoff moves its waiters): a new attempt begins.
+				at.moves = 0
 			}
-			at.target = addr
-			if d := moveBackoff(at.moves); d > 0 {
-				t := time.NewTimer(d)
+			var pause time.Duration
+			if c.dead(addr) {
+				// The node named stopped answering this client, and the
+				// one that named it has not noticed yet: a failover is
+				// under way. Ask the others again shortly, for as long as
+				// a failover may take.
+				now := time.Now()
+				if at.staleSince.IsZero() {
+					at.staleSince = now
+				}
+				if waited := now.Sub(at.staleSince); waited > c.failoverFor() {
+					return a, cn, c.unavailable(fmt.Errorf("%s still names %s as the active node, which has not answered this client for %s: no other node took over", cn.addr, addr, waited.Round(time.Millisecond)))
+				}
+				at.stale++
+				at.target = ""
+				pause = min(time.Duration(at.stale)*25*time.Millisecond, 100*time.Millisecond)
+			} else {
+				at.staleSince = time.Time{}
+				c.setActive(addr)
+				at.moves++
+				if at.moves > maxMoves {
+					return a, cn, fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, and check lockctl status", maxMoves, cn.addr, addr, ErrDisagree)
+				}
+				at.target = addr
+				pause = moveBackoff(at.moves)
+			}
+			if pause > 0 {
+				t := time.NewTimer(pause)
 				select {
 				case <-t.C:
 				case <-ctx.Done():
@@ -456,6 +496,17 @@ func movedTo(from string, a proto.Answer) (string, error) {
 		return "", fmt.Errorf("node %s redirected %s to %q, which is not HOST:PORT; check the --peers and --advertise of that node", from, a.Key, addr)
 	}
 	return addr, nil
+}
+
+// failoverFor is how long a call keeps asking while the node it is sent
+// to stays silent and the others still name it: ten failure timeouts,
+// time enough for a standby to notice and promote itself.
+func (c *Client) failoverFor() time.Duration { return 10 * c.opts.FailureTimeout }
+
+func (c *Client) wasUp() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.everUp
 }
 
 func (c *Client) unavailable(last error) error {

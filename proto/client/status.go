@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -37,7 +38,7 @@ func StatusWith(ctx context.Context, addr string, opts Options) (proto.Status, e
 		opts.DialTimeout = defaultDialTimeout
 	}
 	st, err := status(ctx, addr, &opts)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrNoAnswer) {
 		return st, fmt.Errorf("status %s: %w", addr, ctx.Err())
 	}
 	return st, err
@@ -63,6 +64,9 @@ func status(ctx context.Context, addr string, opts *Options) (proto.Status, erro
 		return proto.Status{}, fmt.Errorf("status: %w", unavailable([]string{addr}, err))
 	}
 	line, err := r.ReadSlice('\n')
+	if err != nil && isTimeout(err) && ctx.Err() != context.Canceled {
+		return proto.Status{}, fmt.Errorf("status %s: %w: it took the connection, but answered nothing in time (%w)", addr, ErrNoAnswer, err)
+	}
 	if err != nil {
 		return proto.Status{}, fmt.Errorf("status %s: no answer (%w); check that a lockd node, not another service, listens there", addr, err)
 	}
