@@ -34,18 +34,18 @@ _lockctl_complete() {
         "lockctl drill") node=lockctl_drill ;;
         "lockctl completion") node=lockctl_completion ;;
         "lockctl help"|"lockctl h") node=lockctl_help ;;
-        "lockctl --addr"|"lockctl --color"|"lockctl --tls-ca"|"lockctl --tls-cert"|"lockctl --tls-key"|"lockctl --tls-server-name"|"lockctl --secret-file") skip=1 ;;
-        "lockctl_acquire --key"|"lockctl_acquire --lease"|"lockctl_acquire --wait"|"lockctl_acquire --addr"|"lockctl_acquire --color"|"lockctl_acquire --tls-ca"|"lockctl_acquire --tls-cert"|"lockctl_acquire --tls-key"|"lockctl_acquire --tls-server-name"|"lockctl_acquire --secret-file") skip=1 ;;
-        "lockctl_release --key"|"lockctl_release --token"|"lockctl_release --addr"|"lockctl_release --color"|"lockctl_release --tls-ca"|"lockctl_release --tls-cert"|"lockctl_release --tls-key"|"lockctl_release --tls-server-name"|"lockctl_release --secret-file") skip=1 ;;
-        "lockctl_renew --key"|"lockctl_renew --token"|"lockctl_renew --lease"|"lockctl_renew --addr"|"lockctl_renew --color"|"lockctl_renew --tls-ca"|"lockctl_renew --tls-cert"|"lockctl_renew --tls-key"|"lockctl_renew --tls-server-name"|"lockctl_renew --secret-file") skip=1 ;;
-        "lockctl_hold --key"|"lockctl_hold --lease"|"lockctl_hold --wait"|"lockctl_hold --addr"|"lockctl_hold --color"|"lockctl_hold --tls-ca"|"lockctl_hold --tls-cert"|"lockctl_hold --tls-key"|"lockctl_hold --tls-server-name"|"lockctl_hold --secret-file") skip=1 ;;
-        "lockctl_exec --key"|"lockctl_exec --lease"|"lockctl_exec --wait"|"lockctl_exec --grace"|"lockctl_exec --timeout-code"|"lockctl_exec --addr"|"lockctl_exec --color"|"lockctl_exec --tls-ca"|"lockctl_exec --tls-cert"|"lockctl_exec --tls-key"|"lockctl_exec --tls-server-name"|"lockctl_exec --secret-file") skip=1 ;;
-        "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench --mode"|"lockctl_bench --addr"|"lockctl_bench --color"|"lockctl_bench --tls-ca"|"lockctl_bench --tls-cert"|"lockctl_bench --tls-key"|"lockctl_bench --tls-server-name"|"lockctl_bench --secret-file") skip=1 ;;
-        "lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --timeout"|"lockctl_status --addr"|"lockctl_status --color"|"lockctl_status --tls-ca"|"lockctl_status --tls-cert"|"lockctl_status --tls-key"|"lockctl_status --tls-server-name"|"lockctl_status --secret-file") skip=1 ;;
-        "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr"|"lockctl_queues --color"|"lockctl_queues --tls-ca"|"lockctl_queues --tls-cert"|"lockctl_queues --tls-key"|"lockctl_queues --tls-server-name"|"lockctl_queues --secret-file") skip=1 ;;
-        "lockctl_handoff --to"|"lockctl_handoff --timeout"|"lockctl_handoff --addr"|"lockctl_handoff --color"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") skip=1 ;;
-        "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --action"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --color"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") skip=1 ;;
-        "lockctl_completion --addr"|"lockctl_completion --color"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") skip=1 ;;
+        "lockctl --addr"|"lockctl --color"|"lockctl --timeout"|"lockctl --failure-timeout"|"lockctl --tls-ca"|"lockctl --tls-cert"|"lockctl --tls-key"|"lockctl --tls-server-name"|"lockctl --secret-file") skip=1 ;;
+        "lockctl_acquire --key"|"lockctl_acquire --lease"|"lockctl_acquire --wait"|"lockctl_acquire --addr"|"lockctl_acquire --color"|"lockctl_acquire --timeout"|"lockctl_acquire --failure-timeout"|"lockctl_acquire --tls-ca"|"lockctl_acquire --tls-cert"|"lockctl_acquire --tls-key"|"lockctl_acquire --tls-server-name"|"lockctl_acquire --secret-file") skip=1 ;;
+        "lockctl_release --key"|"lockctl_release --token"|"lockctl_release --addr"|"lockctl_release --color"|"lockctl_release --timeout"|"lockctl_release --failure-timeout"|"lockctl_release --tls-ca"|"lockctl_release --tls-cert"|"lockctl_release --tls-key"|"lockctl_release --tls-server-name"|"lockctl_release --secret-file") skip=1 ;;
+        "lockctl_renew --key"|"lockctl_renew --token"|"lockctl_renew --lease"|"lockctl_renew --addr"|"lockctl_renew --color"|"lockctl_renew --timeout"|"lockctl_renew --failure-timeout"|"lockctl_renew --tls-ca"|"lockctl_renew --tls-cert"|"lockctl_renew --tls-key"|"lockctl_renew --tls-server-name"|"lockctl_renew --secret-file") skip=1 ;;
+        "lockctl_hold --key"|"lockctl_hold --lease"|"lockctl_hold --wait"|"lockctl_hold --addr"|"lockctl_hold --color"|"lockctl_hold --timeout"|"lockctl_hold --failure-timeout"|"lockctl_hold --tls-ca"|"lockctl_hold --tls-cert"|"lockctl_hold --tls-key"|"lockctl_hold --tls-server-name"|"lockctl_hold --secret-file") skip=1 ;;
+        "lockctl_exec --key"|"lockctl_exec --lease"|"lockctl_exec --wait"|"lockctl_exec --grace"|"lockctl_exec --timeout-code"|"lockctl_exec --addr"|"lockctl_exec --color"|"lockctl_exec --timeout"|"lockctl_exec --failure-timeout"|"lockctl_exec --tls-ca"|"lockctl_exec --tls-cert"|"lockctl_exec --tls-key"|"lockctl_exec --tls-server-name"|"lockctl_exec --secret-file") skip=1 ;;
+        "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench --mode"|"lockctl_bench --addr"|"lockctl_bench --color"|"lockctl_bench --timeout"|"lockctl_bench --failure-timeout"|"lockctl_bench --tls-ca"|"lockctl_bench --tls-cert"|"lockctl_bench --tls-key"|"lockctl_bench --tls-server-name"|"lockctl_bench --secret-file") skip=1 ;;
+        "lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --addr"|"lockctl_status --color"|"lockctl_status --timeout"|"lockctl_status --failure-timeout"|"lockctl_status --tls-ca"|"lockctl_status --tls-cert"|"lockctl_status --tls-key"|"lockctl_status --tls-server-name"|"lockctl_status --secret-file") skip=1 ;;
+        "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr"|"lockctl_queues --color"|"lockctl_queues --timeout"|"lockctl_queues --failure-timeout"|"lockctl_queues --tls-ca"|"lockctl_queues --tls-cert"|"lockctl_queues --tls-key"|"lockctl_queues --tls-server-name"|"lockctl_queues --secret-file") skip=1 ;;
+        "lockctl_handoff --to"|"lockctl_handoff --addr"|"lockctl_handoff --color"|"lockctl_handoff --timeout"|"lockctl_handoff --failure-timeout"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") skip=1 ;;
+        "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --action"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --color"|"lockctl_drill --timeout"|"lockctl_drill --failure-timeout"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") skip=1 ;;
+        "lockctl_completion --addr"|"lockctl_completion --color"|"lockctl_completion --timeout"|"lockctl_completion --failure-timeout"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") skip=1 ;;
         esac
     done
     flag=$prev
@@ -64,57 +64,57 @@ _lockctl_complete() {
         "lockctl_drill --action")
             COMPREPLY=($(compgen -W "handoff none" -- "$cur"))
             return 0 ;;
-        "lockctl --addr"|"lockctl --tls-ca"|"lockctl --tls-cert"|"lockctl --tls-key"|"lockctl --tls-server-name"|"lockctl --secret-file") return 0 ;;
-        "lockctl_acquire --key"|"lockctl_acquire --lease"|"lockctl_acquire --wait"|"lockctl_acquire --addr"|"lockctl_acquire --tls-ca"|"lockctl_acquire --tls-cert"|"lockctl_acquire --tls-key"|"lockctl_acquire --tls-server-name"|"lockctl_acquire --secret-file") return 0 ;;
-        "lockctl_release --key"|"lockctl_release --token"|"lockctl_release --addr"|"lockctl_release --tls-ca"|"lockctl_release --tls-cert"|"lockctl_release --tls-key"|"lockctl_release --tls-server-name"|"lockctl_release --secret-file") return 0 ;;
-        "lockctl_renew --key"|"lockctl_renew --token"|"lockctl_renew --lease"|"lockctl_renew --addr"|"lockctl_renew --tls-ca"|"lockctl_renew --tls-cert"|"lockctl_renew --tls-key"|"lockctl_renew --tls-server-name"|"lockctl_renew --secret-file") return 0 ;;
-        "lockctl_hold --key"|"lockctl_hold --lease"|"lockctl_hold --wait"|"lockctl_hold --addr"|"lockctl_hold --tls-ca"|"lockctl_hold --tls-cert"|"lockctl_hold --tls-key"|"lockctl_hold --tls-server-name"|"lockctl_hold --secret-file") return 0 ;;
-        "lockctl_exec --key"|"lockctl_exec --lease"|"lockctl_exec --wait"|"lockctl_exec --grace"|"lockctl_exec --timeout-code"|"lockctl_exec --addr"|"lockctl_exec --tls-ca"|"lockctl_exec --tls-cert"|"lockctl_exec --tls-key"|"lockctl_exec --tls-server-name"|"lockctl_exec --secret-file") return 0 ;;
-        "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench --addr"|"lockctl_bench --tls-ca"|"lockctl_bench --tls-cert"|"lockctl_bench --tls-key"|"lockctl_bench --tls-server-name"|"lockctl_bench --secret-file") return 0 ;;
-        "lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --timeout"|"lockctl_status --addr"|"lockctl_status --tls-ca"|"lockctl_status --tls-cert"|"lockctl_status --tls-key"|"lockctl_status --tls-server-name"|"lockctl_status --secret-file") return 0 ;;
-        "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr"|"lockctl_queues --tls-ca"|"lockctl_queues --tls-cert"|"lockctl_queues --tls-key"|"lockctl_queues --tls-server-name"|"lockctl_queues --secret-file") return 0 ;;
-        "lockctl_handoff --to"|"lockctl_handoff --timeout"|"lockctl_handoff --addr"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") return 0 ;;
-        "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") return 0 ;;
-        "lockctl_completion --addr"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") return 0 ;;
+        "lockctl --addr"|"lockctl --timeout"|"lockctl --failure-timeout"|"lockctl --tls-ca"|"lockctl --tls-cert"|"lockctl --tls-key"|"lockctl --tls-server-name"|"lockctl --secret-file") return 0 ;;
+        "lockctl_acquire --key"|"lockctl_acquire --lease"|"lockctl_acquire --wait"|"lockctl_acquire --addr"|"lockctl_acquire --timeout"|"lockctl_acquire --failure-timeout"|"lockctl_acquire --tls-ca"|"lockctl_acquire --tls-cert"|"lockctl_acquire --tls-key"|"lockctl_acquire --tls-server-name"|"lockctl_acquire --secret-file") return 0 ;;
+        "lockctl_release --key"|"lockctl_release --token"|"lockctl_release --addr"|"lockctl_release --timeout"|"lockctl_release --failure-timeout"|"lockctl_release --tls-ca"|"lockctl_release --tls-cert"|"lockctl_release --tls-key"|"lockctl_release --tls-server-name"|"lockctl_release --secret-file") return 0 ;;
+        "lockctl_renew --key"|"lockctl_renew --token"|"lockctl_renew --lease"|"lockctl_renew --addr"|"lockctl_renew --timeout"|"lockctl_renew --failure-timeout"|"lockctl_renew --tls-ca"|"lockctl_renew --tls-cert"|"lockctl_renew --tls-key"|"lockctl_renew --tls-server-name"|"lockctl_renew --secret-file") return 0 ;;
+        "lockctl_hold --key"|"lockctl_hold --lease"|"lockctl_hold --wait"|"lockctl_hold --addr"|"lockctl_hold --timeout"|"lockctl_hold --failure-timeout"|"lockctl_hold --tls-ca"|"lockctl_hold --tls-cert"|"lockctl_hold --tls-key"|"lockctl_hold --tls-server-name"|"lockctl_hold --secret-file") return 0 ;;
+        "lockctl_exec --key"|"lockctl_exec --lease"|"lockctl_exec --wait"|"lockctl_exec --grace"|"lockctl_exec --timeout-code"|"lockctl_exec --addr"|"lockctl_exec --timeout"|"lockctl_exec --failure-timeout"|"lockctl_exec --tls-ca"|"lockctl_exec --tls-cert"|"lockctl_exec --tls-key"|"lockctl_exec --tls-server-name"|"lockctl_exec --secret-file") return 0 ;;
+        "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench --addr"|"lockctl_bench --timeout"|"lockctl_bench --failure-timeout"|"lockctl_bench --tls-ca"|"lockctl_bench --tls-cert"|"lockctl_bench --tls-key"|"lockctl_bench --tls-server-name"|"lockctl_bench --secret-file") return 0 ;;
+        "lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --addr"|"lockctl_status --timeout"|"lockctl_status --failure-timeout"|"lockctl_status --tls-ca"|"lockctl_status --tls-cert"|"lockctl_status --tls-key"|"lockctl_status --tls-server-name"|"lockctl_status --secret-file") return 0 ;;
+        "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr"|"lockctl_queues --timeout"|"lockctl_queues --failure-timeout"|"lockctl_queues --tls-ca"|"lockctl_queues --tls-cert"|"lockctl_queues --tls-key"|"lockctl_queues --tls-server-name"|"lockctl_queues --secret-file") return 0 ;;
+        "lockctl_handoff --to"|"lockctl_handoff --addr"|"lockctl_handoff --timeout"|"lockctl_handoff --failure-timeout"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") return 0 ;;
+        "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --timeout"|"lockctl_drill --failure-timeout"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") return 0 ;;
+        "lockctl_completion --addr"|"lockctl_completion --timeout"|"lockctl_completion --failure-timeout"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") return 0 ;;
     esac
     [[ $prev == = ]] && return 0
     local flags= words=
     case $node in
     lockctl)
-        flags="--addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="acquire release renew hold exec bench status queues handoff drill completion help" ;;
     lockctl_acquire)
-        flags="--key --lease --wait --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --lease --wait --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_release)
-        flags="--key --token --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --token --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_renew)
-        flags="--key --token --lease --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --token --lease --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_hold)
-        flags="--key --lease --wait --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --lease --wait --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_exec)
-        flags="--key --lease --wait --grace --timeout-code --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --lease --wait --grace --timeout-code --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_bench)
-        flags="--workers --conns --duration --keys --lease --wait --mode --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--workers --conns --duration --keys --lease --wait --mode --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_status)
-        flags="--watch -w --interval --wait-active --timeout --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--watch -w --interval --wait-active --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_queues)
-        flags="--key --prefix --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --prefix --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_handoff)
-        flags="--to --timeout --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--to --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_drill)
-        flags="--workers --keys --lease --duration --action --run --at --max-gap --max-errors --max-lost --addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--workers --keys --lease --duration --action --run --at --max-gap --max-errors --max-lost --addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_completion)
-        flags="--addr --json --color --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--addr --json --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="bash zsh fish" ;;
     lockctl_help)
         flags=""

@@ -33,7 +33,7 @@ func (c *acquireCommand) Command() *cli.Command {
 			"   ./deploy.sh --fencing-token \"$token\"\n" +
 			"   lockctl release --key deploy --token \"$token\"\n\n" +
 			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
-				helpExitUnavailable, helpExitSignal),
+				helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: []cli.Flag{
 			keyFlag(&c.key),
 			leaseFlag(&c.lease, defaultLease),

@@ -59,7 +59,7 @@ func (c *benchCommand) Command() *cli.Command {
 			"   lockctl --json bench --mode per-worker --workers 1000 | jq .cycles_per_second\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "no cycle completed (the first error is printed)"),
-				helpExitUsage, helpExitUnavailable,
+				helpExitUsage, helpExitUnavailable, helpExitNoAnswer,
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM); the results so far are printed")),
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "workers", Destination: &c.workers, Value: 200,

@@ -98,7 +98,8 @@ func (c *drillCommand) Command() *cli.Command {
 				exitLine("0", "the drill passed"),
 				exitLine("1", "it failed: a bound exceeded, fencing violated, the action failed, or no grant"),
 				helpExitUsage,
-				exitLine("4", "no lockd node answered before the drill started"),
+				exitLine("4", "no lockd node could be reached before the drill started"),
+				exitLine("6", "a node took the connection but did not answer, before the drill started"),
 				helpExitSignal),
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "workers", Destination: &c.workers, Value: 8,

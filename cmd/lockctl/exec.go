@@ -55,6 +55,7 @@ func (c *execCommand) Command() *cli.Command {
 				exitLine("3", "--wait elapsed before the lock was granted (--timeout-code changes it)"),
 				helpExitUnavailable,
 				exitLine("5", "the lock was lost while COMMAND ran, and COMMAND was stopped"),
+				helpExitNoAnswer,
 				exitLine("126", "COMMAND is not executable"),
 				exitLine("127", "COMMAND was not found"),
 				exitLine("128+N", "COMMAND was killed by signal N (130 SIGINT, 143 SIGTERM)"),
@@ -228,7 +229,7 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 // release frees the lock after the command; failing to is worth a warning
 // but does not hide the command's exit status.
 func (c *execCommand) release(g *globals, cl *client.Client, token uint64) {
-	err := releaseAtEnd(cl, c.key, token)
+	err := releaseAtEnd(g, cl, c.key, token)
 	switch {
 	case err == nil:
 	case errors.Is(err, client.ErrNotHeld):

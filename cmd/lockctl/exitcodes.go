@@ -22,6 +22,7 @@ const (
 	exitTimeout     = 3 // the wait elapsed before the lock was granted
 	exitUnavailable = 4 // no lockd node could be reached
 	exitLost        = 5 // the lock was lost while hold or exec ran
+	exitNoAnswer    = 6 // a node took the connection but did not answer in time
 	// A command interrupted by a signal exits 128+N, as a shell reports it:
 	// 130 for SIGINT, 143 for SIGTERM.
 	exitSignalBase = 128
@@ -46,6 +47,7 @@ var (
 	helpExitTimeout     = exitLine("3", "--wait elapsed before the lock was granted")
 	helpExitUnavailable = exitLine("4", "no lockd node could be reached at --addr")
 	helpExitLost        = exitLine("5", "the lock was lost: lockd said notheld, or no renewal got through in time")
+	helpExitNoAnswer    = exitLine("6", "lockd took the connection but did not answer within --timeout (or --failure-timeout)")
 	helpExitSignal      = exitLine("130", "interrupted by Ctrl-C (SIGINT); 143 by SIGTERM")
 )
 
@@ -129,6 +131,11 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 	switch {
 	case errors.As(err, &setup):
 		return setupFailure(setup, err)
+	case errors.Is(err, client.ErrNoAnswer):
+		return noAnswer(g, doing, err)
+	case errors.Is(err, client.ErrDisagree):
+		return &exitError{code: exitFailed, what: fmt.Sprintf("%s failed: %s", doing, disagreement(err)),
+			try: "retry in a moment; `lockctl status` shows which nodes claim the active role", err: err}
 	case errors.Is(err, client.ErrUnavailable):
 		return unreachable(g, err)
 	case errors.Is(err, client.ErrTimeout):
@@ -145,8 +152,8 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		return &exitError{code: exitFailed, what: fmt.Sprintf("lockd refused %s: %s", doing, srv.Msg),
 			try: try, err: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &exitError{code: exitUnavailable, what: fmt.Sprintf("no answer from lockd at %s while %s", printable(g.AddrList), doing),
-			try: "check that the node is up and not overloaded (`lockctl status`)", err: err}
+		return &exitError{code: exitNoAnswer, what: fmt.Sprintf("no answer from lockd at %s within --timeout %s while %s", printable(g.AddrList), g.Timeout, doing),
+			try: "check that the node is up and not overloaded (`lockctl status`), or allow more with --timeout", err: err}
 	}
 	return &exitError{code: exitFailed, what: doing + " failed: " + err.Error(),
 		try: "check `lockctl status`", err: err}
@@ -172,6 +179,32 @@ func setupFailure(e *client.SetupError, err error) *exitError {
 	return &exitError{code: exitFailed, what: what, try: try, err: err}
 }
 
+// noAnswer is the one message for "a node took the connection and then
+// said nothing": a frozen process, a vanished machine, a port that is
+// not lockd's.
+func noAnswer(g *globals, doing string, err error) *exitError {
+	return &exitError{
+		code: exitNoAnswer,
+		what: fmt.Sprintf("lockd at %s did not answer while %s: it took the connection, then said nothing for --failure-timeout %s",
+			printable(g.AddrList), doing, g.FailureTimeout),
+		try: "check that the node is not frozen or overloaded (`lockctl status`), or allow more with --failure-timeout",
+		err: err,
+	}
+}
+
+// disagreement is the client's words for a redirect loop, without the
+// key and op it prefixes them with.
+func disagreement(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "redirected "); i >= 0 {
+		msg = msg[i:]
+	}
+	if i := strings.Index(msg, "; retry"); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
 // unreachable is the one message for "no node answered".
 func unreachable(g *globals, err error) *exitError {
 	cause := networkCause(err)
@@ -191,6 +224,9 @@ func unreachable(g *globals, err error) *exitError {
 // networkCause digs the useful words ("connection refused", "i/o timeout")
 // out of a chain of wrapped dial errors.
 func networkCause(err error) string {
+	if errors.Is(err, client.ErrNoAnswer) {
+		return "it took the connection but did not answer"
+	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		return errno.Error()

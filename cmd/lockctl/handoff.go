@@ -16,9 +16,12 @@ import (
 // handoffCommand moves the active role to another node on purpose, for
 // maintenance of the active's machine or to test a failover.
 type handoffCommand struct {
-	to      string
-	timeout time.Duration
+	to string
 }
+
+// handoffTimeout is how long handoff waits for the new active to serve
+// when --timeout is not given.
+const handoffTimeout = 10 * time.Second
 
 // handoffPoll is how often handoff asks the new active whether it serves.
 // Each question is one short connection; the gap is measured to this
@@ -45,12 +48,10 @@ func (c *handoffCommand) Command() *cli.Command {
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "the handoff did not happen (lockd's reason is printed), or the new active"),
 				exitLine("", "did not serve within --timeout"),
-				helpExitUsage, helpExitUnavailable, helpExitSignal),
+				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "to", Destination: &c.to,
 				Usage: "hand the role to the node at `ADDR` (HOST:PORT, as written in its --peers) instead of the successor"},
-			&cli.DurationFlag{Name: "timeout", Destination: &c.timeout, Value: 10 * time.Second,
-				Usage: "give up and exit 1 when the new active does not serve within `DURATION`"},
 		},
 		Action: c.Run,
 	}
@@ -70,12 +71,10 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 			return usageError(name, "--to %q is not HOST:PORT", c.to)
 		}
 	}
-	if c.timeout <= 0 {
-		return usageError(name, "--timeout %s: must be more than 0", c.timeout)
-	}
+	timeout := g.timeoutOr(handoffTimeout)
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	before := survey(ctx, g.Addrs, g.status)
@@ -93,7 +92,7 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 	defer cl.Close()
 	res, err := runHandoff(ctx, cl, g.status, c.to)
 	if err != nil {
-		return handoffFailure(ctx, g, c.timeout, err)
+		return handoffFailure(ctx, g, timeout, err)
 	}
 	res.From = before.Active
 	if g.JSON {
@@ -148,9 +147,7 @@ func runHandoff(ctx context.Context, cl handoffer, ask statusFunc, to string) (h
 	}
 	last := "no answer yet"
 	for {
-		qctx, cancel := context.WithTimeout(ctx, statusNodeTimeout)
-		st, err := ask(qctx, newActive)
-		cancel()
+		st, err := ask(ctx, newActive)
 		switch {
 		case err == nil && st.Role == roleActive:
 			return handoffResult{To: newActive, Gap: time.Since(start)}, nil

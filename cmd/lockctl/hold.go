@@ -36,7 +36,7 @@ func (c *holdCommand) Command() *cli.Command {
 				exitLine("0", "held, then released after SIGINT or SIGTERM"),
 				helpExitFailed, helpExitUsage, helpExitTimeout,
 				exitLine("4", "no lockd node could be reached, to acquire or to release at the end"),
-				helpExitLost,
+				helpExitLost, helpExitNoAnswer,
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM) while still waiting for the lock")),
 		Flags: []cli.Flag{
 			keyFlag(&c.key),
@@ -86,7 +86,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	if lost := k.lostNow(); lost != nil {
 		return lost.exit("take it again with `lockctl hold`")
 	}
-	switch err := releaseAtEnd(cl, c.key, lock.Token); {
+	switch err := releaseAtEnd(g, cl, c.key, lock.Token); {
 	case err == nil:
 		return nil
 	case errors.Is(err, client.ErrNotHeld):
@@ -103,14 +103,16 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	}
 }
 
-// releaseTimeout bounds the release at the end of hold and exec; the
-// client re-sends a release for 5 seconds when no connection is up.
+// releaseTimeout bounds a release at the end of a bench cycle; the client
+// re-sends a release for 5 seconds when no connection is up.
 const releaseTimeout = 6 * time.Second
 
 // releaseAtEnd gives a lock back when hold or exec finishes. It has its own
-// context: the one whose cancel announced the end is already done.
-func releaseAtEnd(cl *client.Client, key string, token uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+// context: the one whose cancel announced the end is already done. The
+// client re-sends the release for up to --timeout; a second more lets it
+// say why it gave up.
+func releaseAtEnd(g *globals, cl *client.Client, key string, token uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), g.Timeout+time.Second)
 	defer cancel()
 	return cl.Release(ctx, key, token)
 }

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -89,7 +90,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 			"   LOCKD_ADDR=10.0.0.1:7070,10.0.0.2:7070 lockctl hold --key maintenance\n\n" +
 			"Durations are Go durations: 500ms, 30s, 2m, 1h30m.\n\n" +
 			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
-				helpExitUnavailable, helpExitLost, helpExitSignal,
+				helpExitUnavailable, helpExitLost, helpExitNoAnswer, helpExitSignal,
 				exitLine("N", "exec: its command's exit code (126 not executable, 127 not found, 128+N killed by signal N)")),
 		Flags:        globalFlags(true),
 		Commands:     cmds,
@@ -167,6 +168,20 @@ const (
 	flagTLSKey        = "tls-key"
 	flagTLSServerName = "tls-server-name"
 	flagSecretFile    = "secret-file"
+	flagTimeout       = "timeout"
+	flagFailTimeout   = "failure-timeout"
+)
+
+// Defaults of the time limits every command shares.
+const (
+	// defaultTimeout bounds the wait for a node's answer to one request.
+	// A node answers in well under a millisecond when idle and within
+	// tens of milliseconds under heavy load (see the client's package
+	// comment); 5 s leaves room for a slow network without letting a
+	// script hang.
+	defaultTimeout = 5 * time.Second
+	// defaultFailureTimeout is lockd's own default --failure-timeout.
+	defaultFailureTimeout = time.Second
 )
 
 const globalCategory = "GLOBAL (also accepted before the command)"
@@ -208,11 +223,25 @@ func globalFlags(app bool) []cli.Flag {
 		Name:  flagSecretFile,
 		Usage: "prove the secret in `FILE` to lockd (its --secret-file, or --admin-secret-file for handoff); the secret never crosses the network",
 	}
-	flags := []cli.Flag{addr, jsonOut, color, useTLS, tlsCA, tlsCert, tlsKey, tlsName, secret}
+	timeout := &cli.DurationFlag{
+		Name: flagTimeout,
+		Usage: "longest to wait for lockd's answer to a request, a `DURATION` (not the wait for a lock: that is --wait); " +
+			"for handoff and status --wait-active, the whole wait (default 10s there)",
+	}
+	failTimeout := &cli.DurationFlag{
+		Name: flagFailTimeout,
+		Usage: "a node silent this long (a frozen or vanished machine) is treated as down and requests move on, " +
+			"a `DURATION`; give lockd's --failure-timeout",
+	}
+	flags := []cli.Flag{addr, jsonOut, color, timeout, failTimeout, useTLS, tlsCA, tlsCert, tlsKey, tlsName, secret}
 	if app {
 		addr.Value = defaultAddr
 		addr.EnvVars = []string{"LOCKD_ADDR"}
 		color.Value = "auto"
+		timeout.Value = defaultTimeout
+		timeout.EnvVars = []string{"LOCKD_TIMEOUT"}
+		failTimeout.Value = defaultFailureTimeout
+		failTimeout.EnvVars = []string{"LOCKD_FAILURE_TIMEOUT"}
 		useTLS.EnvVars = []string{"LOCKD_TLS"}
 		tlsCA.EnvVars = []string{"LOCKD_TLS_CA"}
 		tlsCert.EnvVars = []string{"LOCKD_TLS_CERT"}
@@ -221,6 +250,9 @@ func globalFlags(app bool) []cli.Flag {
 		secret.EnvVars = []string{"LOCKD_SECRET_FILE"}
 	} else {
 		addr.Usage += " (default 127.0.0.1:7070, or $LOCKD_ADDR)"
+		timeout.Usage += " (default 5s, or $LOCKD_TIMEOUT)"
+		failTimeout.Usage += " (default 1s, or $LOCKD_FAILURE_TIMEOUT)"
+		timeout.Category, failTimeout.Category = globalCategory, globalCategory
 		useTLS.Usage += " ($LOCKD_TLS)"
 		tlsCA.Usage += " ($LOCKD_TLS_CA)"
 		tlsCert.Usage += " ($LOCKD_TLS_CERT)"
@@ -239,11 +271,19 @@ type globals struct {
 	Addrs    []string // --addr, split
 	AddrList string   // --addr as given: for messages, and LOCKD_ADDR of exec's command
 	JSON     bool
-	Color    bool // colour may be written to Stdout
-	TTY      bool // Stdout is a terminal: tables and decoration are welcome
-	Stdin    io.Reader
-	Stdout   io.Writer
-	Stderr   io.Writer
+	// Timeout bounds the wait for a node's answer to one request
+	// (--timeout); TimeoutSet says whether it was given, for the
+	// commands whose whole wait it bounds with a default of their own.
+	Timeout    time.Duration
+	TimeoutSet bool
+	// FailureTimeout is how long a silent node keeps requests
+	// (client.Options.FailureTimeout).
+	FailureTimeout time.Duration
+	Color          bool // colour may be written to Stdout
+	TTY            bool // Stdout is a terminal: tables and decoration are welcome
+	Stdin          io.Reader
+	Stdout         io.Writer
+	Stderr         io.Writer
 
 	// Security is how every connection is set up: TLS and the secret
 	// (client.Options' TLS, Secret).
@@ -278,6 +318,19 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 		return nil, usageError(cCtx.Command.Name, "--addr (or LOCKD_ADDR) is empty: give at least one HOST:PORT")
 	}
 	g.AddrList = strings.Join(g.Addrs, ",")
+	g.Timeout = lookupGlobal(cCtx, flagTimeout, defaultTimeout, (*cli.Context).Duration)
+	g.FailureTimeout = lookupGlobal(cCtx, flagFailTimeout, defaultFailureTimeout, (*cli.Context).Duration)
+	for _, c := range cCtx.Lineage() {
+		if c.Command != nil && c.IsSet(flagTimeout) {
+			g.TimeoutSet = true
+		}
+	}
+	if g.Timeout < time.Millisecond {
+		return nil, usageError(cCtx.Command.Name, "--timeout %s: must be at least 1ms", g.Timeout)
+	}
+	if g.FailureTimeout < 10*time.Millisecond {
+		return nil, usageError(cCtx.Command.Name, "--failure-timeout %s: must be at least 10ms", g.FailureTimeout)
+	}
 	if err := g.loadSecurity(cCtx); err != nil {
 		return nil, err
 	}
@@ -357,15 +410,40 @@ func (g *globals) loadSecurity(cCtx *cli.Context) error {
 }
 
 // status asks the node at addr for its status, connecting as every other
-// request does (TLS, secret).
+// request does (TLS, secret), and waits --timeout for the answer.
 func (g *globals) status(ctx context.Context, addr string) (proto.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
+	defer cancel()
 	return client.StatusWith(ctx, addr, g.Security)
 }
+
+// timeoutOr is --timeout when it was given, else def: the default of a
+// command whose whole wait --timeout bounds (handoff, status
+// --wait-active).
+func (g *globals) timeoutOr(def time.Duration) time.Duration {
+	if g.TimeoutSet {
+		return g.Timeout
+	}
+	return def
+}
+
+// withTimeout bounds a request by --timeout. The cause names the flag,
+// so that the error says which limit ran out.
+func (g *globals) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, g.Timeout, errRequestTimeout)
+}
+
+// errRequestTimeout is the cause of a context that --timeout ended.
+var errRequestTimeout = errors.New("no answer within --timeout")
 
 // client connects to the --addr nodes. The client dials in the background;
 // unreachable nodes show up as client.ErrUnavailable on first use.
 func (g *globals) client(opts client.Options) (*client.Client, error) {
 	opts.TLS, opts.Secret = g.Security.TLS, g.Security.Secret
+	opts.FailureTimeout = g.FailureTimeout
+	if opts.ReleaseFor == 0 {
+		opts.ReleaseFor = g.Timeout
+	}
 	if opts.Role == auth.None {
 		opts.Role = auth.Client
 	}

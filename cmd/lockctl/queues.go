@@ -23,8 +23,6 @@ type queuesCommand struct {
 }
 
 const (
-	// queuesTimeout bounds the whole listing: K, then one Q per key.
-	queuesTimeout = 10 * time.Second
 	// queuesInFlight bounds the Q requests pipelined at once.
 	queuesInFlight = 64
 	// longWait is a wait worth pointing out.
@@ -54,7 +52,7 @@ func (c *queuesCommand) Command() *cli.Command {
 			"   lockctl queues --prefix jobs/ --json | jq '.keys[] | select(.waiters | length > 0)'\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "lockd refused the request"),
-				helpExitUsage, helpExitUnavailable, helpExitSignal),
+				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Destination: &c.key,
 				Usage: "show this `KEY` only"},
@@ -94,7 +92,7 @@ func (c *queuesCommand) Run(cCtx *cli.Context) error {
 	}
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, queuesTimeout)
+	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
 	cl, err := g.client(client.Options{})
 	if err != nil {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -30,7 +32,7 @@ func (c *releaseCommand) Command() *cli.Command {
 			"   lockctl release --key deploy --token \"$token\" || echo 'lease had expired'\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "the token does not hold the key (released already, lease expired, never granted)"),
-				helpExitUsage, helpExitUnavailable, helpExitSignal),
+				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: []cli.Flag{
 			keyFlag(&c.key),
 			tokenFlag(&c.token),
@@ -54,6 +56,10 @@ func (c *releaseCommand) Run(cCtx *cli.Context) error {
 	}
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
+	// The client re-sends the release until a node answers, for up to
+	// --timeout; a second more lets it say why it gave up.
+	ctx, cancel := context.WithTimeout(ctx, g.Timeout+time.Second)
+	defer cancel()
 	cl, err := g.client(client.Options{})
 	if err != nil {
 		return err

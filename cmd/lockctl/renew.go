@@ -32,7 +32,7 @@ func (c *renewCommand) Command() *cli.Command {
 			"   while step; do lockctl renew --key etl --token \"$token\" || exit 1; done\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "the token does not hold the key any more: the lock is gone, acquire it again"),
-				helpExitUsage, helpExitUnavailable, helpExitSignal),
+				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: []cli.Flag{
 			keyFlag(&c.key),
 			tokenFlag(&c.token),
@@ -57,6 +57,8 @@ func (c *renewCommand) Run(cCtx *cli.Context) error {
 	}
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
 	cl, err := g.client(client.Options{})
 	if err != nil {
 		return err

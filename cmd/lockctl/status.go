@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
 )
 
 // statusCommand shows every node of the cluster and which one is active.
@@ -23,14 +24,13 @@ type statusCommand struct {
 	watch      bool
 	interval   time.Duration
 	waitActive string
-	timeout    time.Duration
 }
 
 // Bounds of a status survey.
 const (
-	// statusNodeTimeout bounds the question to one node: a node that has
-	// not answered by then is shown as unreachable.
-	statusNodeTimeout = 2 * time.Second
+	// waitActiveTimeout is how long --wait-active waits when --timeout
+	// is not given.
+	waitActiveTimeout = 10 * time.Second
 	// maxSurveyNodes bounds how many nodes a survey follows, so that nodes
 	// naming ever new peers cannot keep it going.
 	maxSurveyNodes = 64
@@ -68,7 +68,8 @@ func (c *statusCommand) Command() *cli.Command {
 				exitLine("0", "done; with --wait-active: ADDR is active; with --watch: stopped by Ctrl-C"),
 				exitLine("1", "--wait-active: ADDR was not active before --timeout"),
 				helpExitUsage,
-				exitLine("4", "no node answered (every address of --addr and its peers)")),
+				exitLine("4", "no node could be reached (every address of --addr and its peers)"),
+				exitLine("6", "no node answered: they took the connection but said nothing within --timeout")),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Destination: &c.watch,
 				Usage: "redraw the view every --interval until Ctrl-C"},
@@ -76,8 +77,6 @@ func (c *statusCommand) Command() *cli.Command {
 				Usage: "with --watch: redraw every `DURATION`"},
 			&cli.StringFlag{Name: "wait-active", Destination: &c.waitActive,
 				Usage: "wait until the node at `ADDR` (HOST:PORT) reports itself active, then exit 0"},
-			&cli.DurationFlag{Name: "timeout", Destination: &c.timeout, Value: 10 * time.Second,
-				Usage: "with --wait-active: give up and exit 1 after `DURATION`"},
 		},
 		Action: c.Run,
 	}
@@ -99,10 +98,6 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 		return usageError(name, "--interval only applies with --watch")
 	case c.watch && c.interval < 10*time.Millisecond:
 		return usageError(name, "--interval %s: must be at least 10ms", c.interval)
-	case cCtx.IsSet("timeout") && c.waitActive == "":
-		return usageError(name, "--timeout only applies with --wait-active")
-	case c.waitActive != "" && c.timeout <= 0:
-		return usageError(name, "--timeout %s: must be more than 0", c.timeout)
 	}
 	if c.waitActive != "" {
 		if _, _, err := net.SplitHostPort(c.waitActive); err != nil {
@@ -113,7 +108,7 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	defer stop()
 	switch {
 	case c.waitActive != "":
-		return waitActive(ctx, g, g.status, c.waitActive, c.timeout)
+		return waitActive(ctx, g, g.status, c.waitActive, g.timeoutOr(waitActiveTimeout))
 	case c.watch:
 		return c.watchLoop(ctx, g)
 	}
@@ -178,7 +173,7 @@ func waitActive(ctx context.Context, g *globals, ask statusFunc, addr string, ti
 	deadline := start.Add(timeout)
 	last := "no answer yet"
 	for {
-		qctx, cancel := context.WithTimeout(ctx, min(statusNodeTimeout, max(time.Until(deadline), 50*time.Millisecond)))
+		qctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 50*time.Millisecond))
 		st, err := ask(qctx, addr)
 		cancel()
 		if ctx.Err() != nil {
@@ -226,6 +221,14 @@ type waitActiveJSON struct {
 // same words as every other command's "cannot reach lockd".
 func noNodeAnswered(g *globals, v clusterView) error {
 	for _, n := range v.Nodes {
+		if errors.Is(n.Err, client.ErrNoAnswer) {
+			e := noAnswer(g, "asking for status", n.Err)
+			e.what = fmt.Sprintf("lockd at %s did not answer: it took the connection, then said nothing within --timeout %s", printable(g.AddrList), g.Timeout)
+			e.try = "check that the node is not frozen or overloaded, or allow more with --timeout"
+			return e
+		}
+	}
+	for _, n := range v.Nodes {
 		if n.Err != nil {
 			return unreachable(g, n.Err)
 		}
@@ -271,9 +274,9 @@ func survey(ctx context.Context, addrs []string, ask statusFunc) clusterView {
 		var wg sync.WaitGroup
 		for i, a := range round {
 			wg.Go(func() {
-				qctx, cancel := context.WithTimeout(ctx, statusNodeTimeout)
-				defer cancel()
-				st, err := ask(qctx, a)
+				// ask bounds the question (--timeout): a node that has not
+				// answered by then is shown as unreachable.
+				st, err := ask(ctx, a)
 				got[i] = nodeAnswer{Asked: a, Status: st, Err: err}
 			})
 		}

@@ -129,7 +129,7 @@ func (r *releaser) run(ctx context.Context) error {
 				if r.sends == 0 {
 					return fmt.Errorf("release %s token %d: could not be sent within %s: %w; the lock frees itself when its lease ends", key, token, c.opts.ReleaseFor, last)
 				}
-				return fmt.Errorf("release %s token %d: no node answered within %s (sent %d times): %w; the lock frees itself when its lease ends", key, token, c.opts.ReleaseFor, r.sends, last)
+				return fmt.Errorf("release %s token %d: %w: no node answered within %s (sent %d times): %w; the lock frees itself when its lease ends", key, token, ErrNoAnswer, c.opts.ReleaseFor, r.sends, last)
 			}
 			t.Reset(min(c.opts.ReleaseEvery, left))
 			r.at = attempt{target: r.at.target, lastErr: r.at.lastErr}
