@@ -37,20 +37,20 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set node lockctl_help
             case 'lockctl --addr' 'lockctl --color' 'lockctl --timeout' 'lockctl --failure-timeout' 'lockctl --tls-ca' 'lockctl --tls-cert' 'lockctl --tls-key' 'lockctl --tls-server-name' 'lockctl --secret-file'
                 set skip 1
-            case 'lockctl_acquire --key' 'lockctl_acquire --lease' 'lockctl_acquire --wait' 'lockctl_acquire --addr' 'lockctl_acquire --color' 'lockctl_acquire --timeout' 'lockctl_acquire --failure-timeout' 'lockctl_acquire --tls-ca' 'lockctl_acquire --tls-cert' 'lockctl_acquire --tls-key' 'lockctl_acquire --tls-server-name' 'lockctl_acquire --secret-file'
+            case 'lockctl_acquire --key' 'lockctl_acquire --lease' 'lockctl_acquire --wait' 'lockctl_acquire -w' 'lockctl_acquire --addr' 'lockctl_acquire --color' 'lockctl_acquire --timeout' 'lockctl_acquire --failure-timeout' 'lockctl_acquire --tls-ca' 'lockctl_acquire --tls-cert' 'lockctl_acquire --tls-key' 'lockctl_acquire --tls-server-name' 'lockctl_acquire --secret-file'
                 set skip 1
             case 'lockctl_release --key' 'lockctl_release --token' 'lockctl_release --addr' 'lockctl_release --color' 'lockctl_release --timeout' 'lockctl_release --failure-timeout' 'lockctl_release --tls-ca' 'lockctl_release --tls-cert' 'lockctl_release --tls-key' 'lockctl_release --tls-server-name' 'lockctl_release --secret-file'
                 set skip 1
             case 'lockctl_renew --key' 'lockctl_renew --token' 'lockctl_renew --lease' 'lockctl_renew --addr' 'lockctl_renew --color' 'lockctl_renew --timeout' 'lockctl_renew --failure-timeout' 'lockctl_renew --tls-ca' 'lockctl_renew --tls-cert' 'lockctl_renew --tls-key' 'lockctl_renew --tls-server-name' 'lockctl_renew --secret-file'
                 set skip 1
-            case 'lockctl_hold --key' 'lockctl_hold --lease' 'lockctl_hold --wait' 'lockctl_hold --addr' 'lockctl_hold --color' 'lockctl_hold --timeout' 'lockctl_hold --failure-timeout' 'lockctl_hold --tls-ca' 'lockctl_hold --tls-cert' 'lockctl_hold --tls-key' 'lockctl_hold --tls-server-name' 'lockctl_hold --secret-file'
+            case 'lockctl_hold --key' 'lockctl_hold --lease' 'lockctl_hold --wait' 'lockctl_hold -w' 'lockctl_hold --addr' 'lockctl_hold --color' 'lockctl_hold --timeout' 'lockctl_hold --failure-timeout' 'lockctl_hold --tls-ca' 'lockctl_hold --tls-cert' 'lockctl_hold --tls-key' 'lockctl_hold --tls-server-name' 'lockctl_hold --secret-file'
                 set skip 1
-            case 'lockctl_exec --key' 'lockctl_exec --lease' 'lockctl_exec --wait' 'lockctl_exec --grace' 'lockctl_exec --timeout-code' 'lockctl_exec --addr' 'lockctl_exec --color' 'lockctl_exec --timeout' 'lockctl_exec --failure-timeout' 'lockctl_exec --tls-ca' 'lockctl_exec --tls-cert' 'lockctl_exec --tls-key' 'lockctl_exec --tls-server-name' 'lockctl_exec --secret-file'
+            case 'lockctl_exec --key' 'lockctl_exec --lease' 'lockctl_exec --wait' 'lockctl_exec -w' 'lockctl_exec --grace' 'lockctl_exec --timeout-code' 'lockctl_exec -E' 'lockctl_exec --conflict-exit-code' 'lockctl_exec --addr' 'lockctl_exec --color' 'lockctl_exec --timeout' 'lockctl_exec --failure-timeout' 'lockctl_exec --tls-ca' 'lockctl_exec --tls-cert' 'lockctl_exec --tls-key' 'lockctl_exec --tls-server-name' 'lockctl_exec --secret-file'
                 set skip 1
             case 'lockctl_exec --'
                 echo lockctl_exec--
                 return
-            case 'lockctl_bench --workers' 'lockctl_bench --conns' 'lockctl_bench --duration' 'lockctl_bench --keys' 'lockctl_bench --lease' 'lockctl_bench --wait' 'lockctl_bench --mode' 'lockctl_bench --addr' 'lockctl_bench --color' 'lockctl_bench --timeout' 'lockctl_bench --failure-timeout' 'lockctl_bench --tls-ca' 'lockctl_bench --tls-cert' 'lockctl_bench --tls-key' 'lockctl_bench --tls-server-name' 'lockctl_bench --secret-file'
+            case 'lockctl_bench --workers' 'lockctl_bench --conns' 'lockctl_bench --duration' 'lockctl_bench --keys' 'lockctl_bench --lease' 'lockctl_bench --wait' 'lockctl_bench -w' 'lockctl_bench --mode' 'lockctl_bench --addr' 'lockctl_bench --color' 'lockctl_bench --timeout' 'lockctl_bench --failure-timeout' 'lockctl_bench --tls-ca' 'lockctl_bench --tls-cert' 'lockctl_bench --tls-key' 'lockctl_bench --tls-server-name' 'lockctl_bench --secret-file'
                 set skip 1
             case 'lockctl_status --interval' 'lockctl_status --wait-active' 'lockctl_status --addr' 'lockctl_status --color' 'lockctl_status --timeout' 'lockctl_status --failure-timeout' 'lockctl_status --tls-ca' 'lockctl_status --tls-cert' 'lockctl_status --tls-key' 'lockctl_status --tls-server-name' 'lockctl_status --secret-file'
                 set skip 1
@@ -100,7 +100,8 @@ complete -c lockctl -n '__lockctl_is lockctl' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
-complete -c lockctl -n '__lockctl_is lockctl_acquire' -l wait -x -d 'longest to wait in the key\'s queue for the lock, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
@@ -147,7 +148,8 @@ complete -c lockctl -n '__lockctl_is lockctl_renew' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
-complete -c lockctl -n '__lockctl_is lockctl_hold' -l wait -x -d 'longest to wait in the key\'s queue for the lock, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
@@ -163,9 +165,10 @@ complete -c lockctl -n '__lockctl_is lockctl_hold' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
-complete -c lockctl -n '__lockctl_is lockctl_exec' -l wait -x -d 'longest to wait in the key\'s queue for the lock, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l grace -x -d 'after the lock is lost, the DURATION COMMAND has to exit on SIGTERM before...'
-complete -c lockctl -n '__lockctl_is lockctl_exec' -l timeout-code -x -d 'exit CODE when --wait elapses before the lock is granted'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l timeout-code -s E -l conflict-exit-code -x -d 'exit CODE when the lock is held or --wait elapses, as flock -E'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l json -d 'print machine-readable JSON, one object per line'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
@@ -185,7 +188,7 @@ complete -c lockctl -n '__lockctl_is lockctl_bench' -l conns -x -d 'N connection
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l duration -x -d 'how long to run, a DURATION'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l keys -x -d 'which KEYS the workers lock: unique, hot, or a number of shared keys'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
-complete -c lockctl -n '__lockctl_is lockctl_bench' -l wait -x -d 'longest one acquire waits before it counts as a timeout, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l wait -s w -x -d 'longest one acquire waits before it counts as a timeout, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l mode -x -a 'pipelined per-worker' -d 'MODE: pipelined or per-worker'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l json -d 'print machine-readable JSON, one object per line'

@@ -14,31 +14,32 @@ import (
 // acquireCommand takes a lock once and prints its token. The lock outlives
 // lockctl: `lockctl release` frees it, or lockd does when the lease ends.
 type acquireCommand struct {
-	key   string
-	lease time.Duration
-	wait  time.Duration
+	key      string
+	lease    time.Duration
+	wait     lockWait
+	nonblock bool
 }
 
 func (c *acquireCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "acquire",
 		Usage:     "take a lock and print its fencing token",
-		UsageText: "lockctl acquire --key KEY [--lease 30s] [--wait DURATION]",
+		UsageText: "lockctl acquire --key KEY [--lease 30s] [-w DURATION | -n]",
 		Description: "Waits in the key's FIFO queue until the lock is granted, prints the token\n" +
 			"(a number that grows with every grant) and exits, leaving the lock held.\n" +
 			"Release it with that token, or let the lease end. With --json it prints\n" +
 			"{\"key\":...,\"token\":...,\"lease_seconds\":...}.\n\n" +
+			waitHelp +
 			"Examples:\n" +
 			"   token=$(lockctl acquire --key deploy --lease 5m --wait 1m) || exit\n" +
 			"   ./deploy.sh --fencing-token \"$token\"\n" +
 			"   lockctl release --key deploy --token \"$token\"\n\n" +
 			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
 				helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			keyFlag(&c.key),
 			leaseFlag(&c.lease, defaultLease),
-			waitFlag(&c.wait),
-		},
+		}, waitFlags(&c.wait, &c.nonblock)...),
 		Action: c.Run,
 	}
 }
@@ -49,7 +50,7 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, c.wait)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock)); err != nil {
 		return err
 	}
 	ctx, stop := withSignals(cCtx.Context)
@@ -67,12 +68,11 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	return printLock(g, c.key, lock.Token, c.lease)
 }
 
-// acquireFailure explains a failed acquire; hold and exec share it.
 // acquireShowingWait asks for the lock with the wait indicator shown on a
 // terminal, and maps a failure to its exit code.
-func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, key string, lease, wait time.Duration) (client.Lock, error) {
+func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, key string, lease time.Duration, wait lockWait) (client.Lock, error) {
 	waiting := startWaiting(ctx, g, key)
-	lock, err := cl.Acquire(ctx, key, lease, wait)
+	lock, err := cl.Acquire(ctx, key, lease, wait.wire())
 	waiting()
 	if err != nil {
 		return lock, acquireFailure(ctx, g, key, wait, err)
@@ -80,15 +80,31 @@ func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, key 
 	return lock, nil
 }
 
-func acquireFailure(ctx context.Context, g *globals, key string, wait time.Duration, err error) error {
+// acquireFailure explains a failed acquire; hold and exec share it.
+func acquireFailure(ctx context.Context, g *globals, key string, wait lockWait, err error) error {
 	if errors.Is(err, client.ErrTimeout) {
+		if wait.atOnce() {
+			return &exitError{code: exitTimeout,
+				what: fmt.Sprintf("%q is held by another client (not waiting: --nonblock)", key),
+				try:  "wait for it with --wait DURATION (or leave out --nonblock and --wait to wait forever); see who holds it with `lockctl queues`",
+				err:  err}
+		}
 		return &exitError{code: exitTimeout,
-			what: fmt.Sprintf("%q was still held after waiting %s", key, wait),
-			try:  "wait longer with --wait (0 waits forever), or see who holds it with `lockctl queues`",
+			what: fmt.Sprintf("%q was still held after waiting %s", key, wait.d),
+			try:  "wait longer with --wait (leave it out to wait forever), or see who holds it with `lockctl queues`",
 			err:  err}
 	}
 	return clientFailure(ctx, g, fmt.Sprintf("acquiring %q", key), err)
 }
+
+// waitHelp is the paragraph on --wait and --nonblock that acquire, hold
+// and exec share.
+const waitHelp = "-w/--wait and -n/--nonblock mean what they mean to flock(1): no --wait waits\n" +
+	"forever, --wait 10 (or 10s, 2m) gives up after that long, and --wait 0 or -n\n" +
+	"fails at once if the lock is held. This is the one place lockctl differs from\n" +
+	"the protocol, where a wait of 0 means forever: for \"at once\" lockctl sends\n" +
+	"the smallest wait there is, 0.001 s, so a lock freed within that millisecond\n" +
+	"is still granted.\n\n"
 
 // lockJSON is a held lock as acquire, renew and hold print it with --json.
 type lockJSON struct {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAcquirePrintsToken(t *testing.T) {
@@ -52,5 +53,38 @@ func TestAcquireTimeoutExit3(t *testing.T) {
 	}
 	if !strings.HasPrefix(stderr, `lockctl: "deploy" was still held after waiting 2s; `) {
 		t.Errorf("stderr %q", stderr)
+	}
+}
+
+// Issue 11, item 3: --wait and --nonblock mean what flock's -w and -n
+// mean. No --wait waits forever (wait 0 on the wire); --wait 0 and -n
+// fail at once when the lock is held, sending the smallest wait the
+// protocol has; -w takes plain seconds as flock does.
+func TestWaitMeansWhatFlockMeans(t *testing.T) {
+	f := startFake(t)
+	if code, _, errOut := lockctl(t, "--addr", f.addr, "acquire", "--key", "k"); code != 0 {
+		t.Fatalf("acquire: exit %d: %s", code, errOut)
+	}
+	if got := f.requests(); len(got) != 1 || got[0] != "A k 30 0" {
+		t.Errorf("no --wait sent %q, want wait 0 (forever) on the wire", got)
+	}
+	for _, args := range [][]string{{"-n"}, {"--nonblock"}, {"--wait", "0"}, {"-w", "0"}, {"--wait", "0s"}} {
+		before := len(f.requests())
+		start := time.Now()
+		code, out, errOut := lockctl(t, append([]string{"--addr", f.addr, "acquire", "--key", "k"}, args...)...)
+		took := time.Since(start)
+		if code != exitTimeout || out != "" || !strings.HasPrefix(errOut, `lockctl: "k" is held by another client (not waiting: --nonblock)`) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		if reqs := f.requests()[before:]; len(reqs) != 1 || reqs[0] != "A k 30 0.001" {
+			t.Errorf("%v: sent %q, want the smallest wait, 0.001", args, reqs)
+		}
+		if took > 500*time.Millisecond {
+			t.Errorf("%v: gave up after %s, want at once", args, took)
+		}
+	}
+	code, _, errOut := lockctl(t, "--addr", f.addr, "acquire", "--key", "k", "-w", "0.2")
+	if code != exitTimeout || !strings.Contains(errOut, `"k" was still held after waiting 200ms`) {
+		t.Errorf("-w 0.2: exit %d, stderr %q", code, errOut)
 	}
 }

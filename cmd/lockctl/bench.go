@@ -24,7 +24,7 @@ type benchCommand struct {
 	duration time.Duration
 	keys     string
 	lease    time.Duration
-	wait     time.Duration
+	wait     lockWait
 	mode     string
 }
 
@@ -71,8 +71,8 @@ func (c *benchCommand) Command() *cli.Command {
 			&cli.StringFlag{Name: "keys", Destination: &c.keys, Value: "unique",
 				Usage: "which `KEYS` the workers lock: unique, hot, or a number of shared keys"},
 			leaseFlag(&c.lease, 5*time.Second),
-			&cli.DurationFlag{Name: "wait", Destination: &c.wait, DefaultText: "until the run ends",
-				Usage: "longest one acquire waits before it counts as a timeout, a `DURATION`"},
+			&cli.GenericFlag{Name: "wait", Aliases: []string{"w"}, Value: &c.wait, DefaultText: "until the run ends",
+				Usage: "longest one acquire waits before it counts as a timeout, a `DURATION` or seconds; 0 does not wait"},
 			&cli.StringFlag{Name: "mode", Destination: &c.mode, Value: benchPipelined,
 				Usage: "`MODE`: pipelined (one shared client) or per-worker (a client each)"},
 		},
@@ -209,7 +209,7 @@ func (c *benchCommand) Run(cCtx *cli.Context) error {
 // check validates the flags and returns how many keys the workers share.
 func (c *benchCommand) check(cCtx *cli.Context) (int, error) {
 	const name = "bench"
-	if err := firstError(noArgs(cCtx), checkLease(name, c.lease), checkWait(name, c.wait)); err != nil {
+	if err := firstError(noArgs(cCtx), checkLease(name, c.lease), checkWait(name, &c.wait, false)); err != nil {
 		return 0, err
 	}
 	switch {
@@ -268,8 +268,8 @@ func (c *benchCommand) worker(ctx context.Context, cl *client.Client, key string
 		if left <= 0 || ctx.Err() != nil {
 			return
 		}
-		wait, cut := c.wait, false
-		if wait == 0 || wait >= left {
+		wait, cut := c.wait.wire(), false
+		if !c.wait.set || wait >= left {
 			// Never 0, which would wait forever.
 			wait, cut = max(left.Truncate(time.Millisecond), time.Millisecond), true
 		}

@@ -24,7 +24,8 @@ import (
 type execCommand struct {
 	key         string
 	lease       time.Duration
-	wait        time.Duration
+	wait        lockWait
+	nonblock    bool
 	grace       time.Duration
 	timeoutCode int
 }
@@ -33,7 +34,7 @@ func (c *execCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "exec",
 		Usage:     "run a command while holding a lock",
-		UsageText: "lockctl exec --key KEY [--lease 30s] [--wait DURATION] [--grace 10s] [--timeout-code 3] -- COMMAND [ARGS...]",
+		UsageText: "lockctl exec --key KEY [--lease 30s] [-w DURATION | -n] [-E CODE] [--grace 10s] -- COMMAND [ARGS...]",
 		ArgsUsage: "-- COMMAND [ARGS...]",
 		Description: "Acquires KEY, runs COMMAND with stdin, stdout and stderr passed through,\n" +
 			"renews the lease every third of it while COMMAND runs, and releases the lock\n" +
@@ -42,34 +43,36 @@ func (c *execCommand) Command() *cli.Command {
 			"SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to COMMAND (those a\n" +
 			"terminal sends to its whole foreground group, like Ctrl-C, already reach it\n" +
 			"and are not sent twice). If the lock is lost while COMMAND runs, lockctl\n" +
-			"sends it SIGTERM, then SIGKILL after --grace, and exits 5. With\n" +
-			"--timeout-code 0, a busy lock skips COMMAND silently.\n\n" +
+			"sends it SIGTERM, then SIGKILL after --grace, and exits 5.\n\n" +
+			waitHelp +
+			"A lock still held when the wait ends exits 3, or -E/--timeout-code CODE (as\n" +
+			"flock -E); with -E 0, a busy lock skips COMMAND silently.\n\n" +
 			"Examples:\n" +
 			"   lockctl exec --key nightly-backup -- ./backup.sh --full\n" +
-			"   lockctl exec --key deploy --wait 0s -- sh -c 'deploy --fence \"$LOCKD_TOKEN\"'\n" +
-			"   lockctl exec --key cron-job --wait 1ms --timeout-code 0 -- ./job  # skip if busy\n\n" +
+			"   lockctl exec --key deploy -w 10m -- sh -c 'deploy --fence \"$LOCKD_TOKEN\"'\n" +
+			"   lockctl exec -n -E 0 --key cron-job -- ./job   # skip the run if busy\n\n" +
 			exitCodesHelp(
 				exitLine("N", "COMMAND's own exit code, 0 when it succeeded"),
 				exitLine("1", "lockd refused the request"),
 				helpExitUsage,
-				exitLine("3", "--wait elapsed before the lock was granted (--timeout-code changes it)"),
+				exitLine("3", "the lock was held: -n, or --wait elapsed (-E/--timeout-code changes it)"),
 				helpExitUnavailable,
 				exitLine("5", "the lock was lost while COMMAND ran, and COMMAND was stopped"),
 				helpExitNoAnswer,
 				exitLine("126", "COMMAND is not executable"),
 				exitLine("127", "COMMAND was not found"),
 				exitLine("128+N", "COMMAND was killed by signal N (130 SIGINT, 143 SIGTERM)"),
-				exitLine("", "COMMAND may exit 1 to 5 itself: --timeout-code tells a busy lock apart"),
+				exitLine("", "COMMAND may exit 1 to 6 itself: -E tells a busy lock apart"),
 				exitLine("", "130/143 also when a signal stops lockctl before COMMAND starts")),
-		Flags: []cli.Flag{
+		Flags: append(append([]cli.Flag{
 			keyFlag(&c.key),
 			leaseFlag(&c.lease, defaultLease),
-			waitFlag(&c.wait),
+		}, waitFlags(&c.wait, &c.nonblock)...),
 			&cli.DurationFlag{Name: "grace", Destination: &c.grace, Value: 10 * time.Second,
 				Usage: "after the lock is lost, the `DURATION` COMMAND has to exit on SIGTERM before SIGKILL"},
-			&cli.IntFlag{Name: "timeout-code", Destination: &c.timeoutCode, Value: exitTimeout,
-				Usage: "exit `CODE` when --wait elapses before the lock is granted (as flock -E)"},
-		},
+			&cli.IntFlag{Name: "timeout-code", Aliases: []string{"E", "conflict-exit-code"}, Destination: &c.timeoutCode, Value: exitTimeout,
+				Usage: "exit `CODE` when the lock is held (-n) or --wait elapses, as flock -E; 0 skips COMMAND silently"},
+		),
 		Action: c.Run,
 	}
 }
@@ -80,14 +83,14 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, c.wait)); err != nil {
+	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock)); err != nil {
 		return err
 	}
 	if c.grace < 0 {
 		return usageError(name, "--grace %s: must be 0 (SIGKILL at once) or more", c.grace)
 	}
 	if c.timeoutCode < 0 || c.timeoutCode > 255 {
-		return usageError(name, "--timeout-code %d: must be between 0 and 255", c.timeoutCode)
+		return usageError(name, "-E/--timeout-code %d: must be between 0 and 255", c.timeoutCode)
 	}
 	args := cCtx.Args().Slice()
 	if len(args) == 0 {
@@ -201,7 +204,7 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 		}
 	}()
 	waiting := startWaiting(ctx, g, c.key)
-	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait)
+	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait.wire())
 	waiting()
 	cancel(nil)
 	<-watched

@@ -14,20 +14,22 @@ import (
 // holdCommand takes a lock and keeps it, renewing the lease, until it is
 // told to stop; then it gives the lock back.
 type holdCommand struct {
-	key   string
-	lease time.Duration
-	wait  time.Duration
+	key      string
+	lease    time.Duration
+	wait     lockWait
+	nonblock bool
 }
 
 func (c *holdCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "hold",
 		Usage:     "take a lock and keep it until Ctrl-C or SIGTERM",
-		UsageText: "lockctl hold --key KEY [--lease 30s] [--wait DURATION]",
+		UsageText: "lockctl hold --key KEY [--lease 30s] [-w DURATION | -n]",
 		Description: "Acquires KEY, prints the token as acquire does, then renews the lease every\n" +
 			"third of it. SIGINT (Ctrl-C) or SIGTERM releases the lock and exits 0. If\n" +
 			"lockd says the token no longer holds the key, or no renewal gets through\n" +
 			"before the lease ends, hold exits 5: from then on someone else may hold it.\n\n" +
+			waitHelp +
 			"Examples:\n" +
 			"   lockctl hold --key maintenance          # in one terminal; Ctrl-C to let go\n" +
 			"   lockctl hold --key db-migrate --lease 10s > token & holder=$!\n" +
@@ -38,11 +40,10 @@ func (c *holdCommand) Command() *cli.Command {
 				exitLine("4", "no lockd node could be reached, to acquire or to release at the end"),
 				helpExitLost, helpExitNoAnswer,
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM) while still waiting for the lock")),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			keyFlag(&c.key),
 			leaseFlag(&c.lease, defaultLease),
-			waitFlag(&c.wait),
-		},
+		}, waitFlags(&c.wait, &c.nonblock)...),
 		Action: c.Run,
 	}
 }
@@ -53,7 +54,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, c.wait)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock)); err != nil {
 		return err
 	}
 	ctx, stop := withSignals(cCtx.Context)

@@ -11,12 +11,15 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,7 +137,11 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
 		value, flag := m[1], m[2]
-		want := "not a valid value"
+		// A value of lockctl's own type (lockWait) says what it wants.
+		want := strings.TrimPrefix(msg, m[0])
+		if want == "" {
+			want = "not a valid value"
+		}
 		for _, f := range flags {
 			if !slices.Contains(f.Names(), flag) {
 				continue
@@ -512,15 +519,76 @@ func checkLease(cmd string, lease time.Duration) error {
 	return nil
 }
 
-func checkWait(cmd string, wait time.Duration) error {
+// lockWait is how long a command waits in a key's queue: --wait and
+// --nonblock, read the way flock(1) reads -w and -n. No --wait waits
+// forever; --wait 0 or --nonblock does not wait at all.
+type lockWait struct {
+	d   time.Duration
+	set bool // --wait or --nonblock was given
+}
+
+// Set reads a --wait value: a Go duration (500ms, 2m) or, as flock's
+// -w, plain seconds (10, 0.5).
+func (w *lockWait) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > proto.MaxSeconds {
+			return fmt.Errorf("want a duration like 500ms, 30s or 2m, or seconds like 10 or 0.5")
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	w.d, w.set = d, true
+	return nil
+}
+
+func (w *lockWait) String() string {
+	if w == nil || !w.set {
+		return ""
+	}
+	return w.d.String()
+}
+
+// atOnce reports whether the command must not wait at all.
+func (w lockWait) atOnce() bool { return w.set && w.d == 0 }
+
+// nonblockWait is the wait lockctl sends for "do not wait": the
+// protocol's wait 0 means forever (proto/doc.go), and it has no "do not
+// queue", so lockctl asks for the smallest wait there is, 0.001 s. "At
+// once" is within a millisecond: a lock freed in that millisecond is
+// still granted.
+const nonblockWait = time.Millisecond
+
+// wire is the wait the client sends: 0 (forever) when none was given.
+func (w lockWait) wire() time.Duration {
 	switch {
-	case wait < 0:
-		return usageError(cmd, "--wait %s: must be 0 (wait forever) or more", wait)
-	case wait > 0 && wait < time.Millisecond:
-		// On the wire it would round to 0, which means forever.
-		return usageError(cmd, "--wait %s: must be 0 (wait forever) or at least 1ms", wait)
-	case wait > proto.MaxSeconds*time.Second:
-		return usageError(cmd, "--wait %s: must be at most %s", wait, proto.MaxSeconds*time.Second)
+	case !w.set:
+		return 0
+	case w.d < nonblockWait:
+		return nonblockWait
+	}
+	return w.d
+}
+
+// describe says how long the command waited, for messages.
+func (w lockWait) describe() string {
+	if w.atOnce() {
+		return "at once"
+	}
+	return "after waiting " + w.d.String()
+}
+
+// checkWait checks --wait and folds --nonblock into it.
+func checkWait(cmd string, w *lockWait, nonblock bool) error {
+	switch {
+	case nonblock && w.set && w.d != 0:
+		return usageError(cmd, "--nonblock and --wait %s do not go together: --nonblock is --wait 0", w.d)
+	case nonblock:
+		w.d, w.set = 0, true
+	case w.d < 0:
+		return usageError(cmd, "--wait %s: must be 0 (do not wait) or more; leave --wait out to wait forever", w.d)
+	case w.d > proto.MaxSeconds*time.Second:
+		return usageError(cmd, "--wait %s: must be at most %s", w.d, proto.MaxSeconds*time.Second)
 	}
 	return nil
 }
@@ -550,9 +618,15 @@ func leaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
 		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` like 30s or 2m"}
 }
 
-func waitFlag(dst *time.Duration) cli.Flag {
-	return &cli.DurationFlag{Name: "wait", Destination: dst, DefaultText: "0: wait forever",
-		Usage: "longest to wait in the key's queue for the lock, a `DURATION`; 0 waits forever"}
+// waitFlags are flock's -w and -n.
+func waitFlags(dst *lockWait, nonblock *bool) []cli.Flag {
+	return []cli.Flag{
+		&cli.GenericFlag{Name: "wait", Aliases: []string{"w"}, Value: dst, DefaultText: "wait forever",
+			Usage: "longest to wait in the key's queue for the lock, a `DURATION` (30s, 2m) or seconds (10, 0.5), as flock -w; " +
+				"0 does not wait (fail at once if the lock is held)"},
+		&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"}, Destination: nonblock,
+			Usage: "fail at once if the lock is held, as flock -n (the same as --wait 0)"},
+	}
 }
 
 func tokenFlag(dst *string) cli.Flag {

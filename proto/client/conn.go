@@ -551,8 +551,8 @@ type request struct {
 	wait  time.Duration // A: what is left of the wait at this send
 	addr  string        // H
 
-	// A: the whole wait and when the call began, to send what is left of
-	// it when the request moves to another connection.
+	// A: the whole wait and when the request was first sent, to send
+	// what is left of it when the request moves to another connection.
 	waitTotal time.Duration
 	start     time.Time
 }
@@ -563,6 +563,9 @@ var errWaitElapsed = errors.New("wait elapsed before the request could be sent")
 func (r *request) prepare(now time.Time) error {
 	if r.op != proto.OpAcquire || r.waitTotal <= 0 {
 		return nil
+	}
+	if r.start.IsZero() {
+		r.start = now
 	}
 	left := ceilMillis(r.waitTotal - now.Sub(r.start))
 	if left <= 0 {

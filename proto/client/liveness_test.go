@@ -231,3 +231,23 @@ func TestStatusOfSilentNode(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoAnswer", err)
 	}
 }
+
+// The wait counts from the first send: a connection that takes a while
+// to come up does not eat a short wait (lockctl's --nonblock sends the
+// smallest one, 1ms).
+func TestShortWaitSurvivesSlowConnect(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	c := newTestClient(t, []string{f.addr}, Options{}, hooks{dial: func(ctx context.Context, addr string) (net.Conn, error) {
+		time.Sleep(50 * time.Millisecond)
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}})
+	l, err := c.Acquire(bg, "k", time.Second, time.Millisecond)
+	if err != nil || l.Token == 0 {
+		t.Fatalf("acquire with a 1ms wait on a free key: %v %+v", err, l)
+	}
+	if r := f.connList()[0]; r == nil {
+		t.Fatal("no connection")
+	}
+}

@@ -13,8 +13,9 @@ import (
 
 // Acquire waits for key and returns the lock with its fencing token.
 // The server keeps the lock for lease unless it is renewed or released;
-// wait bounds the wait for the key (0 waits forever), counted from this
-// call, also when the request has to move to another connection.
+// wait bounds the wait for the key (0 waits forever), counted from the
+// moment the request is first sent, also when it has to move to another
+// connection: the time spent connecting first does not eat into it.
 //
 // It returns an error wrapping ErrTimeout when the wait elapses, a
 // *ServerError when the node refuses the request, one wrapping
@@ -30,17 +31,18 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, start: c.now()}
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait}
 	rctx := ctx
 	if wait > 0 {
 		// The server answers T when the wait ends, but holds that answer
 		// back behind an older acquire of the same key on the same
 		// connection (answers to one (op, key) come in send order), and
 		// other goroutines of this client may share the connection. So
-		// the wait is also enforced here, a little after the server's;
-		// a grant that still comes is released at once.
+		// the wait is also enforced here, a little after the server's
+		// and after the time a connection may take to come up (a
+		// FailureTimeout); a grant that still comes is released at once.
 		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(ctx, wait+acquireGrace+wait/10)
+		rctx, cancel = context.WithTimeout(ctx, wait+acquireGrace+c.opts.FailureTimeout+wait/10)
 		defer cancel()
 	}
 	a, cn, err := c.roundTrip(rctx, &req, true)
