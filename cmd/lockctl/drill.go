@@ -81,7 +81,9 @@ func (c *drillCommand) Command() *cli.Command {
 			"            one (its tokens carry a newer epoch); null in JSON if none came\n" +
 			"   fencing  whether every token of a key was larger than every earlier one\n\n" +
 			"The drill fails (exit 1) when fencing is violated, the action failed, no lock\n" +
-			"was granted at all, or a bound you set is exceeded. --json prints one object:\n" +
+			"was granted at all, the action removed the active and no new active granted\n" +
+			"a lock afterwards (takeover none: the clients never moved), or a bound you set\n" +
+			"is exceeded. --json prints one object:\n" +
 			"   {\"workers\":8,\"keys\":16,\"lease_seconds\":5,\"duration_seconds\":10,\n" +
 			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\"detail\":\"...\"},\n" +
 			"    \"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\"cycles\":48211,\"grants\":48211,\n" +
@@ -275,12 +277,13 @@ type drillReport struct {
 	ActionOK     bool
 	ActionDetail string
 
-	Grants     int
-	Cycles     int
-	Errors     int
-	ErrorKinds map[string]int
-	FirstError string
-	Lost       int
+	Grants      int
+	GrantsAfter int // grants from the action on
+	Cycles      int
+	Errors      int
+	ErrorKinds  map[string]int
+	FirstError  string
+	Lost        int
 
 	Gap     time.Duration
 	GapFrom time.Duration
@@ -387,6 +390,11 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 	rep.Gap, rep.GapFrom, rep.GapTo = longestGap(all, min(end, p.Duration))
 	if p.Action != actionNone && rep.ActionOK {
 		rep.Takeover, rep.TookOver = takeover(all, rep.ActionAt)
+		for _, g := range all {
+			if g.At >= rep.ActionAt {
+				rep.GrantsAfter++
+			}
+		}
 	}
 	rep.ViolationCount, rep.Violations = checkFencing(all, keyName)
 	return rep
@@ -531,6 +539,9 @@ func (r *drillReport) judge(p drillPlan) {
 	if p.Action != actionNone && !r.ActionOK {
 		r.Failures = append(r.Failures, "the action failed: "+r.ActionDetail)
 	}
+	if why := r.noTakeover(p); why != "" {
+		r.Failures = append(r.Failures, why)
+	}
 	if r.Grants == 0 {
 		r.Failures = append(r.Failures, "no lock was granted")
 	}
@@ -543,6 +554,36 @@ func (r *drillReport) judge(p drillPlan) {
 	if p.MaxLost >= 0 && r.Lost > p.MaxLost {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d lost grants are over --max-lost %d", r.Lost, p.MaxLost))
 	}
+}
+
+// removedActive reports whether the action took the active role away
+// from the node that had it: the active after the drill is another node,
+// or none.
+func (r *drillReport) removedActive(p drillPlan) bool {
+	return p.Action != actionNone && r.ActionOK && r.ActiveBefore != "" && r.ActiveAfter != r.ActiveBefore
+}
+
+// noTakeover says why the drill fails when the action removed the active
+// and no new active granted anything afterwards, whatever the bounds: the
+// clients never moved. It is "" when that did not happen.
+func (r *drillReport) noTakeover(p drillPlan) string {
+	if !r.removedActive(p) || r.TookOver {
+		return ""
+	}
+	what := fmt.Sprintf("no new active granted a lock after the action removed the active %s", printable(r.ActiveBefore))
+	var cause string
+	switch {
+	case r.ActiveAfter == "":
+		cause = "no node is active now"
+	case r.GrantsAfter == 0 && r.Errors > 0:
+		cause = fmt.Sprintf("%s is active now, but the clients got no lock after the action, only %s (first: %s)",
+			printable(r.ActiveAfter), countOf(r.Errors, "error", "errors"), r.FirstError)
+	case r.GrantsAfter == 0:
+		cause = fmt.Sprintf("%s is active now, but the clients got no lock after the action: their requests stayed with the old active", printable(r.ActiveAfter))
+	default:
+		cause = fmt.Sprintf("%s is active now, but every grant after the action came from the old active's epoch", printable(r.ActiveAfter))
+	}
+	return what + ": " + cause
 }
 
 // drillJSON is the --json shape of drill; it is part of lockctl's
@@ -678,9 +719,12 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 	line("gap", fmt.Sprintf("%s without a grant, from %s to %s%s", pal.strong.Render(shortDuration(r.Gap)),
 		shortDuration(r.GapFrom), shortDuration(r.GapTo), boundNote(p.MaxGap >= 0, p.MaxGap.String())))
 	if p.Action != actionNone && r.ActionOK {
-		if r.TookOver {
+		switch {
+		case r.TookOver:
 			line("takeover", pal.strong.Render(shortDuration(r.Takeover))+" from the last grant by the old active to the first by the new one")
-		} else {
+		case r.removedActive(p):
+			line("takeover", pal.bad.Render("none")+": no new active granted a lock after the action removed the active")
+		default:
 			line("takeover", "none: no new active granted a lock during the drill")
 		}
 	}

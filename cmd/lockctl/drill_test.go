@@ -315,3 +315,50 @@ type fakeHandoffLocks struct {
 }
 
 func (f *fakeHandoffLocks) Handoff(ctx context.Context, to string) (string, error) { return f.to, nil }
+
+// Issue 14: a drill whose action removed the active fails when no new
+// active granted anything afterwards, even with no bound set, and says
+// why; an action that left the active in place does not.
+func TestDrillFailsWhenNobodyTookOver(t *testing.T) {
+	p := drillPlan{Workers: 8, Keys: 16, Duration: 6 * time.Second, Action: actionRun, Command: "kill -STOP 1",
+		At: 2 * time.Second, MaxGap: -1, MaxErrors: -1, MaxLost: -1}
+	base := drillReport{ActiveBefore: "a:1", ActiveAfter: "b:2", ActionOK: true, ActionAt: 2 * time.Second,
+		Grants: 100, Cycles: 100, ErrorKinds: map[string]int{}}
+	for _, tc := range []struct {
+		name  string
+		edit  func(r *drillReport)
+		cause string // "" when the drill passes
+	}{
+		{"stuck on the old active", func(r *drillReport) {}, "b:2 is active now, but the clients got no lock after the action: their requests stayed with the old active"},
+		{"errors only", func(r *drillReport) {
+			r.Errors, r.FirstError, r.ErrorKinds["unavailable"] = 3, "acquire k: no lockd node available", 3
+		}, "only 3 errors (first: acquire k: no lockd node available)"},
+		{"no active at all", func(r *drillReport) { r.ActiveAfter = "" }, "no node is active now"},
+		{"old epoch only", func(r *drillReport) { r.GrantsAfter = 40 }, "every grant after the action came from the old active's epoch"},
+		{"taken over", func(r *drillReport) { r.GrantsAfter, r.TookOver, r.Takeover = 40, true, time.Second }, ""},
+		{"active unchanged", func(r *drillReport) { r.ActiveAfter = "a:1" }, ""},
+	} {
+		r := base
+		r.ErrorKinds = map[string]int{}
+		tc.edit(&r)
+		r.judge(p)
+		var b bytes.Buffer
+		if err := renderDrill(&b, &r, p, false); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if tc.cause == "" {
+			if len(r.Failures) != 0 || !strings.Contains(out, "result:   PASS") {
+				t.Errorf("%s: failures %q\n%s", tc.name, r.Failures, out)
+			}
+			continue
+		}
+		if len(r.Failures) != 1 || !strings.HasPrefix(r.Failures[0], "no new active granted a lock after the action removed the active a:1: ") ||
+			!strings.Contains(r.Failures[0], tc.cause) {
+			t.Errorf("%s: failures %q, want the cause %q", tc.name, r.Failures, tc.cause)
+		}
+		if !strings.Contains(out, "takeover: none: no new active granted a lock after the action removed the active") || !strings.Contains(out, "result:   FAIL: no new active") {
+			t.Errorf("%s: report\n%s", tc.name, out)
+		}
+	}
+}
