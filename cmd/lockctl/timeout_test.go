@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +61,57 @@ func TestTimeoutBoundsTheAnswer(t *testing.T) {
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("renew gave up after %s, want about --timeout", took)
+	}
+}
+
+// bouncer is a node that answers S as any node does and redirects
+// every other request to the node at *to.
+func bouncer(t *testing.T, to *string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					w := strings.Fields(line)
+					if len(w) < 2 {
+						continue
+					}
+					if w[0] == "S" {
+						fmt.Fprintf(c, "S %s self=%s role=standby active=%s\n", w[1], ln.Addr(), *to)
+						continue
+					}
+					fmt.Fprintf(c, "M %s %s\n", w[1], *to)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Issue 11, item 1: nodes that send a request back and forth say so in
+// those words, not as a network error.
+func TestRedirectLoopSaysNodesDisagree(t *testing.T) {
+	var a, b string
+	a = bouncer(t, &b)
+	b = bouncer(t, &a)
+	code, _, errOut := lockctl(t, "--addr", a, "acquire", "--key", "hk")
+	if code != exitFailed || !strings.Contains(errOut, `acquiring "hk" failed: redirected 10 times in a row`) ||
+		!strings.Contains(errOut, "the nodes disagree on which one is active") || strings.Contains(errOut, "cannot reach") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
