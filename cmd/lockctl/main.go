@@ -168,6 +168,8 @@ var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): 
 const (
 	flagAddr          = "addr"
 	flagJSON          = "json"
+	flagOutput        = "output"
+	flagNoHeaders     = "no-headers"
 	flagColor         = "color"
 	flagTLS           = "tls"
 	flagTLSCA         = "tls-ca"
@@ -200,7 +202,17 @@ func globalFlags(app bool) []cli.Flag {
 	}
 	jsonOut := &cli.BoolFlag{
 		Name:  flagJSON,
-		Usage: "print machine-readable JSON, one object per line",
+		Usage: "print machine-readable JSON, one object per line (the same as -o json)",
+	}
+	output := &cli.StringFlag{
+		Name:    flagOutput,
+		Aliases: []string{"o"},
+		Usage: "`FORMAT` of what commands print: text (plain columns, for grep and awk), table (for a person, " +
+			"cut to the terminal's width), wide (every column, nothing cut) or json; default table on a terminal, text otherwise",
+	}
+	noHeaders := &cli.BoolFlag{
+		Name:  flagNoHeaders,
+		Usage: "leave out the header line of status and queues",
 	}
 	color := &cli.StringFlag{
 		Name:  flagColor,
@@ -240,7 +252,7 @@ func globalFlags(app bool) []cli.Flag {
 		Usage: "a node silent this long (a frozen or vanished machine) is treated as down and requests move on, " +
 			"a `DURATION`; give lockd's --failure-timeout",
 	}
-	flags := []cli.Flag{addr, jsonOut, color, timeout, failTimeout, useTLS, tlsCA, tlsCert, tlsKey, tlsName, secret}
+	flags := []cli.Flag{addr, output, jsonOut, noHeaders, color, timeout, failTimeout, useTLS, tlsCA, tlsCert, tlsKey, tlsName, secret}
 	if app {
 		addr.Value = defaultAddr
 		addr.EnvVars = []string{"LOCKD_ADDR"}
@@ -267,6 +279,7 @@ func globalFlags(app bool) []cli.Flag {
 		tlsName.Usage += " ($LOCKD_TLS_SERVER_NAME)"
 		secret.Usage += " ($LOCKD_SECRET_FILE)"
 		addr.Category, jsonOut.Category, color.Category = globalCategory, globalCategory, globalCategory
+		output.Category, noHeaders.Category = globalCategory, globalCategory
 		useTLS.Category, tlsCA.Category, tlsCert.Category, tlsKey.Category = globalCategory, globalCategory, globalCategory, globalCategory
 		tlsName.Category, secret.Category = globalCategory, globalCategory
 	}
@@ -278,6 +291,10 @@ type globals struct {
 	Addrs    []string // --addr, split
 	AddrList string   // --addr as given: for messages, and LOCKD_ADDR of exec's command
 	JSON     bool
+	// Output is -o: text, table, wide, json, or "" to follow the
+	// terminal; --json is -o json.
+	Output    string
+	NoHeaders bool
 	// Timeout bounds the wait for a node's answer to one request
 	// (--timeout); TimeoutSet says whether it was given, for the
 	// commands whose whole wait it bounds with a default of their own.
@@ -325,6 +342,21 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 		return nil, usageError(cCtx.Command.Name, "--addr (or LOCKD_ADDR) is empty: give at least one HOST:PORT")
 	}
 	g.AddrList = strings.Join(g.Addrs, ",")
+	g.Output = lookupGlobal(cCtx, flagOutput, "", (*cli.Context).String)
+	g.NoHeaders = lookupGlobal(cCtx, flagNoHeaders, false, (*cli.Context).Bool)
+	switch g.Output {
+	case "", outputText, outputTable, outputWide:
+		if g.JSON && g.Output != "" {
+			return nil, usageError(cCtx.Command.Name, "--json and -o %s do not go together: --json is -o json", g.Output)
+		}
+	case outputJSON:
+		g.JSON = true
+	default:
+		return nil, usageError(cCtx.Command.Name, "-o/--output %q: want text, table, wide or json", g.Output)
+	}
+	if g.JSON {
+		g.Output = outputJSON
+	}
 	g.Timeout = lookupGlobal(cCtx, flagTimeout, defaultTimeout, (*cli.Context).Duration)
 	g.FailureTimeout = lookupGlobal(cCtx, flagFailTimeout, defaultFailureTimeout, (*cli.Context).Duration)
 	for _, c := range cCtx.Lineage() {

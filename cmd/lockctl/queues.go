@@ -108,10 +108,18 @@ func (c *queuesCommand) Run(cCtx *cli.Context) error {
 		return printJSON(g.Stdout, queuesJSONOf(list, total))
 	}
 	s := styleOf(g)
+	if len(list) == 0 {
+		// Nothing on stdout, so that `| wc -l` counts 0; a person at a
+		// terminal is told on stderr.
+		if g.TTY {
+			fmt.Fprintln(g.Stderr, "lockctl: "+printableText(emptyQueues(pattern)))
+		}
+		return nil
+	}
 	if !s.Table && total > len(list) {
 		warn(g.Stderr, fmt.Sprintf("showing %d of %d keys", len(list), total), "narrow the list with --prefix")
 	}
-	return renderQueues(g.Stdout, list, total, pattern, s)
+	return renderQueues(g.Stdout, list, total, s)
 }
 
 // queueSource is what fetchQueues needs of a client.
@@ -198,30 +206,26 @@ func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 	return out
 }
 
-// renderQueues draws the queues: a table with one row per key and its
-// waiters under it on a terminal, plain columns with one line per waiter
-// (the key repeated) when piped.
-func renderQueues(w io.Writer, list []proto.Queue, total int, pattern string, s renderStyle) error {
+// renderQueues draws the queues: for a person, one row per key with its
+// waiters under it and a summary line; plain, one line per waiter (the
+// key and holder repeated, every cell filled), so that each line stands
+// on its own for grep and awk. An empty list draws nothing: the caller
+// says so on a terminal.
+func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) error {
 	if len(list) == 0 {
-		what := "no keys are held or waited on"
-		if pattern != "*" {
-			if strings.HasSuffix(pattern, "*") {
-				what = fmt.Sprintf("no keys starting with %q are held or waited on", strings.TrimSuffix(pattern, "*"))
-			} else {
-				what = fmt.Sprintf("%q is neither held nor waited on", pattern)
-			}
-		}
-		_, err := fmt.Fprintln(w, what)
-		return err
+		return nil
 	}
 	p := newPalette(w, s.Color)
-	header := []string{"KEY", "HOLDER", "LEASE LEFT", "WAITER", "WAITED", "FROM"}
-	var rows [][]string
+	t := grid{header: []string{"KEY", "HOLDER", "LEASE", "WAITER", "WAITED", "FROM"},
+		shrink: []shrinkable{{col: 5, middle: true}, {col: 0}}}
+	strong := func(c string) string { return p.strong.Render(c) }
+	faint := func(c string) string { return p.faint.Render(c) }
+	warn := func(c string) string { return p.warn.Render(c) }
 	held, waiters := 0, 0
 	var longest time.Duration
 	longestKey := ""
 	for _, q := range list {
-		// Escaped before tabwriter or tablewriter measures it.
+		// Escaped before anything measures it.
 		key := printable(q.Key)
 		token, lease := cellNone, cellNone
 		if q.Held {
@@ -231,42 +235,34 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, pattern string, s 
 		}
 		if !s.Table {
 			if len(q.Waiters) == 0 {
-				rows = append(rows, []string{key, token, lease, cellNone, cellNone, cellNone})
+				t.add([]string{key, token, lease, cellNone, cellNone, cellNone})
 			}
 			for i, wt := range q.Waiters {
-				rows = append(rows, []string{key, token, lease, strconv.Itoa(i + 1), humanDuration(wt.Waited), addrOrNone(wt.Addr)})
+				t.add([]string{key, token, lease, strconv.Itoa(i + 1), humanDuration(wt.Waited), addrOrNone(wt.Addr)})
 			}
 			continue
 		}
 		if len(q.Waiters) == 0 {
-			rows = append(rows, []string{p.strong.Render(key), token, lease, "", "", ""})
+			t.add([]string{key, token, lease, "", "", ""}, strong)
 		}
 		for i, wt := range q.Waiters {
 			waiters++
 			if wt.Waited > longest {
 				longest, longestKey = wt.Waited, key
 			}
-			waited := humanDuration(wt.Waited)
+			var waited func(string) string
 			if wt.Waited >= longWait {
-				waited = p.warn.Render(waited)
+				waited = warn
 			}
 			k, tok, ls := "", "", ""
 			if i == 0 {
-				k, tok, ls = p.strong.Render(key), token, lease
+				k, tok, ls = key, token, lease
 			}
-			rows = append(rows, []string{k, tok, ls, "#" + strconv.Itoa(i+1), waited, p.faint.Render(addrOrNone(wt.Addr))})
+			t.add([]string{k, tok, ls, "#" + strconv.Itoa(i+1), humanDuration(wt.Waited), addrOrNone(wt.Addr)},
+				strong, nil, nil, nil, waited, faint)
 		}
 	}
-	if !s.Table {
-		return writeColumns(w, header, rows)
-	}
-	t := newTable(w, header...)
-	for _, r := range rows {
-		if err := t.Append(r); err != nil {
-			return err
-		}
-	}
-	if err := t.Render(); err != nil {
+	if err := t.draw(w, s, p); err != nil || !s.Table {
 		return err
 	}
 	parts := []string{countOf(held, "key", "keys") + " held", countOf(waiters, "waiter", "waiters")}
@@ -276,8 +272,20 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, pattern string, s 
 	if total > len(list) {
 		parts = append(parts, p.warn.Render(fmt.Sprintf("showing %d of %d keys: narrow with --prefix", len(list), total)))
 	}
-	_, err := fmt.Fprintln(w, strings.Join(parts, " · "))
+	_, err := io.WriteString(w, summaryLine(parts, s))
 	return err
+}
+
+// emptyQueues is what queues says, on a terminal only, when nothing
+// matches.
+func emptyQueues(pattern string) string {
+	switch {
+	case pattern == "*":
+		return "no keys are held or waited on"
+	case strings.HasSuffix(pattern, "*"):
+		return fmt.Sprintf("no keys starting with %q are held or waited on", strings.TrimSuffix(pattern, "*"))
+	}
+	return fmt.Sprintf("%q is neither held nor waited on", pattern)
 }
 
 // addrOrNone is a waiter's address for a table cell.

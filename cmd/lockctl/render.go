@@ -10,34 +10,119 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
+	"golang.org/x/sys/unix"
 )
 
 // renderStyle is how output is drawn.
 type renderStyle struct {
-	// Table draws boxed tables (tablewriter) and summary lines for a
-	// person; without it, output is plain columns separated by spaces,
-	// ready for grep, awk and cut.
+	// Table draws the view for a person: aligned columns with a bold
+	// header, the active marked, a queue's key once above its waiters,
+	// a summary line under it. Without it, output is plain columns
+	// separated by spaces, one record per line, every cell filled, ready
+	// for grep, awk and cut.
 	Table bool
 	// Color adds ANSI colour and bold.
 	Color bool
+	// Width, when not 0, is the width a table must fit: long keys and
+	// addresses are cut (with an ellipsis) until it does.
+	Width int
+	// ASCII draws with ASCII only: for a terminal that cannot show the
+	// bullet, the middle dot or the ellipsis (TERM=dumb, a non-UTF-8
+	// locale).
+	ASCII bool
+	// NoHeaders leaves out the header line.
+	NoHeaders bool
+	// Wide adds the columns a narrow view leaves out, and cuts nothing.
+	Wide bool
 }
 
+// Output formats of -o/--output.
+const (
+	outputText  = "text"
+	outputTable = "table"
+	outputJSON  = "json"
+	outputWide  = "wide"
+)
+
 // styleOf decides the look from the global flags, already resolved by
-// globalsOf: colour with --color always, or with auto when stdout is a
-// terminal and NO_COLOR is unset; tables whenever stdout is a terminal or
-// colour was asked for, so that `lockctl --color always status | less -R`
-// looks like the terminal does.
+// globalsOf. The layout follows -o, or the terminal when -o is not given:
+// a table on a terminal, plain text into a pipe. Colour follows --color
+// alone (auto: on a terminal, unless NO_COLOR is set or TERM is dumb), so
+// `--color always` colours plain text too and never changes its layout.
 func styleOf(g *globals) renderStyle {
-	return renderStyle{Table: g.TTY || g.Color, Color: g.Color}
+	s := renderStyle{Color: g.Color, NoHeaders: g.NoHeaders, ASCII: asciiOnly()}
+	switch g.Output {
+	case outputTable:
+		s.Table = true
+	case outputWide:
+		s.Table, s.Wide = g.TTY, true
+	case outputText:
+	default:
+		s.Table = g.TTY
+	}
+	if s.Table && !s.Wide {
+		s.Width = terminalWidth(g.Stdout)
+	}
+	return s
+}
+
+// asciiOnly reports whether the terminal may lack the few non-ASCII
+// glyphs lockctl draws: TERM=dumb, or a locale that is not UTF-8.
+func asciiOnly() bool {
+	if os.Getenv("TERM") == "dumb" {
+		return true
+	}
+	for _, v := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
+		if loc := os.Getenv(v); loc != "" {
+			loc = strings.ToUpper(loc)
+			return !strings.Contains(loc, "UTF-8") && !strings.Contains(loc, "UTF8")
+		}
+	}
+	return false
+}
+
+// terminalWidth is the width of the terminal w draws on, else $COLUMNS,
+// else 80.
+func terminalWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 80
+}
+
+// Glyphs a person's view uses, and their ASCII stand-ins.
+func (s renderStyle) bullet() string {
+	if s.ASCII {
+		return "*"
+	}
+	return "●"
+}
+
+func (s renderStyle) dot() string {
+	if s.ASCII {
+		return " - "
+	}
+	return " · "
+}
+
+func (s renderStyle) ellipsis() string {
+	if s.ASCII {
+		return "..."
+	}
+	return "…"
 }
 
 // palette holds the styles of one output. With colour off every style
@@ -75,46 +160,155 @@ func newPalette(w io.Writer, color bool) *palette {
 	}
 }
 
-// newTable is a boxed table with left-aligned headers written as given.
-// Cells may hold colour: tablewriter measures them without their escape
-// codes.
-func newTable(w io.Writer, header ...string) *tablewriter.Table {
-	t := tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
-			Symbols: tw.NewSymbols(tw.StyleRounded),
-		})),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignment(tw.AlignLeft),
-		tablewriter.WithRowAlignment(tw.AlignLeft),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
-	)
-	t.Header(toAny(header)...)
-	return t
+// grid is a table to draw. Cells are plain text, already escaped for the
+// terminal (printable); paint, where set, colours a cell after it has
+// been measured and cut to fit.
+type grid struct {
+	header []string
+	rows   [][]string
+	paint  [][]func(string) string
+	// shrink lists the columns that may be cut to fit a width, in the
+	// order they are cut; each keeps at least minCut cells.
+	shrink []shrinkable
 }
 
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
+// shrinkable is a column that may be cut to fit: a key loses its end,
+// an address its middle (the port, which tells nodes apart on one host,
+// stays).
+type shrinkable struct {
+	col    int
+	middle bool
 }
 
-// writeColumns writes rows as plain columns, aligned with spaces (two
-// between columns, none at line ends), for output that is piped.
-func writeColumns(w io.Writer, header []string, rows [][]string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	line := func(cells []string) {
-		io.WriteString(tw, strings.Join(cells, "\t"))
-		io.WriteString(tw, "\n")
+// minCut is the narrowest a column is cut to.
+const minCut = 10
+
+// cutTo shortens c to width cells, marking the cut with s's ellipsis: at
+// the end, or in the middle to keep what follows the last colon.
+func cutTo(c string, width int, middle bool, s renderStyle) string {
+	el := s.ellipsis()
+	room := width - twwidth.Width(el)
+	if twwidth.Width(c) <= width || room < 1 {
+		return c
 	}
-	if header != nil {
-		line(header)
+	if i := strings.LastIndexByte(c, ':'); middle && i > 0 && twwidth.Width(c[i:]) < room {
+		tail := c[i:]
+		return twwidth.Truncate(c[:i], room-twwidth.Width(tail)) + el + tail
 	}
-	for _, r := range rows {
-		line(r)
+	return twwidth.Truncate(c, room) + el
+}
+
+func (t *grid) add(cells []string, paint ...func(string) string) {
+	t.rows = append(t.rows, cells)
+	t.paint = append(t.paint, paint)
+}
+
+// draw writes the grid: in a person's view, columns two spaces apart with
+// a bold header, cut to s.Width; in plain text, columns two spaces apart
+// as well (so one cell never runs into the next), nothing cut, nothing
+// painted unless colour was asked for. No line ends in spaces.
+func (t *grid) draw(w io.Writer, s renderStyle, p *palette) error {
+	n := len(t.header)
+	width := make([]int, n)
+	measure := func(cells []string) {
+		for i, c := range cells {
+			width[i] = max(width[i], twwidth.Width(c))
+		}
 	}
-	return tw.Flush()
+	if !s.NoHeaders {
+		measure(t.header)
+	}
+	for _, r := range t.rows {
+		measure(r)
+	}
+	cut := make([]bool, n)
+	if s.Table && s.Width > 0 {
+		total := func() int {
+			sum := 2 * (n - 1)
+			for _, x := range width {
+				sum += x
+			}
+			return sum
+		}
+		for _, sh := range t.shrink {
+			over := total() - s.Width
+			if over <= 0 {
+				break
+			}
+			if by := min(over, width[sh.col]-minCut); by > 0 {
+				width[sh.col] -= by
+				cut[sh.col] = true
+			}
+		}
+	}
+	middle := make([]bool, n)
+	for _, sh := range t.shrink {
+		middle[sh.col] = sh.middle
+	}
+	var b strings.Builder
+	line := func(cells []string, paint []func(string) string, header bool) {
+		var out strings.Builder
+		pending := 0 // spaces owed before the next non-empty cell
+		for i := 0; i < n; i++ {
+			c := ""
+			if i < len(cells) {
+				c = cells[i]
+			}
+			if cut[i] {
+				c = cutTo(c, width[i], middle[i], s)
+			}
+			pad := width[i] - twwidth.Width(c)
+			switch {
+			case header && s.Table && c != "":
+				c = p.strong.Render(c)
+			case c != "" && i < len(paint) && paint[i] != nil:
+				c = paint[i](c)
+			}
+			if c != "" {
+				out.WriteString(strings.Repeat(" ", pending))
+				out.WriteString(c)
+				pending = 0
+			}
+			pending += pad
+			if i < n-1 {
+				pending += 2
+			}
+		}
+		b.WriteString(out.String())
+		b.WriteByte('\n')
+	}
+	if !s.NoHeaders {
+		line(t.header, nil, true)
+	}
+	for i, r := range t.rows {
+		line(r, t.paint[i], false)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// summaryLine joins the parts of a summary with s's middle dot, starting
+// a new line rather than running past s.Width.
+func summaryLine(parts []string, s renderStyle) string {
+	var b strings.Builder
+	col := 0
+	for i, part := range parts {
+		w := twwidth.Width(part)
+		if i > 0 {
+			sep := s.dot()
+			if s.Width > 0 && col+twwidth.Width(sep)+w > s.Width {
+				b.WriteString("\n")
+				col = 0
+			} else {
+				b.WriteString(sep)
+				col += twwidth.Width(sep)
+			}
+		}
+		b.WriteString(part)
+		col += w
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 // cellNone is how an unknown or empty cell reads in plain and table output.

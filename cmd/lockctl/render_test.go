@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,9 +92,11 @@ func TestGoldenStatus(t *testing.T) {
 		file  string
 		style renderStyle
 	}{
-		{"status_color.golden", renderStyle{Table: true, Color: true}},
-		{"status_table.golden", renderStyle{Table: true}},
+		{"status_color.golden", renderStyle{Table: true, Color: true, Width: 80}},
+		{"status_table.golden", renderStyle{Table: true, Width: 80}},
 		{"status_plain.golden", renderStyle{}},
+		{"status_wide.golden", renderStyle{Wide: true}},
+		{"status_ascii.golden", renderStyle{Table: true, Width: 80, ASCII: true}},
 	} {
 		var b bytes.Buffer
 		if err := renderStatus(&b, sampleCluster(), tc.style); err != nil {
@@ -120,11 +123,11 @@ func TestGoldenQueues(t *testing.T) {
 		file  string
 		style renderStyle
 	}{
-		{"queues_color.golden", renderStyle{Table: true, Color: true}},
+		{"queues_color.golden", renderStyle{Table: true, Color: true, Width: 80}},
 		{"queues_plain.golden", renderStyle{}},
 	} {
 		var b bytes.Buffer
-		if err := renderQueues(&b, sampleQueues(), 3, "*", tc.style); err != nil {
+		if err := renderQueues(&b, sampleQueues(), 3, tc.style); err != nil {
 			t.Fatal(err)
 		}
 		if !tc.style.Color && bytes.Contains(b.Bytes(), []byte("\x1b[")) {
@@ -139,18 +142,25 @@ func TestGoldenQueues(t *testing.T) {
 	golden(t, "queues.json.golden", b.Bytes())
 }
 
+// Issue 11, item 10: an empty list draws nothing (the command says so on
+// stderr, on a terminal only), so that `| wc -l` counts 0.
 func TestQueuesEmpty(t *testing.T) {
 	for _, tc := range []struct{ pattern, want string }{
-		{"*", "no keys are held or waited on\n"},
-		{"jobs/*", "no keys starting with \"jobs/\" are held or waited on\n"},
-		{"deploy", "\"deploy\" is neither held nor waited on\n"},
+		{"*", "no keys are held or waited on"},
+		{"jobs/*", "no keys starting with \"jobs/\" are held or waited on"},
+		{"deploy", "\"deploy\" is neither held nor waited on"},
 	} {
-		var b bytes.Buffer
-		if err := renderQueues(&b, nil, 0, tc.pattern, renderStyle{Table: true, Color: true}); err != nil {
-			t.Fatal(err)
+		for _, style := range []renderStyle{{}, {Table: true, Color: true}} {
+			var b bytes.Buffer
+			if err := renderQueues(&b, nil, 0, style); err != nil {
+				t.Fatal(err)
+			}
+			if b.Len() != 0 {
+				t.Errorf("pattern %q: drew %q, want nothing", tc.pattern, b.String())
+			}
 		}
-		if b.String() != tc.want {
-			t.Errorf("pattern %q: got %q, want %q", tc.pattern, b.String(), tc.want)
+		if got := emptyQueues(tc.pattern); got != tc.want {
+			t.Errorf("pattern %q: says %q, want %q", tc.pattern, got, tc.want)
 		}
 	}
 	var b bytes.Buffer
@@ -160,20 +170,92 @@ func TestQueuesEmpty(t *testing.T) {
 	}
 }
 
-func TestPlainStatusColumns(t *testing.T) {
-	var b bytes.Buffer
-	renderStatus(&b, sampleCluster(), renderStyle{})
-	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("want a header and 3 nodes, got:\n%s", b.String())
-	}
-	if !strings.HasPrefix(lines[1], "* ") || strings.HasPrefix(lines[2], "*") || strings.HasPrefix(lines[3], "*") {
-		t.Errorf("only the active's line starts with *:\n%s", b.String())
-	}
-	for _, l := range lines {
-		if strings.HasSuffix(l, " ") {
-			t.Errorf("trailing space in %q", l)
+// Issue 11, item 10: plain output is awk-safe: one word per header, the
+// same number of fields on every line, field 1 the node or the key, no
+// trailing spaces; --no-headers leaves the header out.
+func TestPlainOutputIsAwkSafe(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		draw   func(b *bytes.Buffer, s renderStyle)
+		fields int
+		first  []string
+	}{
+		{"status", func(b *bytes.Buffer, s renderStyle) { renderStatus(b, sampleCluster(), s) }, 7,
+			[]string{"NODE", "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}},
+		{"queues", func(b *bytes.Buffer, s renderStyle) { renderQueues(b, sampleQueues(), 3, s) }, 6,
+			[]string{"KEY", "backup", "deploy", "deploy", "jobs/nightly"}},
+	} {
+		for _, noHeaders := range []bool{false, true} {
+			var b bytes.Buffer
+			tc.draw(&b, renderStyle{NoHeaders: noHeaders})
+			lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+			want := tc.first
+			if noHeaders {
+				want = want[1:]
+			}
+			if len(lines) != len(want) {
+				t.Fatalf("%s (no headers %v): %d lines, want %d:\n%s", tc.name, noHeaders, len(lines), len(want), b.String())
+			}
+			for i, l := range lines {
+				f := strings.Fields(l)
+				if len(f) != tc.fields || f[0] != want[i] || strings.HasSuffix(l, " ") {
+					t.Errorf("%s: line %q: %d fields, first %q; want %d fields, first %q, no trailing space", tc.name, l, len(f), f[0], tc.fields, want[i])
+				}
+			}
 		}
+	}
+}
+
+// Issue 11, items 4 and 16: a table for a person fits the terminal's
+// width (80 columns when it is unknown), cutting long keys and addresses
+// with an ellipsis, and draws ASCII only when the terminal cannot show
+// more; wide cuts nothing.
+func TestTablesFitTheWidth(t *testing.T) {
+	fixedWidths(t)
+	long := sampleCluster()
+	for i := range long.Nodes {
+		long.Nodes[i].Addr = "lockd-" + strconv.Itoa(i+1) + ".eu-west-1.compute.internal:7070"
+		long.Nodes[i].Sticky = true
+	}
+	if len(long.Claims) > 0 {
+		long.Claims[0] = long.Nodes[0].Addr
+	}
+	queues := append(hostileQueues(), proto.Queue{Key: strings.Repeat("k", 200), Held: true, Token: tokA,
+		Waiters: []proto.QueueWaiter{{Waited: time.Second, Addr: "[2001:db8:85a3::8a2e:370:7334]:51234"}}})
+	for _, width := range []int{80} {
+		for _, ascii := range []bool{false, true} {
+			s := renderStyle{Table: true, Width: width, ASCII: ascii}
+			for name, draw := range map[string]func(*bytes.Buffer){
+				"status": func(b *bytes.Buffer) { renderStatus(b, long, s) },
+				"queues": func(b *bytes.Buffer) { renderQueues(b, queues, len(queues), s) },
+			} {
+				var b bytes.Buffer
+				draw(&b)
+				// The table's lines; the summary under it is words, which
+				// the terminal wraps.
+				lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+				rows := 4
+				if name == "queues" {
+					rows = 11
+				}
+				for _, l := range lines[:rows] {
+					if twwidth.Width(l) > width {
+						t.Errorf("%s at %d columns: line %d wide:\n%s", name, width, twwidth.Width(l), l)
+					}
+					if ascii && strings.ContainsAny(l, "●·…") {
+						t.Errorf("%s with ASCII only: %q", name, l)
+					}
+				}
+				if !strings.Contains(b.String(), s.ellipsis()) {
+					t.Errorf("%s at %d columns: nothing cut:\n%s", name, width, b.String())
+				}
+			}
+		}
+	}
+	var b bytes.Buffer
+	renderStatus(&b, long, renderStyle{Table: true, Wide: true})
+	if !strings.Contains(b.String(), "lockd-1.eu-west-1.compute.internal:7070") || strings.Contains(b.String(), "…") {
+		t.Errorf("wide cuts nothing:\n%s", b.String())
 	}
 }
 

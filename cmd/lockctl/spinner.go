@@ -36,6 +36,10 @@ const (
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
+// asciiFrames stand in for spinnerFrames where the terminal may not draw
+// braille (a locale that is not UTF-8).
+var asciiFrames = []string{"|", "/", "-", "\\"}
+
 // startWaiting shows, on stderr when it is a terminal, a spinner with key,
 // the time waited and the place in key's queue, until stop is called. Call
 // it right before the acquire and stop right after it returns, granted or
@@ -89,6 +93,10 @@ func runWaitIndicator(ctx context.Context, w io.Writer, key string, start time.T
 			next.Reset(pollEvery)
 		}
 	}()
+	frames, ascii := spinnerFrames, asciiOnly()
+	if ascii {
+		frames = asciiFrames
+	}
 	go func() {
 		defer close(done)
 		t := time.NewTimer(delay)
@@ -106,11 +114,14 @@ func runWaitIndicator(ctx context.Context, w io.Writer, key string, start time.T
 			mu.Lock()
 			p := place
 			mu.Unlock()
-			line := fmt.Sprintf("%s waiting for %q", spinnerFrames[i%len(spinnerFrames)], key)
+			line := fmt.Sprintf("%s waiting for %q", frames[i%len(frames)], key)
 			if p != "" {
 				line += " · " + p
 			}
 			line += " · " + humanDuration(time.Since(start))
+			if ascii {
+				line = strings.ReplaceAll(line, "·", "-")
+			}
 			io.WriteString(w, "\r\x1b[2K"+line)
 			drawn = true
 			t.Reset(frame)

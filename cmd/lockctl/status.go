@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/proto"
@@ -145,7 +146,7 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 				buf.WriteString(clearScreen)
 				p := newPalette(&buf, st.Color)
 				fmt.Fprintf(&buf, "%s\n\n", p.faint.Render(fmt.Sprintf(
-					"every %s · %s · Ctrl-C to stop", c.interval, time.Now().Format("15:04:05"))))
+					"every %s%s%s%sCtrl-C to stop", c.interval, st.dot(), time.Now().Format("15:04:05"), st.dot())))
 			} else if i > 0 {
 				buf.WriteString("\n")
 			}
@@ -327,7 +328,12 @@ type nodeView struct {
 	HasUptime bool
 	Uptime    time.Duration
 	Sticky    bool
-	Err       error // why it did not answer
+	// Seq, Keys and Waiters are what the node says of itself, when it
+	// answered.
+	Seq     uint64
+	Keys    int
+	Waiters int
+	Err     error // why it did not answer
 }
 
 func (v clusterView) firstError() string {
@@ -415,6 +421,7 @@ func buildView(answers []nodeAnswer) clusterView {
 			nv.HasToken, nv.Token = true, st.Token
 			nv.HasUptime, nv.Uptime = true, st.Uptime
 			nv.Sticky = st.Sticky
+			nv.Seq, nv.Keys, nv.Waiters = st.Seq, st.Keys, st.Waiters
 			for _, p := range st.Peers {
 				if p.Addr == st.Self {
 					nv.HasLag, nv.Lag = true, p.Lag
@@ -523,21 +530,30 @@ func statusJSONOf(v clusterView) statusJSON {
 // ptrTo is v as a JSON value that may be null.
 func ptrTo[T any](v T) *T { return &v }
 
-// renderStatus draws the view: a table with the active highlighted and a
-// summary on a terminal, plain columns with a * on the active's line when
-// piped.
+// renderStatus draws the view: for a person, the active marked (and
+// green), a summary line under the table; plain, one line per node, the
+// ROLE column saying which is active. Wide adds each node's replication
+// position, keys and waiters, as it reports them.
 func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
 	p := newPalette(w, s.Color)
-	header := []string{"", "NODE", "PRIO", "ROLE", "REACHABLE", "LAG", "TOKEN", "UPTIME"}
+	t := grid{header: []string{"NODE", "PRIO", "ROLE", "REACHABLE", "LAG", "TOKEN", "UPTIME"},
+		shrink: []shrinkable{{col: 0, middle: true}, {col: 2}}}
+	if s.Wide {
+		t.header = append(t.header, "SEQ", "KEYS", "WAITERS")
+	}
+	if s.Table {
+		t.header = append([]string{""}, t.header...)
+		t.shrink = []shrinkable{{col: 1, middle: true}, {col: 3}}
+	}
 	claims := make(map[string]bool)
 	for _, a := range v.Claims {
 		claims[a] = true
 	}
-	var rows [][]string
 	for _, n := range v.Nodes {
-		// Escaped before tabwriter or tablewriter measures them.
-		marker, addr, role := "", printable(n.Addr), printable(n.Role)
-		if n.Sticky {
+		// Escaped before anything measures them.
+		addr, role := printable(n.Addr), printable(n.Role)
+		if n.Sticky && !s.Table {
+			// A person reads it in the summary line, in words.
 			role += ",sticky"
 		}
 		active := claims[n.Addr] || (len(v.Claims) == 0 && n.Addr == v.Active)
@@ -558,51 +574,53 @@ func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
 		if n.HasUptime {
 			uptime = humanDuration(n.Uptime)
 		}
-		if !s.Table {
-			if active {
-				marker = "*"
+		cells := []string{addr, prio, role, reach, lag, token, uptime}
+		if s.Wide {
+			seq, keys, waiters := cellNone, cellNone, cellNone
+			if n.Reachable {
+				seq, keys, waiters = strconv.FormatUint(n.Seq, 10), strconv.Itoa(n.Keys), strconv.Itoa(n.Waiters)
 			}
-			rows = append(rows, []string{marker, addr, prio, role, reach, lag, token, uptime})
-			continue
+			cells = append(cells, seq, keys, waiters)
 		}
+		paint := make([]func(string) string, len(cells))
+		nodeStyle := func(st lipgloss.Style) func(string) string { return func(c string) string { return st.Render(c) } }
 		switch {
 		case active && len(v.Claims) > 1:
-			marker, addr, role = p.bad.Render("●"), p.bad.Render(addr), p.bad.Render(role)
+			paint[0], paint[2] = nodeStyle(p.bad), nodeStyle(p.bad)
 		case active:
-			marker, addr, role = p.good.Render("●"), p.good.Render(addr), p.good.Render(role)
+			paint[0], paint[2] = nodeStyle(p.good), nodeStyle(p.good)
 		case !n.Reachable && n.Role == roleDown:
-			role = p.bad.Render(role)
+			paint[2] = nodeStyle(p.bad)
 		}
 		if !n.Reachable {
-			reach = p.bad.Render(reach)
+			paint[3] = nodeStyle(p.bad)
 		}
 		if n.HasLag {
-			if n.Lag == 0 {
-				lag = p.good.Render(lag)
-			} else {
-				lag = p.warn.Render(lag)
+			paint[4] = nodeStyle(p.good)
+			if n.Lag > 0 {
+				paint[4] = nodeStyle(p.warn)
 			}
 		}
-		rows = append(rows, []string{marker, addr, prio, role, reach, lag, token, p.faint.Render(uptime)})
-	}
-	if !s.Table {
-		return writeColumns(w, header, rows)
-	}
-	t := newTable(w, header...)
-	for _, r := range rows {
-		if err := t.Append(r); err != nil {
-			return err
+		paint[6] = nodeStyle(p.faint)
+		if s.Table {
+			marker := ""
+			if active {
+				marker = s.bullet()
+			}
+			cells = append([]string{marker}, cells...)
+			paint = append([]func(string) string{paint[0]}, paint...)
 		}
+		t.add(cells, paint...)
 	}
-	if err := t.Render(); err != nil {
+	if err := t.draw(w, s, p); err != nil || !s.Table {
 		return err
 	}
-	_, err := io.WriteString(w, statusSummary(v, p))
+	_, err := io.WriteString(w, statusSummary(v, p, s))
 	return err
 }
 
 // statusSummary is the line under the table that answers "is all well?".
-func statusSummary(v clusterView, p *palette) string {
+func statusSummary(v clusterView, p *palette, s renderStyle) string {
 	var parts []string
 	switch {
 	case len(v.Claims) > 1:
@@ -638,11 +656,20 @@ func statusSummary(v clusterView, p *palette) string {
 		}
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d nodes reachable", reachable, len(v.Nodes)))
+	var sticky []string
+	for _, n := range v.Nodes {
+		if n.Sticky {
+			sticky = append(sticky, printable(n.Addr))
+		}
+	}
+	if len(sticky) > 0 {
+		parts = append(parts, "sticky (gave the role up by hand): "+strings.Join(sticky, ", "))
+	}
 	switch {
 	case len(behind) > 0:
 		parts = append(parts, p.warn.Render("behind: "+strings.Join(behind, ", ")))
 	case standbys > 0 && known == standbys:
 		parts = append(parts, "standbys caught up")
 	}
-	return strings.Join(parts, " · ") + "\n"
+	return summaryLine(parts, s)
 }

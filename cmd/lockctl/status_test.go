@@ -276,7 +276,7 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("escape codes in piped output:\n%q", out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[1], "*  "+a+" ") || !strings.Contains(lines[1], " active ") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], a+" ") || !strings.Contains(lines[1], " active ") {
 		t.Fatalf("status output:\n%s", out)
 	}
 
@@ -294,12 +294,17 @@ func TestStatusCommand(t *testing.T) {
 		}
 	}
 
-	// Colour forced on draws a table even when piped; NO_COLOR does not
-	// override an explicit --color always.
+	// Colour forced on colours plain text when piped, without changing
+	// its layout (issue 11, item 10); -o table draws the person's view.
+	// NO_COLOR does not override an explicit --color always.
 	t.Setenv("NO_COLOR", "1")
 	code, out, _ = lockctl(t, "--addr", a, "--color", "always", "status")
-	if code != 0 || !strings.Contains(out, "\x1b[") || !strings.Contains(out, "╭") {
+	if code != 0 || !strings.Contains(out, "\x1b[") || strings.Contains(out, "●") || strings.Contains(out, " reachable") {
 		t.Errorf("--color always: exit %d\n%s", code, out)
+	}
+	code, out, _ = lockctl(t, "--addr", a, "-o", "table", "status")
+	if code != 0 || strings.Contains(out, "\x1b[") || !strings.Contains(out, "●  "+a) || !strings.Contains(out, "3 of 3 nodes reachable") {
+		t.Errorf("-o table: exit %d\n%s", code, out)
 	}
 
 	// After a failover the next node is active, and the dead one shows
@@ -410,7 +415,7 @@ func TestStatusNeverPrintsAHostileRune(t *testing.T) {
 		}
 		if !style.Table {
 			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-			if len(lines) != 4 || !strings.HasPrefix(lines[1], "*  10.0.0.1:7070\\u202e ") {
+			if len(lines) != 4 || !strings.HasPrefix(lines[1], "10.0.0.1:7070\\u202e ") {
 				t.Errorf("plain:\n%s", out)
 			}
 		}
