@@ -52,7 +52,7 @@ function __lockctl_node --description 'the lockctl command being typed'
                 return
             case 'lockctl_bench --workers' 'lockctl_bench --conns' 'lockctl_bench --duration' 'lockctl_bench --keys' 'lockctl_bench --lease' 'lockctl_bench --wait' 'lockctl_bench -w' 'lockctl_bench --mode' 'lockctl_bench --addr' 'lockctl_bench --output' 'lockctl_bench -o' 'lockctl_bench --color' 'lockctl_bench --timeout' 'lockctl_bench --failure-timeout' 'lockctl_bench --tls-ca' 'lockctl_bench --tls-cert' 'lockctl_bench --tls-key' 'lockctl_bench --tls-server-name' 'lockctl_bench --secret-file'
                 set skip 1
-            case 'lockctl_status --interval' 'lockctl_status --wait-active' 'lockctl_status --addr' 'lockctl_status --output' 'lockctl_status -o' 'lockctl_status --color' 'lockctl_status --timeout' 'lockctl_status --failure-timeout' 'lockctl_status --tls-ca' 'lockctl_status --tls-cert' 'lockctl_status --tls-key' 'lockctl_status --tls-server-name' 'lockctl_status --secret-file'
+            case 'lockctl_status --max-lag' 'lockctl_status --interval' 'lockctl_status --wait-active' 'lockctl_status --addr' 'lockctl_status --output' 'lockctl_status -o' 'lockctl_status --color' 'lockctl_status --timeout' 'lockctl_status --failure-timeout' 'lockctl_status --tls-ca' 'lockctl_status --tls-cert' 'lockctl_status --tls-key' 'lockctl_status --tls-server-name' 'lockctl_status --secret-file'
                 set skip 1
             case 'lockctl_queues --key' 'lockctl_queues --prefix' 'lockctl_queues --addr' 'lockctl_queues --output' 'lockctl_queues -o' 'lockctl_queues --color' 'lockctl_queues --timeout' 'lockctl_queues --failure-timeout' 'lockctl_queues --tls-ca' 'lockctl_queues --tls-cert' 'lockctl_queues --tls-key' 'lockctl_queues --tls-server-name' 'lockctl_queues --secret-file'
                 set skip 1
@@ -217,7 +217,9 @@ complete -c lockctl -n '__lockctl_is lockctl_bench' -l tls-server-name -x -d 'NA
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l help -s h -d 'show help'
 
-complete -c lockctl -n '__lockctl_is lockctl_status' -l watch -s w -d 'redraw the view every --interval until Ctrl-C'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l check -d 'exit 1 when a node is down or unreachable, a standby lags more than...'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l max-lag -x -d 'with --check: the most changes a standby may be behind the active, N'
+complete -c lockctl -n '__lockctl_is lockctl_status' -l watch -d 'redraw the view every --interval until Ctrl-C'
 complete -c lockctl -n '__lockctl_is lockctl_status' -l interval -x -d 'with --watch: redraw every DURATION'
 complete -c lockctl -n '__lockctl_is lockctl_status' -l wait-active -x -d 'wait until the node at ADDR reports itself active, then exit 0'
 complete -c lockctl -n '__lockctl_is lockctl_status' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'

@@ -59,6 +59,9 @@ type exitError struct {
 	what string // what happened
 	try  string // what the user can do about it
 	err  error  // the cause, for errors.Is; never printed raw
+	// answered: the command already printed its JSON answer, which says
+	// what went wrong (status --check), so no error object follows it.
+	answered bool
 }
 
 func (e *exitError) Error() string {

@@ -66,7 +66,33 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil && *helpMiss != "" {
 		err = usageError("", "no command named %q", *helpMiss)
 	}
+	if wantsJSON(args) {
+		reportJSONError(stdout, err)
+	}
 	return reportError(stderr, err)
+}
+
+// wantsJSON reports whether args ask for JSON (--json, -o json), looking
+// no further than a "--" (exec's command and its arguments follow it).
+// It reads the raw arguments, so that an error in parsing the others
+// still comes back as JSON.
+func wantsJSON(args []string) bool {
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return false
+		case a == "--json" || a == "-json" || a == "--json=true":
+			return true
+		case a == "-o" || a == "--output" || a == "-output":
+			if i+1 < len(args) && args[i+1] == outputJSON {
+				return true
+			}
+		case a == "-o=json" || a == "--output=json" || a == "-ojson":
+			return true
+		}
+	}
+	return false
 }
 
 // newApp builds the urfave/cli application. helpMiss is set when

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -574,5 +575,38 @@ func TestGlobalFlagsBeforeOrAfterCommand(t *testing.T) {
 	code, out, _ := lockctl(t, "acquire", "--addr", f.addr, "--key", "json-after", "--json")
 	if code != 0 || !strings.HasPrefix(out, `{"key":"json-after"`) {
 		t.Fatalf("--json after the command: exit %d, %q", code, out)
+	}
+}
+
+// Issue 11, item 12: with --json (or -o json) a failure is JSON on
+// stdout too, with the exit code, the message and the hint; the line on
+// stderr stays.
+func TestErrorsAreJSONWithJSON(t *testing.T) {
+	dead := closedAddr(t)
+	for _, args := range [][]string{
+		{"--json", "--addr", dead, "acquire", "--key", "k"},
+		{"--addr", dead, "-o", "json", "status"},
+		{"--addr", dead, "release", "--key", "k", "--token", "1", "--output=json"},
+		{"--json", "acquire", "--key", "k", "--lease", "banana"},
+		{"--json", "frobnicate"},
+	} {
+		code, out, errOut := lockctl(t, args...)
+		var got errorJSON
+		if err := json.Unmarshal([]byte(out), &got); err != nil || strings.Count(out, "\n") != 1 {
+			t.Errorf("%v: stdout %q is not one JSON object: %v", args, out, err)
+			continue
+		}
+		if got.Error.ExitCode != code || code == 0 || got.Error.Message == "" || got.Error.Hint == "" ||
+			!strings.HasPrefix(errOut, "lockctl: "+got.Error.Message) {
+			t.Errorf("%v: exit %d, JSON %+v, stderr %q", args, code, got, errOut)
+		}
+	}
+	// Without JSON, stdout stays empty; after "--", --json is exec's
+	// command's business.
+	if _, out, _ := lockctl(t, "--addr", dead, "acquire", "--key", "k"); out != "" {
+		t.Errorf("plain failure printed %q on stdout", out)
+	}
+	if _, out, _ := lockctl(t, "--addr", dead, "exec", "--key", "k", "--", "echo", "--json"); out != "" {
+		t.Errorf("exec's own --json printed %q on stdout", out)
 	}
 }

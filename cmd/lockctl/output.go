@@ -47,6 +47,36 @@ func reportError(w io.Writer, err error) int {
 	return e.code
 }
 
+// errorJSON is what a failed command prints on stdout with --json (or
+// -o json), besides its line on stderr: scripts that read stdout as JSON
+// get an object for a failure too. It is part of lockctl's contract.
+type errorJSON struct {
+	Error struct {
+		ExitCode int    `json:"exit_code"`
+		Message  string `json:"message"`
+		Hint     string `json:"hint"`
+	} `json:"error"`
+}
+
+// reportJSONError writes err as an errorJSON object; nothing for a
+// success, an exit that says nothing (exec passing on its command's
+// code), or a command that printed its own JSON answer.
+func reportJSONError(w io.Writer, err error) {
+	if err == nil {
+		return
+	}
+	var e *exitError
+	if !errors.As(err, &e) {
+		e = &exitError{code: exitCode(err), what: err.Error(), try: "see `lockctl --help`"}
+	}
+	if e.what == "" || e.answered {
+		return
+	}
+	var out errorJSON
+	out.Error.ExitCode, out.Error.Message, out.Error.Hint = e.code, oneLine(e.what), oneLine(e.try)
+	printJSON(w, out)
+}
+
 // warn writes a message that does not change the exit code, in the same
 // shape and made safe the same way as an error.
 func warn(w io.Writer, what, try string) {

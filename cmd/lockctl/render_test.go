@@ -111,7 +111,7 @@ func TestGoldenStatus(t *testing.T) {
 		golden(t, tc.file, b.Bytes())
 	}
 	var b bytes.Buffer
-	if err := printJSON(&b, statusJSONOf(sampleCluster())); err != nil {
+	if err := printJSON(&b, statusJSONOf(sampleCluster(), sampleCluster().problems(defaultMaxLag), time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status.json.golden", b.Bytes())
@@ -286,7 +286,7 @@ func TestHumanDuration(t *testing.T) {
 
 func TestNetworkCauseInView(t *testing.T) {
 	v := sampleCluster()
-	j := statusJSONOf(v)
+	j := statusJSONOf(v, nil, time.Time{})
 	down := j.Nodes[2]
 	if down.Reachable || down.Error == nil || *down.Error != syscall.ECONNREFUSED.Error() {
 		t.Errorf("down node: %+v", down)

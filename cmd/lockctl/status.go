@@ -25,6 +25,8 @@ type statusCommand struct {
 	watch      bool
 	interval   time.Duration
 	waitActive string
+	check      bool
+	maxLag     uint64
 }
 
 // Bounds of a status survey.
@@ -37,42 +39,56 @@ const (
 	maxSurveyNodes = 64
 	// waitActivePoll is how often --wait-active asks.
 	waitActivePoll = 75 * time.Millisecond
+	// defaultMaxLag is how far behind a standby may be before --check
+	// fails: a standby under a steady write load is a few hundred changes
+	// behind at any instant and catches up within milliseconds.
+	defaultMaxLag = 1000
 )
 
 func (c *statusCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "status",
 		Usage:     "show every node of the cluster, its role and whether it is caught up",
-		UsageText: "lockctl status [--watch [--interval 1s]] [--wait-active ADDR [--timeout 10s]]",
+		UsageText: "lockctl status [--check [--max-lag 1000]] [--watch [--interval 1s]] [--wait-active ADDR [--timeout 10s]]",
 		Description: "Asks each node of --addr for its status, then every peer those nodes name,\n" +
 			"and shows one line per node in priority order: address, priority (its place\n" +
 			"in --peers, 1 is preferred), role, whether lockctl reached it, replication\n" +
-			"lag (changes behind the active), token high-water mark and uptime. The active\n" +
-			"node is marked (* when piped). A node that does not answer is shown as\n" +
-			"unreachable; that is an error only when no node answers.\n\n" +
+			"lag (changes behind the active), token high-water mark and uptime. On a\n" +
+			"terminal the active is marked and a summary line follows; piped, the ROLE\n" +
+			"column says which node is active. A node that does not answer is shown as\n" +
+			"unreachable; that is an error only when no node answers, or with --check.\n\n" +
+			"--check makes status a health check for CI and monitors: it exits 1, naming\n" +
+			"each problem on stderr, when a node is down or unreachable, a standby is more\n" +
+			"than --max-lag changes behind, no node is active, or several are.\n\n" +
 			"--json prints one object:\n" +
 			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\"role\":\"active\",\n" +
 			"    \"reachable\":true,\"lag\":0,\"token\":123,\"uptime_seconds\":42.5,\"sticky\":false,\n" +
-			"    \"error\":null}]}\n" +
+			"    \"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
 			"priority, lag, token and uptime_seconds are null when unknown; error says why\n" +
-			"an unreachable node did not answer.\n\n" +
-			"--watch redraws the view every --interval until Ctrl-C (a new block, or JSON\n" +
-			"line, per interval when piped). --wait-active ADDR waits until the node at ADDR\n" +
-			"reports itself active and exits 0, or exits 1 after --timeout: a failover\n" +
-			"drill's \"is it over yet\".\n\n" +
+			"an unreachable node did not answer; problems are what --check fails on.\n\n" +
+			"--watch redraws the view every --interval until Ctrl-C. Piped, it writes each\n" +
+			"survey as lines that start with the time (a TIME column, the header once), or\n" +
+			"one JSON object per survey with a \"time\" field. --wait-active ADDR waits\n" +
+			"until the node at ADDR reports itself active and exits 0, or exits 1 after\n" +
+			"--timeout (10s unless given): a failover drill's \"is it over yet\".\n\n" +
 			"Examples:\n" +
 			"   lockctl status\n" +
-			"   lockctl --addr 10.0.0.1:7070 status --watch\n" +
+			"   lockctl status --check || alert 'lockd cluster degraded'\n" +
+			"   lockctl --addr 10.0.0.1:7070 status --watch >> lockd-status.log\n" +
 			"   lockctl status --json | jq -r .active\n" +
 			"   lockctl status --wait-active 10.0.0.2:7070 --timeout 30s\n\n" +
 			exitCodesHelp(
-				exitLine("0", "done; with --wait-active: ADDR is active; with --watch: stopped by Ctrl-C"),
-				exitLine("1", "--wait-active: ADDR was not active before --timeout"),
+				exitLine("0", "done; with --check: healthy; with --wait-active: ADDR is active; with --watch: stopped by Ctrl-C"),
+				exitLine("1", "--check: a node down or lagging, or no single active; --wait-active: ADDR was not active in time"),
 				helpExitUsage,
 				exitLine("4", "no node could be reached (every address of --addr and its peers)"),
 				exitLine("6", "no node answered: they took the connection but said nothing within --timeout")),
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Destination: &c.watch,
+			&cli.BoolFlag{Name: "check", Destination: &c.check,
+				Usage: "exit 1 when a node is down or unreachable, a standby lags more than --max-lag, or there is no single active"},
+			&cli.Uint64Flag{Name: "max-lag", Destination: &c.maxLag, Value: defaultMaxLag,
+				Usage: "with --check: the most changes a standby may be behind the active, `N`"},
+			&cli.BoolFlag{Name: "watch", Destination: &c.watch,
 				Usage: "redraw the view every --interval until Ctrl-C"},
 			&cli.DurationFlag{Name: "interval", Destination: &c.interval, Value: time.Second,
 				Usage: "with --watch: redraw every `DURATION`"},
@@ -95,6 +111,10 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	switch {
 	case c.watch && c.waitActive != "":
 		return usageError(name, "--watch and --wait-active do not go together")
+	case c.check && (c.watch || c.waitActive != ""):
+		return usageError(name, "--check goes alone: not with --watch or --wait-active")
+	case cCtx.IsSet("max-lag") && !c.check:
+		return usageError(name, "--max-lag only applies with --check")
 	case cCtx.IsSet("interval") && !c.watch:
 		return usageError(name, "--interval only applies with --watch")
 	case c.watch && c.interval < 10*time.Millisecond:
@@ -120,14 +140,57 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	if v.Answered == 0 {
 		return noNodeAnswered(g, v)
 	}
-	if g.JSON {
-		return printJSON(g.Stdout, statusJSONOf(v))
+	maxLag := uint64(defaultMaxLag)
+	if c.check {
+		maxLag = c.maxLag
 	}
-	return renderStatus(g.Stdout, v, styleOf(g))
+	problems := v.problems(maxLag)
+	if g.JSON {
+		err = printJSON(g.Stdout, statusJSONOf(v, problems, time.Time{}))
+	} else {
+		err = renderStatus(g.Stdout, v, styleOf(g))
+	}
+	if err != nil || !c.check || len(problems) == 0 {
+		return err
+	}
+	e := fail(exitFailed, "status --check: "+strings.Join(problems, "; "),
+		"see `lockctl status`; --max-lag sets how far behind a standby may be")
+	e.answered = g.JSON
+	return e
+}
+
+// problems lists what is wrong with the cluster, in words, for --check:
+// a node down or out of reach, a standby too far behind, no active or
+// several. Addresses are escaped.
+func (v clusterView) problems(maxLag uint64) []string {
+	var out []string
+	switch {
+	case len(v.Claims) > 1:
+		claims := make([]string, len(v.Claims))
+		for i, a := range v.Claims {
+			claims[i] = printable(a)
+		}
+		out = append(out, fmt.Sprintf("%d nodes claim the active role (%s)", len(v.Claims), strings.Join(claims, ", ")))
+	case v.Active == "":
+		out = append(out, "no node is active")
+	}
+	for _, n := range v.Nodes {
+		switch {
+		case !n.Reachable && n.Role == roleDown:
+			out = append(out, printable(n.Addr)+" is down")
+		case !n.Reachable:
+			out = append(out, fmt.Sprintf("%s does not answer lockctl (%s)", printable(n.Addr), networkCause(n.Err)))
+		case n.HasLag && n.Lag > maxLag:
+			out = append(out, fmt.Sprintf("%s is %d changes behind the active (more than %d)", printable(n.Addr), n.Lag, maxLag))
+		}
+	}
+	return out
 }
 
 // watchLoop shows a fresh view every interval until ctx ends (Ctrl-C),
-// which is how --watch is meant to stop: it returns nil then.
+// which is how --watch is meant to stop: it returns nil then. On a
+// terminal each view replaces the last; piped, every line starts with
+// the time of its survey, so that a log of it reads on its own.
 func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 	st := styleOf(g)
 	var buf bytes.Buffer
@@ -136,24 +199,41 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		now := time.Now()
 		buf.Reset()
 		switch {
 		case g.JSON:
-			printJSON(&buf, statusJSONOf(v))
-		default:
-			if g.TTY {
-				// One write per frame: clear and redraw without flicker.
-				buf.WriteString(clearScreen)
-				p := newPalette(&buf, st.Color)
-				fmt.Fprintf(&buf, "%s\n\n", p.faint.Render(fmt.Sprintf(
-					"every %s%s%s%sCtrl-C to stop", c.interval, st.dot(), time.Now().Format("15:04:05"), st.dot())))
-			} else if i > 0 {
-				buf.WriteString("\n")
-			}
+			printJSON(&buf, statusJSONOf(v, v.problems(defaultMaxLag), now))
+		case st.Table:
+			// One write per frame: clear and redraw without flicker.
+			buf.WriteString(clearScreen)
+			p := newPalette(&buf, st.Color)
+			fmt.Fprintf(&buf, "%s\n\n", p.faint.Render(fmt.Sprintf(
+				"every %s%s%s%sCtrl-C to stop", c.interval, st.dot(), now.Format("15:04:05"), st.dot())))
 			if v.Answered == 0 {
 				fmt.Fprintf(&buf, "no node answered at %s (%s); still trying\n", printable(g.AddrList), printableText(v.firstError()))
 			} else {
 				renderStatus(&buf, v, st)
+			}
+		default:
+			stamp := now.UTC().Format(time.RFC3339)
+			if v.Answered == 0 {
+				fmt.Fprintf(&buf, "%s  no node answered at %s (%s); still trying\n", stamp, printable(g.AddrList), printableText(v.firstError()))
+				break
+			}
+			// Measured with the header every time, so that the columns
+			// line up from one survey to the next; written once.
+			var view bytes.Buffer
+			s := st
+			s.NoHeaders = false
+			renderStatus(&view, v, s)
+			for j, line := range strings.Split(strings.TrimSuffix(view.String(), "\n"), "\n") {
+				switch {
+				case j > 0:
+					fmt.Fprintf(&buf, "%s  %s\n", stamp, line)
+				case i == 0 && !st.NoHeaders:
+					fmt.Fprintf(&buf, "%-*s  %s\n", len(stamp), "TIME", line)
+				}
 			}
 		}
 		if _, err := g.Stdout.Write(buf.Bytes()); err != nil {
@@ -484,8 +564,12 @@ func prioRank(p int) int {
 // statusJSON is the --json shape of status; it is part of lockctl's
 // contract with scripts.
 type statusJSON struct {
-	Active *string          `json:"active"`
-	Nodes  []statusNodeJSON `json:"nodes"`
+	// Time is when the survey was made, with --watch only.
+	Time     string           `json:"time,omitempty"`
+	Active   *string          `json:"active"`
+	Nodes    []statusNodeJSON `json:"nodes"`
+	Healthy  bool             `json:"healthy"`
+	Problems []string         `json:"problems"`
 }
 
 type statusNodeJSON struct {
@@ -500,8 +584,12 @@ type statusNodeJSON struct {
 	Error         *string  `json:"error"`
 }
 
-func statusJSONOf(v clusterView) statusJSON {
-	out := statusJSON{Nodes: []statusNodeJSON{}}
+func statusJSONOf(v clusterView, problems []string, at time.Time) statusJSON {
+	out := statusJSON{Nodes: []statusNodeJSON{}, Healthy: len(problems) == 0, Problems: []string{}}
+	out.Problems = append(out.Problems, problems...)
+	if !at.IsZero() {
+		out.Time = at.UTC().Format(time.RFC3339Nano)
+	}
 	if v.Active != "" {
 		out.Active = &v.Active
 	}

@@ -358,9 +358,18 @@ func TestStatusWatchPiped(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	blocks := strings.Split(strings.TrimSpace(out.String()), "\n\n")
-	if len(blocks) < 2 || strings.Contains(out.String(), "\x1b[") {
-		t.Errorf("want several plain blocks, got:\n%s", out.String())
+	// Issue 11, item 12: piped, every line carries the time of its
+	// survey, and the header comes once.
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "TIME ") || strings.Contains(out.String(), "\x1b[") {
+		t.Fatalf("want a TIME header and timestamped lines, got:\n%s", out.String())
+	}
+	cols := strings.Index(lines[0], "NODE")
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if _, err := time.Parse(time.RFC3339, f[0]); err != nil || f[1] != tc.addrs[0] || strings.Index(l, tc.addrs[0]) != cols {
+			t.Errorf("line %q: want the time, then the node under NODE", l)
+		}
 	}
 }
 
@@ -421,7 +430,7 @@ func TestStatusNeverPrintsAHostileRune(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := printJSON(&b, statusJSONOf(v)); err != nil {
+	if err := printJSON(&b, statusJSONOf(v, v.problems(defaultMaxLag), time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	assertNoHostileBytes(t, "JSON", b.String(), false)
@@ -483,5 +492,50 @@ func TestStatusCommandHostileNode(t *testing.T) {
 	assertNoHostileBytes(t, "--json", out, false)
 	if got.Active == nil || *got.Active != peer || len(got.Nodes) != 2 || got.Nodes[0].Role != role || got.Nodes[1].Addr != peer {
 		t.Errorf("--json: %s", out)
+	}
+}
+
+// Issue 11, item 12: status --check is a health check: exit 1, with each
+// problem named, when a node is down, a standby lags, or there is no
+// single active; the same problems are in the JSON.
+func TestStatusCheckProblems(t *testing.T) {
+	v := sampleCluster()
+	got := v.problems(defaultMaxLag)
+	if len(got) != 1 || got[0] != "10.0.0.3:7070 is down" {
+		t.Errorf("problems %q, want the down node", got)
+	}
+	if got := v.problems(2); len(got) != 2 || got[0] != "10.0.0.2:7070 is 3 changes behind the active (more than 2)" {
+		t.Errorf("with --max-lag 2: %q", got)
+	}
+	if got := hostileCluster().problems(defaultMaxLag); len(got) < 1 || !strings.HasPrefix(got[0], `2 nodes claim the active role (10.0.0.1:7070\u202e, `) {
+		t.Errorf("split brain: %q", got)
+	}
+	var none clusterView
+	none.Nodes = []nodeView{{Addr: "a:1", Role: roleStandby, Reachable: true}}
+	if got := none.problems(defaultMaxLag); len(got) != 1 || got[0] != "no node is active" {
+		t.Errorf("no active: %q", got)
+	}
+}
+
+func TestStatusCheckCommand(t *testing.T) {
+	tc := startCluster(t, 3)
+	tc.waitSettled(t, tc.addrs[0])
+	code, out, errOut := lockctl(t, "--addr", tc.addrList(), "status", "--check")
+	if code != 0 || errOut != "" || !strings.Contains(out, " active ") {
+		t.Fatalf("healthy cluster: exit %d\n%s%s", code, out, errOut)
+	}
+	tc.stops[2]()
+	code, out, errOut = lockctl(t, "--addr", tc.addrList(), "status", "--check")
+	if code != exitFailed || !strings.HasPrefix(errOut, "lockctl: status --check: "+tc.addrs[2]) || !strings.Contains(out, tc.addrs[2]) {
+		t.Errorf("a node down: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = lockctl(t, "--addr", tc.addrList(), "status", "--check", "--json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &st); code != exitFailed || err != nil || st.Healthy || len(st.Problems) != 1 {
+		t.Errorf("--json: exit %d, %v\n%s", code, err, out)
+	}
+	// -w is not --watch any more: etcdctl's users read it as --write-out.
+	if code, _, errOut := lockctl(t, "--addr", tc.addrList(), "status", "-w"); code != exitUsage {
+		t.Errorf("status -w: exit %d, %s", code, errOut)
 	}
 }
