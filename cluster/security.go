@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
@@ -139,7 +140,7 @@ func needs(req *proto.Request) auth.Role {
 	case proto.OpAuth:
 		return auth.None
 	case proto.OpHandoff:
-		if req.Key == takebackLabel {
+		if req.Key == core.TakebackLabel {
 			return auth.Peer
 		}
 		return auth.Admin

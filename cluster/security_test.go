@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/proto/auth"
 )
 
@@ -176,7 +177,7 @@ func TestHandoffWithLostConfirmationIsSettled(t *testing.T) {
 	// b says it took the role, and a follows it.
 	h.expect(`H - ok ` + addrs[1])
 	if !b.roleIs(Active) || a.roleIs(Active) {
-		t.Fatalf("after the handoff: a %s, b %s", a.role, b.role)
+		t.Fatalf("after the handoff: a active %v, b active %v", a.roleIs(Active), b.roleIs(Active))
 	}
 	c := dialWire(t, addrs[1])
 	c.send("R k " + tok)
@@ -202,7 +203,7 @@ func TestHandoffNotTakenIsCancelled(t *testing.T) {
 	fake.nc.Close()
 	h.expect(`E - H: handoff to ` + quoteRE(addrs[1]) + ` failed: the successor's stream closed; ` + quoteRE(addrs[1]) + ` did not take the role; ` + quoteRE(addrs[0]) + ` is still active`)
 	if !a.roleIs(Active) || b.roleIs(Active) {
-		t.Fatalf("after the cancelled handoff: a %s, b %s", a.role, b.role)
+		t.Fatalf("after the cancelled handoff: a active %v, b active %v", a.roleIs(Active), b.roleIs(Active))
 	}
 	h.send("A k 30 0")
 	h.expect(`A k \d+`)
@@ -217,7 +218,7 @@ func TestSnapshotUnderChurn(t *testing.T) {
 	addrs := freeAddrs(t, 2)
 	a := startNode(t, addrs[0], addrs)
 	waitFor(t, "a active", func() bool { return a.roleIs(Active) })
-	const held = 3 * snapshotSlice
+	const held = 3 * core.SnapshotSlice
 	w := dialWire(t, addrs[0])
 	var batch []string
 	for i := range held {
@@ -262,11 +263,11 @@ func TestSnapshotUnderChurn(t *testing.T) {
 	// Compare once b has applied everything a streamed.
 	waitFor(t, "b caught up", func() bool {
 		a.mu.Lock()
-		seq := a.seq
+		seq := a.core.Seq()
 		a.mu.Unlock()
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.seq == seq
+		return b.core.Seq() == seq
 	})
 	sa, sb := holders(a), holders(b)
 	if !slices.Equal(sa, sb) {
@@ -278,7 +279,7 @@ func holders(tn *testNode) []string {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	var out []string
-	for _, h := range tn.eng.Snapshot(tn.now()).Holders {
+	for _, h := range tn.core.Engine().Snapshot(tn.now()).Holders {
 		out = append(out, h.Key+"="+strconv.FormatUint(h.Token, 10))
 	}
 	return out
