@@ -27,17 +27,19 @@ type conn struct {
 	n      *Node
 	id     uint64
 	nc     net.Conn
-	remote string
-	ip     string // remote IP, for --max-conns-per-ip
-	tls    bool
+	remote   string
+	ip       string // remote IP, for --max-conns-per-ip
+	tls      bool
+	accepted time.Time
 
 	// authed: role is Client or more (read by the reader without n.mu).
 	authed atomic.Bool
 
 	// Guarded by n.mu.
-	role auth.Role
-	hs   auth.Handshake
-	gone bool
+	role     auth.Role
+	hs       auth.Handshake
+	gone     bool
+	refusals int // requests refused before it authenticated
 
 	outMu  sync.Mutex
 	queued int // bytes accepted and not yet written: out and the write in flight
@@ -64,6 +66,7 @@ func newConn(n *Node, id uint64, nc net.Conn) *conn {
 	}
 	c.role = n.gate.open
 	c.authed.Store(c.role >= auth.Client)
+	c.accepted = time.Now()
 	return c
 }
 
@@ -95,7 +98,10 @@ func (c *conn) readLoop() {
 	if c.tls && !c.handshakeTLS(c.n.tlsConfig) {
 		return
 	}
-	dr := &deadlineReader{c: c, nc: c.nc, start: time.Now()}
+	// The writer starts once c.nc is the connection it writes to.
+	c.n.wg.Add(1)
+	go c.writeLoop()
+	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
 	r := bufio.NewReaderSize(dr, 2*proto.MaxLineLen)
 	dr.br = r
 	batch := make([]item, 0, 16)
@@ -126,6 +132,7 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		dr.lineDone()
 		req, perr := proto.Parse(line)
 		batch = append(batch, item{req, perr})
 		if len(batch) < maxBatch && r.Buffered() > 0 {

@@ -40,7 +40,7 @@ const (
 	maxStreamBuffer = 256 << 20
 	// maxScans bounds the key listings (K) that run at once; more wait
 	// their turn.
-	maxScans = 2
+	maxScans = 1
 )
 
 // Config describes one node.
@@ -83,6 +83,7 @@ type Node struct {
 	armedAt    time.Time
 	conns      map[uint64]*conn
 	perIP      map[string]int // open connections per remote IP
+	unauth     []*conn        // connections not authenticated yet, oldest first
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
 	follow     *followStream    // the replication stream this node reads, if any
@@ -260,6 +261,12 @@ func (n *Node) acceptLoop() {
 		}
 		n.nextConnID++
 		c := newConn(n, n.nextConnID, nc)
+		if len(n.conns) >= n.cfg.Limits.MaxConns {
+			// Make room by closing the oldest connection that has not
+			// proven who it is: a flood of strangers must not lock out
+			// the clients and peers that authenticate.
+			n.evictUnauthLocked()
+		}
 		if why := n.connLimitLocked(c.ip); why != "" {
 			n.mu.Unlock()
 			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
@@ -274,13 +281,16 @@ func (n *Node) acceptLoop() {
 		c.tls = n.tlsConfig != nil
 		n.conns[c.id] = c
 		n.perIP[c.ip]++
+		if !c.authed.Load() {
+			n.unauth = append(n.unauth, c)
+			time.AfterFunc(n.cfg.Limits.AuthTimeout, func() { c.authTimeout() })
+		}
 		n.core.ConnOpened(core.ConnID(c.id), c.remote)
 		// Added under the mutex, before shutdown (which sets closing
-		// under it) can start waiting.
-		n.wg.Add(2)
+		// under it) can start waiting. The reader starts the writer.
+		n.wg.Add(1)
 		n.mu.Unlock()
 		go c.readLoop()
-		go c.writeLoop()
 	}
 }
 

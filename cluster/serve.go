@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/engine"
@@ -47,6 +48,15 @@ func (n *Node) apply(c *conn, batch []item) {
 				n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
 			}
 			n.core.Refuse(id, req.Op, req.Key, n.gate.refusal(need, c.role))
+			if c.role == auth.None {
+				if c.refusals++; c.refusals >= maxRefusals {
+					c.send(func(b []byte) []byte {
+						return proto.AppendError(b, proto.WordNone, '?', "too many requests before authenticating; closing this connection")
+					})
+					c.flushAndClose()
+					return
+				}
+			}
 		case req.Op == proto.OpKeys && n.core.Role() == core.Active:
 			n.rearmLocked()
 			n.mu.Unlock()
@@ -87,8 +97,14 @@ func (n *Node) startSnapshot(c *conn) {
 	}()
 }
 
-// keysSlice is how many keys one hold of the node mutex scans for K.
-const keysSlice = 4096
+// keysSlice is how many keys one hold of the node mutex scans for K, and
+// keysPause the pause between two slices: Go's mutex would otherwise hand
+// the lock straight back to the scanner, and the clients waiting for it
+// would wait for the whole scan.
+const (
+	keysSlice = 1024
+	keysPause = 50 * time.Microsecond
+)
 
 // listKeys answers "K pattern" on c: the first proto.MaxListKeys matching
 // keys in byte order, and how many matched. It scans a slice of the keys
@@ -137,6 +153,9 @@ func (n *Node) listKeys(c *conn, pattern string) {
 		}
 		n.rearmLocked()
 		n.mu.Unlock()
+		if cursor != 0 {
+			time.Sleep(keysPause)
+		}
 	}
 	keys := []string(top)
 	slices.Sort(keys)

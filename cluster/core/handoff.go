@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -190,6 +191,13 @@ func (c *Core) failWaitingHandoff(why string) {
 // beginHandoff tells the successor on target's stream to take over.
 func (c *Core) beginHandoff(now time.Time, target *conn, reason string, sticky bool, done func(string, error)) {
 	to := target.stream.from
+	// Standbys still syncing cannot be handed the role and would be left
+	// half-synced whatever happens: they subscribe again.
+	for _, s := range slices.Clone(c.streams) {
+		if s.stream.syncing {
+			c.dropStream(s)
+		}
+	}
 	h := &handoff{to: to, reason: reason, sticky: sticky, started: now, deadline: now.Add(c.cfg.HandoffTimeout), done: []func(string, error){done}}
 	c.handoff = h
 	c.setRole(HandingOff, c.self, "handing off to "+to+": "+reason)

@@ -68,7 +68,13 @@ func (c *Core) Syncing(id ConnID) bool {
 // complete, or the stream no longer syncs.
 func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
 	cn := c.conns[id]
-	if cn == nil || cn.stream == nil || !cn.stream.syncing || c.role != Active {
+	if cn == nil || cn.stream == nil || !cn.stream.syncing {
+		return true
+	}
+	if c.role != Active {
+		// A snapshot is this node's state as an active: a standby that
+		// did not get all of it must subscribe again wherever the role is.
+		c.dropStream(cn)
 		return true
 	}
 	s := cn.stream
@@ -141,6 +147,15 @@ func (c *Core) closeStreams(to string) {
 		c.out.Close(s.id)
 	}
 	c.streams = nil
+}
+
+// dropStream ends a stream this node feeds, telling the standby where to
+// go.
+func (c *Core) dropStream(cn *conn) {
+	cn.stream = nil
+	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool { return s == cn })
+	c.out.Send(cn.id, proto.AppendMoved(nil, proto.WordNone, c.active))
+	c.out.Close(cn.id)
 }
 
 // streamClosed forgets a stream whose connection closed.
@@ -221,6 +236,10 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 	rec, err := proto.ParseRecord(a)
 	if err != nil {
 		return fmt.Errorf("replication stream from %s: %w", target, err)
+	}
+	if !c.eng.Plausible(now, rec.Token) {
+		c.log.Warn("replication stream refused: a token too far ahead of this node's clock; check the clocks (NTP)", "self", c.self, "active", target, "token", rec.Token, "max_clock_skew", c.eng.Config().MaxEpochAhead.String())
+		return fmt.Errorf("replication stream from %s: token %d is further ahead of this node's clock than --max-clock-skew", target, rec.Token)
 	}
 	switch rec.Kind {
 	case proto.RecHeld:

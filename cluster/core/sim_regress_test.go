@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/proto"
 )
 
 // Scripted histories: the bugs found by outside probes and operators,
@@ -95,3 +97,39 @@ func TestSimRegressionSeeds(t *testing.T) {
 		}
 	}
 }
+
+// A replication record with a token far in the future (a forger, or a
+// broken clock) ends the stream instead of entering the state: a node that
+// later promoted would start its epoch past it, and tokens near 2^64 wrap.
+func TestStreamRefusesImplausibleTokens(t *testing.T) {
+	var out recOut
+	c, err := New(Config{Self: "10.0.0.2:7070", Peers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}}, &out, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	c.ensureFollow("10.0.0.1:7070")
+	if c.StreamOpened(now, "10.0.0.1:7070") == nil {
+		t.Fatal("no hello")
+	}
+	for _, line := range []string{"G k 18446744073709551615 60", "Y 10.0.0.2:7070 synced 18446744073709551615 1"} {
+		a, _ := proto.ParseAnswer([]byte(line))
+		if err := c.StreamRecord(now, "10.0.0.1:7070", a); err == nil || !strings.Contains(err.Error(), "--max-clock-skew") {
+			t.Errorf("%s: err = %v", line, err)
+		}
+	}
+	if c.HighWater() != 0 {
+		t.Fatalf("high-water %d after refused records", c.HighWater())
+	}
+}
+
+// recOut records nothing: a core driven by hand in a test.
+type recOut struct{}
+
+func (*recOut) Send(ConnID, []byte) bool                  { return true }
+func (*recOut) Close(ConnID)                              {}
+func (*recOut) Beat(string, []byte)                       {}
+func (*recOut) Follow(string)                             {}
+func (*recOut) StreamReply(string, []byte)                {}
+func (*recOut) Ask(uint64, string, []byte, time.Duration) {}
+func (*recOut) Stopped()                                  {}

@@ -239,7 +239,7 @@ func secure(ctx context.Context, nc net.Conn, addr string, opts *Options) (net.C
 		if role == auth.None {
 			role = auth.Client
 		}
-		if _, err := auth.Authenticate(nc, r, role, opts.Secret, false); err != nil {
+		if _, err := auth.Authenticate(nc, r, role, opts.Secret, addr, true); err != nil {
 			nc.Close()
 			return nil, nil, &SetupError{Addr: addr, What: "the secret", Err: err}
 		}
