@@ -24,9 +24,9 @@ const maxBatch = 256
 // conn is one accepted connection: a client, a peer's heartbeat link, or a
 // standby's replication stream.
 type conn struct {
-	n      *Node
-	id     uint64
-	nc     net.Conn
+	n        *Node
+	id       uint64
+	nc       net.Conn
 	remote   string
 	ip       string // remote IP, for --max-conns-per-ip
 	tls      bool

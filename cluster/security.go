@@ -175,7 +175,9 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, n.self, req.Key, req.Args)
 	if err != nil {
 		n.refusedLog.log(n.log, "refused authentication", "remote", c.remote, "role", key, "why", err.Error())
-		c.send(func(b []byte) []byte { return proto.AppendError(b, key, proto.OpAuth, err.Error()+"; closing this connection") })
+		c.send(func(b []byte) []byte {
+			return proto.AppendError(b, key, proto.OpAuth, err.Error()+"; closing this connection")
+		})
 		c.flushAndClose()
 		return
 	}
