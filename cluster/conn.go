@@ -39,7 +39,8 @@ type conn struct {
 	role     auth.Role
 	hs       auth.Handshake
 	gone     bool
-	refusals int // requests refused before it authenticated
+	refusals int  // requests refused before it authenticated
+	evicted  bool // closed to make room for a new connection
 
 	outMu  sync.Mutex
 	queued int // bytes accepted and not yet written: out and the write in flight
@@ -409,6 +410,9 @@ func (n *Node) dropConn(c *conn) {
 		return
 	}
 	c.gone = true
+	if c.evicted {
+		n.evicting--
+	}
 	if n.perIP[c.ip]--; n.perIP[c.ip] <= 0 {
 		delete(n.perIP, c.ip)
 	}

@@ -84,6 +84,7 @@ type Node struct {
 	conns      map[uint64]*conn
 	perIP      map[string]int // open connections per remote IP
 	unauth     []*conn        // connections not authenticated yet, oldest first
+	evicting   int            // evicted connections not dropped yet
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
 	follow     *followStream    // the replication stream this node reads, if any
@@ -261,13 +262,11 @@ func (n *Node) acceptLoop() {
 		}
 		n.nextConnID++
 		c := newConn(n, n.nextConnID, nc)
-		if len(n.conns) >= n.cfg.Limits.MaxConns {
-			// Make room by closing the oldest connection that has not
-			// proven who it is: a flood of strangers must not lock out
-			// the clients and peers that authenticate.
-			n.evictUnauthLocked()
-		}
-		if why := n.connLimitLocked(c.ip); why != "" {
+		// At the limit, make room by closing the oldest connection that
+		// has not proven who it is: a flood of strangers must not lock
+		// out the clients and peers that authenticate.
+		evicted := len(n.conns)-n.evicting >= n.cfg.Limits.MaxConns && n.evictUnauthLocked()
+		if why := n.connLimitLocked(c.ip, evicted); why != "" {
 			n.mu.Unlock()
 			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
 			if n.tlsConfig == nil {

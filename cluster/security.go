@@ -356,8 +356,8 @@ func (d *deadlineReader) due() (time.Time, string) {
 }
 
 // evictUnauthLocked closes the oldest connection that has not
-// authenticated, if there is one.
-func (n *Node) evictUnauthLocked() {
+// authenticated, if there is one, and reports whether it did.
+func (n *Node) evictUnauthLocked() bool {
 	for len(n.unauth) > 0 {
 		c := n.unauth[0]
 		n.unauth[0] = nil
@@ -369,9 +369,12 @@ func (n *Node) evictUnauthLocked() {
 		c.send(func(b []byte) []byte {
 			return proto.AppendError(b, proto.WordNone, '?', "too many connections; this one had not authenticated; closing it")
 		})
+		c.evicted = true
+		n.evicting++
 		c.flushAndClose()
-		return
+		return true
 	}
+	return false
 }
 
 // authTimeout closes c if it has not authenticated within --auth-timeout,
@@ -399,9 +402,9 @@ const maxRefusals = 16
 
 // connLimit is the answer to a connection over --max-conns or
 // --max-conns-per-ip, "" when it may stay.
-func (n *Node) connLimitLocked(ip string) string {
+func (n *Node) connLimitLocked(ip string, evicted bool) string {
 	lim := &n.cfg.Limits
-	if len(n.conns) >= lim.MaxConns {
+	if !evicted && len(n.conns)-n.evicting >= lim.MaxConns {
 		return "too many connections (" + strconv.Itoa(lim.MaxConns) + ", lockd --max-conns); retry later"
 	}
 	if lim.MaxConnsPerIP > 0 && n.perIP[ip] >= lim.MaxConnsPerIP {

@@ -361,6 +361,7 @@ func (c *Core) maybeResume(now time.Time) {
 		c.replayParked(now)
 	}
 	c.supervise(now)
+	c.retryWaitingHandoff(now)
 }
 
 // advance fires the deadlines due at now and routes what they produce:

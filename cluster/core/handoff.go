@@ -96,12 +96,14 @@ func (c *Core) startHandoff(now time.Time, to, reason string, sticky bool, done 
 	if c.waiting != nil {
 		return errors.New("a handoff is already waiting for a standby to catch up; retry when it ends")
 	}
-	if !c.pausedSince.IsZero() {
-		return errors.New("this node is checking whether another took over while it was stopped; retry in a moment")
-	}
 	target, err := c.handoffTarget(to)
+	if !c.pausedSince.IsZero() {
+		// This node did not run for a while and first checks whether
+		// another took over: the handoff waits for that.
+		target, err = nil, errors.New("this node is checking whether another took over while it was stopped; retry in a moment")
+	}
 	if err != nil {
-		if c.standbyOnItsWay(now, to) {
+		if !c.pausedSince.IsZero() || c.standbyOnItsWay(now, to) {
 			c.waiting = &waitingHandoff{to: to, reason: reason, sticky: sticky, done: done, until: now.Add(c.cfg.FailureTimeout)}
 			c.log.Info("handoff waits for a standby to catch up", "self", c.self, "to", to, "reason", reason)
 			return nil
@@ -170,10 +172,13 @@ func (c *Core) retryWaitingHandoff(now time.Time) {
 		return
 	}
 	target, err := c.handoffTarget(w.to)
-	if err == nil {
+	if err == nil && c.pausedSince.IsZero() {
 		c.waiting = nil
 		c.beginHandoff(now, target, w.reason, w.sticky, w.done)
 		return
+	}
+	if err == nil {
+		err = errors.New("this node is checking whether another took over while it was stopped; retry in a moment")
 	}
 	if !now.Before(w.until) {
 		c.waiting = nil

@@ -45,10 +45,12 @@ func (h *Handshake) Step(s Secrets, open, have Role, self, askedWord string, arg
 	if !ok {
 		return nil, have, errors.New("unknown role: want I client, I admin or I peer")
 	}
-	if asked <= max(open, have) {
-		// Nothing to prove: say so at once, whatever the form.
+	if asked <= max(open, have) && (len(args) == 1 || !anySecret(s, asked)) {
+		// Nothing to prove: say so at once. (A challenge is still run
+		// when this node has a secret, so that a client that holds the
+		// role already, by certificate, learns the node knows it too.)
 		*h = Handshake{}
-		return []string{WordOK, max(open, have, asked).String()}, max(open, have, asked), nil
+		return []string{WordOK, max(open, have).String()}, max(open, have), nil
 	}
 	switch {
 	case len(args) == 1:
@@ -95,7 +97,7 @@ func (h *Handshake) Step(s Secrets, open, have Role, self, askedWord string, arg
 			sec := s.of(r)
 			if sec != nil && hmac.Equal(got, proof(sec, "client", asked, st.target, st.snonce, st.cnonce)) {
 				sp := hex.EncodeToString(proof(sec, "server", asked, st.target, st.cnonce, st.snonce))
-				return []string{WordOK, r.String(), sp}, max(have, r), nil
+				return []string{WordOK, max(have, r).String(), sp}, max(have, r), nil
 			}
 		}
 		return nil, have, fmt.Errorf("wrong secret for role %s", asked)
