@@ -7,7 +7,7 @@ BIN     ?= bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test vet bench bench-e2e fuzz completions clean
+.PHONY: all build run test vet bench bench-e2e fuzz simulate completions clean
 
 all: build
 
@@ -23,6 +23,15 @@ vet:
 
 test: vet
 	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
+
+# simulate runs the deterministic cluster simulator on SEEDS seeds from
+# FIRST, on every core, and prints the failing seeds (each replays with
+# LOCKD_SIM_FIRST=SEED LOCKD_SIM_SEEDS=1).
+SEEDS ?= 100000
+FIRST ?= 1
+simulate:
+	LOCKD_SIM_SEEDS=$(SEEDS) LOCKD_SIM_FIRST=$(FIRST) $(GO) test -count=1 -timeout 0 -run 'TestSimulate$$' -v ./cluster/core
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./proto ./proto/client

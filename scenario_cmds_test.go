@@ -314,7 +314,7 @@ func dialScript(env envFunc, addr string) (net.Conn, *bufio.Reader, error) {
 			c.Close()
 			return nil, nil, err
 		}
-		if _, err := auth.Authenticate(c, r, auth.Client, secret, false); err != nil {
+		if _, err := auth.Authenticate(c, r, auth.Client, secret, addr, false); err != nil {
 			c.Close()
 			return nil, nil, err
 		}

@@ -8,11 +8,11 @@ import (
 	"errors"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
@@ -24,12 +24,13 @@ const maxBatch = 256
 // conn is one accepted connection: a client, a peer's heartbeat link, or a
 // standby's replication stream.
 type conn struct {
-	n      *Node
-	id     uint64
-	nc     net.Conn
-	remote string
-	ip     string // remote IP, for --max-conns-per-ip
-	tls    bool
+	n        *Node
+	id       uint64
+	nc       net.Conn
+	remote   string
+	ip       string // remote IP, for --max-conns-per-ip
+	tls      bool
+	accepted time.Time
 
 	// authed: role is Client or more (read by the reader without n.mu).
 	authed atomic.Bool
@@ -37,13 +38,9 @@ type conn struct {
 	// Guarded by n.mu.
 	role     auth.Role
 	hs       auth.Handshake
-	nextSeq  uint64
-	pending  map[string][]pendingA // waiting acquires per key, in send order
-	nwaiting int
-	sub      bool   // a standby's replication stream
-	subFrom  string // that standby's address
-	syncing  bool   // its snapshot is still being sent
 	gone     bool
+	refusals int  // requests refused before it authenticated
+	evicted  bool // closed to make room for a new connection
 
 	outMu  sync.Mutex
 	queued int // bytes accepted and not yet written: out and the write in flight
@@ -62,20 +59,6 @@ type conn struct {
 	stream bool
 }
 
-// pendingA is an acquire on this connection that has not been answered in
-// order yet: either still waiting in the engine, or answered but behind an
-// older acquire of the same key.
-type pendingA struct {
-	seq  uint64
-	done bool
-	line []byte
-}
-
-type item struct {
-	req proto.Request
-	err error
-}
-
 func newConn(n *Node, id uint64, nc net.Conn) *conn {
 	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), wake: make(chan struct{}, 1), drained: make(chan struct{})}
 	c.ip = c.remote
@@ -84,6 +67,7 @@ func newConn(n *Node, id uint64, nc net.Conn) *conn {
 	}
 	c.role = n.gate.open
 	c.authed.Store(c.role >= auth.Client)
+	c.accepted = time.Now()
 	return c
 }
 
@@ -115,7 +99,10 @@ func (c *conn) readLoop() {
 	if c.tls && !c.handshakeTLS(c.n.tlsConfig) {
 		return
 	}
-	dr := &deadlineReader{c: c, nc: c.nc, start: time.Now()}
+	// The writer starts once c.nc is the connection it writes to.
+	c.n.wg.Add(1)
+	go c.writeLoop()
+	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
 	r := bufio.NewReaderSize(dr, 2*proto.MaxLineLen)
 	dr.br = r
 	batch := make([]item, 0, 16)
@@ -146,6 +133,7 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		dr.lineDone()
 		req, perr := proto.Parse(line)
 		batch = append(batch, item{req, perr})
 		if len(batch) < maxBatch && r.Buffered() > 0 {
@@ -327,31 +315,9 @@ func (c *conn) flush(inline bool) bool {
 	}
 }
 
-// send appends an answer through fn; the writer flushes it.
-func (c *conn) send(fn func([]byte) []byte) {
-	c.outMu.Lock()
-	if c.closed {
-		c.outMu.Unlock()
-		return
-	}
-	was := len(c.out)
-	c.out = fn(c.out)
-	c.account(len(c.out) - was)
-	if why := c.overLimit(); why != "" {
-		// The client does not read its answers: a flood. Cut it off.
-		c.closeLocked()
-		c.outMu.Unlock()
-		c.n.refusedLog.log(c.n.log, "connection closed", "remote", c.remote, "why", why)
-		c.nc.Close()
-		c.signal()
-		return
-	}
-	inline := c.inline
-	c.outMu.Unlock()
-	if was == 0 && !inline {
-		c.signal()
-	}
-}
+// send queues the line fn writes: for the shell's own answers (limits,
+// authentication); the core's come through write.
+func (c *conn) send(fn func([]byte) []byte) { c.write(fn(nil)) }
 
 // overLimit says why c may not queue what it holds, or "". c.outMu is held.
 func (c *conn) overLimit() string {
@@ -380,7 +346,31 @@ func (c *conn) closeLocked() {
 	c.wakeDrained()
 }
 
-func (c *conn) write(line []byte) { c.send(func(b []byte) []byte { return append(b, line...) }) }
+// write queues b, and reports false when c is closed: b is lost.
+func (c *conn) write(b []byte) bool {
+	c.outMu.Lock()
+	if c.closed {
+		c.outMu.Unlock()
+		return false
+	}
+	was := len(c.out)
+	c.out = append(c.out, b...)
+	c.account(len(c.out) - was)
+	if why := c.overLimit(); why != "" {
+		c.closeLocked()
+		c.outMu.Unlock()
+		c.n.refusedLog.log(c.n.log, "connection closed", "remote", c.remote, "why", why)
+		c.nc.Close()
+		c.signal()
+		return false
+	}
+	inline := c.inline
+	c.outMu.Unlock()
+	if was == 0 && !inline {
+		c.signal()
+	}
+	return true
+}
 
 // isClosed reports whether nothing more can be written to c: an answer
 // for it would be lost.
@@ -420,66 +410,13 @@ func (n *Node) dropConn(c *conn) {
 		return
 	}
 	c.gone = true
+	if c.evicted {
+		n.evicting--
+	}
 	if n.perIP[c.ip]--; n.perIP[c.ip] <= 0 {
 		delete(n.perIP, c.ip)
 	}
-	for _, q := range c.pending {
-		for _, p := range q {
-			if !p.done {
-				n.eng.Cancel(waiterOf(c, p.seq))
-			}
-		}
-	}
-	c.pending = nil
 	delete(n.conns, c.id)
-	if c.sub {
-		c.sub = false
-		n.streams = slices.DeleteFunc(n.streams, func(s *conn) bool { return s == c })
-		n.log.Info("standby stream closed", "standby", c.subFrom)
-		if h := n.handoff; h != nil && h.to == c.subFrom {
-			n.handoffUnconfirmedLocked("the successor's stream closed")
-		}
-	}
-}
-
-// answerA answers the acquire seq of key in order: it is written now if no
-// older acquire of key waits on this connection, and held back otherwise.
-func (c *conn) answerA(key string, seq uint64, line []byte) {
-	q := c.pending[key]
-	for i := range q {
-		if q[i].seq == seq && !q[i].done {
-			c.nwaiting--
-			q[i].done = true
-			q[i].line = line
-			c.flushPending(key)
-			return
-		}
-	}
-	if len(q) == 0 {
-		c.write(line)
-		return
-	}
-	c.pending[key] = append(q, pendingA{seq: seq, done: true, line: line})
-}
-
-// wait records that acquire seq of key waits in the engine.
-func (c *conn) wait(key string, seq uint64) {
-	if c.pending == nil {
-		c.pending = make(map[string][]pendingA)
-	}
-	c.pending[key] = append(c.pending[key], pendingA{seq: seq})
-	c.nwaiting++
-}
-
-func (c *conn) flushPending(key string) {
-	q := c.pending[key]
-	i := 0
-	for ; i < len(q) && q[i].done; i++ {
-		c.write(q[i].line)
-	}
-	if i == len(q) {
-		delete(c.pending, key)
-		return
-	}
-	c.pending[key] = q[i:]
+	n.core.ConnClosed(n.now(), core.ConnID(c.id))
+	n.rearmLocked()
 }

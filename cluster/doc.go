@@ -1,14 +1,17 @@
-// Package cluster runs a lockd node: the TCP listener that serves the line
-// protocol to clients and peers, the peer links and their heartbeats, the
-// node's role (active, standby), replication of the lock state from the
-// active to its standbys, promotion on failure, handoff on shutdown or on
-// command, priority take-back and demotion after a partition, and the
-// redirects (M answers) that send clients to the active.
+// Package cluster runs a lockd node: the shell around package core that
+// owns the sockets, goroutines and timers. It accepts connections on the
+// listener (TLS and the authentication gate included), reads and parses
+// their lines, keeps a heartbeat link to every peer, keeps the
+// replication stream the core follows, runs the one-off requests the core
+// asks for (settling a handoff, a take-back), and hands every one of
+// these events to the core under one mutex, with the time. What the core
+// decides comes back through core.Out: answers and stream records to
+// write, heartbeats to send, streams to open or close.
 //
-// It knows how to move the lock state between nodes but not how a lock is
-// granted: every lock rule lives in package engine, which this package
-// drives under one mutex, passing the time in. It knows the wire grammar
-// only through package proto.
+// It knows no cluster rule (roles, promotion, handoff, replication are
+// package core's) and no lock rule (package engine's); it knows the wire
+// grammar only through package proto, and who may say what through
+// package proto/auth.
 //
 // # Concurrency
 //
@@ -18,28 +21,9 @@
 // connection's answer buffer with one write however many answers piled up
 // meanwhile. No goroutine is started per request and no lock is held across
 // I/O. A waiting acquire registers in the engine and costs nothing until it
-// is answered, so it never delays later requests on its connection.
-//
-// # Roles
-//
-// The order of --peers is the promotion priority. Every node dials every
-// other node and sends a heartbeat (P) every --heartbeat; the answers say
-// each peer's role, token high-water mark, replication position and flags.
-// A peer is live while its answers keep coming within --failure-timeout
-// (or, faster, until a dial is refused: a process that died leaves a closed
-// port behind). The highest-priority live node that is eligible becomes
-// active; a node that gave the role away by command (sticky) or that has
-// never synced is eligible only when no better node is live. A standby
-// follows the active's replication stream (Y) and answers every lock
-// request with M and the active's address. A restarted node of higher
-// priority joins as a standby, syncs, and then asks the active for a
-// handoff (take-back). Two actives that see each other resolve by
-// priority: the lower one demotes itself, and the higher one moves its
-// token epoch above every token it has heard of. One exception: an active
-// that started empty (it never synced and no standby has synced from it
-// yet) gives way to an active that holds the cluster's state, whatever
-// their priorities, so a node restarted in the middle of a failover cannot
-// erase the replicated locks.
+// is answered, so it never delays later requests on its connection. A key
+// listing and a new standby's snapshot are scanned a slice at a time, so
+// no client waits behind them for more than a slice.
 //
 // # Consistency
 //
@@ -47,5 +31,7 @@
 // failover or a partition two nodes can grant the same key, and grants not
 // yet replicated are lost with the node that made them. Tokens stay
 // strictly increasing across all of it (see package engine), so a resource
-// that refuses tokens smaller than the last it saw stays safe.
+// that refuses tokens smaller than the last it saw stays safe. The rules
+// that decide roles, and what each guarantees, are in package core, whose
+// deterministic simulator checks them over thousands of seeded histories.
 package cluster

@@ -8,40 +8,31 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 )
 
-// Role is what a node does in the cluster.
-type Role string
+// Role is what a node does in the cluster (see package core).
+type Role = core.Role
 
+// The roles.
 const (
-	// Joining: just started, still learning who is active.
-	Joining Role = "joining"
-	// Standby: follows the active's replication stream and redirects
-	// clients to it.
-	Standby Role = "standby"
-	// Active: serves lock requests and streams its changes to standbys.
-	Active Role = "active"
-	// HandingOff: was active, has told its successor to take over and holds
-	// new lock requests until the successor confirms.
-	HandingOff Role = "handoff"
+	Joining    = core.Joining
+	Standby    = core.Standby
+	Active     = core.Active
+	HandingOff = core.HandingOff
 )
 
 // Defaults of Config.
 const (
 	DefaultListen         = "127.0.0.1:7070"
-	DefaultHeartbeat      = 100 * time.Millisecond
-	DefaultFailureTimeout = time.Second
-	// handoffTimeout bounds how long an active waits for its successor to
-	// confirm before it takes the role back and serves again.
-	handoffTimeout = 3 * time.Second
+	DefaultHeartbeat      = core.DefaultHeartbeat
+	DefaultFailureTimeout = core.DefaultFailureTimeout
 	// maxStreamBuffer bounds a replication stream's backlog: live
 	// records for a standby that fell this far behind are dropped with
 	// the stream, and it syncs again. A snapshot is sent a slice at a
@@ -49,9 +40,7 @@ const (
 	maxStreamBuffer = 256 << 20
 	// maxScans bounds the key listings (K) that run at once; more wait
 	// their turn.
-	maxScans = 2
-	// maxConnWaiters bounds the waiting acquires of one connection.
-	maxConnWaiters = 100_000
+	maxScans = 1
 )
 
 // Config describes one node.
@@ -67,78 +56,49 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
-// Node is one running lockd.
+// Node is one running lockd: the shell around a core.Core that owns the
+// listener, the connections, the peer links and the goroutines, feeds the
+// core its events under one mutex, and carries out its actions.
 type Node struct {
-	cfg     Config
-	self    string
-	selfIdx int
-	log     *slog.Logger
-	base    time.Time
-	ln      net.Listener
-	gate    gate
+	cfg  Config
+	self string
+	log  *slog.Logger
+	base time.Time
+	ln   net.Listener
+	gate gate
 	// tlsConfig serves TLS on accepted connections; nil: plain TCP.
 	tlsConfig  *tls.Config
 	outBytes   atomic.Int64 // unread answers of every connection
 	refusedLog rateLog      // refused connections and requests
-	skewLog    rateLog      // tokens ignored for being too far ahead
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	kick   chan struct{}
-	scans  chan struct{} // a slot per key listing running (maxScans)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	scans   chan struct{} // a slot per key listing running (maxScans)
+	stopped chan struct{} // closed by Out.Stopped
 
 	mu         sync.Mutex
-	eng        *engine.Engine
-	role       Role
-	active     string    // the active's address; "" when unknown
-	sticky     bool      // gave the role up by command: no take-back by priority
-	pinnedAt   time.Time // got the role by command then (zero: not pinned)
-	synced     bool      // has completed a sync, or been active, since start
-	fresh      bool      // active that started empty: never synced, no standby fed yet
-	seq        uint64
-	activeSeq  uint64 // the active's position, as last heard (for lag)
-	conns      map[uint64]*conn
-	perIP      map[string]int // open connections per remote IP
-	streams    []*conn        // the replication streams this node feeds (conns with sub set)
-	nextConnID uint64
-	peers      []*peer // every other node, in priority order
-	evs        []engine.Event
+	core       *core.Core
 	timer      *time.Timer
 	armedAt    time.Time
-	follow     *follower
-	hint       string    // where the last active said the role went
-	hintUntil  time.Time // trust hint until then
-	takeback   bool      // a take-back request is in flight
-	lastTake   time.Time
-	handoff    *handoff
-	parked     []parkedReq
-	// The handoff this node took last (the giver and the H record's
-	// token), and the handoffs it was told were cancelled (giver: token),
-	// for answering C and ignoring a late H record.
-	takenFrom  string
-	takenToken uint64
-	cancelled  map[string]uint64
-	closing    bool // the listener is closing: refuse new connections
+	conns      map[uint64]*conn
+	perIP      map[string]int // open connections per remote IP
+	unauth     []*conn        // connections not authenticated yet, oldest first
+	evicting   int            // evicted connections not dropped yet
+	nextConnID uint64
+	links      map[string]*link // the heartbeat link to each peer
+	follow     *followStream    // the replication stream this node reads, if any
+	closing    bool             // the listener is closing: refuse new connections
+	crashing   bool             // tests: stop as kill -9 would, without a handoff
 	// testLoseTakeover makes this node, on taking a handoff, close the
 	// stream without confirming (O), as when the link breaks right then.
 	testLoseTakeover atomic.Bool
-	leaving          bool // shutting down: hand off, then stop; take no role
 }
 
 // New checks cfg and prepares a node; Run starts it.
 func New(cfg Config) (*Node, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
-	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = DefaultHeartbeat
-	}
-	if cfg.FailureTimeout <= 0 {
-		cfg.FailureTimeout = DefaultFailureTimeout
-	}
-	if cfg.FailureTimeout < 2*cfg.Heartbeat {
-		return nil, fmt.Errorf("--failure-timeout %s must be at least twice --heartbeat %s, or every late beat looks like a failure", cfg.FailureTimeout, cfg.Heartbeat)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -152,45 +112,29 @@ func New(cfg Config) (*Node, error) {
 		self = cfg.Listen
 	}
 	n := &Node{
-		cfg:   cfg,
-		self:  self,
-		log:   cfg.Logger,
-		base:  time.Now(),
-		kick:  make(chan struct{}, 1),
-		scans: make(chan struct{}, maxScans),
-		conns: make(map[uint64]*conn),
-		perIP: make(map[string]int),
+		cfg:     cfg,
+		self:    self,
+		log:     cfg.Logger,
+		base:    time.Now(),
+		scans:   make(chan struct{}, maxScans),
+		stopped: make(chan struct{}),
+		conns:   make(map[uint64]*conn),
+		perIP:   make(map[string]int),
+		links:   make(map[string]*link),
 	}
-	peers := slices.Clone(cfg.Peers)
-	if len(peers) == 0 {
-		peers = []string{self}
+	c, err := core.New(core.Config{
+		Self:           self,
+		Peers:          cfg.Peers,
+		Heartbeat:      cfg.Heartbeat,
+		FailureTimeout: cfg.FailureTimeout,
+		Engine:         cfg.Engine,
+		Logger:         cfg.Logger,
+	}, (*shellOut)(n), n.now())
+	if err != nil {
+		return nil, err
 	}
-	seen := map[string]bool{}
-	n.selfIdx = -1
-	for i, p := range peers {
-		if p == "" {
-			return nil, errors.New("--peers has an empty address; write them as HOST:PORT,HOST:PORT")
-		}
-		if seen[p] {
-			return nil, fmt.Errorf("--peers lists %s twice; each node once, in priority order", p)
-		}
-		seen[p] = true
-		if _, _, err := net.SplitHostPort(p); err != nil {
-			return nil, fmt.Errorf("--peers entry %q is not HOST:PORT: %v", p, err)
-		}
-		if p == self {
-			n.selfIdx = i
-			continue
-		}
-		n.peers = append(n.peers, &peer{addr: p, idx: i})
-	}
-	if n.selfIdx < 0 {
-		return nil, fmt.Errorf("this node (%s) is not in --peers %s; list it there, or set --advertise to the address --peers uses for it", self, strings.Join(peers, ","))
-	}
-	if len(peers) > engine.MaxNodes {
-		return nil, fmt.Errorf("--peers lists %d nodes; a cluster has at most %d", len(peers), engine.MaxNodes)
-	}
-	g, err := newGate(cfg.Security, cfg.Listen, len(n.peers))
+	n.core = c
+	g, err := newGate(cfg.Security, cfg.Listen, len(c.Peers()))
 	if err != nil {
 		return nil, err
 	}
@@ -198,17 +142,14 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Security.TLS != nil {
 		n.tlsConfig = cfg.Security.TLS.ServerConfig()
 	}
-	ec := cfg.Engine
-	ec.Node = n.selfIdx
-	if err := ec.Check(); err != nil {
-		return nil, err
+	for _, p := range c.Peers() {
+		n.links[p] = newLink(n, p)
 	}
-	n.eng = engine.New(ec, n.now())
-	n.role = Joining
-	if len(n.peers) == 0 {
-		n.role = Active
-		n.active = self
-		n.synced = true
+	if cfg.Heartbeat <= 0 {
+		n.cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.FailureTimeout <= 0 {
+		n.cfg.FailureTimeout = DefaultFailureTimeout
 	}
 	return n, nil
 }
@@ -250,19 +191,17 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.mu.Lock()
 	n.timer = time.NewTimer(time.Hour)
-	n.timer.Stop()
-	n.log.Info("lockd serving", "addr", n.ln.Addr().String(), "self", n.self, "peers", len(n.peers)+1, "role", n.role)
+	n.rearmLocked()
+	n.mu.Unlock()
+	n.log.Info("lockd serving", "addr", n.ln.Addr().String(), "self", n.self, "peers", len(n.links)+1, "role", string(n.core.Role()))
 	n.wg.Add(2)
 	go n.acceptLoop()
 	go n.timerLoop()
-	for _, p := range n.peers {
+	for _, l := range n.links {
 		n.wg.Add(1)
-		go n.beatLoop(p)
-	}
-	if len(n.peers) > 0 {
-		n.wg.Add(1)
-		go n.superviseLoop()
+		go l.run()
 	}
 	<-ctx.Done()
 	n.shutdown()
@@ -271,21 +210,17 @@ func (n *Node) Run(ctx context.Context) error {
 
 func (n *Node) shutdown() {
 	n.mu.Lock()
-	n.log.Info("shutting down", "self", n.self, "role", string(n.role))
-	n.leaving = true
-	var done chan struct{}
-	if n.role == Active && len(n.peers) > 0 {
-		done = make(chan struct{})
-		if err := n.startHandoffLocked("", "shutdown", false, func(string, error) { close(done) }); err != nil {
-			n.log.Warn("shutting down without handoff", "reason", err.Error())
-			done = nil
-		}
+	crashing := n.crashing
+	if !crashing {
+		n.core.Shutdown(n.now())
+		n.rearmLocked()
 	}
 	n.mu.Unlock()
-	if done != nil {
+	if !crashing {
 		select {
-		case <-done:
-		case <-time.After(handoffTimeout + time.Second):
+		case <-n.stopped:
+		case <-time.After(core.DefaultHandoffTimeout + n.cfg.FailureTimeout + time.Second):
+			n.log.Warn("stopping before the handoff settled")
 		}
 	}
 	n.mu.Lock()
@@ -327,7 +262,11 @@ func (n *Node) acceptLoop() {
 		}
 		n.nextConnID++
 		c := newConn(n, n.nextConnID, nc)
-		if why := n.connLimitLocked(c.ip); why != "" {
+		// At the limit, make room by closing the oldest connection that
+		// has not proven who it is: a flood of strangers must not lock
+		// out the clients and peers that authenticate.
+		evicted := len(n.conns)-n.evicting >= n.cfg.Limits.MaxConns && n.evictUnauthLocked()
+		if why := n.connLimitLocked(c.ip, evicted); why != "" {
 			n.mu.Unlock()
 			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
 			if n.tlsConfig == nil {
@@ -341,16 +280,20 @@ func (n *Node) acceptLoop() {
 		c.tls = n.tlsConfig != nil
 		n.conns[c.id] = c
 		n.perIP[c.ip]++
+		if !c.authed.Load() {
+			n.unauth = append(n.unauth, c)
+			time.AfterFunc(n.cfg.Limits.AuthTimeout, func() { c.authTimeout() })
+		}
+		n.core.ConnOpened(core.ConnID(c.id), c.remote)
 		// Added under the mutex, before shutdown (which sets closing
-		// under it) can start waiting.
-		n.wg.Add(2)
+		// under it) can start waiting. The reader starts the writer.
+		n.wg.Add(1)
 		n.mu.Unlock()
 		go c.readLoop()
-		go c.writeLoop()
 	}
 }
 
-// timerLoop fires lease and wait deadlines while the node is active.
+// timerLoop ticks the core when it asked to be woken.
 func (n *Node) timerLoop() {
 	defer n.wg.Done()
 	for {
@@ -361,38 +304,84 @@ func (n *Node) timerLoop() {
 		}
 		n.mu.Lock()
 		n.armedAt = time.Time{}
-		// Only the active fires deadlines. While handing off, the state
-		// already went to the successor: a lease expiring here now would
-		// grant the key a second time, under an older token.
-		if n.role == Active {
-			n.advanceLocked(n.now())
-		}
-		n.armTimerLocked()
+		n.core.Tick(n.now())
+		n.rearmLocked()
 		n.mu.Unlock()
 	}
 }
 
-// armTimerLocked makes sure the timer fires by the engine's next deadline.
-func (n *Node) armTimerLocked() {
-	if n.role != Active {
+// rearmLocked makes sure the timer fires by the core's next wake-up:
+// called after every event, since one may bring a deadline forward.
+func (n *Node) rearmLocked() {
+	w := n.core.NextWake()
+	if !n.armedAt.IsZero() && !w.Before(n.armedAt) {
 		return
 	}
-	d, ok := n.eng.NextDeadline()
-	if !ok {
-		return
-	}
-	if !n.armedAt.IsZero() && !d.Before(n.armedAt) {
-		return
-	}
-	n.armedAt = d
-	n.timer.Reset(max(d.Sub(n.now()), 0))
+	n.armedAt = w
+	n.timer.Reset(max(w.Sub(n.now()), 0))
 }
 
-func (n *Node) setRoleLocked(r Role, active, reason string) {
-	if n.role == r && n.active == active {
+// shellOut carries the core's actions out (core.Out). Its methods run
+// under n.mu, from inside a core call.
+type shellOut Node
+
+func (o *shellOut) Send(id core.ConnID, b []byte) bool {
+	n := (*Node)(o)
+	c := n.conns[uint64(id)]
+	if c == nil {
+		return false
+	}
+	return c.write(b)
+}
+
+func (o *shellOut) Close(id core.ConnID) {
+	if c := (*Node)(o).conns[uint64(id)]; c != nil {
+		c.flushAndClose()
+	}
+}
+
+func (o *shellOut) Beat(peer string, b []byte) {
+	if l := (*Node)(o).links[peer]; l != nil {
+		l.queue(b)
+	}
+}
+
+func (o *shellOut) Follow(target string) {
+	n := (*Node)(o)
+	if f := n.follow; f != nil {
+		if f.target == target {
+			return
+		}
+		f.stop()
+		n.follow = nil
+	}
+	if target != "" && n.ctx != nil {
+		n.follow = newFollowStream(n, target)
+		n.wg.Add(1)
+		go n.follow.run()
+	}
+}
+
+func (o *shellOut) StreamReply(target string, b []byte) {
+	n := (*Node)(o)
+	if f := n.follow; f != nil && f.target == target {
+		if n.testLoseTakeover.Load() {
+			f.stop()
+			return
+		}
+		f.reply(b)
+	}
+}
+
+func (o *shellOut) Ask(id uint64, peer string, b []byte, timeout time.Duration) {
+	n := (*Node)(o)
+	if n.ctx == nil {
 		return
 	}
-	n.log.Info("role change", "self", n.self, "from", string(n.role), "to", string(r), "active", active, "reason", reason)
-	n.role = r
-	n.active = active
+	n.wg.Add(1)
+	go n.ask(id, peer, b, timeout)
+}
+
+func (o *shellOut) Stopped() {
+	close((*Node)(o).stopped)
 }

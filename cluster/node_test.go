@@ -87,13 +87,13 @@ func (tn *testNode) shutdown() {
 func (tn *testNode) isSynced() bool {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
-	return tn.synced
+	return tn.core.Synced()
 }
 
 func (tn *testNode) roleIs(r Role) bool {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
-	return tn.role == r
+	return tn.core.Role() == r
 }
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -252,7 +252,7 @@ func TestClusterRolesFailoverAndHandoff(t *testing.T) {
 	waitFor(t, "b to replicate the grant", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.eng.HighWater() > 0
+		return b.core.HighWater() > 0
 	})
 
 	// Graceful shutdown of the active: b takes over with the lock held.
@@ -271,7 +271,7 @@ func TestClusterRolesFailoverAndHandoff(t *testing.T) {
 	waitFor(t, "c following b", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.active == addrs[1]
+		return c.core.Active() == addrs[1]
 	})
 }
 

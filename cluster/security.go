@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
@@ -139,7 +140,7 @@ func needs(req *proto.Request) auth.Role {
 	case proto.OpAuth:
 		return auth.None
 	case proto.OpHandoff:
-		if req.Key == takebackLabel {
+		if req.Key == core.TakebackLabel {
 			return auth.Peer
 		}
 		return auth.Admin
@@ -164,13 +165,18 @@ func (g *gate) refusal(need, have auth.Role) string {
 	}
 }
 
-// authStep serves an I request on c.
+// authStep serves an I request on c. A key that is no role may be a
+// secret typed in the wrong place: it is neither logged nor echoed.
 func (n *Node) authStep(c *conn, req *proto.Request) {
-	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, req.Key, req.Args)
+	key := req.Key
+	if _, ok := auth.ParseRole(key); !ok {
+		key = proto.WordNone
+	}
+	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, n.self, req.Key, req.Args)
 	if err != nil {
-		n.refusedLog.log(n.log, "refused authentication", "remote", c.remote, "role", req.Key, "why", err.Error())
+		n.refusedLog.log(n.log, "refused authentication", "remote", c.remote, "role", key, "why", err.Error())
 		c.send(func(b []byte) []byte {
-			return proto.AppendError(b, req.Key, proto.OpAuth, err.Error()+"; closing this connection")
+			return proto.AppendError(b, key, proto.OpAuth, err.Error()+"; closing this connection")
 		})
 		c.flushAndClose()
 		return
@@ -180,7 +186,7 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	}
 	c.role = role
 	c.authed.Store(role >= auth.Client)
-	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, req.Key, reply...) })
+	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, key, reply...) })
 }
 
 // rateLog logs one line per interval, counting the ones it skipped, so a
@@ -249,7 +255,7 @@ func (n *Node) dialPeer(ctx context.Context, addr string) (net.Conn, *bufio.Read
 		// Strict unless the certificates proved both ends already: a
 		// node that grants the role without proving the secret is not
 		// followed.
-		if _, err := auth.Authenticate(nc, r, auth.Peer, sec, !certPeer); err != nil {
+		if _, err := auth.Authenticate(nc, r, auth.Peer, sec, addr, !certPeer); err != nil {
 			nc.Close()
 			var re *auth.RefusedError
 			if errors.As(err, &re) || errors.Is(err, auth.ErrOpen) || errors.Is(err, auth.ErrBadProof) {
@@ -297,6 +303,10 @@ type errReadBound struct{ msg string }
 
 func (e errReadBound) Error() string { return e.msg }
 
+// lineDone says a whole line was read: the next partial line's clock
+// starts when it first needs more bytes.
+func (d *deadlineReader) lineDone() { d.partialSince = time.Time{} }
+
 func (d *deadlineReader) Read(p []byte) (int, error) {
 	for {
 		// Arm the bound when none is armed or it comes sooner than the
@@ -341,17 +351,60 @@ func (d *deadlineReader) due() (time.Time, string) {
 			due = t
 			why = "line not finished within " + lim.LineTimeout.String() + "; closing this connection"
 		}
-	} else {
-		d.partialSince = time.Time{}
 	}
 	return due, why
 }
 
+// evictUnauthLocked closes the oldest connection that has not
+// authenticated, if there is one, and reports whether it did.
+func (n *Node) evictUnauthLocked() bool {
+	for len(n.unauth) > 0 {
+		c := n.unauth[0]
+		n.unauth[0] = nil
+		n.unauth = n.unauth[1:]
+		if c.gone || c.authed.Load() {
+			continue
+		}
+		n.refusedLog.log(n.log, "connection closed", "remote", c.remote, "why", "too many connections: the oldest not authenticated makes room")
+		c.send(func(b []byte) []byte {
+			return proto.AppendError(b, proto.WordNone, '?', "too many connections; this one had not authenticated; closing it")
+		})
+		c.evicted = true
+		n.evicting++
+		c.flushAndClose()
+		return true
+	}
+	return false
+}
+
+// authTimeout closes c if it has not authenticated within --auth-timeout,
+// even when its reader is paused or blocked in a TLS handshake.
+func (c *conn) authTimeout() {
+	if c.authed.Load() {
+		return
+	}
+	c.n.mu.Lock()
+	defer c.n.mu.Unlock()
+	if c.gone {
+		return
+	}
+	msg := "not authenticated within " + c.n.cfg.Limits.AuthTimeout.String() + "; closing this connection"
+	c.n.log.Debug("connection closed", "remote", c.remote, "why", msg)
+	c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', msg) })
+	c.flushAndClose()
+	c.nc.SetReadDeadline(time.Now())
+}
+
+// maxRefusals is how many requests a connection that has not
+// authenticated may have refused before it is closed: its answers must
+// not let a stranger fill the node's buffers.
+const maxRefusals = 16
+
 // connLimit is the answer to a connection over --max-conns or
 // --max-conns-per-ip, "" when it may stay.
-func (n *Node) connLimitLocked(ip string) string {
+func (n *Node) connLimitLocked(ip string, evicted bool) string {
 	lim := &n.cfg.Limits
-	if len(n.conns) >= lim.MaxConns {
+	if !evicted && len(n.conns)-n.evicting >= lim.MaxConns {
 		return "too many connections (" + strconv.Itoa(lim.MaxConns) + ", lockd --max-conns); retry later"
 	}
 	if lim.MaxConnsPerIP > 0 && n.perIP[ip] >= lim.MaxConnsPerIP {

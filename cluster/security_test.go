@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/proto/auth"
 )
 
@@ -90,6 +92,16 @@ func TestSecretRequired(t *testing.T) {
 	w.expect(`I client ok client`)
 	w.send("A k 30 0")
 	w.expect(`A k \d+`)
+	// A stranger that keeps sending is cut off: its refusals must not
+	// fill the node's buffers.
+	x := dialWire(t, addr)
+	for range maxRefusals - 1 {
+		x.send("Q k")
+		x.expect(`E k Q: authenticate first: .*`)
+	}
+	x.send("Q k")
+	x.expect(`E k Q: authenticate first: .*`)
+	x.expect(`E - \?: too many requests before authenticating; closing this connection`)
 	// A client is not an admin here, nor a peer.
 	w.send("H -")
 	w.expect(`E - H: this needs the admin role: .*`)
@@ -112,7 +124,7 @@ func TestChallengeResponseOnANode(t *testing.T) {
 	}
 	defer nc.Close()
 	r := bufio.NewReader(nc)
-	role, err := auth.Authenticate(nc, r, auth.Client, clientSecret, false)
+	role, err := auth.Authenticate(nc, r, auth.Client, clientSecret, addr, false)
 	if err != nil || role != auth.Admin {
 		t.Fatalf("role %s, err %v; want admin (no separate admin secret)", role, err)
 	}
@@ -128,7 +140,7 @@ func TestChallengeResponseOnANode(t *testing.T) {
 	}
 	defer nc2.Close()
 	r2 := bufio.NewReader(nc2)
-	if _, err := auth.Authenticate(nc2, r2, auth.Client, []byte("wrong-secret-0123456789"), false); err == nil {
+	if _, err := auth.Authenticate(nc2, r2, auth.Client, []byte("wrong-secret-0123456789"), addr, false); err == nil {
 		t.Fatal("a wrong secret was accepted")
 	}
 	nc2.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -176,7 +188,7 @@ func TestHandoffWithLostConfirmationIsSettled(t *testing.T) {
 	// b says it took the role, and a follows it.
 	h.expect(`H - ok ` + addrs[1])
 	if !b.roleIs(Active) || a.roleIs(Active) {
-		t.Fatalf("after the handoff: a %s, b %s", a.role, b.role)
+		t.Fatalf("after the handoff: a active %v, b active %v", a.roleIs(Active), b.roleIs(Active))
 	}
 	c := dialWire(t, addrs[1])
 	c.send("R k " + tok)
@@ -202,7 +214,7 @@ func TestHandoffNotTakenIsCancelled(t *testing.T) {
 	fake.nc.Close()
 	h.expect(`E - H: handoff to ` + quoteRE(addrs[1]) + ` failed: the successor's stream closed; ` + quoteRE(addrs[1]) + ` did not take the role; ` + quoteRE(addrs[0]) + ` is still active`)
 	if !a.roleIs(Active) || b.roleIs(Active) {
-		t.Fatalf("after the cancelled handoff: a %s, b %s", a.role, b.role)
+		t.Fatalf("after the cancelled handoff: a active %v, b active %v", a.roleIs(Active), b.roleIs(Active))
 	}
 	h.send("A k 30 0")
 	h.expect(`A k \d+`)
@@ -217,7 +229,7 @@ func TestSnapshotUnderChurn(t *testing.T) {
 	addrs := freeAddrs(t, 2)
 	a := startNode(t, addrs[0], addrs)
 	waitFor(t, "a active", func() bool { return a.roleIs(Active) })
-	const held = 3 * snapshotSlice
+	const held = 3 * core.SnapshotSlice
 	w := dialWire(t, addrs[0])
 	var batch []string
 	for i := range held {
@@ -262,11 +274,11 @@ func TestSnapshotUnderChurn(t *testing.T) {
 	// Compare once b has applied everything a streamed.
 	waitFor(t, "b caught up", func() bool {
 		a.mu.Lock()
-		seq := a.seq
+		seq := a.core.Seq()
 		a.mu.Unlock()
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.seq == seq
+		return b.core.Seq() == seq
 	})
 	sa, sb := holders(a), holders(b)
 	if !slices.Equal(sa, sb) {
@@ -278,7 +290,7 @@ func holders(tn *testNode) []string {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	var out []string
-	for _, h := range tn.eng.Snapshot(tn.now()).Holders {
+	for _, h := range tn.core.Engine().Snapshot(tn.now()).Holders {
 		out = append(out, h.Key+"="+strconv.FormatUint(h.Token, 10))
 	}
 	return out
@@ -307,7 +319,7 @@ func TestKeysListingAcrossSlices(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	startNode(t, addr, nil)
 	w := dialWire(t, addr)
-	const n = 2*keysSlice + 100
+	const n = 8*keysSlice + 100 // k00001 to k08292, across many slices
 	var batch []string
 	for i := range n {
 		batch = append(batch, fmt.Sprintf("A k%05d 300 0", n-i))
@@ -330,4 +342,56 @@ func TestKeysListingAcrossSlices(t *testing.T) {
 	if m[1] != "100" || len(strings.Fields(m[2])) != 100 {
 		t.Fatalf("prefix listing: %s keys, %d listed", m[1], len(strings.Fields(m[2])))
 	}
+}
+
+// Strangers that fill --max-conns do not lock out a client that proves
+// the secret (nor a peer): at the limit, the oldest connection that has
+// not authenticated makes room.
+func TestFloodOfStrangersDoesNotLockOutClients(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNodeWith(t, addr, nil, func(c *Config) {
+		withSecrets(false)(c)
+		c.Limits = Limits{MaxConns: 10}
+	})
+	for range 30 {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+	}
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := bufio.NewReader(nc)
+	if _, err := auth.Authenticate(nc, r, auth.Client, clientSecret, addr, true); err != nil {
+		t.Fatalf("an authenticating client among strangers: %v", err)
+	}
+}
+
+// --line-timeout bounds one line, not a connection that keeps finishing
+// lines while its writes never end on a line break (a pipelining client).
+func TestLineTimeoutBoundsOneLine(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNodeWith(t, addr, nil, func(c *Config) { c.Limits = Limits{LineTimeout: 200 * time.Millisecond} })
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	go io.Copy(io.Discard, nc)
+	nc.Write([]byte("S"))
+	deadline := time.Now().Add(700 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		// Each write finishes the line begun before and begins another.
+		if _, err := nc.Write([]byte(" -\nS")); err != nil {
+			t.Fatalf("the node closed a connection that keeps finishing its lines: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w := dialWire(t, addr)
+	w.send("S -")
+	w.expect(`S - self=.*`)
 }

@@ -394,9 +394,13 @@
 // replication position, FLAGS - or a comma list of sticky (gave the role
 // up by command), synced (has applied a snapshot), fresh (active that
 // started empty and has fed no standby yet: it gives way to an active that
-// holds the cluster's state) and pinned:MS (active by a handoff asked for by
-// command, MS milliseconds ago). Words after FLAGS
-// are tolerated, for later versions. The answer echoes FROM, then gives
+// holds the cluster's state), pinned:MS (active by a handoff asked for by
+// command, MS milliseconds ago), top:TOKEN (the newest token of the node's
+// lock state, granted there or replicated) and, on an active, base:TOKEN
+// (what top was when it became active: two actives that meet compare them
+// to tell whose state is newer, see package cluster/core). Words after
+// FLAGS are tolerated, for later versions, and so are flags a node does not
+// know. The answer echoes FROM, then gives
 // the answering node's own address (SELF), role, token, seq, the active it
 // knows of (ACTIVE, - when none) and its flags.
 //

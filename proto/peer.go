@@ -23,6 +23,8 @@ const (
 	flagSynced = "synced"
 	flagFresh  = "fresh"
 	flagPinned = "pinned" // pinned:MS in a heartbeat; the last word of a pinned H record
+	flagBase   = "base"   // base:TOKEN in an active's heartbeat
+	flagTop    = "top"    // top:TOKEN in a heartbeat
 	wordSynced = "synced" // the first field of the Y record
 )
 
@@ -39,6 +41,13 @@ type BeatFlags struct {
 	// duration rather than a time because the peers' clocks differ; it
 	// travels in whole milliseconds.
 	PinnedAge time.Duration
+	// Base, on an active, is the newest token of the state it began
+	// serving from (base:TOKEN on the wire): two actives that meet compare
+	// it with each other's newest token to tell which state is newer.
+	Base uint64
+	// Top is the newest token of the node's lock state: granted there, or
+	// applied from replication (top:TOKEN).
+	Top uint64
 }
 
 // Beat is a heartbeat P, request or answer.
@@ -92,7 +101,7 @@ func AppendBeatAnswer(b []byte, bt Beat) []byte {
 }
 
 // appendFlags writes f as "-" or a comma list, always in the order
-// sticky, synced, fresh, pinned:MS.
+// sticky, synced, fresh, pinned:MS, base:TOKEN, top:TOKEN.
 func appendFlags(b []byte, f BeatFlags) []byte {
 	start := len(b)
 	flag := func(name string) {
@@ -115,6 +124,16 @@ func appendFlags(b []byte, f BeatFlags) []byte {
 		b = append(b, ':')
 		// A clock stepping back cannot make the role pinned in the future.
 		b = strconv.AppendInt(b, max(int64(f.PinnedAge/time.Millisecond), 0), 10)
+	}
+	if f.Base != 0 {
+		flag(flagBase)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, f.Base, 10)
+	}
+	if f.Top != 0 {
+		flag(flagTop)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, f.Top, 10)
 	}
 	if len(b) == start {
 		b = append(b, WordNone...)
@@ -151,6 +170,16 @@ func parseFlags(s string) (BeatFlags, string) {
 				return BeatFlags{}, fmt.Sprintf("%q: the MS of pinned:MS %s", clipString(s), msg)
 			}
 			f.Pinned, f.PinnedAge = true, time.Duration(ms)*time.Millisecond
+		case name == flagBase || name == flagTop:
+			tok, msg := parseToken([]byte(arg))
+			if !hasArg || msg != "" {
+				return BeatFlags{}, fmt.Sprintf("%q: %s wants a token, %s:TOKEN", clipString(s), name, name)
+			}
+			if name == flagBase {
+				f.Base = tok
+			} else {
+				f.Top = tok
+			}
 		case hasArg:
 			// Only pinned takes an argument; a later version may give
 			// one to another flag, which this version does not know.

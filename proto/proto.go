@@ -223,8 +223,8 @@ func Parse(line []byte) (Request, error) {
 		}
 		req.Args = stringsOf(args)
 	case OpAuth:
-		if len(args) != 1 && len(args) != 2 {
-			return fail("want I ROLE SECRET, I ROLE hello NONCE or I ROLE proof PROOF")
+		if len(args) < 1 || len(args) > 3 {
+			return fail("want I ROLE SECRET, I ROLE hello NONCE [ADDR] or I ROLE proof PROOF")
 		}
 		for _, a := range args {
 			if hasControl(a) {

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -17,6 +18,8 @@ var testSecrets = Secrets{
 
 // server answers I requests read from conn with Step, the way a node does,
 // until conn closes or a step fails.
+const testSelf = "10.0.0.1:7070"
+
 func server(t *testing.T, conn net.Conn, s Secrets, open Role, granted chan<- Role) {
 	t.Helper()
 	defer conn.Close()
@@ -30,7 +33,7 @@ func server(t *testing.T, conn net.Conn, s Secrets, open Role, granted chan<- Ro
 			return
 		}
 		w := strings.Fields(line)
-		reply, now, err := h.Step(s, open, have, w[1], w[2:])
+		reply, now, err := h.Step(s, open, have, testSelf, w[1], w[2:])
 		if err != nil {
 			io.WriteString(conn, "E "+w[1]+" I: "+err.Error()+"\n")
 			granted <- have
@@ -46,7 +49,7 @@ func handshake(t *testing.T, s Secrets, open, role Role, secret []byte, strict b
 	a, b := net.Pipe()
 	got := make(chan Role, 1)
 	go server(t, b, s, open, got)
-	r, err := Authenticate(a, bufio.NewReader(a), role, secret, strict)
+	r, err := Authenticate(a, bufio.NewReader(a), role, secret, testSelf, strict)
 	a.Close()
 	return r, <-got, err
 }
@@ -122,22 +125,22 @@ func TestServerMustProveTheSecret(t *testing.T) {
 		// Accept whatever proof, and prove with the wrong secret.
 		io.WriteString(b, "I client ok client "+strings.Repeat("ab", 32)+"\n")
 	}()
-	if _, err := Authenticate(a, bufio.NewReader(a), Client, testSecrets.Client, false); !errors.Is(err, ErrBadProof) {
+	if _, err := Authenticate(a, bufio.NewReader(a), Client, testSecrets.Client, testSelf, false); !errors.Is(err, ErrBadProof) {
 		t.Fatalf("err = %v, want ErrBadProof", err)
 	}
 }
 
 func TestPlainForm(t *testing.T) {
 	var h Handshake
-	reply, r, err := h.Step(testSecrets, None, None, "client", []string{string(testSecrets.Client)})
+	reply, r, err := h.Step(testSecrets, None, None, testSelf, "client", []string{string(testSecrets.Client)})
 	if err != nil || r != Client || strings.Join(reply, " ") != "ok client" {
 		t.Fatalf("plain client: %v %s %v", reply, r, err)
 	}
-	if _, r, err := h.Step(testSecrets, None, None, "admin", []string{string(testSecrets.Client)}); err == nil || r != None {
+	if _, r, err := h.Step(testSecrets, None, None, testSelf, "admin", []string{string(testSecrets.Client)}); err == nil || r != None {
 		t.Fatalf("plain admin with the client secret: %s %v", r, err)
 	}
 	// Admin falls back to nothing here: a node maps it in newGate.
-	if _, _, err := h.Step(testSecrets, None, None, "root", []string{"x"}); err == nil || !strings.Contains(err.Error(), "want client, admin or peer") {
+	if _, _, err := h.Step(testSecrets, None, None, testSelf, "root", []string{"x"}); err == nil || !strings.Contains(err.Error(), "want I client, I admin or I peer") {
 		t.Fatalf("unknown role: %v", err)
 	}
 }
@@ -150,19 +153,19 @@ func TestStepRefusesMalformedHandshakes(t *testing.T) {
 		{"proof", strings.Repeat("0", 64)}, // no challenge before
 		{"what", "ever"},
 	} {
-		if _, r, err := h.Step(testSecrets, None, None, "client", args); err == nil || r != None {
+		if _, r, err := h.Step(testSecrets, None, None, testSelf, "client", args); err == nil || r != None {
 			t.Errorf("%v: granted %s, err %v", args, r, err)
 		}
 	}
 	// A challenge is for one proof only.
-	reply, _, err := h.Step(testSecrets, None, None, "client", []string{"hello", NewNonce()})
+	reply, _, err := h.Step(testSecrets, None, None, testSelf, "client", []string{"hello", NewNonce()})
 	if err != nil || reply[0] != WordChallenge {
 		t.Fatal(reply, err)
 	}
-	if _, _, err := h.Step(testSecrets, None, None, "client", []string{"proof", strings.Repeat("0", 64)}); err == nil {
+	if _, _, err := h.Step(testSecrets, None, None, testSelf, "client", []string{"proof", strings.Repeat("0", 64)}); err == nil {
 		t.Fatal("a wrong proof was accepted")
 	}
-	if _, _, err := h.Step(testSecrets, None, None, "client", []string{"proof", strings.Repeat("0", 64)}); err == nil || !strings.Contains(err.Error(), "without a challenge") {
+	if _, _, err := h.Step(testSecrets, None, None, testSelf, "client", []string{"proof", strings.Repeat("0", 64)}); err == nil || !strings.Contains(err.Error(), "without a challenge") {
 		t.Fatalf("second proof on one challenge: %v", err)
 	}
 }
@@ -199,7 +202,7 @@ func FuzzStep(f *testing.F) {
 			args = append(args, a2)
 		}
 		var h Handshake
-		_, got, err := h.Step(testSecrets, None, None, role, args)
+		_, got, err := h.Step(testSecrets, None, None, testSelf, role, args)
 		if err == nil && got > None {
 			// Only the plain form with a real secret grants at once.
 			if len(args) != 1 || matchPlain(testSecrets, got, []byte(a1)) == None {
@@ -207,9 +210,44 @@ func FuzzStep(f *testing.F) {
 			}
 		}
 		// A proof right after cannot succeed without the secret.
-		_, got, err = h.Step(testSecrets, None, None, role, []string{WordProof, strings.Repeat("0", 64)})
+		_, got, err = h.Step(testSecrets, None, None, testSelf, role, []string{WordProof, strings.Repeat("0", 64)})
 		if err == nil && got > None {
 			t.Fatalf("granted %s to a zero proof", got)
 		}
 	})
+}
+
+// A proof meant for one node cannot be relayed to another: a stranger
+// that listens on a dead peer's address and passes the dialling node's
+// handshake on to a live node gets nothing.
+func TestProofsAreBoundToTheirTarget(t *testing.T) {
+	// The dialler means node C; the relay hands its hello to node B.
+	var b Handshake
+	if _, _, err := b.Step(testSecrets, None, None, "10.0.0.2:7070", "peer", []string{WordHello, NewNonce(), "10.0.0.3:7070"}); err == nil || !strings.Contains(err.Error(), "this node is 10.0.0.2:7070") {
+		t.Fatalf("a peer hello naming another node: %v", err)
+	}
+	// Rewriting TARGET to B's address makes the dialler's proof wrong.
+	cnonce := NewNonce()
+	reply, _, err := b.Step(testSecrets, None, None, "10.0.0.2:7070", "peer", []string{WordHello, cnonce, "10.0.0.2:7070"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayed := hex.EncodeToString(proof(testSecrets.Peer, "client", Peer, "10.0.0.3:7070", reply[1], cnonce))
+	if _, r, err := b.Step(testSecrets, None, None, "10.0.0.2:7070", "peer", []string{WordProof, relayed}); err == nil || r != None {
+		t.Fatalf("a proof made for another node was accepted: %s %v", r, err)
+	}
+	// A peer hello must name its target.
+	if _, _, err := b.Step(testSecrets, None, None, "10.0.0.2:7070", "peer", []string{WordHello, NewNonce()}); err == nil {
+		t.Fatal("a peer hello naming no node was accepted")
+	}
+}
+
+// A key that is no role is never repeated: it may be a secret typed in
+// the wrong place ("I SECRET").
+func TestUnknownRoleIsNotEchoed(t *testing.T) {
+	var h Handshake
+	_, _, err := h.Step(testSecrets, None, None, testSelf, string(testSecrets.Client), nil)
+	if err == nil || strings.Contains(err.Error(), string(testSecrets.Client)) {
+		t.Fatalf("err = %v", err)
+	}
 }

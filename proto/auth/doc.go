@@ -16,13 +16,17 @@
 // loopback, or by challenge and response, which never puts the secret on
 // the wire and proves the server knows it too:
 //
-//	I ROLE SECRET             ->  I ROLE ok GRANTED
-//	I ROLE hello CNONCE       ->  I ROLE challenge SNONCE
-//	I ROLE proof CPROOF       ->  I ROLE ok GRANTED SPROOF
+//	I ROLE SECRET                ->  I ROLE ok GRANTED
+//	I ROLE hello CNONCE TARGET   ->  I ROLE challenge SNONCE
+//	I ROLE proof CPROOF          ->  I ROLE ok GRANTED SPROOF
 //
-// CNONCE and SNONCE are 16 random bytes in lower-case hex, CPROOF and
-// SPROOF are HMAC-SHA256 in lower-case hex, keyed with the secret, over
-// "lockd-v1 client|ROLE|SNONCE|CNONCE" and "lockd-v1 server|ROLE|CNONCE|SNONCE".
+// CNONCE and SNONCE are 16 random bytes in lower-case hex, TARGET the
+// address the client dialled, CPROOF and SPROOF HMAC-SHA256 in lower-case
+// hex, keyed with the secret, over "lockd-v1 client|ROLE|TARGET|SNONCE|CNONCE"
+// and "lockd-v1 server|ROLE|TARGET|CNONCE|SNONCE". The proofs are bound to
+// TARGET, and a node accepts a peer's hello only when TARGET is its own
+// address as --peers writes it: a stranger that listens on a dead peer's
+// address cannot relay one node's handshake to another.
 // A secret proves its own role and every role below it; GRANTED is the
 // role of the secret that matched. A node on which ROLE needs no proof
 // answers "I ROLE ok GRANTED" at once, to either form.

@@ -30,22 +30,27 @@ type Handshake struct {
 	asked  Role
 	cnonce string
 	snonce string
+	target string
 }
 
 // Step serves one I request: asked is its key (the role asked for), args
-// the words after it. It returns the answer's words after the key, and
-// the role the connection holds from now on, which is have when nothing
-// new was proven. open is the role this node grants without proof. An
-// error means the connection is refused: answer it E and close.
-func (h *Handshake) Step(s Secrets, open, have Role, askedWord string, args []string) (reply []string, now Role, err error) {
+// the words after it. self is this node's address as its peers write it.
+// It returns the answer's words after the key, and the role the
+// connection holds from now on, which is have when nothing new was
+// proven. open is the role this node grants without proof. An error means
+// the connection is refused: answer it E and close. Its words never
+// repeat what the client sent, which may be a secret.
+func (h *Handshake) Step(s Secrets, open, have Role, self, askedWord string, args []string) (reply []string, now Role, err error) {
 	asked, ok := ParseRole(askedWord)
 	if !ok {
-		return nil, have, fmt.Errorf("role %q: want client, admin or peer", clip(askedWord))
+		return nil, have, errors.New("unknown role: want I client, I admin or I peer")
 	}
-	if asked <= max(open, have) {
-		// Nothing to prove: say so at once, whatever the form.
+	if asked <= max(open, have) && (len(args) == 1 || !anySecret(s, asked)) {
+		// Nothing to prove: say so at once. (A challenge is still run
+		// when this node has a secret, so that a client that holds the
+		// role already, by certificate, learns the node knows it too.)
 		*h = Handshake{}
-		return []string{WordOK, max(open, have, asked).String()}, max(open, have, asked), nil
+		return []string{WordOK, max(open, have).String()}, max(open, have), nil
 	}
 	switch {
 	case len(args) == 1:
@@ -56,7 +61,7 @@ func (h *Handshake) Step(s Secrets, open, have Role, askedWord string, args []st
 			return nil, have, fmt.Errorf("wrong secret for role %s", asked)
 		}
 		return []string{WordOK, r.String()}, max(have, r), nil
-	case len(args) == 2 && args[0] == WordHello:
+	case (len(args) == 2 || len(args) == 3) && args[0] == WordHello:
 		if !validNonce(args[1]) {
 			*h = Handshake{}
 			return nil, have, errors.New("hello wants a nonce of 32 lower-case hex digits")
@@ -65,7 +70,18 @@ func (h *Handshake) Step(s Secrets, open, have Role, askedWord string, args []st
 			*h = Handshake{}
 			return nil, have, fmt.Errorf("this node has no secret for role %s", asked)
 		}
-		*h = Handshake{asked: asked, cnonce: args[1], snonce: NewNonce()}
+		target := ""
+		if len(args) == 3 {
+			target = args[2]
+		}
+		if asked == Peer && target != self {
+			// A proof is bound to the node it was meant for: a stranger
+			// listening on a dead peer's address must not relay one
+			// node's handshake to another.
+			*h = Handshake{}
+			return nil, have, errors.New("a peer must name the node it dials, and this node is " + self)
+		}
+		*h = Handshake{asked: asked, cnonce: args[1], snonce: NewNonce(), target: target}
 		return []string{WordChallenge, h.snonce}, have, nil
 	case len(args) == 2 && args[0] == WordProof:
 		st := *h
@@ -79,9 +95,9 @@ func (h *Handshake) Step(s Secrets, open, have Role, askedWord string, args []st
 		}
 		for r := Peer; r >= asked; r-- {
 			sec := s.of(r)
-			if sec != nil && hmac.Equal(got, proof(sec, "client", asked, st.snonce, st.cnonce)) {
-				sp := hex.EncodeToString(proof(sec, "server", asked, st.cnonce, st.snonce))
-				return []string{WordOK, r.String(), sp}, max(have, r), nil
+			if sec != nil && hmac.Equal(got, proof(sec, "client", asked, st.target, st.snonce, st.cnonce)) {
+				sp := hex.EncodeToString(proof(sec, "server", asked, st.target, st.cnonce, st.snonce))
+				return []string{WordOK, max(have, r).String(), sp}, max(have, r), nil
 			}
 		}
 		return nil, have, fmt.Errorf("wrong secret for role %s", asked)
@@ -117,10 +133,10 @@ func anySecret(s Secrets, asked Role) bool {
 	return false
 }
 
-// proof is HMAC-SHA256(secret, "lockd-v1 SIDE|ROLE|A|B").
-func proof(secret []byte, side string, role Role, a, b string) []byte {
+// proof is HMAC-SHA256(secret, "lockd-v1 SIDE|ROLE|TARGET|A|B").
+func proof(secret []byte, side string, role Role, target, a, b string) []byte {
 	m := hmac.New(sha256.New, secret)
-	io.WriteString(m, "lockd-v1 "+side+"|"+role.String()+"|"+a+"|"+b)
+	io.WriteString(m, "lockd-v1 "+side+"|"+role.String()+"|"+target+"|"+a+"|"+b)
 	return m.Sum(nil)
 }
 
@@ -156,16 +172,25 @@ var ErrOpen = errors.New("the node asked for no proof and gave none of its own: 
 
 // Authenticate proves role with secret on a connection that has sent
 // nothing yet, by challenge and response, and checks that the node knows
-// the secret too. It returns the role granted. r must read from the same
+// the secret too. target is the address dialled (for a peer, as --peers
+// writes it): the proofs are bound to it, so they cannot be relayed to
+// another node. It returns the role granted. r must read from the same
 // connection as w and is left at the start of the next answer.
 //
 // A node on which the role needs no proof grants it at once; with strict
 // set that is refused with ErrOpen, since such a node has not proven it
 // knows the secret (peers use strict: a node that cannot prove it is a
 // peer must not be followed).
-func Authenticate(w io.Writer, r *bufio.Reader, role Role, secret []byte, strict bool) (Role, error) {
+func Authenticate(w io.Writer, r *bufio.Reader, role Role, secret []byte, target string, strict bool) (Role, error) {
 	cnonce := NewNonce()
-	if _, err := io.WriteString(w, "I "+role.String()+" "+WordHello+" "+cnonce+"\n"); err != nil {
+	if err := checkTarget(target); err != nil {
+		return None, err
+	}
+	hello := "I " + role.String() + " " + WordHello + " " + cnonce
+	if target != "" {
+		hello += " " + target
+	}
+	if _, err := io.WriteString(w, hello+"\n"); err != nil {
 		return None, err
 	}
 	f, err := readAnswer(r, role)
@@ -183,7 +208,7 @@ func Authenticate(w io.Writer, r *bufio.Reader, role Role, secret []byte, strict
 		return None, fmt.Errorf("unexpected answer to I %s hello: %q", role, strings.Join(f, " "))
 	}
 	snonce := f[1]
-	cp := hex.EncodeToString(proof(secret, "client", role, snonce, cnonce))
+	cp := hex.EncodeToString(proof(secret, "client", role, target, snonce, cnonce))
 	if _, err := io.WriteString(w, "I "+role.String()+" "+WordProof+" "+cp+"\n"); err != nil {
 		return None, err
 	}
@@ -199,10 +224,20 @@ func Authenticate(w io.Writer, r *bufio.Reader, role Role, secret []byte, strict
 		return None, fmt.Errorf("the node granted %q for role %s", f[1], role)
 	}
 	sp, err := hex.DecodeString(f[2])
-	if err != nil || !hmac.Equal(sp, proof(secret, "server", role, cnonce, snonce)) {
+	if err != nil || !hmac.Equal(sp, proof(secret, "server", role, target, cnonce, snonce)) {
 		return None, ErrBadProof
 	}
 	return granted, nil
+}
+
+// checkTarget refuses an address that is not one word of the grammar.
+func checkTarget(t string) error {
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] == 0x7f {
+			return fmt.Errorf("address %q has a space or control character", clip(t))
+		}
+	}
+	return nil
 }
 
 // RefusedError is an E answer to I: the node refused the secret.

@@ -370,7 +370,7 @@ func secure(ctx context.Context, nc net.Conn, addr string, opts *Options) (net.C
 		if role == auth.None {
 			role = auth.Client
 		}
-		if _, err := auth.Authenticate(nc, r, role, opts.Secret, false); err != nil {
+		if _, err := auth.Authenticate(nc, r, role, opts.Secret, addr, true); err != nil {
 			nc.Close()
 			if isTimeout(err) {
 				return nil, nil, fmt.Errorf("%w: %s took the connection but did not answer the authentication within %s", ErrNoAnswer, addr, opts.DialTimeout)

@@ -1,0 +1,482 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
+)
+
+// Role is what a node does in the cluster.
+type Role string
+
+const (
+	// Joining: just started, still learning who is active.
+	Joining Role = "joining"
+	// Standby: follows the active's replication stream and redirects
+	// clients to it.
+	Standby Role = "standby"
+	// Active: serves lock requests and streams its changes to standbys.
+	Active Role = "active"
+	// HandingOff: was active, has told its successor to take over and
+	// holds new lock requests until the handoff is settled.
+	HandingOff Role = "handoff"
+)
+
+// ConnID names a connection the shell accepted: a client, a peer's
+// heartbeat link, or a standby's replication stream.
+type ConnID uint64
+
+// Defaults of Config.
+const (
+	DefaultHeartbeat      = 100 * time.Millisecond
+	DefaultFailureTimeout = time.Second
+	// DefaultHandoffTimeout bounds how long an active waits for its
+	// successor to confirm a handoff before it asks whether it was taken.
+	DefaultHandoffTimeout = 3 * time.Second
+)
+
+// Bounds of what one connection, or the node, holds for clients.
+const (
+	// MaxConnWaiters bounds the waiting acquires of one connection.
+	MaxConnWaiters = 100_000
+	// maxParked bounds the lock requests held back during a handoff;
+	// later ones are redirected to the successor at once.
+	maxParked = 100_000
+	// SnapshotSlice is how many keys one SnapshotSlice call scans: about
+	// a tenth of a millisecond of work under the shell's mutex.
+	SnapshotSlice = 4096
+)
+
+// Config describes one node.
+type Config struct {
+	Self           string   // this node as written in Peers
+	Peers          []string // every node in priority order, Self included; empty for a single node
+	Heartbeat      time.Duration
+	FailureTimeout time.Duration
+	HandoffTimeout time.Duration
+	Engine         engine.Config // lock limits; Node is set from Self's place in Peers
+	Logger         *slog.Logger
+}
+
+// Out receives the core's actions, synchronously and in the order they
+// happen. The shell carries them out over sockets; the simulator over
+// its simulated network. A method of Out must not call back into the core.
+type Out interface {
+	// Send queues b, one or more whole lines, for connection c: answers
+	// to a client, or records of a replication stream. It reports false
+	// when c is gone, so that a grant nobody will read is released.
+	Send(c ConnID, b []byte) bool
+	// Close closes c once what was sent to it has been written.
+	Close(c ConnID)
+	// Beat sends heartbeat b on the link this node keeps to peer, if it
+	// is up. Its answer comes back as HeardBeat; a link that fails is
+	// reported with PeerDown.
+	Beat(peer string, b []byte)
+	// Follow keeps a replication stream from target open, re-opening it
+	// after a failure, or closes it when target is "". The shell reports
+	// on it with StreamOpened, StreamRecord and StreamEnded.
+	Follow(target string)
+	// StreamReply writes b on the open replication stream from target.
+	StreamReply(target string, b []byte)
+	// Ask sends request b to peer on a connection of its own and reports
+	// the answer, or why there is none (no answer within timeout, or
+	// ErrRefused when nothing listens there), with Answered(id, ...).
+	Ask(id uint64, peer string, b []byte, timeout time.Duration)
+	// Stopped says that a shutdown begun with Shutdown may complete: the
+	// handoff is done, failed, or there was none to do.
+	Stopped()
+}
+
+// Core is one node's cluster logic: its role, what it knows of its peers,
+// the replication streams it feeds and the one it follows, handoffs, and
+// the lock engine it drives. It is not safe for concurrent use: the shell
+// serialises every call. It starts no goroutine, reads no clock and does
+// no I/O; time comes in as an argument of every event.
+type Core struct {
+	cfg     Config
+	self    string
+	selfIdx int
+	log     *slog.Logger
+	out     Out
+	start   time.Time
+
+	eng *engine.Engine
+	evs []engine.Event
+	buf []byte // scratch for answers
+
+	role      Role
+	active    string    // the active's address; "" when unknown
+	sticky    bool      // gave the role up by command: no take-back by priority
+	pinnedAt  time.Time // got the role by command then (zero: not pinned)
+	synced    bool      // has completed a sync, or been active, since start
+	fresh     bool      // active that started empty: never synced, no standby fed yet
+	seq       uint64    // state changes applied
+	activeSeq uint64    // the active's position, as last heard (for lag)
+	leaving   bool      // shutting down: hand off, then stop; take no role
+	stopped   bool      // Stopped was called
+
+	peers []*peer // every other node, in priority order
+	conns map[ConnID]*conn
+
+	streams []*conn // the replication streams this node feeds, in subscribe order
+	follow  *follower
+
+	hint      string    // where the last active said the role went
+	hintUntil time.Time // trust hint until then
+	takeback  uint64    // the Ask id of a take-back in flight, 0 when none
+	lastTake  time.Time
+
+	handoff *handoff
+	parked  []parkedReq
+	// The handoff this node took last (the giver and the H record's
+	// token), and the handoffs it was told were cancelled (giver: token),
+	// for answering C and ignoring a late H record.
+	takenFrom  string
+	takenToken uint64
+	cancelled  map[string]uint64
+
+	// top is the newest token of this node's lock state (granted here or
+	// applied from replication), base what top was when it last became
+	// active: two actives that meet compare them (see supervise).
+	top  uint64
+	base uint64
+	// lastTick is when Tick last ran. An event that finds it older than
+	// the failure timeout means this process did not run for that long
+	// (stopped, a VM paused): an active then pauses (pausedSince) until it
+	// has heard its peers again, since another may have taken over.
+	lastTick    time.Time
+	pausedSince time.Time
+	pauseHeard  int // heartbeat answers heard since the pause began
+	// waiting is a handoff asked for while no standby was caught up but
+	// one was syncing: it starts when one is, or fails at its deadline.
+	waiting *waitingHandoff
+
+	nextBeat   time.Time // when heartbeats and the supervisor are due
+	nextAsk    uint64
+	skewLogged time.Time // the last "token ignored" log line
+
+	// Bugs planted by the simulator's own test, to show it finds them.
+	testNoSucceed bool // promotion keeps the old token epoch
+	testNoDemote  bool // a lower-priority active stays after a heal
+	testGuess     bool // an unconfirmed handoff is aborted on a guess, not settled by asking
+	testNoWait    bool // a standby promotes while the stream from its active is still open
+}
+
+// New checks cfg and returns the core of a node started at now, in role
+// Joining (Active at once when it has no peers). Every output goes to out.
+func New(cfg Config, out Out, now time.Time) (*Core, error) {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.FailureTimeout <= 0 {
+		cfg.FailureTimeout = DefaultFailureTimeout
+	}
+	if cfg.HandoffTimeout <= 0 {
+		cfg.HandoffTimeout = DefaultHandoffTimeout
+	}
+	if cfg.FailureTimeout < 2*cfg.Heartbeat {
+		return nil, fmt.Errorf("--failure-timeout %s must be at least twice --heartbeat %s, or every late beat looks like a failure", cfg.FailureTimeout, cfg.Heartbeat)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	peers := slices.Clone(cfg.Peers)
+	if len(peers) == 0 {
+		peers = []string{cfg.Self}
+	}
+	c := &Core{
+		cfg:     cfg,
+		self:    cfg.Self,
+		selfIdx: -1,
+		log:     cfg.Logger,
+		out:     out,
+		start:   now,
+		conns:   make(map[ConnID]*conn),
+	}
+	seen := map[string]bool{}
+	for i, p := range peers {
+		if p == "" {
+			return nil, errors.New("--peers has an empty address; write them as HOST:PORT,HOST:PORT")
+		}
+		if seen[p] {
+			return nil, fmt.Errorf("--peers lists %s twice; each node once, in priority order", p)
+		}
+		seen[p] = true
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			return nil, fmt.Errorf("--peers entry %q is not HOST:PORT: %v", p, err)
+		}
+		if p == cfg.Self {
+			c.selfIdx = i
+			continue
+		}
+		c.peers = append(c.peers, &peer{addr: p, idx: i})
+	}
+	if c.selfIdx < 0 {
+		return nil, fmt.Errorf("this node (%s) is not in --peers %s; list it there, or set --advertise to the address --peers uses for it", cfg.Self, strings.Join(peers, ","))
+	}
+	if len(peers) > engine.MaxNodes {
+		return nil, fmt.Errorf("--peers lists %d nodes; a cluster has at most %d", len(peers), engine.MaxNodes)
+	}
+	ec := cfg.Engine
+	ec.Node = c.selfIdx
+	if err := ec.Check(); err != nil {
+		return nil, err
+	}
+	c.eng = engine.New(ec, now)
+	c.role = Joining
+	if len(c.peers) == 0 {
+		c.role = Active
+		c.active = c.self
+		c.synced = true
+	}
+	c.nextBeat = now
+	c.lastTick = now
+	return c, nil
+}
+
+// Self is this node's address as written in --peers.
+func (c *Core) Self() string { return c.self }
+
+// Role is this node's role now.
+func (c *Core) Role() Role { return c.role }
+
+// Active is the address of the active this node knows of, "" when none.
+func (c *Core) Active() string { return c.active }
+
+// Synced reports whether this node holds the cluster's state: it synced
+// from an active, or was active, since it started.
+func (c *Core) Synced() bool { return c.synced }
+
+// Seq is the number of state changes this node has applied.
+func (c *Core) Seq() uint64 { return c.seq }
+
+// HighWater is the highest token this node knows of.
+func (c *Core) HighWater() uint64 { return c.eng.HighWater() }
+
+// Engine is the lock state machine this core drives, for reads (tests,
+// listings). Changing it from outside breaks replication.
+func (c *Core) Engine() *engine.Engine { return c.eng }
+
+// Peers lists the other nodes, in priority order.
+func (c *Core) Peers() []string {
+	out := make([]string, len(c.peers))
+	for i, p := range c.peers {
+		out[i] = p.addr
+	}
+	return out
+}
+
+// NextWake is when the core next needs Tick: heartbeats, lease and wait
+// deadlines, a handoff's timeout.
+func (c *Core) NextWake() time.Time {
+	t := c.nextBeat
+	if w := c.waiting; w != nil && w.until.Before(t) {
+		t = w.until
+	}
+	if c.serving() {
+		if d, ok := c.eng.NextDeadline(); ok && d.Before(t) {
+			t = d
+		}
+	}
+	if h := c.handoff; h != nil && !h.resolving && h.deadline.Before(t) {
+		t = h.deadline
+	}
+	return t
+}
+
+// Tick moves the core's time to now: it fires the lease and wait
+// deadlines due (on the active), and every heartbeat it sends the
+// heartbeats, marks the replication streams and re-evaluates the role.
+func (c *Core) Tick(now time.Time) {
+	c.noteTime(now)
+	c.lastTick = now
+	c.maybeResume(now)
+	if c.serving() {
+		c.advance(now)
+	}
+	c.retryWaitingHandoff(now)
+	if h := c.handoff; h != nil && !h.resolving && !now.Before(h.deadline) {
+		c.handoffUnconfirmed(now, "the successor "+h.to+" did not confirm within "+c.cfg.HandoffTimeout.String())
+	}
+	if now.Before(c.nextBeat) {
+		return
+	}
+	c.nextBeat = now.Add(c.cfg.Heartbeat)
+	if len(c.peers) == 0 {
+		return
+	}
+	beat := proto.AppendBeat(nil, c.beat(now))
+	for _, p := range c.peers {
+		c.out.Beat(p.addr, beat)
+	}
+	c.supervise(now)
+	if h := c.handoff; h != nil && h.resolving && h.askID == 0 {
+		c.askResolve(h)
+	}
+}
+
+// serving reports whether this node grants locks and fires deadlines now.
+// While handing off, the state already went to the successor: a lease
+// expiring here would grant the key a second time, under an older token.
+// While paused after not running, another node may have taken over.
+func (c *Core) serving() bool { return c.role == Active && c.pausedSince.IsZero() }
+
+// noteTime notices that this process did not run for a failure timeout
+// (no Tick since): what it knows of its peers is stale, and another node
+// may have taken over meanwhile. Until it has heard them again (see
+// maybeResume), an active stops granting and a standby does not promote.
+// Every event calls it first.
+func (c *Core) noteTime(now time.Time) {
+	if len(c.peers) == 0 || !c.pausedSince.IsZero() || now.Sub(c.lastTick) < c.cfg.FailureTimeout {
+		return
+	}
+	c.pausedSince, c.pauseHeard = now, 0
+	c.log.Warn("this node did not run for a while: it decides nothing until its peers are heard again", "self", c.self, "stopped_for", now.Sub(c.lastTick).Round(time.Millisecond).String())
+}
+
+// maybeResume ends a pause once this node has fresh news of its peers: a
+// second heartbeat answer since the pause (the first may predate it), or
+// a failure timeout passed (its peers are down: links that broke while it
+// was stopped say nothing of that). supervise has by then demoted this
+// node if another took over.
+func (c *Core) maybeResume(now time.Time) {
+	if c.pausedSince.IsZero() {
+		return
+	}
+	if c.pauseHeard < 2 && now.Sub(c.pausedSince) < c.cfg.FailureTimeout {
+		return
+	}
+	c.pausedSince = time.Time{}
+	c.log.Info("peers heard again after the pause", "self", c.self, "role", string(c.role))
+	if c.role == Active {
+		c.advance(now)
+		c.replayParked(now)
+	}
+	c.supervise(now)
+	c.retryWaitingHandoff(now)
+}
+
+// advance fires the deadlines due at now and routes what they produce:
+// done before reading or moving the state, so it is as of now.
+func (c *Core) advance(now time.Time) {
+	c.evs = c.eng.Advance(now, c.evs[:0])
+	c.route(now, c.evs)
+}
+
+func (c *Core) setRole(r Role, active, reason string) {
+	if c.role == r && c.active == active {
+		return
+	}
+	c.log.Info("role change", "self", c.self, "from", string(c.role), "to", string(r), "active", active, "reason", reason)
+	c.role = r
+	c.active = active
+}
+
+// Shutdown begins a graceful stop: an active node hands its role to a
+// caught-up standby first. Out.Stopped says when the node may close; from
+// now on it takes no role.
+func (c *Core) Shutdown(now time.Time) {
+	c.log.Info("shutting down", "self", c.self, "role", string(c.role))
+	c.leaving = true
+	if w := c.waiting; w != nil {
+		done := w.done
+		w.done = func(to string, err error) { done(to, err); c.stop() }
+		return
+	}
+	if c.role == Active && len(c.peers) > 0 {
+		if err := c.startHandoff(now, "", "shutdown", false, func(string, error) { c.stop() }); err != nil {
+			c.log.Warn("shutting down without handoff", "reason", err.Error())
+			c.stop()
+		}
+		return
+	}
+	if c.role == HandingOff {
+		c.handoff.done = append(c.handoff.done, func(string, error) { c.stop() })
+		return
+	}
+	c.stop()
+}
+
+func (c *Core) stop() {
+	if !c.stopped {
+		c.stopped = true
+		c.out.Stopped()
+	}
+}
+
+// Status is this node's view of itself and of the cluster, as S answers.
+func (c *Core) Status(now time.Time) proto.Status {
+	keys, waiters := c.eng.Stats()
+	st := proto.Status{
+		Self:    c.self,
+		Role:    string(c.role),
+		Active:  c.active,
+		Token:   c.eng.HighWater(),
+		Seq:     c.seq,
+		Uptime:  now.Sub(c.start),
+		Keys:    keys,
+		Waiters: waiters,
+		Sticky:  c.sticky,
+	}
+	head := c.seq
+	if c.role != Active {
+		head = max(c.activeSeq, c.seq)
+	}
+	all := make([]proto.PeerStatus, 0, len(c.peers)+1)
+	selfStatus := proto.PeerStatus{Addr: c.self, Role: string(c.role), Reachable: true, Seq: c.seq, Lag: head - c.seq, Token: c.eng.HighWater()}
+	inserted := false
+	for _, p := range c.peers {
+		if !inserted && p.idx > c.selfIdx {
+			all = append(all, selfStatus)
+			inserted = true
+		}
+		ps := proto.PeerStatus{Addr: p.addr, Role: p.role, Reachable: p.alive(now, c.cfg.FailureTimeout), Seq: p.seq, Token: p.token}
+		if !ps.Reachable {
+			ps.Role = "down"
+		} else if head > p.seq && p.role != string(Active) {
+			ps.Lag = head - p.seq
+		}
+		if ps.Role == "" {
+			ps.Role = "unknown"
+		}
+		all = append(all, ps)
+	}
+	if !inserted {
+		all = append(all, selfStatus)
+	}
+	st.Peers = all
+	return st
+}
+
+// KeysSlice scans at most n keys for a listing, from cursor (start with
+// engine.ScanStart), calling fn with each key; it returns the next
+// cursor (0 when done) and false when this node is not active, so the
+// listing must be answered with a redirect. The shell calls it a slice at
+// a time, letting other requests in between.
+func (c *Core) KeysSlice(now time.Time, cursor, n int, fn func(key string)) (int, bool) {
+	if c.role != Active {
+		return 0, false
+	}
+	c.advance(now)
+	return c.eng.Scan(now, cursor, n, func(h engine.Holder, _ bool) { fn(h.Key) }), true
+}
+
+// RedirectTarget is where a client should go: the active, or while none
+// is known, the node expected to become active.
+func (c *Core) RedirectTarget(now time.Time) string {
+	if c.active != "" {
+		return c.active
+	}
+	if cand := c.candidate(now); cand != "" {
+		return cand
+	}
+	return c.self
+}

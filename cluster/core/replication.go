@@ -1,0 +1,327 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
+)
+
+// stream is a standby's replication stream that this node feeds.
+type stream struct {
+	from    string // the standby's address
+	syncing bool   // its snapshot is still being sent
+	cursor  int    // where the snapshot's scan stands
+	held    int    // locks sent in the snapshot so far
+	started time.Time
+}
+
+// subscribe turns cn into a replication stream for a standby: the
+// snapshot, sent a slice at a time (SnapshotSlice), the synced mark, then
+// every change as it happens. A standby has one stream: a new one from
+// the same node replaces the old.
+func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
+	if c.role != Active {
+		c.send(cn, proto.AppendMoved(c.buf[:0], req.Key, c.RedirectTarget(now)))
+		return
+	}
+	if cn.stream != nil {
+		c.send(cn, proto.AppendError(c.buf[:0], req.Key, proto.OpSync, "this connection is a replication stream already"))
+		return
+	}
+	c.observe(now, req.Token, req.Key)
+	for _, s := range c.streams {
+		if s.stream.from == req.Key {
+			c.out.Close(s.id)
+		}
+	}
+	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool {
+		if s.stream.from == req.Key {
+			s.stream = nil
+			return true
+		}
+		return false
+	})
+	c.advance(now)
+	cn.stream = &stream{from: req.Key, syncing: true, cursor: engine.ScanStart, started: now}
+	c.streams = append(c.streams, cn)
+	c.log.Info("standby subscribed", "standby", req.Key, "remote", cn.remote, "seq", c.seq)
+}
+
+// Syncing reports whether id is a replication stream whose snapshot is
+// not all sent yet: the shell calls SnapshotSlice whenever it has room.
+func (c *Core) Syncing(id ConnID) bool {
+	cn := c.conns[id]
+	return cn != nil && cn.stream != nil && cn.stream.syncing
+}
+
+// SnapshotSlice sends the next slice of the snapshot of stream id: the
+// held locks of SnapshotSlice keys. Changes made between slices go down
+// the same stream as they happen (replicate), so every record of a key
+// reflects its state when written, and the last one the standby reads is
+// the latest: the standby applies them in order and, at the synced mark,
+// holds this node's state (engine.Scan visits every key held for the
+// whole scan at least once). It reports true when the snapshot is
+// complete, or the stream no longer syncs.
+func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
+	cn := c.conns[id]
+	if cn == nil || cn.stream == nil || !cn.stream.syncing {
+		return true
+	}
+	if c.role != Active {
+		// A snapshot is this node's state as an active: a standby that
+		// did not get all of it must subscribe again wherever the role is.
+		c.dropStream(cn)
+		return true
+	}
+	s := cn.stream
+	buf := c.buf[:0]
+	s.cursor = c.eng.Scan(now, s.cursor, SnapshotSlice, func(h engine.Holder, held bool) {
+		if held {
+			buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft})
+			s.held++
+		}
+	})
+	if s.cursor == 0 {
+		buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecSynced, From: s.from, Token: c.eng.HighWater(), Seq: c.seq})
+		s.syncing = false
+		c.fresh = false // a standby now holds this node's state: it is the cluster's
+		c.log.Info("snapshot sent", "standby", s.from, "holders", s.held, "took", now.Sub(s.started).Round(time.Microsecond).String())
+	}
+	if len(buf) > 0 {
+		c.send(cn, buf)
+	} else {
+		c.buf = buf
+	}
+	if !s.syncing {
+		c.retryWaitingHandoff(now)
+	}
+	return !s.syncing
+}
+
+// replicate appends the state change of ev to every standby's stream.
+func (c *Core) replicate(ev engine.Event) {
+	if ev.Kind == engine.TimedOut {
+		return
+	}
+	c.seq++
+	c.top = max(c.top, ev.Token)
+	if len(c.streams) == 0 {
+		return
+	}
+	rec := proto.Record{Kind: proto.RecHeld, Key: ev.Key, Token: ev.Token, Lease: ev.Lease}
+	if ev.Kind == engine.Freed {
+		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token}
+	}
+	b := proto.AppendRecord(c.buf[:0], rec)
+	for _, s := range c.streams {
+		c.out.Send(s.id, b)
+	}
+	c.buf = b[:0]
+}
+
+// markStreams writes a W mark to every stream: the standbys learn the
+// high-water mark and position, and that the active is alive.
+func (c *Core) markStreams() {
+	if len(c.streams) == 0 {
+		return
+	}
+	b := proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecMark, Token: c.eng.HighWater(), Seq: c.seq})
+	for _, s := range c.streams {
+		c.out.Send(s.id, b)
+	}
+	c.buf = b[:0]
+}
+
+// closeStreams ends every replication stream this node feeds, telling
+// each standby where the role went so it follows the new active without
+// waiting to hear it from heartbeats (and without promoting itself in the
+// meantime).
+func (c *Core) closeStreams(to string) {
+	for _, s := range c.streams {
+		s.stream = nil
+		c.out.Send(s.id, proto.AppendMoved(nil, proto.WordNone, to))
+		c.out.Close(s.id)
+	}
+	c.streams = nil
+}
+
+// dropStream ends a stream this node feeds, telling the standby where to
+// go.
+func (c *Core) dropStream(cn *conn) {
+	cn.stream = nil
+	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool { return s == cn })
+	c.out.Send(cn.id, proto.AppendMoved(nil, proto.WordNone, c.active))
+	c.out.Close(cn.id)
+}
+
+// streamClosed forgets a stream whose connection closed.
+func (c *Core) streamClosed(now time.Time, cn *conn) {
+	from := cn.stream.from
+	cn.stream = nil
+	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool { return s == cn })
+	c.log.Info("standby stream closed", "standby", from)
+	if h := c.handoff; h != nil && h.to == from {
+		c.handoffUnconfirmed(now, "the successor's stream closed")
+	}
+}
+
+// follower is the replication stream this standby reads from the active.
+type follower struct {
+	target  string
+	open    bool // the shell has a stream open (StreamOpened)
+	syncing bool
+	// Until the synced mark, the snapshot and the changes made while it
+	// was sent arrive interleaved, each record the state of its key when
+	// written: they build the new state here, by key, and replace the old
+	// one at the mark.
+	staged  map[string]stagedHold
+	top     uint64 // the newest token staged
+	live    bool   // snapshot applied, stream running
+	started time.Time
+}
+
+// stagedHold is a lock received while a stream syncs: its holder and when
+// its lease ends.
+type stagedHold struct {
+	token uint64
+	until time.Time
+}
+
+func (c *Core) ensureFollow(target string) {
+	if c.follow != nil && c.follow.target == target {
+		return
+	}
+	c.follow = &follower{target: target}
+	c.out.Follow(target)
+}
+
+func (c *Core) stopFollow() {
+	if c.follow != nil {
+		c.follow = nil
+		c.out.Follow("")
+	}
+}
+
+// StreamOpened says the shell opened a replication stream from target;
+// it returns the line to send on it first (Y). It returns nil when this
+// node no longer follows target: the shell closes the stream.
+func (c *Core) StreamOpened(now time.Time, target string) []byte {
+	f := c.follow
+	if f == nil || f.target != target {
+		return nil
+	}
+	// A handoff cancelled on the stream before this one is settled.
+	delete(c.cancelled, target)
+	f.open, f.syncing, f.live, f.started, f.top = true, true, false, now, 0
+	f.staged = make(map[string]stagedHold)
+	return proto.AppendSync(nil, c.self, c.eng.HighWater())
+}
+
+// StreamRecord applies one line read on the stream from target. An error
+// ends the stream: the shell closes it and reports StreamEnded.
+func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error {
+	c.noteTime(now)
+	f := c.follow
+	if f == nil || f.target != target || !f.open {
+		return errors.New("no longer following " + target)
+	}
+	if a.Kind == proto.KindMoved && a.Key != proto.WordNone {
+		// The answer to Y: that node is not active.
+		return fmt.Errorf("%s is not active (it points to %s)", target, answerText(a))
+	}
+	rec, err := proto.ParseRecord(a)
+	if err != nil {
+		return fmt.Errorf("replication stream from %s: %w", target, err)
+	}
+	if !c.eng.Plausible(now, rec.Token) {
+		c.log.Warn("replication stream refused: a token too far ahead of this node's clock; check the clocks (NTP)", "self", c.self, "active", target, "token", rec.Token, "max_clock_skew", c.eng.Config().MaxEpochAhead.String())
+		return fmt.Errorf("replication stream from %s: token %d is further ahead of this node's clock than --max-clock-skew", target, rec.Token)
+	}
+	switch rec.Kind {
+	case proto.RecHeld:
+		if f.syncing {
+			f.staged[rec.Key] = stagedHold{rec.Token, now.Add(rec.Lease)}
+			f.top = max(f.top, rec.Token)
+			return nil
+		}
+		c.eng.ApplyHeld(now, rec.Key, rec.Token, rec.Lease)
+		c.seq++
+		c.top = max(c.top, rec.Token)
+	case proto.RecFree:
+		if f.syncing {
+			if h, ok := f.staged[rec.Key]; ok && h.token == rec.Token {
+				delete(f.staged, rec.Key)
+			}
+			f.top = max(f.top, rec.Token)
+			return nil
+		}
+		c.eng.ApplyFree(rec.Key, rec.Token)
+		c.seq++
+		c.top = max(c.top, rec.Token)
+	case proto.RecMark:
+		c.observe(now, rec.Token, target)
+		c.activeSeq = rec.Seq
+	case proto.RecSynced:
+		if !f.syncing {
+			return errors.New("a second synced mark from " + target)
+		}
+		snap := engine.Snapshot{Token: rec.Token, Holders: make([]engine.Holder, 0, len(f.staged))}
+		for k, h := range f.staged {
+			snap.Holders = append(snap.Holders, engine.Holder{Key: k, Token: h.token, LeaseLeft: max(h.until.Sub(now), 0)})
+		}
+		// Restore's order of keys must not depend on map order: the same
+		// stream must leave the same state on every run.
+		slices.SortFunc(snap.Holders, func(x, y engine.Holder) int {
+			switch {
+			case x.Key < y.Key:
+				return -1
+			case x.Key > y.Key:
+				return 1
+			}
+			return 0
+		})
+		f.staged = nil
+		c.observe(now, rec.Token, target)
+		c.eng.Restore(now, snap, nil)
+		// The synced state is the active's: its top replaces this node's.
+		c.top = f.top
+		c.seq = rec.Seq
+		c.activeSeq = rec.Seq
+		f.syncing = false
+		f.live = true
+		c.synced = true
+		c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
+		c.supervise(now)
+	case proto.RecHandoff:
+		return c.handoffRecord(now, f, rec)
+	case proto.KindMoved:
+		if rec.Addr != c.self {
+			// The role moved: trust the hint for a failure timeout,
+			// until heartbeats confirm it.
+			c.hint = rec.Addr
+			c.hintUntil = now.Add(c.cfg.FailureTimeout)
+		}
+		return fmt.Errorf("%s is not active (it points to %s)", target, rec.Addr)
+	}
+	return nil
+}
+
+// StreamEnded says the stream from target ended, with err when it failed.
+// The shell opens a new one a heartbeat later while Follow still names
+// target.
+func (c *Core) StreamEnded(now time.Time, target string, err error) {
+	c.noteTime(now)
+	f := c.follow
+	if f == nil || f.target != target {
+		return
+	}
+	f.open, f.live, f.staged = false, false, nil
+	if err != nil {
+		c.log.Debug("replication stream ended", "self", c.self, "active", target, "err", err.Error())
+	}
+	c.supervise(now)
+}

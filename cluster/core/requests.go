@@ -1,0 +1,348 @@
+package core
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
+)
+
+// conn is what the core knows of one connection: the order its acquires
+// must be answered in, and whether it is a replication stream.
+type conn struct {
+	id       ConnID
+	remote   string
+	nextSeq  uint64
+	pending  map[string][]pendingA // waiting acquires per key, in send order
+	nwaiting int
+	stream   *stream // set when this connection is a standby's replication stream
+}
+
+// pendingA is an acquire on a connection that has not been answered in
+// order yet: either still waiting in the engine, or answered but behind an
+// older acquire of the same key.
+type pendingA struct {
+	seq  uint64
+	done bool
+	line []byte
+}
+
+// parkedReq is a lock request that arrived while a handoff was in
+// flight; it is served once the handoff ends, one way or the other.
+type parkedReq struct {
+	c   ConnID
+	req proto.Request
+}
+
+func waiterOf(c *conn, seq uint64) engine.Waiter {
+	return engine.Waiter{Conn: uint64(c.id), Seq: seq}
+}
+
+// ConnOpened registers a connection the shell accepted from remote.
+func (c *Core) ConnOpened(id ConnID, remote string) {
+	c.conns[id] = &conn{id: id, remote: remote}
+}
+
+// ConnClosed forgets a connection: its waiters leave their queues, and a
+// replication stream it carried ends.
+func (c *Core) ConnClosed(now time.Time, id ConnID) {
+	cn := c.conns[id]
+	if cn == nil {
+		return
+	}
+	delete(c.conns, id)
+	for _, q := range cn.pending {
+		for _, p := range q {
+			if !p.done {
+				c.eng.Cancel(waiterOf(cn, p.seq))
+			}
+		}
+	}
+	cn.pending = nil
+	for i, p := range c.parked {
+		if p.c == id {
+			c.parked[i].c = 0
+		}
+	}
+	if cn.stream != nil {
+		c.streamClosed(now, cn)
+	}
+}
+
+// isLockOp reports whether op is served only by the active.
+func isLockOp(op proto.Op) bool {
+	switch op {
+	case proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys:
+		return true
+	}
+	return false
+}
+
+// Request serves one request read on connection id. The shell has
+// checked that the connection may send it (package auth); I requests are
+// the shell's. K is listed by the shell with KeysSlice.
+func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
+	cn := c.conns[id]
+	if cn == nil {
+		return
+	}
+	c.noteTime(now)
+	if isLockOp(req.Op) && !c.serving() {
+		if (c.role == HandingOff || c.role == Active) && len(c.parked) < maxParked {
+			c.parked = append(c.parked, parkedReq{id, req})
+			return
+		}
+		c.redirect(now, cn, req)
+		return
+	}
+	key := req.Key
+	switch req.Op {
+	case proto.OpAcquire:
+		c.acquire(now, cn, req)
+	case proto.OpRelease:
+		evs, ok := c.eng.Release(now, key, req.Token, c.evs[:0])
+		c.route(now, evs)
+		word := proto.WordOK
+		if !ok {
+			word = proto.WordNotHeld
+		}
+		c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRelease, key, word))
+	case proto.OpRenew:
+		evs, err := c.eng.Renew(now, key, req.Token, req.Lease, c.evs[:0])
+		c.route(now, evs)
+		switch {
+		case err == nil:
+			c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordOK))
+		case err == engine.ErrNotHeld:
+			c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordNotHeld))
+		default:
+			c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, err.Error()))
+		}
+	case proto.OpQueue:
+		c.advance(now)
+		h, held, ws := c.eng.Inspect(now, key)
+		q := proto.Queue{Key: key, Held: held, Token: h.Token, LeaseLeft: h.LeaseLeft, Waiting: len(ws)}
+		for _, w := range ws[:min(len(ws), proto.MaxListKeys)] {
+			addr := ""
+			if wc := c.conns[ConnID(w.Waiter.Conn)]; wc != nil {
+				addr = wc.remote
+			}
+			q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr})
+		}
+		c.send(cn, proto.AppendQueue(c.buf[:0], q))
+	case proto.OpKeys:
+		// Only a listing parked during a handoff reaches here: answer it
+		// whole, as parked requests are few.
+		c.advance(now)
+		keys, total := c.eng.Keys(func(k string) bool { return proto.MatchKeys(key, k) }, proto.MaxListKeys)
+		fields := append([]string{strconv.Itoa(total)}, keys...)
+		c.send(cn, proto.AppendFields(c.buf[:0], proto.OpKeys, key, fields...))
+	case proto.OpStatus:
+		c.send(cn, proto.AppendStatus(c.buf[:0], key, c.Status(now)))
+	case proto.OpHandoff:
+		c.handoffRequest(now, cn, req)
+	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve:
+		// Peer messages move tokens and roles: only the nodes of --peers
+		// may send them, naming themselves.
+		if c.peerByAddr(key) == nil {
+			c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, key+" is not a peer of this node (not in its --peers); peer messages are for lockd nodes"))
+			return
+		}
+		switch req.Op {
+		case proto.OpBeat:
+			c.answerBeat(now, cn, req)
+		case proto.OpSync:
+			c.subscribe(now, cn, req)
+		case proto.OpResolve:
+			c.answerResolve(cn, req)
+		default:
+			c.takeoverConfirmed(now, cn, req)
+		}
+	default:
+		c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, "unknown op "+req.Op.String()))
+	}
+}
+
+// RequestError answers a line that is no request. A refused acquire whose
+// key could be read is matched by (A, key) like any acquire: it must not
+// overtake an older acquire of the key still waiting.
+func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
+	cn := c.conns[id]
+	if cn == nil {
+		return
+	}
+	c.refuse(cn, pe.Op, pe.Key, pe.Msg)
+}
+
+// Refuse answers a request that will not be served with E and msg, in
+// the order its (op, key) requires.
+func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
+	if cn := c.conns[id]; cn != nil {
+		c.refuse(cn, op, key, msg)
+	}
+}
+
+func (c *Core) refuse(cn *conn, op proto.Op, key, msg string) {
+	if op == proto.OpAcquire && key != proto.WordNone {
+		seq := cn.nextSeq
+		cn.nextSeq++
+		c.answerA(cn, key, seq, proto.AppendError(nil, key, op, msg))
+		return
+	}
+	c.send(cn, proto.AppendError(c.buf[:0], key, op, msg))
+}
+
+func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
+	key := req.Key
+	seq := cn.nextSeq
+	cn.nextSeq++
+	if cn.nwaiting >= MaxConnWaiters {
+		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, "this connection already has "+strconv.Itoa(MaxConnWaiters)+" waiting acquires; open another connection"))
+		return
+	}
+	w := waiterOf(cn, seq)
+	evs, err := c.eng.Acquire(now, key, req.Lease, req.Wait, w, c.evs[:0])
+	granted, tok := c.routeOwn(now, evs, w)
+	switch {
+	case err != nil:
+		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, err.Error()))
+	case granted:
+		if len(cn.pending[key]) == 0 {
+			c.send(cn, proto.AppendGranted(c.buf[:0], key, tok))
+		} else {
+			c.answerA(cn, key, seq, proto.AppendGranted(nil, key, tok))
+		}
+	default:
+		cn.wait(key, seq)
+	}
+}
+
+// redirect answers a lock request at a node that is not active.
+func (c *Core) redirect(now time.Time, cn *conn, req proto.Request) {
+	to := c.RedirectTarget(now)
+	if req.Op == proto.OpAcquire {
+		seq := cn.nextSeq
+		cn.nextSeq++
+		c.answerA(cn, req.Key, seq, proto.AppendMoved(nil, req.Key, to))
+		return
+	}
+	c.send(cn, proto.AppendMoved(c.buf[:0], req.Key, to))
+}
+
+// send queues b for cn, reporting false when the connection is gone.
+func (c *Core) send(cn *conn, b []byte) bool {
+	c.buf = b[:0]
+	return c.out.Send(cn.id, b)
+}
+
+// answerA answers the acquire seq of key in order: it is written now if no
+// older acquire of key waits on this connection, and held back otherwise.
+// It reports false when the connection is gone.
+func (c *Core) answerA(cn *conn, key string, seq uint64, line []byte) bool {
+	q := cn.pending[key]
+	for i := range q {
+		if q[i].seq == seq && !q[i].done {
+			cn.nwaiting--
+			q[i].done = true
+			q[i].line = line
+			return c.flushPending(cn, key)
+		}
+	}
+	if len(q) == 0 {
+		return c.out.Send(cn.id, line)
+	}
+	cn.pending[key] = append(q, pendingA{seq: seq, done: true, line: line})
+	return true
+}
+
+// wait records that acquire seq of key waits in the engine.
+func (cn *conn) wait(key string, seq uint64) {
+	if cn.pending == nil {
+		cn.pending = make(map[string][]pendingA)
+	}
+	cn.pending[key] = append(cn.pending[key], pendingA{seq: seq})
+	cn.nwaiting++
+}
+
+func (c *Core) flushPending(cn *conn, key string) bool {
+	q := cn.pending[key]
+	ok := true
+	i := 0
+	for ; i < len(q) && q[i].done; i++ {
+		ok = c.out.Send(cn.id, q[i].line) && ok
+	}
+	if i == len(q) {
+		delete(cn.pending, key)
+		return ok
+	}
+	cn.pending[key] = q[i:]
+	return ok
+}
+
+// routeOwn routes evs and reports whether one of them grants w, which the
+// caller answers itself.
+func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (bool, uint64) {
+	granted, tok := false, uint64(0)
+	for _, ev := range evs {
+		if ev.Kind == engine.Granted && ev.Waiter == w {
+			granted, tok = true, ev.Token
+			c.replicate(ev)
+			continue
+		}
+		c.routeOne(now, ev)
+	}
+	c.evs = evs
+	return granted, tok
+}
+
+// route delivers events to their waiters and replicates state changes.
+func (c *Core) route(now time.Time, evs []engine.Event) {
+	for _, ev := range evs {
+		c.routeOne(now, ev)
+	}
+	c.evs = evs
+}
+
+func (c *Core) routeOne(now time.Time, ev engine.Event) {
+	c.replicate(ev)
+	switch ev.Kind {
+	case engine.Granted, engine.TimedOut:
+		cn := c.conns[ConnID(ev.Waiter.Conn)]
+		var line []byte
+		if ev.Kind == engine.Granted {
+			line = proto.AppendGranted(nil, ev.Key, ev.Token)
+		} else {
+			line = proto.AppendTimeout(nil, ev.Key)
+		}
+		if (cn == nil || !c.answerA(cn, ev.Key, ev.Waiter.Seq, line)) && ev.Kind == engine.Granted {
+			// Its connection closed after the grant was decided: release
+			// at once rather than pin the key for a whole lease.
+			more, _ := c.eng.Release(now, ev.Key, ev.Token, nil)
+			for _, m := range more {
+				c.routeOne(now, m)
+			}
+		}
+	}
+}
+
+// dropWaiters answers every waiter with M to.
+func (c *Core) dropWaiters(to string) {
+	for _, ev := range c.eng.DropWaiters(nil) {
+		if cn := c.conns[ConnID(ev.Waiter.Conn)]; cn != nil {
+			c.answerA(cn, ev.Key, ev.Waiter.Seq, proto.AppendMoved(nil, ev.Key, to))
+		}
+	}
+}
+
+// replayParked serves the requests held back during a handoff, now that
+// it is settled.
+func (c *Core) replayParked(now time.Time) {
+	parked := c.parked
+	c.parked = nil
+	for _, p := range parked {
+		if p.c != 0 {
+			c.Request(now, p.c, p.req)
+		}
+	}
+}

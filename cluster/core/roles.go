@@ -1,0 +1,256 @@
+package core
+
+import (
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// supervise re-evaluates the role: every heartbeat, and whenever what
+// this node knows of a peer changes.
+func (c *Core) supervise(now time.Time) {
+	if c.leaving {
+		return
+	}
+	// Who else claims the role, highest priority first.
+	otherActive := ""
+	for _, p := range c.peers {
+		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !now.Before(p.staleUntil) {
+			otherActive = p.addr
+			break
+		}
+	}
+	switch c.role {
+	case Active:
+		for _, p := range c.peers {
+			if !p.alive(now, c.cfg.FailureTimeout) || p.role != string(Active) || now.Before(p.staleUntil) {
+				continue
+			}
+			if yield, why := c.yieldsTo(p); yield {
+				c.demote(now, p.addr, why)
+				return
+			}
+		}
+		c.markStreams()
+	case HandingOff:
+		// The handoff ends by confirmation, or is settled by asking.
+	case Joining, Standby:
+		if otherActive != "" {
+			if c.active != otherActive || c.role == Joining {
+				c.setRole(Standby, otherActive, "following the active")
+			}
+			c.ensureFollow(otherActive)
+			c.maybeTakeBack(now)
+			return
+		}
+		// No live active. A joining node first gives every peer one
+		// chance to answer, so a restart does not grab the role from a
+		// live active it has not heard yet.
+		if c.role == Joining && !c.allPeersKnown() && now.Sub(c.start) < c.cfg.FailureTimeout {
+			return
+		}
+		if c.active != "" && c.active != c.self {
+			if p := c.peerByAddr(c.active); p != nil && p.alive(now, c.cfg.FailureTimeout) && p.role == string(HandingOff) {
+				return // its handoff is in progress; wait for the outcome
+			}
+		}
+		if c.hint != "" && now.Before(c.hintUntil) {
+			if p := c.peerByAddr(c.hint); p != nil && p.alive(now, c.cfg.FailureTimeout) {
+				// The old active said the role went to hint: wait for
+				// its heartbeats to say so rather than compete.
+				if c.active != c.hint {
+					c.setRole(Standby, c.hint, "the previous active handed the role to "+c.hint)
+				}
+				return
+			}
+		}
+		if !c.pausedSince.IsZero() {
+			return // what this node knows of its peers is stale: hear them first
+		}
+		if f := c.follow; f != nil && f.open && f.target == c.active && !c.testNoWait {
+			// The stream from the active is still open: it is alive, or
+			// its stream ends in a moment, after a last record that may
+			// say where the role went (a handoff). Its heartbeat link
+			// closing first says neither.
+			return
+		}
+		cand := c.candidate(now)
+		if cand == c.self {
+			reason := "no active node is reachable"
+			if c.active != "" {
+				reason = "the active " + c.active + " is unreachable"
+			}
+			c.promote(now, reason)
+			return
+		}
+		if c.role == Joining {
+			c.setRole(Standby, "", "waiting for "+cand+" to become active")
+		} else if c.active != "" {
+			c.setRole(Standby, "", "the active "+c.active+" is unreachable; "+cand+" has priority")
+		}
+		c.stopFollow()
+	}
+}
+
+// yieldsTo decides, when this active meets another active p, whether
+// this one steps down. Both run the same rule on the same facts, so
+// exactly one yields:
+//
+//   - an active that holds the cluster's state beats one that started
+//     empty and has fed no standby (it never synced: it missed the state);
+//   - an active whose state is a prefix of the other's yields: the other
+//     began serving from a state newer than anything this one holds (it
+//     took over while this one was stopped or cut off), or this one has
+//     granted nothing since it began while the other has newer grants;
+//   - otherwise both served clients on their own (a split brain), and the
+//     lower priority yields, as SPEC.md says. Its grants of the split are
+//     lost; their tokens are below everything the survivor issues next.
+func (c *Core) yieldsTo(p *peer) (bool, string) {
+	if c.fresh != p.fresh {
+		return c.fresh, "an active with the cluster's state is reachable (" + p.addr + "); this one started empty"
+	}
+	newer := "an active with newer state is reachable (" + p.addr + ")"
+	switch {
+	case p.base > c.top:
+		return true, newer
+	case c.base > p.top:
+		return false, ""
+	case c.top == c.base && p.top > c.base:
+		return true, newer
+	case p.top == p.base && c.top > p.base:
+		return false, ""
+	}
+	if p.idx < c.selfIdx && !c.testNoDemote {
+		return true, "a higher-priority active is reachable (" + p.addr + ")"
+	}
+	return false, ""
+}
+
+func (c *Core) allPeersKnown() bool {
+	for _, p := range c.peers {
+		if !p.down && p.heard.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// candidate is the node that should be active when none is: among the
+// live nodes, the first in priority order of the best tier (synced and
+// not sticky; synced; not sticky; any).
+func (c *Core) candidate(now time.Time) string {
+	type cand struct {
+		addr           string
+		idx            int
+		synced, sticky bool
+	}
+	cs := []cand{{c.self, c.selfIdx, c.synced, c.sticky}}
+	for _, p := range c.peers {
+		if p.alive(now, c.cfg.FailureTimeout) {
+			cs = append(cs, cand{p.addr, p.idx, p.synced, p.sticky})
+		}
+	}
+	tiers := []func(cand) bool{
+		func(x cand) bool { return x.synced && !x.sticky },
+		func(x cand) bool { return x.synced },
+		func(x cand) bool { return !x.sticky },
+		func(x cand) bool { return true },
+	}
+	for _, ok := range tiers {
+		best := cand{idx: -1}
+		for _, x := range cs {
+			if ok(x) && (best.idx < 0 || x.idx < best.idx) {
+				best = x
+			}
+		}
+		if best.idx >= 0 {
+			return best.addr
+		}
+	}
+	return c.self
+}
+
+// promote makes this node active: a new token epoch above every token it
+// has seen, then the leases that ran out meanwhile are reclaimed.
+func (c *Core) promote(now time.Time, reason string) {
+	c.stopFollow()
+	c.pinnedAt = time.Time{}
+	if !c.testNoSucceed {
+		c.eng.Succeed(now)
+	}
+	c.setRole(Active, c.self, reason)
+	c.base = c.top
+	c.pausedSince = time.Time{}
+	c.fresh = !c.synced
+	c.synced = true
+	c.log.Info("promoted", "self", c.self, "reason", reason, "holders", c.eng.Held(), "token_floor", c.eng.HighWater())
+	c.advance(now)
+}
+
+// demote steps down to standby behind to: waiters move there, the
+// replication streams this node fed are closed so their standbys follow
+// the new active.
+func (c *Core) demote(now time.Time, to, reason string) {
+	c.log.Info("demoted", "self", c.self, "to", to, "reason", reason)
+	c.setRole(Standby, to, reason)
+	c.pausedSince = time.Time{}
+	c.dropWaiters(to)
+	c.closeStreams(to)
+	c.replayParked(now)
+	c.failWaitingHandoff(to + " is active now")
+	c.ensureFollow(to)
+}
+
+// TakebackLabel marks a handoff asked for by a peer taking its role back
+// by priority: unlike one asked for by command, it does not make the
+// giver sticky.
+const TakebackLabel = "takeback"
+
+// maybeTakeBack asks a lower-priority active to hand the role back once
+// this node has synced.
+func (c *Core) maybeTakeBack(now time.Time) {
+	if c.sticky || !c.synced || c.takeback != 0 || c.active == "" || c.priorityOf(c.active) < c.selfIdx {
+		return
+	}
+	if c.follow == nil || !c.follow.live {
+		return
+	}
+	if p := c.peerByAddr(c.active); p != nil && p.pinned && now.Sub(c.start) >= p.pinnedAge {
+		// Someone moved the role there by command while this node ran:
+		// respect it. Only a node restarted since then takes it back.
+		return
+	}
+	if now.Sub(c.lastTake) < c.cfg.FailureTimeout {
+		return
+	}
+	c.lastTake = now
+	c.log.Info("taking the role back", "self", c.self, "from", c.active)
+	c.takeback = c.ask(c.active, proto.AppendFields(nil, proto.OpHandoff, TakebackLabel, c.self), c.cfg.HandoffTimeout+2*time.Second)
+}
+
+// ask sends b to peer through Out.Ask and returns the id its answer
+// will carry.
+func (c *Core) ask(peer string, b []byte, timeout time.Duration) uint64 {
+	c.nextAsk++
+	c.out.Ask(c.nextAsk, peer, b, timeout)
+	return c.nextAsk
+}
+
+// Answered reports the answer to Ask id from peer, or err when there is
+// none (the peer could not be reached, or did not answer in time).
+func (c *Core) Answered(now time.Time, id uint64, a proto.Answer, err error) {
+	c.noteTime(now)
+	switch {
+	case id == 0:
+	case id == c.takeback:
+		c.takeback = 0
+		if err == nil && a.Kind != proto.OpHandoff {
+			err = errorf("%s", answerText(a))
+		}
+		if err != nil {
+			c.log.Warn("take-back refused", "self", c.self, "err", err.Error())
+		}
+	case c.handoff != nil && id == c.handoff.askID:
+		c.resolveAnswered(now, c.handoff, a, err)
+	}
+}

@@ -1,0 +1,327 @@
+package core
+
+// The simulator's workload and the invariants it checks.
+//
+// Always, whatever the faults:
+//   - no two grants carry the same token;
+//   - a node never issues a token at or below one it issued before, across
+//     its restarts too;
+//   - a grant exceeds every token granted before it anywhere, unless
+//     another node served as active at some moment since this node became
+//     active (a split brain, which SPEC.md allows: then the tokens of the
+//     two sides interleave, but the later side's are larger once they meet);
+//   - every lock a standby applied is held under the same token when it
+//     becomes active after the active crashed (unless its lease ran out);
+//   - heartbeat answers and replication records are well formed.
+//
+// While no fault but SIGINT and lockctl handoff has happened (graceful
+// handoffs, which must lose nothing):
+//   - no two clients hold the same key at once (mutual exclusion).
+// With asynchronous replication, a crash loses what was not streamed yet,
+// so mutual exclusion is not checked after one.
+//
+// At the end of the quiet period (everything healed, restarted, idle):
+//   - exactly one node is active and every other follows it, synced, with
+//     the same locks; none is joining or handing off;
+//   - without handoffs by command, the active is the first node of --peers
+//     (take-back by priority);
+//   - no client still waits for an answer.
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// heldLock is a lock a client believes it holds: from the grant's arrival
+// until its release is sent, or until the lease, counted from when the
+// acquire was sent (the server's lease began later), runs out.
+type heldLock struct {
+	token uint64
+	until time.Duration
+}
+
+// simClient acquires and releases a few keys on the node it believes
+// active, following M answers, as the official client does.
+type simClient struct {
+	s       *sim
+	idx     int
+	conn    *simConn
+	target  int
+	busy    bool
+	req     string // the request outstanding
+	op      byte
+	key     string
+	lease   time.Duration
+	sentAt  time.Duration
+	held    map[string]heldLock
+	epoch   int  // bumped whenever the outstanding request is settled
+	dialing bool // a connect is under way
+}
+
+func (c *simClient) name() string { return "client " + strconv.Itoa(c.idx) }
+
+// act picks and sends the next request, connecting first if needed.
+func (c *simClient) act() {
+	s := c.s
+	if c.busy {
+		return
+	}
+	if s.now >= s.cfg.length && len(c.held) == 0 {
+		return // the quiet period: nothing more to do
+	}
+	if c.conn == nil || !c.conn.open || c.conn.closed[0] {
+		c.connect()
+		return
+	}
+	keys := slices.Sorted(maps.Keys(c.held))
+	switch {
+	case len(keys) > 0 && (s.now >= s.cfg.length || s.rng.IntN(10) < 6):
+		key := keys[s.rng.IntN(len(keys))]
+		c.send('R', key, "R "+key+" "+strconv.FormatUint(c.held[key].token, 10))
+		// The client stops relying on the lock as it sends the release.
+		delete(c.held, key)
+	default:
+		key := "k" + strconv.Itoa(s.rng.IntN(s.cfg.keys))
+		if _, ok := c.held[key]; ok {
+			c.later()
+			return
+		}
+		c.lease = 500*time.Millisecond + time.Duration(s.rng.IntN(2500))*time.Millisecond
+		wait := "0"
+		if s.rng.IntN(5) > 0 {
+			wait = proto.FormatSeconds(100*time.Millisecond + time.Duration(s.rng.IntN(1900))*time.Millisecond)
+		}
+		c.send('A', key, "A "+key+" "+proto.FormatSeconds(c.lease)+" "+wait)
+	}
+}
+
+func (c *simClient) later() {
+	c.s.at(time.Duration(1+c.s.rng.IntN(300))*time.Millisecond, c.act)
+}
+
+func (c *simClient) connect() {
+	s := c.s
+	if c.dialing {
+		return
+	}
+	c.dialing = true
+	if c.target < 0 || c.target >= len(s.nodes) {
+		c.target = s.rng.IntN(len(s.nodes))
+	}
+	target := c.target
+	s.dial(-1-c.idx, target, kindClient, func(conn *simConn, err error) {
+		c.dialing = false
+		if err != nil {
+			c.target = s.rng.IntN(len(s.nodes))
+			c.later()
+			return
+		}
+		c.conn = conn
+		conn.onLine = func(line []byte) { c.answer(conn, line) }
+		conn.onClose = func(string) { c.dropped(conn) }
+		c.act()
+	})
+}
+
+func (c *simClient) send(op byte, key, line string) {
+	c.busy, c.op, c.key, c.req, c.sentAt = true, op, key, line, c.s.now
+	c.epoch++
+	epoch := c.epoch
+	conn := c.conn
+	c.s.logf("%s -> node %d: %s", c.name(), conn.to, line)
+	conn.toServer([]byte(line + "\n"))
+	// A node that neither answers nor closes (frozen, cut off) is given
+	// up on, as the official client's request deadline would.
+	c.s.at(5*time.Second, func() {
+		if c.epoch == epoch && c.busy && c.conn == conn {
+			c.s.logf("%s gives up on %s after 5s", c.name(), line)
+			conn.close(0, "request timeout")
+			c.dropped(conn)
+		}
+	})
+}
+
+func (c *simClient) dropped(conn *simConn) {
+	if c.conn != conn {
+		return
+	}
+	c.s.logf("%s lost its connection to node %d", c.name(), conn.to)
+	c.conn = nil
+	if c.busy && c.op == 'R' {
+		// Releases are re-sent elsewhere; the belief already ended.
+	}
+	c.busy = false
+	c.epoch++
+	c.target = c.s.rng.IntN(len(c.s.nodes))
+	c.later()
+}
+
+func (c *simClient) answer(conn *simConn, line []byte) {
+	s := c.s
+	if conn != c.conn {
+		return
+	}
+	a, err := proto.ParseAnswer(line)
+	if err != nil {
+		s.fail("%s: unreadable answer %q", c.name(), line)
+		return
+	}
+	s.logf("%s <- node %d: %s", c.name(), conn.to, strings.TrimSpace(string(line)))
+	if !c.busy || a.Key != c.key {
+		s.fail("%s: answer %q matches no request (outstanding %q)", c.name(), strings.TrimSpace(string(line)), c.req)
+		return
+	}
+	c.busy = false
+	c.epoch++
+	switch a.Kind {
+	case proto.OpAcquire:
+		tok, _ := strconv.ParseUint(a.Fields[0], 10, 64)
+		until := c.sentAt + c.lease
+		if until > s.now && s.nodes[c.target].state == nodeUp && !s.faulty {
+			for _, o := range s.clients {
+				if h, ok := o.held[c.key]; ok && o != c && h.until > s.now {
+					s.fail("mutual exclusion: %s granted %s (token %d) while %s holds it (token %d) until %.4fs", c.name(), c.key, tok, o.name(), h.token, h.until.Seconds())
+				}
+			}
+		}
+		if until > s.now {
+			c.held[c.key] = heldLock{token: tok, until: until}
+		}
+	case proto.KindMoved:
+		c.target = s.byAddr(a.Fields[0])
+		conn.close(0, "moved")
+		c.conn = nil
+		if c.op == 'R' {
+			// Re-send the release where the role is.
+			tok, _ := strconv.ParseUint(strings.Fields(c.req)[2], 10, 64)
+			c.held[c.key] = heldLock{token: tok, until: 0}
+		}
+	}
+	c.later()
+}
+
+// checkOutgoing sees every line a node writes: grants are checked for
+// tokens as they are decided.
+func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
+	if c.kind != kindClient || len(line) < 2 || line[0] != 'A' || line[1] != ' ' {
+		return
+	}
+	a, err := proto.ParseAnswer(line)
+	if err != nil || len(a.Fields) != 1 {
+		return
+	}
+	tok, err := strconv.ParseUint(a.Fields[0], 10, 64)
+	if err != nil {
+		return
+	}
+	who := n.addr + " (node " + strconv.Itoa(n.idx) + ")"
+	if prev, dup := s.grants[tok]; dup {
+		s.fail("token %d granted twice: by %s and by %s", tok, prev, who)
+		return
+	}
+	s.grants[tok] = who
+	if last := s.lastToken[n.idx]; tok <= last {
+		s.fail("%s granted token %d after its own %d", who, tok, last)
+	}
+	s.lastToken[n.idx] = tok
+	// Single lineage: larger than every earlier token, unless another
+	// node served as active since this one became active.
+	since := time.Duration(-1)
+	for _, sp := range s.activity {
+		if sp.node == n.idx && sp.till == 0 {
+			since = sp.from
+		}
+	}
+	for prevTok, prevWho := range s.grants {
+		if prevTok <= tok || prevWho == who {
+			continue
+		}
+		overlap := false
+		for _, sp := range s.activity {
+			if sp.node != n.idx && s.nodes[sp.node].addr+" (node "+strconv.Itoa(sp.node)+")" == prevWho && (sp.till == 0 || sp.till >= since) {
+				overlap = true
+			}
+		}
+		if !overlap {
+			s.fail("token went backwards: %s granted %d below %d granted earlier by %s, which was not active since %s became active", who, tok, prevTok, prevWho, who)
+			return
+		}
+	}
+}
+
+// checkAlways runs after every event.
+func (s *sim) checkAlways() {
+	for _, n := range s.nodes {
+		if n.state != nodeUp || n.core == nil {
+			continue
+		}
+		if n.core.Role() == Active && n.core.handoff != nil {
+			s.fail("node %d is active with a handoff pending", n.idx)
+		}
+	}
+}
+
+// checkQuiet runs once everything has healed and settled.
+func (s *sim) checkQuiet() {
+	var active []*simNode
+	for _, n := range s.nodes {
+		if n.state != nodeUp {
+			s.fail("node %d is not up at the end", n.idx)
+			return
+		}
+		switch n.core.Role() {
+		case Active:
+			active = append(active, n)
+		case Joining, HandingOff:
+			s.fail("node %d is still %s at the end", n.idx, n.core.Role())
+		}
+	}
+	if len(active) != 1 {
+		s.fail("%d actives at the end, want 1", len(active))
+		return
+	}
+	a := active[0]
+	want := holdersOf(a)
+	for _, n := range s.nodes {
+		if n == a {
+			continue
+		}
+		if n.core.Active() != a.addr || !n.core.Synced() {
+			s.fail("node %d follows %q (synced %v), not the active %s", n.idx, n.core.Active(), n.core.Synced(), a.addr)
+			continue
+		}
+		if got := holdersOf(n); !slices.Equal(got, want) {
+			s.fail("node %d holds %v, the active %v", n.idx, got, want)
+		}
+	}
+	if !s.handoffsByCommand() && a.idx != 0 {
+		s.fail("node %d is active at the end; the first of --peers (node 0) should have taken the role back", a.idx)
+	}
+	for _, c := range s.clients {
+		if c.busy && s.now-c.sentAt > 4*time.Second {
+			s.fail("%s still waits for an answer to %q sent at %.4fs", c.name(), c.req, c.sentAt.Seconds())
+		}
+	}
+}
+
+func (s *sim) handoffsByCommand() bool {
+	for _, l := range s.trace {
+		if strings.Contains(l, "lockctl handoff") {
+			return true
+		}
+	}
+	return s.commandHandoffs > 0
+}
+
+func holdersOf(n *simNode) []string {
+	var out []string
+	for _, h := range n.core.Engine().Snapshot(n.clock()).Holders {
+		out = append(out, h.Key+"="+strconv.FormatUint(h.Token, 10))
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package core
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// simSeeds is how many seeds TestSimulate runs: LOCKD_SIM_SEEDS, or a
+// budget that fits make test (fewer under the race detector, which make
+// test also runs the simulator without).
+func simSeeds() (first, n uint64) {
+	first = 1
+	n = 2000
+	if raceEnabled {
+		n = 150
+	}
+	if v := os.Getenv("LOCKD_SIM_SEEDS"); v != "" {
+		if x, err := strconv.ParseUint(v, 10, 64); err == nil {
+			n = x
+		}
+	}
+	if v := os.Getenv("LOCKD_SIM_FIRST"); v != "" {
+		if x, err := strconv.ParseUint(v, 10, 64); err == nil {
+			first = x
+		}
+	}
+	return first, n
+}
+
+// runSeeds runs seeds [first, first+n) on every core, and returns the
+// failing ones with their reports, in seed order.
+func runSeeds(first, n uint64, planted string, stopAtFirst bool) []string {
+	var mu sync.Mutex
+	var failed []string
+	var wg sync.WaitGroup
+	next := first
+	stop := false
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if stop || next >= first+n {
+					mu.Unlock()
+					return
+				}
+				seed := next
+				next++
+				mu.Unlock()
+				if report := simulate(seed, planted); report != "" {
+					mu.Lock()
+					failed = append(failed, report)
+					if stopAtFirst {
+						stop = true
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+// simulate runs one seed and returns a report of its failure, or "".
+func simulate(seed uint64, planted string) (report string) {
+	s := newSim(seed, simOptions{planted: planted})
+	defer func() {
+		if r := recover(); r != nil {
+			s.failures = append(s.failures, fmt.Sprint("panic: ", r))
+			report = s.report()
+		}
+	}()
+	if fails := s.run(); len(fails) > 0 {
+		return s.report()
+	}
+	return ""
+}
+
+func (s *sim) report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d (%+v): %s\n", s.seed, s.cfg, strings.Join(s.failures, "; "))
+	fmt.Fprintf(&b, "replay: LOCKD_SIM_FIRST=%d LOCKD_SIM_SEEDS=1 go test -run 'TestSimulate$' -v ./cluster/core\n", s.seed)
+	fmt.Fprintf(&b, "last events:\n")
+	tail := s.trace
+	if len(tail) > 80 {
+		tail = tail[len(tail)-80:]
+	}
+	for _, l := range tail {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// TestSimulate runs thousands of seeded histories of whole clusters:
+// faults, failovers, handoffs and a workload, checking the invariants of
+// sim_check_test.go after every step and at the end.
+func TestSimulate(t *testing.T) {
+	first, n := simSeeds()
+	failed := runSeeds(first, n, "", false)
+	var seeds []string
+	for i, f := range failed {
+		seed, _, _ := strings.Cut(strings.TrimPrefix(f, "seed "), " ")
+		seeds = append(seeds, seed)
+		if i < 5 {
+			t.Error(f)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("failing seeds (%d): %s", len(failed), strings.Join(seeds, " "))
+	}
+	t.Logf("%d seeds from %d, %d failed", n, first, len(failed))
+}
+
+// TestSimulatorCatchesPlantedBugs shows the simulator finds real bugs
+// within the budget make test gives it: each planted bug must fail a
+// seed.
+//
+// More bugs can be planted by name (see boot in sim_test.go): with 6000
+// seeds, "promote-before-the-stream-ends" (the split brain a graceful
+// SIGINT caused, found by the simulator at seed 2455) fails too.
+// "guess-on-unconfirmed-handoff" (the two actives of issue 7) no longer
+// breaks an invariant: an active whose state is behind yields, and node
+// bits keep tokens unique, so the guess is corrected within a heartbeat.
+func TestSimulatorCatchesPlantedBugs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("make test runs it without the race detector, with the full seed budget")
+	}
+	for _, bug := range []string{"low-priority-stays", "no-epoch-bump"} {
+		t.Run(bug, func(t *testing.T) {
+			_, n := simSeeds()
+			failed := runSeeds(1, n, bug, true)
+			if len(failed) == 0 {
+				t.Fatalf("the simulator did not catch the planted bug %q in %d seeds", bug, n)
+			}
+			first, _, _ := strings.Cut(failed[0], "\n")
+			t.Logf("caught: %s", first)
+		})
+	}
+}

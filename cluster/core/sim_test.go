@@ -1,0 +1,1162 @@
+package core
+
+// The deterministic simulator: whole clusters of cores over a simulated
+// network and clock, driven from a seed. Every source of nondeterminism
+// (delays, faults, the workload) comes from one math/rand/v2 generator
+// seeded with the run's seed, and events run one at a time in (time,
+// sequence) order, so a seed replays exactly. A failing run prints its
+// seed and the trace of the events that led to the failure.
+//
+// The network is a set of simulated TCP connections, each two FIFO
+// directions with a per-message delay. A partition stalls a direction:
+// its messages wait and flow again when it heals, unless the connection
+// closed meanwhile, as TCP's retransmissions would behave. Each side of a
+// connection closes on the deadlines the shell uses (a heartbeat link, a
+// replication stream: the failure timeout without a line), and a close
+// reaches the other side as EOF when the path allows.
+//
+// Faults: a crash of a process on a live machine (its sockets close, its
+// port refuses), a machine that vanishes (silence), restarts, freezes (a
+// process that neither reads nor writes for a while, then resumes with a
+// clock that jumped), symmetric and one-way partitions, SIGINT (graceful
+// shutdown, then a restart), lockctl handoff, and clock skew between
+// nodes. The workload is clients acquiring and releasing a few keys, some
+// waiting, some letting leases run out.
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
+)
+
+// simConfig shapes one run.
+type simConfig struct {
+	nodes     int
+	clients   int
+	keys      int
+	length    time.Duration // faults and workload happen during this
+	quiet     time.Duration // then everything heals and the run settles
+	faults    int           // how many faults to inject
+	calm      bool          // only graceful faults: SIGINT and handoffs
+	maxSkew   time.Duration
+	heartbeat time.Duration
+	failure   time.Duration
+	handoff   time.Duration
+}
+
+func simConfigFor(seed uint64) simConfig {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	cfg := simConfig{
+		nodes:     2 + r.IntN(4),
+		clients:   2 + r.IntN(6),
+		keys:      1 + r.IntN(6),
+		length:    4*time.Second + time.Duration(r.IntN(6))*time.Second,
+		quiet:     6 * time.Second,
+		faults:    r.IntN(7),
+		calm:      r.IntN(4) == 0,
+		maxSkew:   time.Duration(r.IntN(3)) * time.Millisecond,
+		heartbeat: 50 * time.Millisecond,
+		failure:   500 * time.Millisecond,
+		handoff:   1500 * time.Millisecond,
+	}
+	return cfg
+}
+
+// simEvent is one thing that happens at a simulated instant.
+type simEvent struct {
+	at  time.Duration
+	seq uint64
+	do  func()
+}
+
+type simQueue []*simEvent
+
+func (q simQueue) Len() int { return len(q) }
+func (q simQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q simQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *simQueue) Push(x any)   { *q = append(*q, x.(*simEvent)) }
+func (q *simQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// sim is one simulated world.
+type sim struct {
+	seed  uint64
+	cfg   simConfig
+	rng   *rand.Rand
+	base  time.Time
+	now   time.Duration
+	queue simQueue
+	seq   uint64
+
+	nodes   []*simNode
+	clients []*simClient
+	conns   []*simConn
+	blocked map[[2]int]bool // blocked[{a, b}]: the path a->b stalls (client side is -1-i)
+
+	trace     []string // the last events, for a failure report
+	failures  []string
+	grants    map[uint64]string // every token granted: by whom, for a failure report
+	lastToken map[int]uint64    // per node incarnation: its last token
+	activity  []activeSpan      // when each node served as active
+	faulty    bool              // a fault that is not graceful happened
+	quietAt   time.Duration     // everything healed from here on
+
+	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
+	commandHandoffs int
+	handoffAnswers  []string // "asked-at answer" of every lockctl handoff
+	// acked: when an active crashed, what each other node had applied, to
+	// check it is all still held when that node becomes active.
+	acked map[int]ackedState
+}
+
+// ackedState is a standby's locks at the moment its active crashed.
+type ackedState struct {
+	seq   uint64
+	locks map[string]ackedLock
+}
+
+type ackedLock struct {
+	token uint64
+	until time.Duration
+}
+
+// activeSpan is a stretch of time a node served as the active.
+type activeSpan struct {
+	node       int
+	from, till time.Duration // till 0: still active
+}
+
+type nodeState uint8
+
+const (
+	nodeUp nodeState = iota
+	nodeCrashed
+	nodeFrozen
+)
+
+// simNode is one lockd process, its shell simulated.
+type simNode struct {
+	s     *sim
+	idx   int
+	addr  string
+	core  *Core
+	state nodeState
+	gone  bool // crashed as a vanished machine: silence, not refusals
+	skew  time.Duration
+	gen   int // incarnation: bumped by every restart
+
+	wakeAt   time.Duration // the pending Tick, -1 when none
+	frozenQ  []func()      // what arrived while frozen, in order
+	conns    map[ConnID]*simConn
+	nextConn ConnID
+	links    map[string]*simConn // heartbeat links this node dialled
+	linkBusy map[string]bool     // a dial is under way
+	follow   string              // the stream the core follows
+	stream   *simConn            // the open follower stream
+	dialing  bool
+	asks     map[*simConn]uint64
+	stopping bool // Stopped was called: the process exits
+	wasActv  bool
+}
+
+type connKind uint8
+
+const (
+	kindLink connKind = iota
+	kindStream
+	kindAsk
+	kindClient
+)
+
+// simConn is one TCP connection: the dialler's side and the server's.
+type simConn struct {
+	s      *sim
+	kind   connKind
+	from   int // the dialling node, or -1-client
+	to     int // the server node
+	srvID  ConnID
+	gen    int // the server's incarnation when dialled
+	fgen   int // the dialler's incarnation (nodes only)
+	open   bool
+	closed [2]bool // each side has closed: 0 dialler, 1 server
+	// deliveries stay in order per direction
+	last    [2]time.Duration
+	backlog [2][]func()
+	// the dialler's read deadline: a line must arrive within this much
+	deadline  time.Duration
+	lastHeard time.Duration
+	onLine    func(line []byte) // the dialler reading a line
+	onClose   func(why string)  // the dialler learning the connection is gone
+}
+
+// simFault is one fault of a scripted run.
+type simFault struct {
+	at   time.Duration
+	kind string // crash, vanish, freeze, partition, oneway, sigint, handoff
+	node int
+	dur  time.Duration
+}
+
+// simOptions change a run: a planted bug, a fixed fault script instead of
+// the seed's, a change to its configuration.
+type simOptions struct {
+	planted string
+	script  []simFault
+	cfg     func(*simConfig)
+}
+
+func newSim(seed uint64, o simOptions) *sim {
+	cfg := simConfigFor(seed)
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	planted := o.planted
+	s := &sim{
+		seed:      seed,
+		cfg:       cfg,
+		rng:       rand.New(rand.NewPCG(seed, 0xc0ffee)),
+		base:      time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		blocked:   make(map[[2]int]bool),
+		grants:    make(map[uint64]string),
+		lastToken: make(map[int]uint64),
+		planted:   planted,
+	}
+	addrs := make([]string, cfg.nodes)
+	for i := range addrs {
+		addrs[i] = "10.0.0." + strconv.Itoa(i+1) + ":7070"
+	}
+	for i := range cfg.nodes {
+		n := &simNode{s: s, idx: i, addr: addrs[i], wakeAt: -1}
+		if cfg.maxSkew > 0 {
+			n.skew = time.Duration(s.rng.Int64N(int64(2*cfg.maxSkew))) - cfg.maxSkew
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	for _, n := range s.nodes {
+		n.boot(addrs)
+	}
+	for i := range cfg.clients {
+		c := &simClient{s: s, idx: i, held: make(map[string]heldLock)}
+		s.clients = append(s.clients, c)
+		s.at(time.Duration(s.rng.IntN(200))*time.Millisecond, c.act)
+	}
+	if o.script != nil {
+		for _, f := range o.script {
+			s.at(f.at, func() { s.fault(f.kind, f.node, f.dur) })
+		}
+	} else {
+		s.planFaults()
+	}
+	return s
+}
+
+func (s *sim) at(d time.Duration, do func()) {
+	s.seq++
+	heap.Push(&s.queue, &simEvent{at: s.now + d, seq: s.seq, do: do})
+}
+
+func (s *sim) logf(format string, args ...any) {
+	line := fmt.Sprintf("%9.4fs ", s.now.Seconds()) + fmt.Sprintf(format, args...)
+	s.trace = append(s.trace, line)
+	if len(s.trace) > 400 {
+		s.trace = s.trace[len(s.trace)-300:]
+	}
+}
+
+func (s *sim) fail(format string, args ...any) {
+	msg := fmt.Sprintf("%9.4fs ", s.now.Seconds()) + fmt.Sprintf(format, args...)
+	s.logf("FAIL: %s", fmt.Sprintf(format, args...))
+	s.failures = append(s.failures, msg)
+}
+
+// delay is one message's trip: most are fast, a few slow.
+func (s *sim) delay() time.Duration {
+	d := 100*time.Microsecond + time.Duration(s.rng.IntN(900))*time.Microsecond
+	if s.rng.IntN(50) == 0 {
+		d += time.Duration(s.rng.IntN(30)) * time.Millisecond
+	}
+	return d
+}
+
+// run plays the world until the end of its quiet period, then checks the
+// invariants that need quiet. It reports the failures.
+func (s *sim) run() []string {
+	end := s.cfg.length + s.cfg.quiet
+	s.at(s.cfg.length, s.heal)
+	for len(s.queue) > 0 && len(s.failures) == 0 {
+		e := heap.Pop(&s.queue).(*simEvent)
+		if e.at > end {
+			break
+		}
+		s.now = e.at
+		e.do()
+		s.checkAlways()
+	}
+	if len(s.failures) == 0 {
+		s.checkQuiet()
+	}
+	return s.failures
+}
+
+// --- nodes ---
+
+func (n *simNode) clock() time.Time { return n.s.base.Add(n.s.now + n.skew) }
+
+func (n *simNode) boot(addrs []string) {
+	s := n.s
+	n.gen++
+	n.state = nodeUp
+	n.gone = false
+	n.conns = make(map[ConnID]*simConn)
+	n.links = make(map[string]*simConn)
+	n.linkBusy = make(map[string]bool)
+	n.asks = make(map[*simConn]uint64)
+	n.follow, n.stream, n.stopping, n.frozenQ, n.wasActv = "", nil, false, nil, false
+	n.wakeAt, n.dialing = -1, false
+	c, err := New(Config{
+		Self:           n.addr,
+		Peers:          addrs,
+		Heartbeat:      s.cfg.heartbeat,
+		FailureTimeout: s.cfg.failure,
+		HandoffTimeout: s.cfg.handoff,
+		Engine:         engine.Config{MaxEpochAhead: time.Minute},
+		Logger:         slog.New(&traceHandler{s: s, node: n.idx}),
+	}, (*simOut)(n), n.clock())
+	if err != nil {
+		panic(err)
+	}
+	n.core = c
+	if s.planted == "no-epoch-bump" {
+		c.testNoSucceed = true
+	}
+	if s.planted == "low-priority-stays" {
+		c.testNoDemote = true
+	}
+	if s.planted == "guess-on-unconfirmed-handoff" {
+		c.testGuess = true
+	}
+	if s.planted == "promote-before-the-stream-ends" {
+		c.testNoWait = true
+	}
+	s.logf("node %d boots (incarnation %d)", n.idx, n.gen)
+	n.wake()
+}
+
+// wake schedules the core's next Tick.
+func (n *simNode) wake() {
+	if n.state != nodeUp {
+		return
+	}
+	w := n.core.NextWake().Sub(n.clock())
+	at := n.s.now + max(w, 0)
+	if n.wakeAt >= 0 && n.wakeAt <= at {
+		return
+	}
+	n.wakeAt = at
+	gen := n.gen
+	n.s.at(max(w, 0), func() {
+		if n.gen != gen || n.wakeAt != at {
+			return
+		}
+		n.wakeAt = -1
+		n.do(func() { n.core.Tick(n.clock()) })
+	})
+}
+
+// do runs f as the node's shell would, under its mutex: now, or when it
+// thaws, and never once it crashed.
+func (n *simNode) do(f func()) {
+	switch n.state {
+	case nodeCrashed:
+		return
+	case nodeFrozen:
+		n.frozenQ = append(n.frozenQ, f)
+		return
+	}
+	f()
+	n.after()
+}
+
+// after carries out what the core's last call asked, and checks it.
+func (n *simNode) after() {
+	s := n.s
+	if n.state != nodeUp {
+		return
+	}
+	active := n.core.Role() == Active
+	if active != n.wasActv {
+		if active {
+			s.activity = append(s.activity, activeSpan{node: n.idx, from: s.now})
+			s.logf("node %d active", n.idx)
+			s.checkAcked(n)
+		} else {
+			for i := range s.activity {
+				if s.activity[i].node == n.idx && s.activity[i].till == 0 {
+					s.activity[i].till = s.now
+				}
+			}
+			s.logf("node %d no longer active (%s)", n.idx, n.core.Role())
+		}
+		n.wasActv = active
+	}
+	if n.stopping {
+		n.exit("stopped after SIGINT")
+		return
+	}
+	n.syncFollow()
+	n.wake()
+}
+
+// exit ends the process: gracefully after SIGINT (sockets close), or as
+// a crash.
+func (n *simNode) exit(why string) {
+	s := n.s
+	s.logf("node %d exits: %s", n.idx, why)
+	n.state = nodeCrashed
+	n.gen++
+	if n.wasActv {
+		for i := range s.activity {
+			if s.activity[i].node == n.idx && s.activity[i].till == 0 {
+				s.activity[i].till = s.now
+			}
+		}
+		n.wasActv = false
+	}
+	if s.quietAt > 0 && s.now < s.cfg.length+s.cfg.quiet-2*time.Second {
+		// Nothing stays down in the quiet period: restart, as an
+		// operator or systemd would.
+		s.at(100*time.Millisecond, func() { s.restart(n) })
+	}
+	for _, c := range s.conns {
+		if c.open && (c.to == n.idx || c.from == n.idx) {
+			side := 1
+			if c.from == n.idx {
+				side = 0
+			}
+			if n.gone {
+				c.vanish(side)
+			} else {
+				c.close(side, "EOF")
+			}
+		}
+	}
+}
+
+// --- the simulated shell's actions (Out) ---
+
+type simOut simNode
+
+func (o *simOut) Send(id ConnID, b []byte) bool {
+	n := (*simNode)(o)
+	c := n.conns[id]
+	if c == nil || !c.open || c.closed[1] {
+		return false
+	}
+	lines := splitLines(b)
+	for _, l := range lines {
+		n.s.checkOutgoing(n, c, l)
+		c.toDialler(l)
+	}
+	return true
+}
+
+func (o *simOut) Close(id ConnID) {
+	n := (*simNode)(o)
+	if c := n.conns[id]; c != nil && c.open {
+		c.close(1, "closed by "+n.addr)
+	}
+}
+
+func (o *simOut) Beat(peer string, b []byte) {
+	n := (*simNode)(o)
+	if c := n.links[peer]; c != nil && c.open && !c.closed[0] {
+		c.toServer(slices.Clone(b))
+		return
+	}
+	n.dialLink(peer)
+}
+
+func (o *simOut) Follow(target string) {
+	n := (*simNode)(o)
+	n.follow = target
+}
+
+func (o *simOut) StreamReply(target string, b []byte) {
+	n := (*simNode)(o)
+	if c := n.stream; c != nil && c.open && n.s.nodes[c.to].addr == target {
+		c.toServer(slices.Clone(b))
+	}
+}
+
+func (o *simOut) Ask(id uint64, peer string, b []byte, timeout time.Duration) {
+	n := (*simNode)(o)
+	s := n.s
+	p := s.byAddr(peer)
+	b = slices.Clone(b)
+	gen := n.gen
+	answered := false
+	answer := func(a proto.Answer, err error) {
+		if answered || n.gen != gen {
+			return
+		}
+		answered = true
+		n.do(func() { n.core.Answered(n.clock(), id, a, err) })
+	}
+	s.at(timeout, func() { answer(proto.Answer{}, fmt.Errorf("no answer from %s within %s", peer, timeout)) })
+	s.dial(n.idx, p, kindAsk, func(c *simConn, err error) {
+		if err != nil {
+			answer(proto.Answer{}, err)
+			return
+		}
+		c.onLine = func(line []byte) {
+			a, err := proto.ParseAnswer(line)
+			answer(a, err)
+			c.close(0, "done")
+		}
+		c.onClose = func(why string) { answer(proto.Answer{}, fmt.Errorf("%s", why)) }
+		c.toServer(b)
+	})
+}
+
+func (o *simOut) Stopped() {
+	n := (*simNode)(o)
+	n.stopping = true
+	if n.core.Role() != Standby || n.core.Active() == "" {
+		// It leaves without handing off: its locks may go with it.
+		n.s.logf("node %d leaves without a handoff", n.idx)
+		n.s.faulty = true
+	}
+}
+
+// --- connections ---
+
+func (s *sim) byAddr(addr string) int {
+	for i, n := range s.nodes {
+		if n.addr == addr {
+			return i
+		}
+	}
+	panic("no node " + addr)
+}
+
+// path reports whether a message can go from a to b now (client ends
+// are negative and never partitioned).
+func (s *sim) path(a, b int) bool { return !s.blocked[[2]int{a, b}] }
+
+// dial opens a connection from `from` (a node, or -1-client) to node
+// `to`, calling done with it, or with why it failed: ErrRefused when the
+// process is gone on a live machine, a timeout after the failure timeout
+// when the machine is silent or the path is cut.
+func (s *sim) dial(from, to int, kind connKind, done func(*simConn, error)) {
+	srv := s.nodes[to]
+	fgen := 0
+	if from >= 0 {
+		fgen = s.nodes[from].gen
+	}
+	stillDialler := func() bool { return from < 0 || s.nodes[from].gen == fgen && s.nodes[from].state != nodeCrashed }
+	if !s.path(from, to) || !s.path(to, from) || (srv.state == nodeCrashed && srv.gone) {
+		s.at(s.cfg.failure, func() {
+			if stillDialler() {
+				done(nil, fmt.Errorf("dial %s: i/o timeout", srv.addr))
+			}
+		})
+		return
+	}
+	rtt := s.delay() + s.delay()
+	s.at(rtt, func() {
+		if !stillDialler() {
+			return
+		}
+		if srv.state == nodeCrashed {
+			done(nil, ErrRefused)
+			return
+		}
+		c := &simConn{s: s, kind: kind, from: from, to: to, gen: srv.gen, fgen: fgen, open: true, lastHeard: s.now}
+		s.conns = append(s.conns, c)
+		srv.nextConn++
+		c.srvID = srv.nextConn
+		srv.conns[c.srvID] = c
+		remote := "client"
+		if from >= 0 {
+			remote = s.nodes[from].addr
+		}
+		// A frozen server accepts (the kernel does) and serves later.
+		srv.do(func() { srv.core.ConnOpened(c.srvID, remote) })
+		done(c, nil)
+	})
+}
+
+func splitLines(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		i := strings.IndexByte(string(b), '\n')
+		if i < 0 {
+			out = append(out, slices.Clone(b))
+			break
+		}
+		out = append(out, slices.Clone(b[:i+1]))
+		b = b[i+1:]
+	}
+	return out
+}
+
+// send schedules f on the receiving side of direction dir (0: dialler to
+// server, 1: server to dialler), in order, after a delay; a cut path
+// holds it until the path heals.
+func (c *simConn) send(dir int, f func()) {
+	s := c.s
+	a, b := c.from, c.to
+	if dir == 1 {
+		a, b = c.to, c.from
+	}
+	if !s.path(a, b) {
+		c.backlog[dir] = append(c.backlog[dir], f)
+		return
+	}
+	at := max(s.now+s.delay(), c.last[dir]+time.Nanosecond)
+	c.last[dir] = at
+	s.at(at-s.now, f)
+}
+
+// flush sends what waited for a healed path.
+func (c *simConn) flush() {
+	for dir := range 2 {
+		b := c.backlog[dir]
+		c.backlog[dir] = nil
+		for _, f := range b {
+			c.send(dir, f)
+		}
+	}
+}
+
+// toServer writes line from the dialler to the server.
+func (c *simConn) toServer(line []byte) {
+	if !c.open || c.closed[0] {
+		return
+	}
+	s := c.s
+	srv := s.nodes[c.to]
+	gen := c.gen
+	c.send(0, func() {
+		if !c.open || c.closed[1] || srv.gen != gen {
+			return
+		}
+		srv.do(func() {
+			if !c.open || c.closed[1] {
+				return
+			}
+			req, err := proto.Parse(line)
+			if err != nil {
+				pe, _ := err.(*proto.ParseError)
+				srv.core.RequestError(c.srvID, pe)
+				return
+			}
+			if req.Op == proto.OpSync {
+				srv.core.Request(srv.clock(), c.srvID, req)
+				srv.sendSnapshot(c)
+				return
+			}
+			srv.core.Request(srv.clock(), c.srvID, req)
+		})
+	})
+}
+
+// sendSnapshot feeds a new stream its snapshot a slice per event, as the
+// shell does when the standby reads.
+func (n *simNode) sendSnapshot(c *simConn) {
+	if !n.core.Syncing(c.srvID) {
+		return
+	}
+	gen := n.gen
+	n.s.at(time.Duration(n.s.rng.IntN(200))*time.Microsecond, func() {
+		if n.gen != gen || !c.open {
+			return
+		}
+		n.do(func() {
+			if !n.core.SnapshotSlice(n.clock(), c.srvID) {
+				n.sendSnapshot(c)
+			}
+		})
+	})
+}
+
+// toDialler writes line from the server to the dialler.
+func (c *simConn) toDialler(line []byte) {
+	if !c.open || c.closed[1] {
+		return
+	}
+	c.send(1, func() {
+		if !c.open || c.closed[0] {
+			return
+		}
+		c.lastHeard = c.s.now
+		if c.onLine != nil {
+			c.onLine(line)
+		}
+	})
+}
+
+// close closes side (0 dialler, 1 server); the other side learns of it,
+// after what this side sent before, when the path allows.
+func (c *simConn) close(side int, why string) {
+	if !c.open || c.closed[side] {
+		return
+	}
+	c.closed[side] = true
+	c.send(side, func() { c.peerClosed(1-side, why) })
+}
+
+// vanish: side's machine is gone; nothing more comes from it, ever.
+func (c *simConn) vanish(side int) {
+	c.closed[side] = true
+	c.backlog[side] = nil
+}
+
+// peerClosed tells side that the other side closed.
+func (c *simConn) peerClosed(side int, why string) {
+	if c.closed[side] {
+		c.open = false
+		return
+	}
+	c.closed[side] = true
+	c.open = false
+	s := c.s
+	if side == 1 {
+		srv := s.nodes[c.to]
+		if srv.gen == c.gen {
+			srv.do(func() {
+				delete(srv.conns, c.srvID)
+				srv.core.ConnClosed(srv.clock(), c.srvID)
+			})
+		}
+		return
+	}
+	if c.onClose != nil {
+		c.onClose(why)
+	}
+}
+
+// --- the heartbeat links and the follower stream of a node ---
+
+func (n *simNode) dialLink(peer string) {
+	if n.linkBusy[peer] {
+		return
+	}
+	n.linkBusy[peer] = true
+	s := n.s
+	gen := n.gen
+	p := s.byAddr(peer)
+	s.dial(n.idx, p, kindLink, func(c *simConn, err error) {
+		if n.gen != gen {
+			return
+		}
+		n.linkBusy[peer] = false
+		if err != nil {
+			n.do(func() { n.core.PeerDown(n.clock(), peer, err.Error()) })
+			return
+		}
+		n.links[peer] = c
+		c.onLine = func(line []byte) {
+			n.do(func() {
+				a, err := proto.ParseAnswer(line)
+				if err != nil || a.Kind != proto.OpBeat {
+					return
+				}
+				bt, err := proto.ParseBeatAnswer(a)
+				if err != nil {
+					s.fail("node %d: malformed heartbeat answer %q: %v", n.idx, line, err)
+					return
+				}
+				n.core.HeardBeat(n.clock(), peer, bt)
+			})
+		}
+		c.onClose = func(why string) {
+			if n.links[peer] == c {
+				delete(n.links, peer)
+			}
+			n.do(func() { n.core.PeerDown(n.clock(), peer, why) })
+		}
+		n.watchDeadline(c, func() {
+			c.close(0, "i/o timeout")
+			if n.links[peer] == c {
+				delete(n.links, peer)
+			}
+			n.do(func() { n.core.PeerDown(n.clock(), peer, "i/o timeout") })
+		})
+	})
+}
+
+// watchDeadline closes the dialler's side of c when no line arrived for
+// the failure timeout, as the shell's read deadline does.
+func (n *simNode) watchDeadline(c *simConn, expire func()) {
+	s := n.s
+	gen := n.gen
+	var check func()
+	check = func() {
+		if n.gen != gen || !c.open || c.closed[0] {
+			return
+		}
+		if n.state == nodeFrozen {
+			// A frozen process reads nothing: its deadlines fire when it
+			// thaws, by which time the line may have arrived.
+			s.at(s.cfg.heartbeat, check)
+			return
+		}
+		if left := c.lastHeard + s.cfg.failure - s.now; left > 0 {
+			s.at(left, check)
+			return
+		}
+		expire()
+	}
+	s.at(s.cfg.failure, check)
+}
+
+// syncFollow opens, keeps or closes the follower stream the core asked for.
+func (n *simNode) syncFollow() {
+	s := n.s
+	if c := n.stream; c != nil && (n.follow == "" || s.nodes[c.to].addr != n.follow) {
+		n.stream = nil
+		c.close(0, "no longer following")
+		target := s.nodes[c.to].addr
+		n.core.StreamEnded(n.clock(), target, nil)
+	}
+	if n.follow == "" || n.stream != nil || n.dialing {
+		return
+	}
+	n.dialing = true
+	target := n.follow
+	gen := n.gen
+	s.dial(n.idx, s.byAddr(target), kindStream, func(c *simConn, err error) {
+		if n.gen != gen {
+			return
+		}
+		n.dialing = false
+		if err != nil || n.follow != target {
+			if c != nil {
+				c.close(0, "no longer following")
+			}
+			n.do(func() {
+				n.core.StreamEnded(n.clock(), target, err)
+			})
+			n.retryFollow()
+			return
+		}
+		n.do(func() {
+			hello := n.core.StreamOpened(n.clock(), target)
+			if hello == nil {
+				c.close(0, "no longer following")
+				return
+			}
+			n.stream = c
+			c.onLine = func(line []byte) {
+				if n.stream != c {
+					return
+				}
+				n.do(func() {
+					if n.stream != c {
+						return
+					}
+					a, err := proto.ParseAnswer(line)
+					if err == nil {
+						err = n.core.StreamRecord(n.clock(), target, a)
+					}
+					if err != nil {
+						n.endStream(c, target, err)
+					}
+				})
+			}
+			c.onClose = func(why string) {
+				if n.stream != c {
+					return
+				}
+				n.do(func() {
+					if n.stream == c {
+						n.endStream(c, target, fmt.Errorf("%s", why))
+					}
+				})
+			}
+			n.watchDeadline(c, func() {
+				if n.stream == c {
+					n.do(func() {
+						if n.stream == c {
+							n.endStream(c, target, fmt.Errorf("i/o timeout"))
+						}
+					})
+				}
+			})
+			c.toServer(hello)
+		})
+	})
+}
+
+func (n *simNode) endStream(c *simConn, target string, err error) {
+	n.stream = nil
+	c.close(0, "stream ended")
+	n.core.StreamEnded(n.clock(), target, err)
+	n.retryFollow()
+}
+
+// retryFollow re-opens the stream a heartbeat later, as the shell does.
+func (n *simNode) retryFollow() {
+	gen := n.gen
+	n.s.at(n.s.cfg.heartbeat, func() {
+		if n.gen == gen && n.state == nodeUp {
+			n.syncFollow()
+		}
+	})
+}
+
+// recordAcked notes what every up node has applied when the active
+// crashes.
+func (s *sim) recordAcked() {
+	s.acked = make(map[int]ackedState)
+	for _, m := range s.nodes {
+		if m.state != nodeUp || m.core.Role() != Standby || !m.core.Synced() {
+			continue
+		}
+		st := ackedState{seq: m.core.Seq(), locks: make(map[string]ackedLock)}
+		for _, h := range m.core.Engine().Snapshot(m.clock()).Holders {
+			st.locks[h.Key] = ackedLock{h.Token, s.now + h.LeaseLeft}
+		}
+		s.acked[m.idx] = st
+	}
+}
+
+// checkAcked: a standby that becomes active after its active crashed,
+// having applied nothing since, holds every lock it had applied whose
+// lease has not run out.
+func (s *sim) checkAcked(n *simNode) {
+	st, ok := s.acked[n.idx]
+	if !ok {
+		return
+	}
+	delete(s.acked, n.idx)
+	if n.core.Seq() != st.seq {
+		return
+	}
+	held := make(map[string]uint64)
+	for _, h := range n.core.Engine().Snapshot(n.clock()).Holders {
+		held[h.Key] = h.Token
+	}
+	for key, l := range st.locks {
+		if l.until > s.now+time.Millisecond && held[key] != l.token {
+			s.fail("node %d became active without the lock %s=%d it had applied before the active crashed", n.idx, key, l.token)
+		}
+	}
+}
+
+// --- faults ---
+
+func (s *sim) planFaults() {
+	kinds := []string{"sigint", "handoff"}
+	if !s.cfg.calm {
+		// The races are where handoffs break: a fault a few milliseconds
+		// after a handoff began, while its records are on the wire.
+		kinds = append(kinds, "crash", "vanish", "freeze", "partition", "oneway", "sigint", "handoff", "handoff-race", "sigint-race", "handoff-race")
+	}
+	for range s.cfg.faults {
+		at := time.Second + time.Duration(s.rng.Int64N(int64(s.cfg.length-time.Second)))
+		kind := kinds[s.rng.IntN(len(kinds))]
+		node := s.rng.IntN(len(s.nodes))
+		dur := 300*time.Millisecond + time.Duration(s.rng.Int64N(int64(3*time.Second)))
+		s.at(at, func() { s.fault(kind, node, dur) })
+	}
+}
+
+func (s *sim) fault(kind string, i int, dur time.Duration) {
+	n := s.nodes[i]
+	switch kind {
+	case "crash", "vanish":
+		if n.state == nodeCrashed {
+			return
+		}
+		s.faulty = true
+		if n.wasActv {
+			s.recordAcked()
+		}
+		n.gone = kind == "vanish"
+		n.exit(kind)
+		s.at(dur, func() { s.restart(n) })
+	case "sigint":
+		if n.state != nodeUp {
+			return
+		}
+		s.logf("node %d: SIGINT", i)
+		n.do(func() { n.core.Shutdown(n.clock()) })
+		gen := n.gen
+		s.at(s.cfg.handoff+s.cfg.failure+time.Second, func() {
+			if n.gen == gen && n.state == nodeUp {
+				// The shell stops waiting for the handoff.
+				s.faulty = true
+				n.exit("stopped: the handoff did not settle in time")
+			}
+		})
+		s.at(dur+2*time.Second, func() { s.restart(n) })
+	case "handoff":
+		s.handoffCommand(i)
+	case "handoff-race", "sigint-race":
+		if kind == "handoff-race" {
+			s.handoffCommand(i)
+		} else {
+			s.fault("sigint", i, dur)
+		}
+		next := []string{"crash", "vanish", "freeze", "partition", "oneway"}[s.rng.IntN(5)]
+		j := s.rng.IntN(len(s.nodes))
+		s.at(time.Duration(s.rng.IntN(4000))*time.Microsecond, func() { s.fault(next, j, dur) })
+	case "freeze":
+		if n.state != nodeUp {
+			return
+		}
+		s.logf("node %d freezes for %s", i, dur)
+		n.state = nodeFrozen
+		s.at(dur, func() { s.thaw(n) })
+	case "partition", "oneway":
+		s.faulty = true
+		s.logf("node %d cut off (%s) for %s", i, kind, dur)
+		for j := range s.nodes {
+			if j == i {
+				continue
+			}
+			s.blocked[[2]int{j, i}] = true
+			if kind == "partition" {
+				s.blocked[[2]int{i, j}] = true
+			}
+		}
+		s.at(dur, func() { s.unblock(i) })
+	}
+}
+
+func (s *sim) restart(n *simNode) {
+	if n.state != nodeCrashed || s.now >= s.cfg.length+s.cfg.quiet-2*time.Second {
+		return
+	}
+	addrs := make([]string, len(s.nodes))
+	for i, m := range s.nodes {
+		addrs[i] = m.addr
+	}
+	n.boot(addrs)
+}
+
+func (s *sim) thaw(n *simNode) {
+	if n.state != nodeFrozen {
+		return
+	}
+	s.logf("node %d thaws", n.idx)
+	n.state = nodeUp
+	q := n.frozenQ
+	n.frozenQ = nil
+	for _, f := range q {
+		if n.state != nodeUp {
+			break
+		}
+		f()
+		n.after()
+	}
+	n.do(func() { n.core.Tick(n.clock()) })
+}
+
+func (s *sim) unblock(i int) {
+	s.logf("node %d reconnected", i)
+	for k := range s.blocked {
+		if k[0] == i || k[1] == i {
+			delete(s.blocked, k)
+		}
+	}
+	for _, c := range s.conns {
+		if c.open {
+			c.flush()
+		}
+	}
+}
+
+// heal ends every fault: the quiet period begins.
+func (s *sim) heal() {
+	s.logf("heal: quiet from here on")
+	s.quietAt = s.now
+	for _, n := range s.nodes {
+		if n.state == nodeFrozen {
+			s.thaw(n)
+		}
+	}
+	clear(s.blocked)
+	for _, c := range s.conns {
+		if c.open {
+			c.flush()
+		}
+	}
+	for _, n := range s.nodes {
+		if n.state == nodeCrashed {
+			s.restart(n)
+		}
+	}
+}
+
+// handoffCommand is lockctl handoff: an admin's H to the node it
+// believes active.
+func (s *sim) handoffCommand(i int) {
+	s.logf("lockctl handoff to node %d", i)
+	s.commandHandoffs++
+	asked := s.now
+	s.dial(-1-1000, i, kindClient, func(c *simConn, err error) {
+		if err != nil {
+			return
+		}
+		c.onLine = func(line []byte) {
+			ans := strings.TrimSpace(string(line))
+			s.logf("handoff answer from node %d: %s", i, ans)
+			s.handoffAnswers = append(s.handoffAnswers, fmt.Sprintf("%.4fs %s", asked.Seconds(), ans))
+			c.close(0, "done")
+		}
+		c.toServer([]byte("H -\n"))
+	})
+}
+
+// traceHandler writes a core's log lines into the run's trace, so that a
+// failure report tells what each node decided and why.
+type traceHandler struct {
+	s     *sim
+	node  int
+	attrs []slog.Attr
+}
+
+func (h *traceHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *traceHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("  node ")
+	b.WriteString(strconv.Itoa(h.node))
+	b.WriteString(": ")
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "self" {
+			b.WriteString(" " + a.Key + "=" + a.Value.String())
+		}
+		return true
+	})
+	h.s.logf("%s", b.String())
+	return nil
+}
+
+func (h *traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &traceHandler{s: h.s, node: h.node, attrs: append(slices.Clone(h.attrs), as...)}
+}
+
+func (h *traceHandler) WithGroup(string) slog.Handler { return h }
