@@ -33,6 +33,7 @@ _lockctl_complete() {
         "lockctl handoff") node=lockctl_handoff ;;
         "lockctl drill") node=lockctl_drill ;;
         "lockctl completion") node=lockctl_completion ;;
+        "lockctl version") node=lockctl_version ;;
         "lockctl help"|"lockctl h") node=lockctl_help ;;
         "lockctl --addr"|"lockctl --output"|"lockctl -o"|"lockctl --color"|"lockctl --timeout"|"lockctl --failure-timeout"|"lockctl --tls-ca"|"lockctl --tls-cert"|"lockctl --tls-key"|"lockctl --tls-server-name"|"lockctl --secret-file") skip=1 ;;
         "lockctl_acquire --key"|"lockctl_acquire --lease"|"lockctl_acquire --wait"|"lockctl_acquire -w"|"lockctl_acquire --addr"|"lockctl_acquire --output"|"lockctl_acquire -o"|"lockctl_acquire --color"|"lockctl_acquire --timeout"|"lockctl_acquire --failure-timeout"|"lockctl_acquire --tls-ca"|"lockctl_acquire --tls-cert"|"lockctl_acquire --tls-key"|"lockctl_acquire --tls-server-name"|"lockctl_acquire --secret-file") skip=1 ;;
@@ -46,6 +47,7 @@ _lockctl_complete() {
         "lockctl_handoff --to"|"lockctl_handoff --addr"|"lockctl_handoff --output"|"lockctl_handoff -o"|"lockctl_handoff --color"|"lockctl_handoff --timeout"|"lockctl_handoff --failure-timeout"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") skip=1 ;;
         "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --action"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --output"|"lockctl_drill -o"|"lockctl_drill --color"|"lockctl_drill --timeout"|"lockctl_drill --failure-timeout"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") skip=1 ;;
         "lockctl_completion --addr"|"lockctl_completion --output"|"lockctl_completion -o"|"lockctl_completion --color"|"lockctl_completion --timeout"|"lockctl_completion --failure-timeout"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") skip=1 ;;
+        "lockctl_version --addr"|"lockctl_version --output"|"lockctl_version -o"|"lockctl_version --color"|"lockctl_version --timeout"|"lockctl_version --failure-timeout"|"lockctl_version --tls-ca"|"lockctl_version --tls-cert"|"lockctl_version --tls-key"|"lockctl_version --tls-server-name"|"lockctl_version --secret-file") skip=1 ;;
         esac
     done
     flag=$prev
@@ -55,7 +57,7 @@ _lockctl_complete() {
         flag=${COMP_WORDS[COMP_CWORD-2]}
     fi
     case "$node $flag" in
-        "lockctl --color"|"lockctl_acquire --color"|"lockctl_release --color"|"lockctl_renew --color"|"lockctl_hold --color"|"lockctl_exec --color"|"lockctl_bench --color"|"lockctl_status --color"|"lockctl_queues --color"|"lockctl_handoff --color"|"lockctl_drill --color"|"lockctl_completion --color")
+        "lockctl --color"|"lockctl_acquire --color"|"lockctl_release --color"|"lockctl_renew --color"|"lockctl_hold --color"|"lockctl_exec --color"|"lockctl_bench --color"|"lockctl_status --color"|"lockctl_queues --color"|"lockctl_handoff --color"|"lockctl_drill --color"|"lockctl_completion --color"|"lockctl_version --color")
             COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
             return 0 ;;
         "lockctl_bench --mode")
@@ -76,13 +78,14 @@ _lockctl_complete() {
         "lockctl_handoff --to"|"lockctl_handoff --addr"|"lockctl_handoff --output"|"lockctl_handoff -o"|"lockctl_handoff --timeout"|"lockctl_handoff --failure-timeout"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") return 0 ;;
         "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --output"|"lockctl_drill -o"|"lockctl_drill --timeout"|"lockctl_drill --failure-timeout"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") return 0 ;;
         "lockctl_completion --addr"|"lockctl_completion --output"|"lockctl_completion -o"|"lockctl_completion --timeout"|"lockctl_completion --failure-timeout"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") return 0 ;;
+        "lockctl_version --addr"|"lockctl_version --output"|"lockctl_version -o"|"lockctl_version --timeout"|"lockctl_version --failure-timeout"|"lockctl_version --tls-ca"|"lockctl_version --tls-cert"|"lockctl_version --tls-key"|"lockctl_version --tls-server-name"|"lockctl_version --secret-file") return 0 ;;
     esac
     [[ $prev == = ]] && return 0
     local flags= words=
     case $node in
     lockctl)
-        flags="--addr --output -o --json --no-headers --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
-        words="acquire release renew hold exec bench status queues handoff drill completion help" ;;
+        flags="--addr --output -o --json --no-headers --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h --version -v"
+        words="acquire release renew hold exec bench status queues handoff drill completion version help" ;;
     lockctl_acquire)
         flags="--key --lease --wait -w --nonblock -n --addr --output -o --json --no-headers --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
@@ -116,9 +119,12 @@ _lockctl_complete() {
     lockctl_completion)
         flags="--addr --output -o --json --no-headers --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="bash zsh fish" ;;
+    lockctl_version)
+        flags="--addr --output -o --json --no-headers --color --timeout --failure-timeout --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        words="" ;;
     lockctl_help)
         flags=""
-        words="acquire release renew hold exec bench status queues handoff drill completion" ;;
+        words="acquire release renew hold exec bench status queues handoff drill completion version" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$flags" -- "$cur"))

@@ -33,6 +33,8 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set node lockctl_drill
             case 'lockctl completion'
                 set node lockctl_completion
+            case 'lockctl version'
+                set node lockctl_version
             case 'lockctl help' 'lockctl h'
                 set node lockctl_help
             case 'lockctl --addr' 'lockctl --output' 'lockctl -o' 'lockctl --color' 'lockctl --timeout' 'lockctl --failure-timeout' 'lockctl --tls-ca' 'lockctl --tls-cert' 'lockctl --tls-key' 'lockctl --tls-server-name' 'lockctl --secret-file'
@@ -62,6 +64,8 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set skip 1
             case 'lockctl_completion --addr' 'lockctl_completion --output' 'lockctl_completion -o' 'lockctl_completion --color' 'lockctl_completion --timeout' 'lockctl_completion --failure-timeout' 'lockctl_completion --tls-ca' 'lockctl_completion --tls-cert' 'lockctl_completion --tls-key' 'lockctl_completion --tls-server-name' 'lockctl_completion --secret-file'
                 set skip 1
+            case 'lockctl_version --addr' 'lockctl_version --output' 'lockctl_version -o' 'lockctl_version --color' 'lockctl_version --timeout' 'lockctl_version --failure-timeout' 'lockctl_version --tls-ca' 'lockctl_version --tls-cert' 'lockctl_version --tls-key' 'lockctl_version --tls-server-name' 'lockctl_version --secret-file'
+                set skip 1
         end
     end
     echo $node
@@ -84,6 +88,7 @@ complete -c lockctl -n '__lockctl_is lockctl' -a queues -d 'show every held key 
 complete -c lockctl -n '__lockctl_is lockctl' -a handoff -d 'hand the active role to the next node (or to --to) and wait until it serves'
 complete -c lockctl -n '__lockctl_is lockctl' -a drill -d 'run a failover drill: lock traffic, a handoff or your command, and a verdict'
 complete -c lockctl -n '__lockctl_is lockctl' -a completion -d 'print the shell completion script for bash, zsh or fish'
+complete -c lockctl -n '__lockctl_is lockctl' -a version -d 'print lockctl\'s version (also: lockctl --version)'
 complete -c lockctl -n '__lockctl_is lockctl' -a help -d 'show a list of commands or help for one command'
 complete -c lockctl -n '__lockctl_is lockctl' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl' -l output -s o -x -d 'FORMAT of what commands print: text, table, wide or json'
@@ -99,6 +104,7 @@ complete -c lockctl -n '__lockctl_is lockctl' -l tls-key -x -d 'private key FILE
 complete -c lockctl -n '__lockctl_is lockctl' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
 complete -c lockctl -n '__lockctl_is lockctl' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl' -l help -s h -d 'show help'
+complete -c lockctl -n '__lockctl_is lockctl' -l version -s v -d 'print the version'
 
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
@@ -311,4 +317,19 @@ complete -c lockctl -n '__lockctl_is lockctl_completion' -l tls-server-name -x -
 complete -c lockctl -n '__lockctl_is lockctl_completion' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_completion' -l help -s h -d 'show help'
 
-complete -c lockctl -n '__lockctl_is lockctl_help' -a 'acquire release renew hold exec bench status queues handoff drill completion'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l output -s o -x -d 'FORMAT of what commands print: text, table, wide or json'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l json -d 'print machine-readable JSON, one object per line'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l no-headers -d 'leave out the header line of status and queues'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l timeout -x -d 'longest to wait for lockd\'s answer to a request, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l failure-timeout -x -d 'a node silent this long is treated as down and requests move on, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l secret-file -x -d 'prove the secret in FILE to lockd'
+complete -c lockctl -n '__lockctl_is lockctl_version' -l help -s h -d 'show help'
+
+complete -c lockctl -n '__lockctl_is lockctl_help' -a 'acquire release renew hold exec bench status queues handoff drill completion version'

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -132,7 +135,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	}
 	if err := cmd.Start(); err != nil {
 		c.release(g, cl, token)
-		return startFailure(args[0], err)
+		return startFailure(args[0], path, err)
 	}
 	k := keepLease(cl, c.key, token, c.lease, time.Now())
 	exited := make(chan struct{})
@@ -265,6 +268,11 @@ func lookCommand(name string) (string, error) {
 		err = nil
 	}
 	if err == nil {
+		if interp, ok := shebang(path); ok && filepath.IsAbs(interp) {
+			if _, serr := os.Stat(interp); serr != nil {
+				return "", startFailure(name, path, serr)
+			}
+		}
 		return path, nil
 	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -275,14 +283,42 @@ func lookCommand(name string) (string, error) {
 		try: "check that it is an executable file (chmod +x)", err: err}
 }
 
-// startFailure maps an error of exec.Cmd.Start the way lookCommand does.
-func startFailure(name string, err error) error {
+// startFailure maps an error of exec.Cmd.Start the way lookCommand does,
+// and as a shell would: a script whose #! line names an interpreter that
+// is not there exits 126, saying so, since the script itself was found.
+func startFailure(name, path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
+		if interp, ok := shebang(path); ok {
+			return &exitError{code: 126, what: fmt.Sprintf("cannot run %s: bad interpreter %s (its #! line): no such file", name, printable(interp)),
+				try: "fix the script's first line, or install the interpreter it names", err: err}
+		}
 		return &exitError{code: 127, what: "command not found: " + name,
 			try: "check its name, or give its path", err: err}
 	}
 	return &exitError{code: 126, what: fmt.Sprintf("cannot run %s: %s", name, innermost(err)),
 		try: "check that it is an executable file for this system (chmod +x, #! line)", err: err}
+}
+
+// shebang reads the interpreter a script's #! line names, when the file
+// at path exists and starts with one.
+func shebang(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := io.ReadFull(f, buf)
+	line, ok := strings.CutPrefix(string(buf[:n]), "#!")
+	if !ok {
+		return "", false
+	}
+	line, _, _ = strings.Cut(line, "\n")
+	fields := strings.Fields(line)
+	if len(fields) == 0 {
+		return "", true
+	}
+	return fields[0], true
 }
 
 // innermost is the last error of a wrap chain: "permission denied" rather

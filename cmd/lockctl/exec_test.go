@@ -62,6 +62,12 @@ func TestExecCommandNotRunnable(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Issue 11, item 13: a script that exists but names an interpreter
+	// that does not is not "command not found".
+	badInterp := filepath.Join(dir, "bad-interp.sh")
+	if err := os.WriteFile(badInterp, []byte("#!/no/such/shell -e\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		command string
 		code    int
@@ -70,6 +76,7 @@ func TestExecCommandNotRunnable(t *testing.T) {
 		{"lockctl-no-such-command", 127, "command not found: lockctl-no-such-command"},
 		{filepath.Join(dir, "missing"), 127, "command not found"},
 		{notExec, 126, "permission denied"},
+		{badInterp, 126, "cannot run " + badInterp + ": bad interpreter /no/such/shell (its #! line): no such file; fix the script's first line"},
 	} {
 		code, _, stderr := lockctl(t, "--addr", f.addr, "exec", "--key", "job", "--", tc.command)
 		if code != tc.code || !strings.Contains(stderr, tc.want) {

@@ -75,7 +75,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 		return err
 	}
 	if g.TTY && !g.JSON {
-		fmt.Fprintf(g.Stderr, "lockctl: holding %q, renewing every %s; Ctrl-C releases it\n", c.key, c.lease/3)
+		fmt.Fprintf(g.Stderr, "lockctl: holding %q, renewing every %s; Ctrl-C releases it\n", c.key, roundedDuration(c.lease/3))
 	}
 
 	select {
@@ -89,6 +89,18 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	}
 	switch err := releaseAtEnd(g, cl, c.key, lock.Token); {
 	case err == nil:
+		// Say that the lock is free now: on a terminal in words, and
+		// with --json as a last object (a script may be reading).
+		switch {
+		case g.JSON:
+			return printJSON(g.Stdout, struct {
+				Key      string `json:"key"`
+				Token    uint64 `json:"token"`
+				Released bool   `json:"released"`
+			}{c.key, lock.Token, true})
+		case g.TTY:
+			fmt.Fprintf(g.Stderr, "lockctl: released %q (token %d)\n", c.key, lock.Token)
+		}
 		return nil
 	case errors.Is(err, client.ErrNotHeld):
 		return (&lostError{key: c.key, token: lock.Token, err: err,

@@ -55,6 +55,7 @@ func commands() []*cli.Command {
 		new(handoffCommand).Command(),
 		new(drillCommand).Command(),
 		new(completionCommand).Command(),
+		new(versionCommand).Command(),
 	}
 }
 
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	app, helpMiss := newApp(stdin, stdout, stderr)
 	err := app.RunContext(ctx, args)
 	if err == nil && *helpMiss != "" {
-		err = usageError("", "no command named %q", *helpMiss)
+		err = noCommand(*helpMiss)
 	}
 	if wantsJSON(args) {
 		reportJSONError(stdout, err)
@@ -123,7 +124,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 				exitLine("N", "exec: its command's exit code (126 not executable, 127 not found, 128+N killed by signal N)")),
 		Flags:        globalFlags(true),
 		Commands:     cmds,
-		HideVersion:  true,
+		Version:      buildVersion(),
 		Reader:       stdin,
 		Writer:       stdout,
 		ErrWriter:    stderr,
@@ -138,10 +139,80 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 			if cCtx.NArg() == 0 {
 				return cli.ShowAppHelp(cCtx)
 			}
-			return usageError("", "no command named %q", cCtx.Args().First())
+			return noCommand(cCtx.Args().First())
 		},
 	}
+	// --version (and -v) print what `lockctl version` prints.
+	cli.VersionPrinter = func(cCtx *cli.Context) { fmt.Fprintln(cCtx.App.Writer, versionLine()) }
 	return app, helpMiss
+}
+
+// noCommand is the usage error for a command lockctl does not have, with
+// the nearest one it has when the name looks like a typo of it.
+func noCommand(name string) error {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.Name)
+	}
+	if s := suggest(name, names); s != "" {
+		return usageError("", "no command named %q; did you mean %q?", name, s)
+	}
+	return usageError("", "no command named %q", name)
+}
+
+// suggest is the candidate closest to word, if it is close enough to be
+// what was meant: a typo or two (an edit distance of at most 2, or 1 for
+// short words), or the start of a single candidate. It is "" otherwise.
+func suggest(word string, candidates []string) string {
+	best, bestDist := "", 1<<30
+	limit := 2
+	if len(word) <= 3 {
+		limit = 1
+	}
+	var prefixed []string
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestDist {
+			best, bestDist = c, d
+		}
+		if len(word) >= 3 && strings.HasPrefix(c, word) {
+			prefixed = append(prefixed, c)
+		}
+	}
+	if bestDist <= limit && bestDist < len(word) {
+		return best
+	}
+	if len(prefixed) == 1 {
+		return prefixed[0]
+	}
+	return ""
+}
+
+// editDistance is the Damerau-Levenshtein distance (optimal string
+// alignment) between a and b: insertions, deletions, substitutions and
+// swaps of two neighbours each count one.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
 }
 
 // onUsageError turns urfave/cli's flag parsing errors into exit code 2,
@@ -156,10 +227,22 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 	}
 	msg := err.Error()
 	if flag, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return usageError(name, "unknown flag --%s", flag)
+		flag = strings.TrimPrefix(flag, "-")
+		var known []string
+		for _, f := range flags {
+			for _, n := range f.Names() {
+				if len(n) > 1 {
+					known = append(known, n)
+				}
+			}
+		}
+		if s := suggest(flag, known); s != "" && len(flag) > 1 {
+			return usageError(name, "unknown flag %s; did you mean --%s?", dashed(flag), s)
+		}
+		return usageError(name, "unknown flag %s", dashed(flag))
 	}
 	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return usageError(name, "--%s needs a value", strings.TrimPrefix(flag, "-"))
+		return usageError(name, "%s needs a value", dashed(strings.TrimPrefix(flag, "-")))
 	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
 		value, flag := m[1], m[2]
@@ -179,9 +262,18 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 				want = "want a whole number"
 			}
 		}
-		return usageError(name, "--%s %q: %s", flag, value, want)
+		return usageError(name, "%s %q: %s", dashed(flag), value, want)
 	}
 	return usageError(name, "%s", msg)
+}
+
+// dashed writes a flag as it is typed: -k for a one-letter flag, --key
+// for the others.
+func dashed(flag string) string {
+	if len(flag) == 1 {
+		return "-" + flag
+	}
+	return "--" + flag
 }
 
 // invalidValue matches the flag package's complaint about a value.

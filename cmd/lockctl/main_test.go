@@ -610,3 +610,54 @@ func TestErrorsAreJSONWithJSON(t *testing.T) {
 		t.Errorf("exec's own --json printed %q on stdout", out)
 	}
 }
+
+// Issue 11, item 5: lockctl --version and lockctl version.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-v"}, {"version"}} {
+		code, out, errOut := lockctl(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "lockctl dev (go") || strings.Count(out, "\n") != 1 || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	code, out, _ := lockctl(t, "--json", "version")
+	if code != 0 || !strings.HasPrefix(out, `{"version":"dev","go":"go`) {
+		t.Errorf("version --json: exit %d, %q", code, out)
+	}
+}
+
+// Issue 11, item 11: a typo of a command or a flag gets a "did you
+// mean", and a one-letter flag is echoed with one dash.
+func TestDidYouMean(t *testing.T) {
+	unsetenv(t, "LOCKD_ADDR")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"aquire", "--key", "k"}, `lockctl: no command named "aquire"; did you mean "acquire"?; see ` + "`lockctl --help`"},
+		{[]string{"stauts"}, `did you mean "status"?`},
+		{[]string{"help", "relase"}, `did you mean "release"?`},
+		{[]string{"acquire", "--kye", "k"}, "lockctl: unknown flag --kye; did you mean --key?; see `lockctl acquire --help`"},
+		{[]string{"queues", "--no-header"}, "unknown flag --no-header; did you mean --no-headers?"},
+		{[]string{"--adr", "x:1", "status"}, "unknown flag --adr; did you mean --addr?"},
+		{[]string{"acquire", "-k", "k"}, "lockctl: unknown flag -k; see `lockctl acquire --help`"},
+		{[]string{"acquire", "--key"}, "lockctl: --key needs a value"},
+		{[]string{"exec", "-E"}, "lockctl: -E needs a value"},
+		{[]string{"frobnicate"}, `lockctl: no command named "frobnicate"; see`},
+	} {
+		code, _, errOut := lockctl(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		d    int
+	}{{"aquire", "acquire", 1}, {"kye", "key", 1}, {"stauts", "status", 1}, {"", "abc", 3}, {"hold", "hold", 0}, {"drill", "bench", 5}} {
+		if d := editDistance(tc.a, tc.b); d != tc.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, d, tc.d)
+		}
+	}
+}

@@ -350,6 +350,22 @@ func shortDuration(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
+// roundedDuration is a duration as a person reads it in a sentence, to
+// three significant digits: 667ms, 1.67s, 10s, 3m20s.
+func roundedDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < 10*time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
 // secondsJSON is a duration in seconds for JSON, to the millisecond, so
 // that 1.574 prints as such and not as 1.5739999999999998.
 func secondsJSON(d time.Duration) float64 {
