@@ -153,11 +153,14 @@ type Core struct {
 	// (stopped, a VM paused): an active then pauses (pausedSince) until it
 	// has heard its peers again, since another may have taken over.
 	lastTick    time.Time
+	lastEvent   time.Time // the time of the event being served
 	pausedSince time.Time
 	pauseHeard  int // heartbeat answers heard since the pause began
 	// waiting is a handoff asked for while no standby was caught up but
 	// one was syncing: it starts when one is, or fails at its deadline.
 	waiting *waitingHandoff
+
+	count Counters
 
 	nextBeat   time.Time // when heartbeats and the supervisor are due
 	nextAsk    uint64
@@ -335,10 +338,12 @@ func (c *Core) serving() bool { return c.role == Active && c.pausedSince.IsZero(
 // maybeResume), an active stops granting and a standby does not promote.
 // Every event calls it first.
 func (c *Core) noteTime(now time.Time) {
+	c.lastEvent = now
 	if len(c.peers) == 0 || !c.pausedSince.IsZero() || now.Sub(c.lastTick) < c.cfg.FailureTimeout {
 		return
 	}
 	c.pausedSince, c.pauseHeard = now, 0
+	c.count.Pauses++
 	c.log.Warn("this node did not run for a while: it decides nothing until its peers are heard again", "self", c.self, "stopped_for", now.Sub(c.lastTick).Round(time.Millisecond).String())
 }
 
@@ -378,6 +383,7 @@ func (c *Core) setRole(r Role, active, reason string) {
 	c.log.Info("role change", "self", c.self, "from", string(c.role), "to", string(r), "active", active, "reason", reason)
 	c.role = r
 	c.active = active
+	c.noteActive(c.lastEvent)
 }
 
 // Shutdown begins a graceful stop: an active node hands its role to a

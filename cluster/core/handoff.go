@@ -229,6 +229,8 @@ func (c *Core) handoffRecord(now time.Time, f *follower, rec proto.Record) error
 	}
 	c.observe(now, rec.Token, f.target)
 	c.takenFrom, c.takenToken = f.target, rec.Token
+	c.count.HandoffsTaken++
+	c.count.Promotions-- // promote counts it; it is a handoff, not a failover
 	c.sticky = false
 	if p := c.peerByAddr(f.target); p != nil {
 		c.afterRoleMove(now, p, Standby)
@@ -258,6 +260,10 @@ func (c *Core) takeoverConfirmed(now time.Time, cn *conn, req proto.Request) {
 // handoffDone ends a handoff the successor took.
 func (c *Core) handoffDone(now time.Time, h *handoff, reason string) {
 	c.handoff = nil
+	if c.count.HandoffsGiven == nil {
+		c.count.HandoffsGiven = make(map[string]uint64)
+	}
+	c.count.HandoffsGiven[handoffReason(h.sticky, h.reason)]++
 	gap := now.Sub(h.started)
 	c.sticky = h.sticky
 	if p := c.peerByAddr(h.to); p != nil {
@@ -383,6 +389,7 @@ func (c *Core) abortHandoff(now time.Time, why string) {
 		return
 	}
 	c.handoff = nil
+	c.count.HandoffsFailed++
 	c.log.Warn("handoff aborted", "self", c.self, "to", h.to, "why", why)
 	if c.leaving {
 		// Shutting down: serving again only to exit would grant locks
@@ -409,6 +416,7 @@ func (c *Core) abortHandoff(now time.Time, why string) {
 // (this node, most likely, with a new token epoch).
 func (c *Core) handoffLost(now time.Time, h *handoff, err error) {
 	c.handoff = nil
+	c.count.HandoffsFailed++
 	why := h.why + "; " + h.to + " cannot be reached"
 	if err != nil {
 		why += " (" + err.Error() + ")"

@@ -89,6 +89,8 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
 		buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecSynced, From: s.from, Token: c.eng.HighWater(), Seq: c.seq})
 		s.syncing = false
 		c.fresh = false // a standby now holds this node's state: it is the cluster's
+		c.count.SnapshotsSent++
+		c.count.SnapshotDuration += now.Sub(s.started)
 		c.log.Info("snapshot sent", "standby", s.from, "holders", s.held, "took", now.Sub(s.started).Round(time.Microsecond).String())
 	}
 	if len(buf) > 0 {

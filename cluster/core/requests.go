@@ -106,6 +106,9 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		word := proto.WordOK
 		if !ok {
 			word = proto.WordNotHeld
+			c.count.ReleasesNotHeld++
+		} else {
+			c.count.Releases++
 		}
 		c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRelease, key, word))
 	case proto.OpRenew:
@@ -113,6 +116,7 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		c.route(now, evs)
 		switch {
 		case err == nil:
+			c.count.Renewals++
 			c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordOK))
 		case err == engine.ErrNotHeld:
 			c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordNotHeld))
@@ -184,6 +188,7 @@ func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
 }
 
 func (c *Core) refuse(cn *conn, op proto.Op, key, msg string) {
+	c.count.Refusals++
 	if op == proto.OpAcquire && key != proto.WordNone {
 		seq := cn.nextSeq
 		cn.nextSeq++
@@ -206,6 +211,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 	granted, tok := c.routeOwn(now, evs, w)
 	switch {
 	case err != nil:
+		c.count.Refusals++
 		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, err.Error()))
 	case granted:
 		if len(cn.pending[key]) == 0 {
@@ -220,6 +226,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 
 // redirect answers a lock request at a node that is not active.
 func (c *Core) redirect(now time.Time, cn *conn, req proto.Request) {
+	c.count.Redirects++
 	to := c.RedirectTarget(now)
 	if req.Op == proto.OpAcquire {
 		seq := cn.nextSeq
@@ -287,6 +294,7 @@ func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (boo
 	for _, ev := range evs {
 		if ev.Kind == engine.Granted && ev.Waiter == w {
 			granted, tok = true, ev.Token
+			c.count.Grants++
 			c.replicate(ev)
 			continue
 		}
@@ -306,6 +314,14 @@ func (c *Core) route(now time.Time, evs []engine.Event) {
 
 func (c *Core) routeOne(now time.Time, ev engine.Event) {
 	c.replicate(ev)
+	switch {
+	case ev.Kind == engine.Granted:
+		c.count.Grants++
+	case ev.Kind == engine.TimedOut:
+		c.count.Timeouts++
+	case ev.Kind == engine.Freed && ev.Expired:
+		c.count.Expiries++
+	}
 	switch ev.Kind {
 	case engine.Granted, engine.TimedOut:
 		cn := c.conns[ConnID(ev.Waiter.Conn)]

@@ -179,6 +179,7 @@ func (c *Core) promote(now time.Time, reason string) {
 		c.eng.Succeed(now)
 	}
 	c.setRole(Active, c.self, reason)
+	c.count.Promotions++
 	c.base = c.top
 	c.pausedSince = time.Time{}
 	c.fresh = !c.synced
@@ -192,6 +193,7 @@ func (c *Core) promote(now time.Time, reason string) {
 // the new active.
 func (c *Core) demote(now time.Time, to, reason string) {
 	c.log.Info("demoted", "self", c.self, "to", to, "reason", reason)
+	c.count.Demotions++
 	c.setRole(Standby, to, reason)
 	c.pausedSince = time.Time{}
 	c.dropWaiters(to)
