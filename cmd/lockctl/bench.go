@@ -8,7 +8,9 @@ import (
 	"math/bits"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -153,6 +155,8 @@ func (c *benchCommand) Run(cCtx *cli.Context) error {
 	shards := make([]latencyShard, min(c.workers, latencyShards))
 	start := time.Now()
 	end := start.Add(c.duration)
+	var live benchProgress
+	stopProgress := startProgress(g, func() string { return live.line(start, c.duration, styleOf(g)) })
 	var wg sync.WaitGroup
 	for i := range stats {
 		cl := clients[i%len(clients)]
@@ -160,11 +164,12 @@ func (c *benchCommand) Run(cCtx *cli.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.worker(ctx, cl, key, end, &stats[i], &shards[i%len(shards)])
+			c.worker(ctx, cl, key, end, &stats[i], &shards[i%len(shards)], &live)
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopProgress()
 
 	var all histogram
 	for i := range stats {
@@ -242,6 +247,23 @@ func (c *benchCommand) check(cCtx *cli.Context) (int, error) {
 	return n, nil
 }
 
+// benchProgress is what the live line of a bench shows, counted as the
+// workers go.
+type benchProgress struct {
+	cycles, errors atomic.Int64
+}
+
+func (b *benchProgress) line(start time.Time, d time.Duration, s renderStyle) string {
+	elapsed := time.Since(start)
+	n := b.cycles.Load()
+	rate := float64(n) / max(elapsed.Seconds(), 0.001)
+	return strings.Join([]string{
+		fmt.Sprintf("bench: %s of %s", humanDuration(min(elapsed, d)), d),
+		fmt.Sprintf("%d cycles (%.0f/s)", n, rate),
+		countOf(int(b.errors.Load()), "error", "errors"),
+	}, s.dot())
+}
+
 // workerStats is one worker's counts, merged when the run ends so workers
 // share nothing while they run.
 type workerStats struct {
@@ -262,7 +284,7 @@ const latencyShards = 64
 // benchErrorPause keeps a failing worker from spinning on errors.
 const benchErrorPause = 10 * time.Millisecond
 
-func (c *benchCommand) worker(ctx context.Context, cl *client.Client, key string, end time.Time, st *workerStats, lat *latencyShard) {
+func (c *benchCommand) worker(ctx context.Context, cl *client.Client, key string, end time.Time, st *workerStats, lat *latencyShard, live *benchProgress) {
 	for {
 		left := time.Until(end)
 		if left <= 0 || ctx.Err() != nil {
@@ -278,6 +300,7 @@ func (c *benchCommand) worker(ctx context.Context, cl *client.Client, key string
 		switch {
 		case err == nil:
 			st.cycles++
+			live.cycles.Add(1)
 			took := time.Since(began)
 			lat.mu.Lock()
 			lat.h.record(took)
@@ -291,6 +314,7 @@ func (c *benchCommand) worker(ctx context.Context, cl *client.Client, key string
 			}
 		default:
 			st.errors++
+			live.errors.Add(1)
 			if st.firstErr == nil {
 				st.firstErr = err
 			}

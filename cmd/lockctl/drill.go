@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -155,7 +156,10 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
+	plan.Progress = new(drillProgress)
+	stopProgress := startProgress(g, func() string { return plan.Progress.line(plan, styleOf(g)) })
 	rep := runDrill(ctx, cl, g.status, plan)
+	stopProgress()
 	if ctx.Err() != nil {
 		return clientFailure(ctx, g, "running the drill", ctx.Err())
 	}
@@ -241,6 +245,38 @@ type drillPlan struct {
 	Output    io.Writer     // where the command's output goes (lockctl's stderr)
 	Env       []string      // the command's environment
 	KeyPrefix string        // "": drill-XXXX-, unique to this run
+	// Progress, when set, is kept up to date while the drill runs.
+	Progress *drillProgress
+}
+
+// drillProgress is what the live line of a drill shows: counts kept as
+// the workers go, and the action's outcome once it has one.
+type drillProgress struct {
+	start  atomic.Int64 // UnixNano; 0 until the workload starts
+	grants atomic.Int64
+	errors atomic.Int64
+	action atomic.Pointer[string]
+}
+
+// line is the live line: elapsed time, grants, errors and the action.
+func (pr *drillProgress) line(p drillPlan, s renderStyle) string {
+	start := pr.start.Load()
+	if start == 0 {
+		return "drill: starting"
+	}
+	elapsed := time.Since(time.Unix(0, start))
+	parts := []string{fmt.Sprintf("drill: %s of %s", humanDuration(min(elapsed, p.Duration)), p.Duration),
+		countOf(int(pr.grants.Load()), "grant", "grants"), countOf(int(pr.errors.Load()), "error", "errors")}
+	switch d := pr.action.Load(); {
+	case p.Action == actionNone:
+	case d != nil:
+		parts = append(parts, "action: "+printableText(*d))
+	case elapsed < p.At:
+		parts = append(parts, fmt.Sprintf("%s in %s", p.Action, humanDuration(p.At-elapsed)))
+	default:
+		parts = append(parts, p.Action+" running")
+	}
+	return strings.Join(parts, s.dot())
 }
 
 // drillClient is what a drill needs of the lockd client.
@@ -308,11 +344,17 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 	keyName := func(k int) string { return p.KeyPrefix + strconv.Itoa(k) }
 	rep := &drillReport{ErrorKinds: make(map[string]int), Start: time.Now()}
 	start := rep.Start
+	pr := p.Progress
+	if pr == nil {
+		pr = new(drillProgress)
+	}
+	pr.start.Store(start.UnixNano())
 	wctx, cancel := context.WithDeadline(ctx, start.Add(p.Duration))
 	defer cancel()
 
 	var mu sync.Mutex // guards the counters of rep while workers run
 	fail := func(err error) {
+		pr.errors.Add(1)
 		kind := drillErrorKind(err)
 		mu.Lock()
 		rep.Errors++
@@ -340,6 +382,7 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 					continue
 				}
 				mine = append(mine, drillGrant{At: time.Since(start), Token: lock.Token, Key: int32(k)})
+				pr.grants.Add(1)
 				// The release outlives the workload's end, so that a
 				// drill leaves no lock behind.
 				rctx, rcancel := context.WithTimeout(ctx, drillReleaseFor)
@@ -376,6 +419,8 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 		}
 		rep.ActionAt = time.Since(start)
 		rep.ActionOK, rep.ActionDetail = runAction(ctx, cl, ask, p)
+		detail := rep.ActionDetail
+		pr.action.Store(&detail)
 	}()
 	wg.Wait()
 	end := time.Since(start)
