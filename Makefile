@@ -7,7 +7,12 @@ BIN     ?= bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test vet bench bench-e2e fuzz simulate completions clean
+# Where make install puts things: $(DESTDIR)$(PREFIX)/bin and the shell
+# completion directories under $(DESTDIR)$(PREFIX)/share.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+.PHONY: all build run install uninstall test vet bench bench-e2e fuzz simulate completions clean
 
 all: build
 
@@ -16,6 +21,24 @@ build:
 
 run: build
 	./$(BIN)/lockd
+
+# install copies lockd and lockctl to $(PREFIX)/bin (sudo for /usr/local,
+# or PREFIX=$$HOME/.local) and their completions where bash, zsh and fish
+# look for them.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN)/lockd $(BIN)/lockctl $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 0644 completions/lockd.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockd
+	install -m 0644 completions/lockctl.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockctl
+	install -m 0644 completions/_lockd completions/_lockctl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/
+	install -m 0644 completions/lockd.fish completions/lockctl.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/lockd $(DESTDIR)$(PREFIX)/bin/lockctl
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockd $(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockctl
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lockd $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_lockctl
+	rm -f $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lockd.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/lockctl.fish
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }

@@ -80,8 +80,8 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 		HideHelpCommand: true,
 		// run maps errors to exit codes itself; urfave/cli must not exit.
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return cli.Exit(usageMessage(err)+" (see lockd --help)", 2)
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit(flagUsage(err, c.App.Flags)+"; see `lockd --help`", 2)
 		},
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on"},
@@ -118,7 +118,15 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 		Commands: []*cli.Command{tlsCommand(), completionCommand()},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
-				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags only (see lockd --help)", c.Args().First()), 2)
+				arg := c.Args().First()
+				var names []string
+				for _, cmd := range c.App.Commands {
+					names = append(names, cmd.Name)
+				}
+				if s := suggest(arg, names); s != "" {
+					return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; did you mean %q?; see `lockd --help`", arg, s), 2)
+				}
+				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; see `lockd --help`", arg), 2)
 			}
 			logger, err := newLogger(stderr, c.String("log-level"), c.String("log-format"))
 			if err != nil {
@@ -349,6 +357,112 @@ func writeCompletion(w io.Writer, shell string) error {
 		complete.FlagValues("log-format", "text", "json"),
 		complete.FlagValues("role", "node", "admin", "client"),
 		complete.ArgValues("completion", complete.Shells()...))
+}
+
+// flagUsage says what was wrong with the flags in lockctl's words: an
+// unknown flag with the nearest known one, a flag without its value, a
+// value that is not one (with what is wanted).
+func flagUsage(err error, flags []cli.Flag) string {
+	msg := err.Error()
+	if flag, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		flag = strings.TrimPrefix(flag, "-")
+		var known []string
+		for _, f := range flags {
+			known = append(known, f.Names()...)
+		}
+		if s := suggest(flag, known); s != "" && len(flag) > 1 {
+			return fmt.Sprintf("unknown flag %s; did you mean --%s?", dashed(flag), s)
+		}
+		return "unknown flag " + dashed(flag)
+	}
+	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return dashed(strings.TrimPrefix(flag, "-")) + " needs a value"
+	}
+	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
+		// invalid value "banana" for flag -heartbeat: parse error
+		if value, tail, ok := strings.Cut(rest, " for flag -"); ok {
+			flag, _, _ := strings.Cut(tail, ":")
+			want := "not a valid value"
+			for _, f := range flags {
+				for _, n := range f.Names() {
+					if n != flag {
+						continue
+					}
+					switch f.(type) {
+					case *cli.DurationFlag:
+						want = "want a duration like 500ms, 30s, 2m or 1h30m"
+					case *cli.IntFlag:
+						want = "want a whole number"
+					case *cli.BoolFlag:
+						want = "want true or false"
+					}
+				}
+			}
+			return fmt.Sprintf("%s %s: %s", dashed(flag), value, want)
+		}
+	}
+	return msg
+}
+
+// dashed writes a flag as it is typed: -v for a one-letter flag, --listen
+// for the others.
+func dashed(flag string) string {
+	if len(flag) == 1 {
+		return "-" + flag
+	}
+	return "--" + flag
+}
+
+// suggest is the candidate closest to word when it is close enough to
+// be a typo of it (at most two edits, one for short words), or the only
+// one word starts; "" otherwise. lockctl has the same rule.
+func suggest(word string, candidates []string) string {
+	best, bestDist := "", 1<<30
+	limit := 2
+	if len(word) <= 3 {
+		limit = 1
+	}
+	var prefixed []string
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestDist {
+			best, bestDist = c, d
+		}
+		if len(word) >= 3 && strings.HasPrefix(c, word) {
+			prefixed = append(prefixed, c)
+		}
+	}
+	if bestDist <= limit && bestDist < len(word) {
+		return best
+	}
+	if len(prefixed) == 1 {
+		return prefixed[0]
+	}
+	return ""
+}
+
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and swaps of neighbours each count one.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2, prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1), make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
 }
 
 // usageMessage rewrites the flag package's errors with the two dashes

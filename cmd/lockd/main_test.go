@@ -30,8 +30,14 @@ func TestStartupErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--bogus"}, 2, "flag provided but not defined: --bogus"},
-		{[]string{"--max-keys", "abc"}, 2, "for flag --max-keys"},
+		{[]string{"--bogus"}, 2, "lockd: unknown flag --bogus; see `lockd --help`\n"},
+		{[]string{"--max-keys", "abc"}, 2, "lockd: --max-keys \"abc\": want a whole number; see `lockd --help`\n"},
+		// Issue 11, item 15: lockd's usage errors read like lockctl's,
+		// with a "did you mean" for a typo.
+		{[]string{"--lisen", "127.0.0.1:0"}, 2, "lockd: unknown flag --lisen; did you mean --listen?; see `lockd --help`\n"},
+		{[]string{"--heartbeat", "banana"}, 2, "lockd: --heartbeat \"banana\": want a duration like 500ms, 30s, 2m or 1h30m; see `lockd --help`\n"},
+		{[]string{"--peers"}, 2, "lockd: --peers needs a value; see `lockd --help`\n"},
+		{[]string{"tsl"}, 2, `lockd: unexpected argument "tsl": lockd takes flags, and the commands tls and completion; did you mean "tls"?; see ` + "`lockd --help`\n"},
 		{[]string{"--max-keys", "0"}, 2, "--max-keys 0: must be at least 1"},
 		{[]string{"--max-lease", "-1s"}, 2, "--max-lease -1s: must be more than 0"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
