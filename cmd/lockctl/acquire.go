@@ -86,7 +86,7 @@ func acquireFailure(ctx context.Context, g *globals, key string, wait lockWait, 
 		if wait.atOnce() {
 			return &exitError{code: exitTimeout,
 				what: fmt.Sprintf("%q is held by another client (not waiting: --nonblock)", key),
-				try:  "wait for it with --wait DURATION (or leave out --nonblock and --wait to wait forever); see who holds it with `lockctl queues`",
+				try:  "wait for it with --wait DURATION, or see who holds it with `lockctl queues`",
 				err:  err}
 		}
 		return &exitError{code: exitTimeout,
