@@ -115,3 +115,17 @@ func TestRedirectLoopSaysNodesDisagree(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// Issue 11, item 8: release against a node that is down fails at once,
+// as acquire and renew do, instead of re-sending silently for 5 s.
+func TestReleaseAgainstDownNodeFailsAtOnce(t *testing.T) {
+	dead := closedAddr(t)
+	start := time.Now()
+	code, _, errOut := lockctl(t, "--addr", dead, "release", "--key", "k", "--token", "7")
+	if code != exitUnavailable || !strings.Contains(errOut, "cannot reach lockd at "+dead+" (connection refused)") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("release gave up after %s, want at once", took)
+	}
+}
