@@ -28,7 +28,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			key := keys[i&(len(keys)-1)]
 			var err error
-			out, err = e.Acquire(now, key, time.Minute, 0, Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
+			out, err = e.Acquire(now, key, 1, time.Minute, 0, Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
 			if err != nil || len(out) != 1 || out[0].Kind != Granted {
 				b.Fatalf("acquire %d: %v %+v", i, err, out)
 			}
@@ -47,16 +47,37 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		e := New(Config{}, now)
 		out := make([]Event, 0, 8)
 		for i, k := range keys[1:] {
-			out, _ = e.Acquire(now, k, time.Hour+time.Duration(i), 0, Waiter{Conn: 2, Seq: uint64(i)}, out[:0])
+			out, _ = e.Acquire(now, k, 1, time.Hour+time.Duration(i), 0, Waiter{Conn: 2, Seq: uint64(i)}, out[:0])
 		}
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			var err error
-			out, err = e.Acquire(now, keys[0], time.Minute, 0, Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
+			out, err = e.Acquire(now, keys[0], 1, time.Minute, 0, Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
 			if err != nil || len(out) != 1 {
 				b.Fatalf("acquire %d: %v %+v", i, err, out)
 			}
 			out, _ = e.Release(now, keys[0], out[0].Token, out[:0])
+		}
+	})
+	b.Run("limit-8-unique-keys", func(b *testing.B) {
+		// The same as unique-keys, each key a semaphore of 8 places.
+		keys := benchKeys(1 << 12)
+		now := time.Unix(1_700_000_000, 0)
+		e := New(Config{}, now)
+		out := make([]Event, 0, 8)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			key := keys[i&(len(keys)-1)]
+			var err error
+			out, err = e.Acquire(now, key, 8, time.Minute, 0, Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
+			if err != nil || len(out) != 1 || out[0].Kind != Granted {
+				b.Fatalf("acquire %d: %v %+v", i, err, out)
+			}
+			var ok bool
+			out, ok = e.Release(now, key, out[0].Token, out[:0])
+			if !ok {
+				b.Fatalf("release %d refused", i)
+			}
 		}
 	})
 	b.Run("hot-key", func(b *testing.B) {
@@ -66,7 +87,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			var err error
-			out, err = e.Acquire(now, "hot", time.Minute, 0, Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
+			out, err = e.Acquire(now, "hot", 1, time.Minute, 0, Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
 			if err != nil || len(out) != 1 {
 				b.Fatalf("acquire %d: %v %+v", i, err, out)
 			}
@@ -88,17 +109,17 @@ func BenchmarkContendedHandoff(b *testing.B) {
 			now := time.Unix(1_700_000_000, 0)
 			e := New(Config{}, now)
 			out := make([]Event, 0, 8)
-			out, _ = e.Acquire(now, "hot", time.Minute, 0, Waiter{Conn: 0, Seq: 0}, out[:0])
+			out, _ = e.Acquire(now, "hot", 1, time.Minute, 0, Waiter{Conn: 0, Seq: 0}, out[:0])
 			tok := out[0].Token
 			seq := uint64(1)
 			for range depth {
-				out, _ = e.Acquire(now, "hot", time.Minute, time.Minute, Waiter{Conn: seq, Seq: seq}, out[:0])
+				out, _ = e.Acquire(now, "hot", 1, time.Minute, time.Minute, Waiter{Conn: seq, Seq: seq}, out[:0])
 				seq++
 			}
 			b.ReportAllocs()
 			for b.Loop() {
 				var err error
-				out, err = e.Acquire(now, "hot", time.Minute, time.Minute, Waiter{Conn: seq, Seq: seq}, out[:0])
+				out, err = e.Acquire(now, "hot", 1, time.Minute, time.Minute, Waiter{Conn: seq, Seq: seq}, out[:0])
 				if err != nil || len(out) != 0 {
 					b.Fatalf("acquire: %v %+v", err, out)
 				}
@@ -109,6 +130,48 @@ func BenchmarkContendedHandoff(b *testing.B) {
 					b.Fatalf("release: %v %+v", ok, out)
 				}
 				tok = out[1].Token
+			}
+		})
+	}
+}
+
+// BenchmarkSemaphoreHandoff is BenchmarkContendedHandoff for a key of 8
+// places, all held: each round a waiter joins the queue and the oldest
+// holder releases, which hands its place to the head of the queue.
+func BenchmarkSemaphoreHandoff(b *testing.B) {
+	const limit = 8
+	for _, depth := range []int{1, 64} {
+		b.Run("limit=8/waiters="+strconv.Itoa(depth), func(b *testing.B) {
+			now := time.Unix(1_700_000_000, 0)
+			e := New(Config{}, now)
+			out := make([]Event, 0, 8)
+			var toks [limit]uint64 // the holders, oldest at toks[next]
+			next := 0
+			seq := uint64(0)
+			for i := range limit {
+				out, _ = e.Acquire(now, "hot", limit, time.Minute, 0, Waiter{Conn: seq, Seq: seq}, out[:0])
+				toks[i] = out[0].Token
+				seq++
+			}
+			for range depth {
+				out, _ = e.Acquire(now, "hot", limit, time.Minute, time.Minute, Waiter{Conn: seq, Seq: seq}, out[:0])
+				seq++
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				out, err = e.Acquire(now, "hot", limit, time.Minute, time.Minute, Waiter{Conn: seq, Seq: seq}, out[:0])
+				if err != nil || len(out) != 0 {
+					b.Fatalf("acquire: %v %+v", err, out)
+				}
+				seq++
+				var ok bool
+				out, ok = e.Release(now, "hot", toks[next], out[:0])
+				if !ok || len(out) != 2 || out[1].Kind != Granted {
+					b.Fatalf("release: %v %+v", ok, out)
+				}
+				toks[next] = out[1].Token
+				next = (next + 1) % limit
 			}
 		})
 	}

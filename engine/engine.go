@@ -20,6 +20,26 @@
 // frees at that same instant. Both follow from one rule: deadlines due at
 // now fire before the request made at now is applied.
 //
+// # Semaphores
+//
+// A key has a limit: how many may hold it at once. Limit 1 is a lock;
+// a key with limit N is a semaphore held by up to N holders at once,
+// each with its own token and its own lease, renewed and released by
+// that token. The first acquire of a key (or the first replicated
+// holder, ApplyHeld) creates it with its limit; while the key exists,
+// held or waited on, an acquire that asks for another limit is refused
+// (ErrLimitMismatch), never coerced. When the last holder and waiter
+// leave, the key and its limit go: the next acquire may choose another.
+//
+// Waiters queue FIFO, one queue per key whatever its limit. An acquire
+// is granted at once while the key has fewer holders than its limit;
+// otherwise it waits. Each holder that goes, released or expired, frees
+// one place, and the head of the queue takes it at once with a new
+// token: one place, one waiter. So a release grants one waiter, and two
+// leases that end at the same instant grant two, in queue order. The
+// time rules above hold for every holder and every place: a waiter whose
+// wait ends at the instant a place frees has timed out.
+//
 // # Tokens
 //
 // A token is epoch<<CounterBits | counter<<NodeBits | node: the epoch in
@@ -42,12 +62,20 @@
 // tokens that were never replicated. The assumption is documented in the
 // README: the wall clock must not step back across a restart by more than
 // the restart takes.
+//
+// The holders of a semaphore each have their own token, and the tokens
+// of one key increase in grant order like all others. But several hold at
+// once, so a later token does not mean an earlier holder is gone: a
+// resource fenced per place of a semaphore keys its fence by token (or by
+// place), not by key alone.
 package engine
 
 import (
+	"cmp"
 	"container/heap"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -79,14 +107,16 @@ type Waiter struct {
 type EventKind uint8
 
 const (
-	// Granted: Waiter now holds Key with Token for Lease. Replicate it.
+	// Granted: Waiter now holds Key with Token for Lease, as one of at
+	// most Limit holders. Replicate it.
 	Granted EventKind = iota + 1
 	// TimedOut: Waiter's wait for Key elapsed; nothing was granted.
 	TimedOut
 	// Freed: the holder Token of Key is gone, released or (Expired) by
 	// lease. Replicate it.
 	Freed
-	// Renewed: the holder Token of Key now has Lease left. Replicate it.
+	// Renewed: the holder Token of Key (whose limit is Limit) now has
+	// Lease left. Replicate it.
 	Renewed
 )
 
@@ -108,11 +138,17 @@ func (k EventKind) String() string {
 // replicate, or both.
 type Event struct {
 	Kind    EventKind
+	Expired bool
 	Key     string
 	Token   uint64
 	Lease   time.Duration
-	Waiter  Waiter
-	Expired bool
+	// Limit is the key's limit, on Granted and Renewed: a replica needs
+	// it to create the key as the active has it.
+	Limit  int
+	Waiter Waiter
+	// ID is the acquire's id, on Granted: a replica keeps it with the
+	// holder, so that a re-sent acquire finds its grant after a failover.
+	ID string
 }
 
 // Config holds the node's place in the cluster and the limits the engine
@@ -128,6 +164,7 @@ type Config struct {
 	MaxWaiters       int           // waiters queued over all keys
 	MaxLease         time.Duration // longest lease a grant or renewal may ask for
 	MaxWait          time.Duration // longest finite wait; 0 (forever) is always allowed
+	MaxLimit         int           // largest limit: most holders of one key at once
 
 	// MaxEpochAhead is the largest clock difference between the
 	// cluster's machines that lockd tolerates. Observe ignores a token
@@ -145,6 +182,7 @@ var DefaultConfig = Config{
 	MaxWaiters:       1_000_000,
 	MaxLease:         24 * time.Hour,
 	MaxWait:          24 * time.Hour,
+	MaxLimit:         1024,
 	MaxEpochAhead:    time.Minute,
 }
 
@@ -156,24 +194,48 @@ var (
 	ErrLeaseRange     = errors.New("lease out of range")
 	ErrWaitRange      = errors.New("wait out of range")
 	ErrDuplicateWaitr = errors.New("duplicate waiter")
+	// ErrLimitRange: a limit below 0 or above Config.MaxLimit.
+	ErrLimitRange = errors.New("limit out of range")
+	// ErrLimitMismatch: the key exists with another limit. Every client
+	// of a key must agree on how many may hold it.
+	ErrLimitMismatch = errors.New("limit mismatch")
 )
 
+// keyState is one key held or waited on. Its first holder lives inside
+// it, so that a lock (limit 1) costs one allocation, as it did before
+// semaphores; only a second holder at once allocates.
 type keyState struct {
-	key      string
-	held     bool
+	key   string
+	first holder // free when first.heapIdx is -1
+	more  *crowd // the holders beside first; nil until the key has had two
+	limit int
+	idx   int // position in Engine.all
+	head  *waiter
+	tail  *waiter
+	nwait int
+}
+
+// holder is one holder of a key, and an entry of the lease heap.
+type holder struct {
+	ks       *keyState
+	id       string // the acquire's id, "" when it had none
 	token    uint64
-	lease    time.Duration
 	deadline int64 // lease end, unix nanoseconds
 	heapIdx  int   // position in the lease heap, -1 when not held
-	idx      int   // position in Engine.all
-	head     *waiter
-	tail     *waiter
-	nwait    int
 }
+
+// crowd is the holders of a key beside its first, sorted by token so that
+// a release or renewal finds its holder by binary search.
+type crowd []*holder
+
+// maxKeptCrowd is the largest crowd a freed key keeps for the next key
+// that reuses it.
+const maxKeptCrowd = 64
 
 type waiter struct {
 	w        Waiter
 	ks       *keyState
+	id       string // the acquire's id, "" when it had none
 	prev     *waiter
 	next     *waiter
 	lease    time.Duration
@@ -189,6 +251,7 @@ type Engine struct {
 	keys     map[string]*keyState
 	all      []*keyState // the values of keys, in no order, for Scan
 	waiters  map[Waiter]*waiter
+	byID     map[string]*waiter // the waiters whose acquire has an id
 	leases   leaseHeap
 	waits    waitHeap
 	epoch    uint64
@@ -197,6 +260,7 @@ type Engine struct {
 	seen     uint64 // highest token known from anywhere
 	freeKeys []*keyState
 	freeWait []*waiter
+	freeHold []*holder
 	arrivals uint64 // waiters queued so far
 }
 
@@ -216,6 +280,7 @@ func (c Config) Check() error {
 		{"most waiters", c.MaxWaiters < 0},
 		{"longest lease", c.MaxLease < 0},
 		{"longest wait", c.MaxWait < 0},
+		{"largest limit", c.MaxLimit < 0},
 		{"largest clock difference", c.MaxEpochAhead < 0},
 	} {
 		if f.neg {
@@ -248,6 +313,9 @@ func New(cfg Config, now time.Time) *Engine {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultConfig.MaxWait
 	}
+	if cfg.MaxLimit <= 0 {
+		cfg.MaxLimit = DefaultConfig.MaxLimit
+	}
 	if cfg.MaxEpochAhead <= 0 {
 		cfg.MaxEpochAhead = DefaultConfig.MaxEpochAhead
 	}
@@ -262,17 +330,40 @@ func New(cfg Config, now time.Time) *Engine {
 // Config returns the limits in force.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Acquire asks for key on behalf of w. If the key is free and nobody
-// waits, the grant is appended to out at once; otherwise w joins the tail
-// of the key's queue and is answered by a later call (Granted or
-// TimedOut). wait 0 waits forever.
-func (e *Engine) Acquire(now time.Time, key string, lease, wait time.Duration, w Waiter, out []Event) ([]Event, error) {
+// Acquire asks for one of the limit places of key on behalf of w: limit
+// is how many may hold key at once, 1 (or 0) for a lock. If the key has
+// fewer holders than its limit, the grant is appended to out at once;
+// otherwise w joins the tail of the key's queue and is answered by a
+// later call (Granted or TimedOut). wait 0 waits forever.
+//
+// The first acquire of a key sets its limit; while the key is held or
+// waited on, an acquire with another limit is refused with
+// ErrLimitMismatch.
+func (e *Engine) Acquire(now time.Time, key string, limit int, lease, wait time.Duration, w Waiter, out []Event) ([]Event, error) {
+	return e.AcquireID(now, key, limit, lease, wait, "", w, out)
+}
+
+// AcquireID is Acquire for an acquire that carries id, the client's name
+// for it, so that re-sending it is safe: while a holder of key got its
+// place with id, the acquire answers that grant again (a Granted event
+// for w with the holder's token, its lease renewed to lease from now)
+// instead of queueing behind it; while a waiter of key waits with id, w
+// takes its place in the queue, and the waiter it replaces is answered
+// TimedOut (its request was given up on). An empty id is Acquire.
+func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
 		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
 	if wait < 0 || wait > e.cfg.MaxWait {
 		return out, fmt.Errorf("%w: wait must be 0 (forever) or at most %g seconds (the server's --max-wait)", ErrWaitRange, e.cfg.MaxWait.Seconds())
+	}
+	// One comparison passes every limit in 1..MaxLimit; 0 is 1.
+	if uint(limit-1) >= uint(e.cfg.MaxLimit) {
+		if limit != 0 {
+			return out, fmt.Errorf("%w: limit %d; a key allows 1 (a lock, the default) to %d holders at once (the server's --max-limit)", ErrLimitRange, limit, e.cfg.MaxLimit)
+		}
+		limit = 1
 	}
 	if _, dup := e.waiters[w]; dup {
 		return out, fmt.Errorf("%w: request %d of connection %d is already waiting", ErrDuplicateWaitr, w.Seq, w.Conn)
@@ -282,11 +373,19 @@ func (e *Engine) Acquire(now time.Time, key string, lease, wait time.Duration, w
 		if len(e.keys) >= e.cfg.MaxKeys {
 			return out, fmt.Errorf("%w: %d keys are held or waited on; release some or raise --max-keys", ErrTooManyKeys, e.cfg.MaxKeys)
 		}
-		ks = e.newKey(key)
+		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
+	}
+	if ks.limit != limit {
+		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(ks.limit), limit)
 	}
 	nanos := now.UnixNano()
-	if !ks.held {
-		return e.grant(now, ks, lease, w, out), nil
+	if id != "" {
+		if out, ok := e.again(now, ks, lease, id, w, out); ok {
+			return out, nil
+		}
+	}
+	if ks.nheld() < ks.limit {
+		return e.grant(now, ks, lease, w, id, out), nil
 	}
 	if ks.nwait >= e.cfg.MaxWaitersPerKey {
 		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
@@ -296,7 +395,13 @@ func (e *Engine) Acquire(now time.Time, key string, lease, wait time.Duration, w
 	}
 	wt := e.newWaiter()
 	e.arrivals++
-	*wt = waiter{w: w, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
+	*wt = waiter{w: w, ks: ks, id: id, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
+	if id != "" {
+		if e.byID == nil {
+			e.byID = make(map[string]*waiter)
+		}
+		e.byID[id] = wt
+	}
 	if wait > 0 {
 		wt.deadline = nanos + int64(wait)
 		heap.Push(&e.waits, wt)
@@ -313,17 +418,52 @@ func (e *Engine) Acquire(now time.Time, key string, lease, wait time.Duration, w
 	return out, nil
 }
 
-// Release frees key if token holds it, and hands it at once to the head
-// of its queue. It reports false, changing nothing, when token does not
-// hold key (never did, already released, or the lease expired).
+// again serves an acquire whose id a holder or a waiter of ks already
+// carries: it is a re-send of the same acquire. It reports false when
+// neither does.
+func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id string, w Waiter, out []Event) ([]Event, bool) {
+	for h := range ks.holders {
+		if h.id == id {
+			h.deadline = now.UnixNano() + int64(lease)
+			heap.Fix(&e.leases, h.heapIdx)
+			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit}), true
+		}
+	}
+	wt := e.byID[id]
+	if wt == nil || wt.ks != ks {
+		return out, false
+	}
+	out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w})
+	delete(e.waiters, wt.w)
+	wt.w, wt.lease = w, lease
+	e.waiters[w] = wt
+	return out, true
+}
+
+// pluralHolders says "1 holder" or "n holders".
+func pluralHolders(n int) string {
+	if n == 1 {
+		return "1 holder"
+	}
+	return fmt.Sprintf("%d holders", n)
+}
+
+// Release frees the place of key that token holds, and hands it at once
+// to the head of the key's queue. It reports false, changing nothing,
+// when token does not hold key (never did, already released, or the
+// lease expired).
 func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) ([]Event, bool) {
 	out = e.Advance(now, out)
 	ks := e.keys[key]
-	if ks == nil || !ks.held || ks.token != token {
+	if ks == nil {
+		return out, false
+	}
+	h := ks.find(token)
+	if h == nil {
 		return out, false
 	}
 	out = append(out, Event{Kind: Freed, Key: key, Token: token})
-	return e.handOn(now, ks, out), true
+	return e.handOn(now, h, out), true
 }
 
 // Renew gives the holder token of key a fresh lease counted from now. It
@@ -335,13 +475,16 @@ func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Durat
 		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
 	ks := e.keys[key]
-	if ks == nil || !ks.held || ks.token != token {
+	if ks == nil {
 		return out, ErrNotHeld
 	}
-	ks.lease = lease
-	ks.deadline = now.UnixNano() + int64(lease)
-	heap.Fix(&e.leases, ks.heapIdx)
-	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease}), nil
+	h := ks.find(token)
+	if h == nil {
+		return out, ErrNotHeld
+	}
+	h.deadline = now.UnixNano() + int64(lease)
+	heap.Fix(&e.leases, h.heapIdx)
+	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit}), nil
 }
 
 // ErrNotHeld is returned by Renew when the token does not hold the key.
@@ -358,8 +501,9 @@ func (e *Engine) Cancel(w Waiter) bool {
 	return true
 }
 
-// Advance fires every lease and wait deadline due at now: expired leases
-// free their key and hand it on; elapsed waits answer TimedOut.
+// Advance fires every lease and wait deadline due at now, in the order of
+// their deadlines: an expired lease frees its holder's place and hands it
+// on; an elapsed wait answers TimedOut.
 func (e *Engine) Advance(now time.Time, out []Event) []Event {
 	nanos := now.UnixNano()
 	for {
@@ -380,11 +524,11 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			out = append(out, Event{Kind: TimedOut, Key: w.ks.key, Waiter: w.w})
 			e.leave(w)
 		default:
-			ks := e.leases[0]
-			out = append(out, Event{Kind: Freed, Key: ks.key, Token: ks.token, Expired: true})
-			// The key is handed on as of its deadline, not as of now,
-			// so a late Advance does not shorten the next lease.
-			out = e.handOn(time.Unix(0, ks.deadline), ks, out)
+			h := e.leases[0]
+			out = append(out, Event{Kind: Freed, Key: h.ks.key, Token: h.token, Expired: true})
+			// The place is handed on as of its deadline, not as of
+			// now, so a late Advance does not shorten the next lease.
+			out = e.handOn(time.Unix(0, h.deadline), h, out)
 		}
 	}
 }
@@ -422,29 +566,186 @@ func (e *Engine) DropWaiters(out []Event) []Event {
 	return out
 }
 
-func (e *Engine) grant(now time.Time, ks *keyState, lease time.Duration, w Waiter, out []Event) []Event {
+// grant gives w a place of ks, which must have one free.
+func (e *Engine) grant(now time.Time, ks *keyState, lease time.Duration, w Waiter, id string, out []Event) []Event {
 	tok := e.nextToken(now)
-	ks.held = true
-	ks.token = tok
-	ks.lease = lease
-	ks.deadline = now.UnixNano() + int64(lease)
-	heap.Push(&e.leases, ks)
-	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w})
+	// hold, written out: the hot path of a lock makes no call for it.
+	h := &ks.first
+	if h.heapIdx >= 0 {
+		h = e.joinCrowd(ks, tok)
+	}
+	h.token = tok
+	h.id = id
+	h.deadline = now.UnixNano() + int64(lease)
+	heap.Push(&e.leases, h)
+	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit, ID: id})
 }
 
-// handOn frees ks and grants it to the head of its queue, if any.
-func (e *Engine) handOn(now time.Time, ks *keyState, out []Event) []Event {
-	ks.held = false
-	if ks.heapIdx >= 0 {
-		heap.Remove(&e.leases, ks.heapIdx)
+// handOn frees the place of h and grants it to the head of its key's
+// queue, if any: one place, one waiter. A key never has more holders than
+// its limit, so the place is there to give.
+func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
+	ks := h.ks
+	// unhold, written out, as hold is in grant.
+	if h.heapIdx >= 0 {
+		heap.Remove(&e.leases, h.heapIdx)
+	}
+	if h != &ks.first {
+		e.leaveCrowd(h)
 	}
 	if wt := ks.head; wt != nil {
-		w, lease := wt.w, wt.lease
+		w, lease, id := wt.w, wt.lease, wt.id
 		e.unlink(wt)
-		return e.grant(now, ks, lease, w, out)
+		out = e.grant(now, ks, lease, w, id, out)
+		if ks.head != nil && ks.nheld() < ks.limit {
+			out = e.fill(now, ks, out)
+		}
+		return out
 	}
-	e.dropKey(ks)
+	if ks.first.heapIdx < 0 {
+		e.dropKey(ks)
+	}
 	return out
+}
+
+// fill grants the free places of ks to its queue, in order. Only
+// replication frees places under a queue without handing them on
+// (ApplyFree, ApplyHeld raising the limit), and a standby has no queue:
+// fill is there so that the engine stays right if one ever has.
+func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
+	for ks.head != nil && ks.nheld() < ks.limit {
+		wt := ks.head
+		w, lease, id := wt.w, wt.lease, wt.id
+		e.unlink(wt)
+		out = e.grant(now, ks, lease, w, id, out)
+	}
+	return out
+}
+
+// nheld counts the holders of ks.
+func (ks *keyState) nheld() int {
+	n := 0
+	if ks.first.heapIdx >= 0 {
+		n = 1
+	}
+	if ks.more != nil {
+		n += len(*ks.more)
+	}
+	return n
+}
+
+// find returns the holder of ks with token, nil if none. It is small
+// enough to inline, so that a lock pays no call to find its holder.
+func (ks *keyState) find(token uint64) *holder {
+	if ks.first.token == token && ks.first.heapIdx >= 0 {
+		return &ks.first
+	}
+	return ks.more.find(token)
+}
+
+// holders yields the holders of ks in token order, which is grant order.
+func (ks *keyState) holders(yield func(*holder) bool) {
+	first := ks.first.heapIdx >= 0
+	if ks.more != nil {
+		for _, h := range *ks.more {
+			if first && ks.first.token < h.token {
+				if !yield(&ks.first) {
+					return
+				}
+				first = false
+			}
+			if !yield(h) {
+				return
+			}
+		}
+	}
+	if first {
+		yield(&ks.first)
+	}
+}
+
+func byToken(h *holder, token uint64) int { return cmp.Compare(h.token, token) }
+
+// hold adds a holder of ks with token until deadline: in the first place
+// if it is free, else in the crowd.
+func (e *Engine) hold(ks *keyState, token uint64, deadline int64) *holder {
+	h := &ks.first
+	if h.heapIdx >= 0 {
+		h = e.joinCrowd(ks, token)
+	}
+	h.token = token
+	h.deadline = deadline
+	heap.Push(&e.leases, h)
+	return h
+}
+
+// joinCrowd adds a holder with token to the crowd of ks.
+func (e *Engine) joinCrowd(ks *keyState, token uint64) *holder {
+	var h *holder
+	if n := len(e.freeHold); n > 0 {
+		h = e.freeHold[n-1]
+		e.freeHold = e.freeHold[:n-1]
+	} else {
+		h = new(holder)
+	}
+	*h = holder{ks: ks, token: token, heapIdx: -1}
+	if ks.more == nil {
+		ks.more = new(crowd)
+	}
+	ks.more.add(h)
+	return h
+}
+
+// unhold removes h from the lease heap and from its key, which it leaves
+// in place even when nothing holds or waits on it any more.
+func (e *Engine) unhold(h *holder) {
+	if h.heapIdx >= 0 {
+		heap.Remove(&e.leases, h.heapIdx)
+	}
+	if h != &h.ks.first {
+		e.leaveCrowd(h)
+	}
+}
+
+// leaveCrowd removes h, out of the lease heap, from the crowd of its key.
+func (e *Engine) leaveCrowd(h *holder) {
+	h.ks.more.remove(h)
+	*h = holder{heapIdx: -1}
+	if len(e.freeHold) < 4096 {
+		e.freeHold = append(e.freeHold, h)
+	}
+}
+
+// retoken gives h another token, keeping the crowd in token order.
+func (ks *keyState) retoken(h *holder, token uint64) {
+	if h == &ks.first {
+		h.token = token
+		return
+	}
+	ks.more.remove(h)
+	h.token = token
+	ks.more.add(h)
+}
+
+// find returns the holder with token, nil if none; c may be nil.
+func (c *crowd) find(token uint64) *holder {
+	if c == nil {
+		return nil
+	}
+	if i, ok := slices.BinarySearchFunc(*c, token, byToken); ok {
+		return (*c)[i]
+	}
+	return nil
+}
+
+func (c *crowd) add(h *holder) {
+	i, _ := slices.BinarySearchFunc(*c, h.token, byToken)
+	*c = slices.Insert(*c, i, h)
+}
+
+func (c *crowd) remove(h *holder) {
+	i, _ := slices.BinarySearchFunc(*c, h.token, byToken)
+	*c = slices.Delete(*c, i, i+1)
 }
 
 func (e *Engine) unlink(wt *waiter) {
@@ -464,6 +765,9 @@ func (e *Engine) unlink(wt *waiter) {
 		heap.Remove(&e.waits, wt.heapIdx)
 	}
 	delete(e.waiters, wt.w)
+	if wt.id != "" && e.byID[wt.id] == wt {
+		delete(e.byID, wt.id)
+	}
 	*wt = waiter{}
 	if len(e.freeWait) < 4096 {
 		e.freeWait = append(e.freeWait, wt)
@@ -478,7 +782,7 @@ func (e *Engine) leave(wt *waiter) {
 	e.dropKey(ks)
 }
 
-func (e *Engine) newKey(key string) *keyState {
+func (e *Engine) newKey(key string, limit int) *keyState {
 	var ks *keyState
 	if n := len(e.freeKeys); n > 0 {
 		ks = e.freeKeys[n-1]
@@ -486,7 +790,13 @@ func (e *Engine) newKey(key string) *keyState {
 	} else {
 		ks = new(keyState)
 	}
-	*ks = keyState{key: key, heapIdx: -1, idx: len(e.all)}
+	// Field by field, on a keyState as new or as dropKey left it: a
+	// literal would be built in a temporary and copied.
+	ks.key = key
+	ks.first.ks = ks
+	ks.first.heapIdx = -1
+	ks.limit = limit
+	ks.idx = len(e.all)
 	e.keys[key] = ks
 	e.all = append(e.all, ks)
 	return ks
@@ -495,7 +805,7 @@ func (e *Engine) newKey(key string) *keyState {
 func (e *Engine) dropKey(ks *keyState) {
 	// Only a key still in e.all (not dropped already) is dropped; the
 	// slice answers that without hashing the key.
-	if ks.held || ks.nwait > 0 || ks.idx >= len(e.all) || e.all[ks.idx] != ks {
+	if ks.first.heapIdx >= 0 || ks.more != nil && len(*ks.more) > 0 || ks.nwait > 0 || ks.idx >= len(e.all) || e.all[ks.idx] != ks {
 		return
 	}
 	delete(e.keys, ks.key)
@@ -506,7 +816,15 @@ func (e *Engine) dropKey(ks *keyState) {
 	e.all[ks.idx].idx = ks.idx
 	e.all[last] = nil
 	e.all = e.all[:last]
-	*ks = keyState{heapIdx: -1}
+	// An empty crowd stays for the next key to use this keyState, so a
+	// semaphore that comes and goes does not allocate one each time.
+	more := ks.more
+	if more != nil && cap(*more) > maxKeptCrowd {
+		more = nil
+	}
+	*ks = keyState{}
+	ks.first.heapIdx = -1
+	ks.more = more
 	if len(e.freeKeys) < 4096 {
 		e.freeKeys = append(e.freeKeys, ks)
 	}
@@ -521,7 +839,7 @@ func (e *Engine) newWaiter() *waiter {
 	return new(waiter)
 }
 
-type leaseHeap []*keyState
+type leaseHeap []*holder
 
 func (h leaseHeap) Len() int           { return len(h) }
 func (h leaseHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
@@ -531,17 +849,17 @@ func (h leaseHeap) Swap(i, j int) {
 	h[j].heapIdx = j
 }
 func (h *leaseHeap) Push(x any) {
-	ks := x.(*keyState)
-	ks.heapIdx = len(*h)
-	*h = append(*h, ks)
+	hd := x.(*holder)
+	hd.heapIdx = len(*h)
+	*h = append(*h, hd)
 }
 func (h *leaseHeap) Pop() any {
 	old := *h
-	ks := old[len(old)-1]
+	hd := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	ks.heapIdx = -1
-	return ks
+	hd.heapIdx = -1
+	return hd
 }
 
 type waitHeap []*waiter

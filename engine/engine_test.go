@@ -64,7 +64,7 @@ func grantOf(t *testing.T, evs []Event, w Waiter) Event {
 // mustAcquire asks and fails the test on a refusal; it returns the events.
 func mustAcquire(t *testing.T, e *Engine, now time.Time, key string, lease, wait time.Duration, w Waiter) []Event {
 	t.Helper()
-	out, err := e.Acquire(now, key, lease, wait, w, nil)
+	out, err := e.Acquire(now, key, 1, lease, wait, w, nil)
 	if err != nil {
 		t.Fatalf("Acquire(%s, %s, %s, %+v): %v", key, lease, wait, w, err)
 	}
@@ -79,6 +79,22 @@ func hold(t *testing.T, e *Engine, now time.Time, key string, lease time.Duratio
 	return out[0].Token
 }
 
+// inspectLock is Inspect of a key with at most one holder (a lock), in
+// the shape Inspect had before semaphores: the holder (only Key set when
+// there is none), whether it is held, and the waiters.
+func inspectLock(t *testing.T, e *Engine, now time.Time, key string) (Holder, bool, []WaiterInfo) {
+	t.Helper()
+	hs, ws := e.Inspect(now, key)
+	switch len(hs) {
+	case 0:
+		return Holder{Key: key}, false, ws
+	case 1:
+		return hs[0], true, ws
+	}
+	t.Fatalf("Inspect(%s) lists %d holders of a lock: %+v", key, len(hs), hs)
+	return Holder{}, false, nil
+}
+
 func wantStats(t *testing.T, e *Engine, keys, waiters int) {
 	t.Helper()
 	if k, w := e.Stats(); k != keys || w != waiters {
@@ -88,7 +104,7 @@ func wantStats(t *testing.T, e *Engine, keys, waiters int) {
 
 func wantHolder(t *testing.T, e *Engine, now time.Time, key string, token uint64, leaseLeft time.Duration) {
 	t.Helper()
-	h, held, _ := e.Inspect(now, key)
+	h, held, _ := inspectLock(t, e, now, key)
 	if !held || h.Token != token || h.LeaseLeft != leaseLeft || h.Key != key {
 		t.Fatalf("Inspect(%s) = %+v held=%v; want token %d lease left %s", key, h, held, token, leaseLeft)
 	}
@@ -96,7 +112,7 @@ func wantHolder(t *testing.T, e *Engine, now time.Time, key string, token uint64
 
 func wantQueue(t *testing.T, e *Engine, now time.Time, key string, ws ...Waiter) {
 	t.Helper()
-	_, _, infos := e.Inspect(now, key)
+	_, infos := e.Inspect(now, key)
 	var got []Waiter
 	for _, wi := range infos {
 		got = append(got, wi.Waiter)
@@ -108,7 +124,7 @@ func wantQueue(t *testing.T, e *Engine, now time.Time, key string, ws ...Waiter)
 
 func wantFree(t *testing.T, e *Engine, now time.Time, key string) {
 	t.Helper()
-	h, held, ws := e.Inspect(now, key)
+	h, held, ws := inspectLock(t, e, now, key)
 	if held || h.Token != 0 || ws != nil {
 		t.Fatalf("Inspect(%s) = %+v held=%v waiters=%+v; want free and forgotten", key, h, held, ws)
 	}
@@ -122,7 +138,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 	if e.Config() != DefaultConfig {
 		t.Fatalf("Config() = %+v; want the defaults %+v", e.Config(), DefaultConfig)
 	}
-	cfg := Config{Node: 3, MaxKeys: 3, MaxWaitersPerKey: 4, MaxWaiters: 5, MaxLease: time.Second, MaxWait: time.Minute, MaxEpochAhead: 2 * time.Second}
+	cfg := Config{Node: 3, MaxKeys: 3, MaxWaitersPerKey: 4, MaxWaiters: 5, MaxLease: time.Second, MaxWait: time.Minute, MaxLimit: 6, MaxEpochAhead: 2 * time.Second}
 	if got := New(cfg, t0).Config(); got != cfg {
 		t.Fatalf("Config() = %+v; want %+v", got, cfg)
 	}
@@ -139,7 +155,7 @@ func TestAcquireFreeKeyGrantsAtOnce(t *testing.T) {
 	wantStats(t, e, 1, 0)
 	// The grant appends to the slice it is given.
 	prev := []Event{{Kind: Renewed, Key: "other"}}
-	out, err := e.Acquire(t0, "second", time.Second, 0, wtr(2), prev)
+	out, err := e.Acquire(t0, "second", 1, time.Second, 0, wtr(2), prev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +369,7 @@ func TestWaitZeroWaitsForever(t *testing.T) {
 	far := at(century - time.Nanosecond)
 	wantEvents(t, "advance far in the future", e.Advance(far, nil))
 	wantStats(t, e, 1, 1)
-	_, _, ws := e.Inspect(far, "k")
+	_, _, ws := inspectLock(t, e, far, "k")
 	if len(ws) != 1 || ws[0].WaitLeft != 0 || ws[0].Waited != century-time.Second-time.Nanosecond {
 		t.Fatalf("waiter info %+v; want waiting forever (WaitLeft 0)", ws)
 	}
@@ -604,7 +620,7 @@ func TestLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := setup(t)
 			before := e.Snapshot(at(time.Second))
-			out, err := e.Acquire(at(time.Second), c.key, c.lease, c.wait, c.w, nil)
+			out, err := e.Acquire(at(time.Second), c.key, 1, c.lease, c.wait, c.w, nil)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Acquire error %v; want %v", err, c.want)
 			}
@@ -624,7 +640,7 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("room again after leaving", func(t *testing.T) {
 		e := setup(t)
-		if _, err := e.Acquire(t0, "a", time.Minute, 0, wtr(10), nil); !errors.Is(err, ErrQueueFull) {
+		if _, err := e.Acquire(t0, "a", 1, time.Minute, 0, wtr(10), nil); !errors.Is(err, ErrQueueFull) {
 			t.Fatalf("third waiter: %v", err)
 		}
 		e.Cancel(wtr(4))
@@ -635,13 +651,13 @@ func TestLimits(t *testing.T) {
 		e := New(cfg, t0)
 		ta := hold(t, e, t0, "a", time.Minute, wtr(1))
 		hold(t, e, t0, "b", time.Minute, wtr(2))
-		if _, err := e.Acquire(t0, "c", time.Second, 0, wtr(3), nil); !errors.Is(err, ErrTooManyKeys) {
+		if _, err := e.Acquire(t0, "c", 1, time.Second, 0, wtr(3), nil); !errors.Is(err, ErrTooManyKeys) {
 			t.Fatalf("third key: %v", err)
 		}
 		e.Release(t0, "a", ta, nil)
 		hold(t, e, t0, "c", time.Second, wtr(3))
 		// c took the slot a freed: the limit holds again.
-		if _, err := e.Acquire(t0, "d", time.Second, 0, wtr(4), nil); !errors.Is(err, ErrTooManyKeys) {
+		if _, err := e.Acquire(t0, "d", 1, time.Second, 0, wtr(4), nil); !errors.Is(err, ErrTooManyKeys) {
 			t.Fatalf("third key: %v", err)
 		}
 	})
@@ -669,7 +685,7 @@ func TestMaxWaiters(t *testing.T) {
 	t.Run("refused beyond the cap", func(t *testing.T) {
 		e, _ := setup(t)
 		before := e.Snapshot(t0)
-		out, err := e.Acquire(t0, "b", time.Minute, 0, wtr(6), nil)
+		out, err := e.Acquire(t0, "b", 1, time.Minute, 0, wtr(6), nil)
 		if !errors.Is(err, ErrTooManyWaiters) {
 			t.Fatalf("fourth waiter: %v; want ErrTooManyWaiters", err)
 		}
@@ -685,7 +701,7 @@ func TestMaxWaiters(t *testing.T) {
 	})
 	t.Run("the queue of the key is checked first", func(t *testing.T) {
 		e, _ := setup(t)
-		if _, err := e.Acquire(t0, "a", time.Minute, 0, wtr(6), nil); !errors.Is(err, ErrQueueFull) {
+		if _, err := e.Acquire(t0, "a", 1, time.Minute, 0, wtr(6), nil); !errors.Is(err, ErrQueueFull) {
 			t.Fatalf("third waiter of a: %v; want ErrQueueFull", err)
 		}
 	})

@@ -54,7 +54,7 @@ func TestScan(t *testing.T) {
 			if k == "k9" {
 				lease = time.Second
 			}
-			want := Holder{Key: k, Token: toks[k], LeaseLeft: max(lease-30*time.Second, 0)}
+			want := Holder{Key: k, Token: toks[k], LeaseLeft: max(lease-30*time.Second, 0), Limit: 1}
 			if h != want {
 				t.Errorf("n=%d: holder %+v; want %+v", n, h, want)
 			}
@@ -87,7 +87,7 @@ func TestHeld(t *testing.T) {
 	ta := hold(t, e, t0, "a", time.Minute, wtr(1))
 	hold(t, e, t0, "b", time.Second, wtr(2))
 	mustAcquire(t, e, t0, "a", time.Minute, 0, wtr(3))
-	e.ApplyHeld(t0, "c", 1, time.Minute)
+	e.ApplyHeld(t0, "c", 1, 1, time.Minute)
 	if e.Held() != 3 {
 		t.Fatalf("Held %d; want 3", e.Held())
 	}
@@ -109,6 +109,19 @@ func TestHeld(t *testing.T) {
 // Acquire's own Advance dropped and the Acquire added again would look
 // present throughout, though it is a new entry that the scan may miss.
 func TestScanVisitsEveryKeyPresentThroughout(t *testing.T) {
+	scanWalk(t, func(int) int { return 1 })
+}
+
+// TestScanVisitsEverySemaphorePresentThroughout is the same walk over
+// keys of limits 1 to 4: Scan visits each holder, all of a key's holders
+// in the call that visits the key.
+func TestScanVisitsEverySemaphorePresentThroughout(t *testing.T) {
+	scanWalk(t, func(k int) int { return 1 + k%4 })
+}
+
+// scanWalk is the walk of TestScanVisitsEveryKeyPresentThroughout; key
+// k<i> has limit limitOf(i).
+func scanWalk(t *testing.T, limitOf func(int) int) {
 	scans := 3000
 	if testing.Short() {
 		scans = 300
@@ -137,14 +150,26 @@ func TestScanVisitsEveryKeyPresentThroughout(t *testing.T) {
 				e.Advance(now, nil)
 				settled()
 				defer settled()
-				key := names[rng.IntN(len(names))]
+				ki := rng.IntN(len(names))
+				key, limit := names[ki], limitOf(ki)
+				// A holder of key: the only one draws nothing, so
+				// that the walk of locks is the one it always was.
+				pick := func() (Holder, bool) {
+					hs, _ := e.Inspect(now, key)
+					switch len(hs) {
+					case 0:
+						return Holder{}, false
+					case 1:
+						return hs[0], true
+					}
+					return hs[rng.IntN(len(hs))], true
+				}
 				switch op := rng.IntN(100); {
 				case op < 45:
 					seq++
-					e.Acquire(now, key, time.Duration(1+rng.IntN(2000))*time.Millisecond, time.Duration(rng.IntN(1500))*time.Millisecond, Waiter{Conn: seq % 7, Seq: seq}, nil)
+					e.Acquire(now, key, limit, time.Duration(1+rng.IntN(2000))*time.Millisecond, time.Duration(rng.IntN(1500))*time.Millisecond, Waiter{Conn: seq % 7, Seq: seq}, nil)
 				case op < 75:
-					h, held, _ := e.Inspect(now, key)
-					if held {
+					if h, held := pick(); held {
 						e.Release(now, key, h.Token, nil)
 					}
 				case op < 82:
@@ -160,9 +185,9 @@ func TestScanVisitsEveryKeyPresentThroughout(t *testing.T) {
 						e.Cancel(*first)
 					}
 				case op < 92:
-					e.ApplyHeld(now, key, e.HighWater()+1, time.Duration(1+rng.IntN(1000))*time.Millisecond)
+					e.ApplyHeld(now, key, limit, e.HighWater()+1, time.Duration(1+rng.IntN(1000))*time.Millisecond)
 				default:
-					if h, held, _ := e.Inspect(now, key); held {
+					if h, held := pick(); held {
 						e.ApplyFree(key, h.Token)
 					}
 				}
@@ -185,13 +210,22 @@ func TestScanVisitsEveryKeyPresentThroughout(t *testing.T) {
 						})
 					}
 					var bad string
+					inCall := map[string]int{}
 					cur = e.Scan(now, cur, 1+rng.IntN(8), func(h Holder, held bool) {
-						visited[h.Key]++
-						want, wantHeld, _ := e.Inspect(now, h.Key)
-						if held != wantHeld || h != want {
-							bad = fmt.Sprintf("visit %+v held=%v; Inspect %+v held=%v", h, held, want, wantHeld)
+						if inCall[h.Key] == 0 {
+							visited[h.Key]++
+						}
+						inCall[h.Key]++
+						hs, _ := e.Inspect(now, h.Key)
+						if held && !slices.Contains(hs, h) || !held && (len(hs) > 0 || h != Holder{Key: h.Key}) {
+							bad = fmt.Sprintf("visit %+v held=%v; Inspect %+v", h, held, hs)
 						}
 					})
+					for k, n := range inCall {
+						if hs, _ := e.Inspect(now, k); n != max(len(hs), 1) {
+							bad = fmt.Sprintf("one call visits %s %d times; it has %d holders", k, n, len(hs))
+						}
+					}
 					if bad != "" {
 						t.Fatal(bad)
 					}

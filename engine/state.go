@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"container/heap"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -64,12 +66,17 @@ func (e *Engine) Succeed(now time.Time) {
 	e.counter = 0
 }
 
-// Holder is one held key, as listed, snapshotted and replicated. LeaseLeft
-// is relative, never an instant, because clocks differ between machines.
+// Holder is one holder of a key, as listed, snapshotted and replicated: a
+// key with three holders gives three. LeaseLeft is relative, never an
+// instant, because clocks differ between machines. Limit is the key's
+// limit, the same for all its holders; 0 is taken as 1 where a Holder is
+// applied (Restore).
 type Holder struct {
 	Key       string
 	Token     uint64
 	LeaseLeft time.Duration
+	Limit     int
+	ID        string // the id of the acquire that got the place, "" when none
 }
 
 // WaiterInfo is one queued waiter, as listed for inspection.
@@ -81,18 +88,17 @@ type WaiterInfo struct {
 	WaitLeft time.Duration
 }
 
-// Inspect returns key's holder (ok false when free) and its waiters in
-// queue order.
-func (e *Engine) Inspect(now time.Time, key string) (h Holder, held bool, ws []WaiterInfo) {
+// Inspect returns every holder of key, in grant order (which is token
+// order), and its waiters in queue order. A key neither held nor waited
+// on has neither.
+func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInfo) {
 	ks := e.keys[key]
 	if ks == nil {
-		return Holder{Key: key}, false, nil
+		return nil, nil
 	}
 	nanos := now.UnixNano()
-	if ks.held {
-		h = Holder{Key: key, Token: ks.token, LeaseLeft: time.Duration(max(ks.deadline-nanos, 0))}
-	} else {
-		h = Holder{Key: key}
+	for h := range ks.holders {
+		hs = append(hs, ks.holderInfo(h, nanos))
 	}
 	for wt := ks.head; wt != nil; wt = wt.next {
 		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease}
@@ -101,7 +107,12 @@ func (e *Engine) Inspect(now time.Time, key string) (h Holder, held bool, ws []W
 		}
 		ws = append(ws, wi)
 	}
-	return h, ks.held, ws
+	return hs, ws
+}
+
+// holderInfo lists h, a holder of ks, as of nanos.
+func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
+	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit, ID: h.id}
 }
 
 // Keys returns the keys held or waited on that match, sorted, at most
@@ -127,18 +138,20 @@ func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 // Stats counts the keys held or waited on, and the waiters.
 func (e *Engine) Stats() (keys, waiters int) { return len(e.keys), len(e.waiters) }
 
-// Held counts the keys held.
+// Held counts the holders over all keys: a key with three holders counts
+// three.
 func (e *Engine) Held() int { return len(e.leases) }
 
 // ScanStart is the cursor that begins a Scan.
 const ScanStart = math.MaxInt
 
 // Scan visits at most n keys held or waited on (at least one, if any are
-// left), from cursor down, calling fn with the key's holder: h.Key is the
-// key; held reports whether it is held, and then h.Token and h.LeaseLeft
-// are as of now. Keys waited on but not held are visited with held false.
-// Like Inspect and Snapshot, Scan fires no deadline (call Advance first);
-// fn must not call the engine.
+// left), from cursor down. It calls fn once for each holder of a held key,
+// in token order, with held true and h.LeaseLeft as of now; and once for
+// a key waited on but not held, with held false and only h.Key set. n
+// counts keys, not holders: all the holders of a key are visited in the
+// same call. Like Inspect and Snapshot, Scan fires no deadline (call
+// Advance first); fn must not call the engine.
 //
 // Scan returns the cursor for the next call, 0 when the scan is done. The
 // caller may change the engine between calls: a key held or waited on
@@ -164,9 +177,12 @@ func (e *Engine) Scan(now time.Time, cursor, n int, fn func(h Holder, held bool)
 	for stop := max(i-max(n, 1), 0); i > stop; {
 		i--
 		ks := e.all[i]
-		if ks.held {
-			fn(Holder{Key: ks.key, Token: ks.token, LeaseLeft: time.Duration(max(ks.deadline-nanos, 0))}, true)
-		} else {
+		held := false
+		for h := range ks.holders {
+			fn(ks.holderInfo(h, nanos), true)
+			held = true
+		}
+		if !held {
 			fn(Holder{Key: ks.key}, false)
 		}
 	}
@@ -181,16 +197,19 @@ type Snapshot struct {
 	Holders []Holder
 }
 
-// Snapshot returns the state at now, holders sorted by key. It copies and
-// sorts every holder in one call, which takes tens of milliseconds with a
-// million keys; Scan visits them a slice at a time.
+// Snapshot returns the state at now, holders sorted by key and the
+// holders of a key by token. It copies and sorts every holder in one
+// call, which takes tens of milliseconds with a million keys; Scan visits
+// them a slice at a time.
 func (e *Engine) Snapshot(now time.Time) Snapshot {
 	nanos := now.UnixNano()
 	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, len(e.leases))}
-	for _, ks := range e.leases {
-		s.Holders = append(s.Holders, Holder{Key: ks.key, Token: ks.token, LeaseLeft: time.Duration(max(ks.deadline-nanos, 0))})
+	for _, h := range e.leases {
+		s.Holders = append(s.Holders, h.ks.holderInfo(h, nanos))
 	}
-	sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Key < s.Holders[j].Key })
+	slices.SortFunc(s.Holders, func(a, b Holder) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Token, b.Token))
+	})
 	return s
 }
 
@@ -201,46 +220,87 @@ func (e *Engine) Snapshot(now time.Time) Snapshot {
 func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
 	out = e.DropWaiters(out)
 	for len(e.leases) > 0 {
-		ks := heap.Pop(&e.leases).(*keyState)
-		ks.held = false
+		h := e.leases[len(e.leases)-1]
+		ks := h.ks
+		e.unhold(h)
 		e.dropKey(ks)
 	}
 	for _, h := range s.Holders {
-		e.ApplyHeld(now, h.Key, h.Token, h.LeaseLeft)
+		e.ApplyHeldID(now, h.Key, h.Limit, h.Token, h.LeaseLeft, h.ID)
 	}
 	e.Observe(now, s.Token)
 	return out
 }
 
-// ApplyHeld records that key is held by token with leaseLeft to run, as
-// replicated from the active. It replaces any earlier holder of key.
-func (e *Engine) ApplyHeld(now time.Time, key string, token uint64, leaseLeft time.Duration) {
+// ApplyHeld records that token holds key, whose limit is limit (0 is
+// taken as 1), with leaseLeft to run, as replicated from the active. It
+// updates the lease of the holder with token if key has one (tokens are
+// unique), else adds it. The active's word is the last: key takes limit,
+// and if key has no room for token, the holders with the lowest tokens
+// (the one holder of a lock) give way, as they must have gone on the
+// active.
+func (e *Engine) ApplyHeld(now time.Time, key string, limit int, token uint64, leaseLeft time.Duration) {
+	e.ApplyHeldID(now, key, limit, token, leaseLeft, "")
+}
+
+// ApplyHeldID is ApplyHeld for a holder whose acquire carried id.
+func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64, leaseLeft time.Duration, id string) {
 	if token > e.seen {
 		e.seen = token
 	}
+	limit = max(limit, 1)
 	ks := e.keys[key]
 	if ks == nil {
-		ks = e.newKey(key)
+		ks = e.newKey(key, limit)
 	}
-	ks.token = token
-	ks.lease = leaseLeft
-	ks.deadline = now.UnixNano() + int64(leaseLeft)
-	if ks.held {
-		heap.Fix(&e.leases, ks.heapIdx)
-		return
+	ks.limit = limit
+	deadline := now.UnixNano() + int64(leaseLeft)
+	h := ks.find(token)
+	if h == nil && ks.nheld() >= limit {
+		// The oldest holder's place is taken over, in the heap too, as
+		// a lock's holder always was.
+		h = ks.oldest(token)
+		ks.retoken(h, token)
 	}
-	ks.held = true
-	heap.Push(&e.leases, ks)
+	if h == nil {
+		h = e.hold(ks, token, deadline)
+	} else {
+		h.deadline = deadline
+		heap.Fix(&e.leases, h.heapIdx)
+	}
+	if id != "" {
+		// A renewal travels without the id: the holder keeps its own.
+		h.id = id
+	}
+	// A lowered limit: more holders than it allows.
+	for ks.nheld() > limit {
+		e.unhold(ks.oldest(token))
+	}
+}
+
+// oldest returns the holder of ks with the lowest token other than
+// token; ks must have one.
+func (ks *keyState) oldest(token uint64) *holder {
+	for h := range ks.holders {
+		if h.token != token {
+			return h
+		}
+	}
+	return nil
 }
 
 // ApplyFree records that token no longer holds key, as replicated from the
-// active. A stale record (another token holds key now) changes nothing.
+// active. A stale record (token does not hold key) changes nothing. The
+// place that frees is not handed on: a standby has no waiters.
 func (e *Engine) ApplyFree(key string, token uint64) {
 	ks := e.keys[key]
-	if ks == nil || !ks.held || ks.token != token {
+	if ks == nil {
 		return
 	}
-	ks.held = false
-	heap.Remove(&e.leases, ks.heapIdx)
+	h := ks.find(token)
+	if h == nil {
+		return
+	}
+	e.unhold(h)
 	e.dropKey(ks)
 }

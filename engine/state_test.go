@@ -23,7 +23,7 @@ const belowEpoch = 1<<CounterBits - 1
 // nextGrant takes and gives back a fresh key and returns the token.
 func nextGrant(t *testing.T, e *Engine, now time.Time) uint64 {
 	t.Helper()
-	out, err := e.Acquire(now, "probe", time.Second, 0, Waiter{Conn: 1 << 60}, nil)
+	out, err := e.Acquire(now, "probe", 1, time.Second, 0, Waiter{Conn: 1 << 60}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +74,7 @@ func TestConfigCheck(t *testing.T) {
 		{"negative waiters", Config{MaxWaiters: -1}, false},
 		{"negative lease", Config{MaxLease: -1}, false},
 		{"negative wait", Config{MaxWait: -1}, false},
+		{"negative limit", Config{MaxLimit: -1}, false},
 	} {
 		err := c.cfg.Check()
 		if (err == nil) != c.ok {
@@ -117,7 +118,7 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 	toks := map[string]uint64{}
 	for i := range 20000 {
 		key := fmt.Sprint("k", i%7)
-		out, err := e.Acquire(now, key, time.Duration(1+i%5)*time.Millisecond, 0, Waiter{Conn: uint64(i)}, nil)
+		out, err := e.Acquire(now, key, 1, time.Duration(1+i%5)*time.Millisecond, 0, Waiter{Conn: uint64(i)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +196,7 @@ func TestTokenCounterOverflowByGrants(t *testing.T) {
 	out := make([]Event, 0, 4)
 	var last uint64
 	for i := 0; i <= counterMax; i++ {
-		out, _ = e.Acquire(t0, "k", time.Second, 0, Waiter{}, out[:0])
+		out, _ = e.Acquire(t0, "k", 1, time.Second, 0, Waiter{}, out[:0])
 		tok := out[0].Token
 		if tok <= last {
 			t.Fatalf("grant %d: token %d after %d", i, tok, last)
@@ -394,7 +395,7 @@ func TestSucceed(t *testing.T) {
 		// active may have issued E|6... since, never replicated.
 		standby := New(Config{}, t0)
 		seen := (e0+50)<<CounterBits | 5
-		standby.ApplyHeld(t0, "k", seen, time.Minute)
+		standby.ApplyHeld(t0, "k", 1, seen, time.Minute)
 		if standby.HighWater() != seen {
 			t.Fatalf("HighWater %d; want %d", standby.HighWater(), seen)
 		}
@@ -437,8 +438,8 @@ func TestSnapshotRestore(t *testing.T) {
 
 	snap := active.Snapshot(at(10 * time.Second))
 	want := Snapshot{Token: tb, Holders: []Holder{
-		{Key: "a", Token: ta, LeaseLeft: 20 * time.Second},
-		{Key: "b", Token: tb, LeaseLeft: 50 * time.Second},
+		{Key: "a", Token: ta, LeaseLeft: 20 * time.Second, Limit: 1},
+		{Key: "b", Token: tb, LeaseLeft: 50 * time.Second, Limit: 1},
 	}}
 	if !reflect.DeepEqual(snap, want) {
 		t.Fatalf("Snapshot =\n%+v\nwant\n%+v", snap, want)
@@ -503,12 +504,12 @@ func TestApplyHeldAndFree(t *testing.T) {
 	t2 := nextGrant(t, active, t0)
 
 	e := New(Config{}, t0)
-	e.ApplyHeld(t0, "k", t1, 30*time.Second)
+	e.ApplyHeld(t0, "k", 1, t1, 30*time.Second)
 	wantHolder(t, e, t0, "k", t1, 30*time.Second)
 	wantStats(t, e, 1, 0)
 
 	// A later record replaces the holder and its lease.
-	e.ApplyHeld(at(5*time.Second), "k", t2, 10*time.Second)
+	e.ApplyHeld(at(5*time.Second), "k", 1, t2, 10*time.Second)
 	wantHolder(t, e, at(5*time.Second), "k", t2, 10*time.Second)
 	wantStats(t, e, 1, 0)
 	if d, _ := e.NextDeadline(); !d.Equal(at(15 * time.Second)) {
@@ -533,7 +534,7 @@ func TestApplyHeldAndFree(t *testing.T) {
 	wantStats(t, e, 0, 0)
 
 	// A replicated holder expires on its own if no renewal comes.
-	e.ApplyHeld(at(6*time.Second), "x", t2, time.Second)
+	e.ApplyHeld(at(6*time.Second), "x", 1, t2, time.Second)
 	wantEvents(t, "replicated lease ends", e.Advance(at(7*time.Second), nil), "expired x")
 	wantStats(t, e, 0, 0)
 }
@@ -546,9 +547,9 @@ func TestInspect(t *testing.T) {
 	mustAcquire(t, e, at(4*time.Second), "k", 7*time.Second, 0, wtr(4))
 
 	now := at(5 * time.Second)
-	h, held, ws := e.Inspect(now, "k")
-	if !held || h != (Holder{Key: "k", Token: tok, LeaseLeft: 25 * time.Second}) {
-		t.Fatalf("holder %+v held=%v", h, held)
+	hs, ws := e.Inspect(now, "k")
+	if want := []Holder{{Key: "k", Token: tok, LeaseLeft: 25 * time.Second, Limit: 1}}; !reflect.DeepEqual(hs, want) {
+		t.Fatalf("holders %+v; want %+v", hs, want)
 	}
 	want := []WaiterInfo{
 		{Waiter: wtr(2), Waited: 4 * time.Second, Lease: 5 * time.Second},
@@ -558,9 +559,9 @@ func TestInspect(t *testing.T) {
 	if !reflect.DeepEqual(ws, want) {
 		t.Fatalf("waiters\n%+v\nwant\n%+v", ws, want)
 	}
-	h, held, ws = e.Inspect(now, "unknown")
-	if held || h != (Holder{Key: "unknown"}) || ws != nil {
-		t.Fatalf("unknown key: %+v %v %+v", h, held, ws)
+	hs, ws = e.Inspect(now, "unknown")
+	if hs != nil || ws != nil {
+		t.Fatalf("unknown key: %+v %+v", hs, ws)
 	}
 }
 
@@ -603,6 +604,7 @@ func TestKeys(t *testing.T) {
 // event, refusal and deadline, so a change of behaviour anywhere shows.
 // Each seed runs as another node (Config.Node), under a cap on waiters
 // over all keys that is lower than the per-key queues allow together.
+// Every key is a lock (limit 1); TestRandomSemaphores walks semaphores.
 func TestRandomSequences(t *testing.T) {
 	steps := 4000
 	if testing.Short() {
@@ -610,8 +612,30 @@ func TestRandomSequences(t *testing.T) {
 	}
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			log1 := runRandom(t, seed, steps)
-			log2 := runRandom(t, seed, steps)
+			log1 := runRandom(t, seed, steps, false)
+			log2 := runRandom(t, seed, steps, false)
+			if !slices.Equal(log1, log2) {
+				t.Fatal("the same calls at the same times gave different events")
+			}
+		})
+	}
+}
+
+// TestRandomSemaphores is the walk of TestRandomSequences over keys of
+// limits 1 to 4, with acquires that now and then ask for another limit
+// than the key's, or for one out of range. The model holds the engine to
+// at most limit holders of a key at any instant, grants in queue order,
+// one waiter granted per place freed and none left waiting while a place
+// is free (no grant leaked, by a timeout or otherwise).
+func TestRandomSemaphores(t *testing.T) {
+	steps := 4000
+	if testing.Short() {
+		steps = 500
+	}
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			log1 := runRandom(t, seed, steps, true)
+			log2 := runRandom(t, seed, steps, true)
 			if !slices.Equal(log1, log2) {
 				t.Fatal("the same calls at the same times gave different events")
 			}
@@ -628,6 +652,7 @@ type mHolder struct {
 type mWaiter struct {
 	w        Waiter
 	key      string
+	limit    int // as asked, 0 taken as 1
 	lease    time.Duration
 	since    time.Time
 	deadline time.Time // zero: forever
@@ -635,10 +660,12 @@ type mWaiter struct {
 }
 
 type model struct {
-	t        *testing.T
-	cfg      Config
-	now      time.Time
-	holders  map[string]*mHolder
+	t       *testing.T
+	cfg     Config
+	now     time.Time
+	holders map[string][]*mHolder // in token order
+	// limits is the limit of every key held or waited on.
+	limits   map[string]int
 	queues   map[string][]*mWaiter
 	waiting  map[Waiter]*mWaiter
 	resolved map[Waiter]string // "granted" or "timed out"
@@ -646,16 +673,22 @@ type model struct {
 	tokens   []uint64 // every token granted, for stale releases
 	arrivals int
 	log      []string
+	// mostHeld is the most holders of one key seen at once.
+	mostHeld int
 	// Within the events of one call: when each key freed, and the
 	// instant of the last deadline fired.
 	freedAt     map[string]time.Time
 	lastInstant time.Time
+	// prev is the event before the one being applied, in the same call.
+	prev *Event
 }
 
 func (m *model) keySet() map[string]bool {
 	s := map[string]bool{}
-	for k := range m.holders {
-		s[k] = true
+	for k, hs := range m.holders {
+		if len(hs) > 0 {
+			s[k] = true
+		}
 	}
 	for k, q := range m.queues {
 		if len(q) > 0 {
@@ -663,6 +696,25 @@ func (m *model) keySet() map[string]bool {
 		}
 	}
 	return s
+}
+
+// holder returns key's holder with token, nil if none.
+func (m *model) holder(key string, token uint64) *mHolder {
+	for _, h := range m.holders[key] {
+		if h.token == token {
+			return h
+		}
+	}
+	return nil
+}
+
+// forget drops key's limit once nothing holds or waits on it.
+func (m *model) forget(key string) {
+	if len(m.holders[key]) == 0 && len(m.queues[key]) == 0 {
+		delete(m.holders, key)
+		delete(m.queues, key)
+		delete(m.limits, key)
+	}
 }
 
 func (m *model) removeWaiter(w Waiter) *mWaiter {
@@ -674,6 +726,7 @@ func (m *model) removeWaiter(w Waiter) *mWaiter {
 	q := m.queues[mw.key]
 	i := slices.Index(q, mw)
 	m.queues[mw.key] = slices.Delete(q, i, i+1)
+	m.forget(mw.key)
 	return mw
 }
 
@@ -692,18 +745,21 @@ func (m *model) apply(evs []Event, asker *mWaiter, dropping bool) {
 func (m *model) begin() {
 	m.freedAt = map[string]time.Time{}
 	m.lastInstant = time.Time{}
+	m.prev = nil
 }
 
 func (m *model) applyOne(ev Event, asker *mWaiter, dropping bool) {
 	t := m.t
 	t.Helper()
 	freedAt := m.freedAt
-	m.log = append(m.log, fmt.Sprintf("%s %s %d %d/%d %s %v", ev.Kind, ev.Key, ev.Token, ev.Waiter.Conn, ev.Waiter.Seq, ev.Lease, ev.Expired))
+	prev := m.prev
+	m.prev = &ev
+	m.log = append(m.log, fmt.Sprintf("%s %s %d %d/%d %s %v %d", ev.Kind, ev.Key, ev.Token, ev.Waiter.Conn, ev.Waiter.Seq, ev.Lease, ev.Expired, ev.Limit))
 	switch ev.Kind {
 	case Freed:
-		h := m.holders[ev.Key]
-		if h == nil || h.token != ev.Token {
-			t.Fatalf("freed %s token %d; model holder %+v", ev.Key, ev.Token, h)
+		h := m.holder(ev.Key, ev.Token)
+		if h == nil {
+			t.Fatalf("freed %s token %d; model holders %+v", ev.Key, ev.Token, m.holders[ev.Key])
 		}
 		if ev.Expired {
 			if h.deadline.After(m.now) {
@@ -720,10 +776,21 @@ func (m *model) applyOne(ev Event, asker *mWaiter, dropping bool) {
 			}
 			freedAt[ev.Key] = m.now
 		}
-		delete(m.holders, ev.Key)
+		m.holders[ev.Key] = slices.DeleteFunc(m.holders[ev.Key], func(x *mHolder) bool { return x == h })
+		m.forget(ev.Key)
 	case Granted:
-		if h := m.holders[ev.Key]; h != nil {
-			t.Fatalf("%s granted to %+v while %+v holds it", ev.Key, ev.Waiter, h)
+		limit, exists := m.limits[ev.Key]
+		if !exists {
+			if asker == nil || asker.key != ev.Key {
+				t.Fatalf("%s granted to %+v, but the key does not exist and nobody asked for it", ev.Key, ev.Waiter)
+			}
+			limit = asker.limit
+		}
+		if n := len(m.holders[ev.Key]); n >= limit {
+			t.Fatalf("%s granted to %+v while %d hold it; its limit is %d", ev.Key, ev.Waiter, n, limit)
+		}
+		if ev.Limit != limit {
+			t.Fatalf("%s granted with limit %d; the key's is %d", ev.Key, ev.Limit, limit)
 		}
 		if ev.Token <= m.lastTok {
 			t.Fatalf("granted token %d not above %d", ev.Token, m.lastTok)
@@ -741,10 +808,12 @@ func (m *model) applyOne(ev Event, asker *mWaiter, dropping bool) {
 			if head.w != ev.Waiter {
 				t.Fatalf("%s granted to %+v; head of the queue is %+v", ev.Key, ev.Waiter, head.w)
 			}
-			at, ok := freedAt[ev.Key]
-			if !ok {
-				t.Fatalf("%s granted to waiter %+v without being freed", ev.Key, ev.Waiter)
+			// A waiter takes the place of the holder that just went:
+			// one place, one grant.
+			if prev == nil || prev.Kind != Freed || prev.Key != ev.Key {
+				t.Fatalf("%s granted to waiter %+v, not right after a holder of the key went (before: %+v)", ev.Key, ev.Waiter, prev)
 			}
+			at := freedAt[ev.Key]
 			if !head.deadline.IsZero() && !head.deadline.After(at) {
 				t.Fatalf("%+v granted at %v; its wait ended at %v", ev.Waiter, at, head.deadline)
 			}
@@ -759,7 +828,9 @@ func (m *model) applyOne(ev Event, asker *mWaiter, dropping bool) {
 		if ev.Lease != lease {
 			t.Fatalf("granted lease %s; asked %s", ev.Lease, lease)
 		}
-		m.holders[ev.Key] = &mHolder{token: ev.Token, deadline: grantAt.Add(lease), w: ev.Waiter}
+		m.limits[ev.Key] = limit
+		m.holders[ev.Key] = append(m.holders[ev.Key], &mHolder{token: ev.Token, deadline: grantAt.Add(lease), w: ev.Waiter})
+		m.mostHeld = max(m.mostHeld, len(m.holders[ev.Key]))
 		m.lastTok = ev.Token
 		m.tokens = append(m.tokens, ev.Token)
 		m.resolved[ev.Waiter] = "granted"
@@ -783,9 +854,12 @@ func (m *model) applyOne(ev Event, asker *mWaiter, dropping bool) {
 		m.removeWaiter(ev.Waiter)
 		m.resolved[ev.Waiter] = "timed out"
 	case Renewed:
-		h := m.holders[ev.Key]
-		if h == nil || h.token != ev.Token {
-			t.Fatalf("renewed %s token %d; model holder %+v", ev.Key, ev.Token, h)
+		h := m.holder(ev.Key, ev.Token)
+		if h == nil {
+			t.Fatalf("renewed %s token %d; model holders %+v", ev.Key, ev.Token, m.holders[ev.Key])
+		}
+		if ev.Limit != m.limits[ev.Key] {
+			t.Fatalf("renewed %s with limit %d; the key's is %d", ev.Key, ev.Limit, m.limits[ev.Key])
 		}
 		h.deadline = m.now.Add(ev.Lease)
 	default:
@@ -810,7 +884,7 @@ func (m *model) check(e *Engine) {
 		t.Fatalf("Keys = %q (%d); model %q", gotKeys, total, wantKeys)
 	}
 	nkeys, nwait := e.Stats()
-	sumWait := 0
+	sumWait, nheld := 0, 0
 	var next time.Time
 	earliest := func(d time.Time) {
 		if next.IsZero() || d.Before(next) {
@@ -818,18 +892,29 @@ func (m *model) check(e *Engine) {
 		}
 	}
 	for _, k := range gotKeys {
-		h, held, ws := e.Inspect(m.now, k)
+		hs, ws := e.Inspect(m.now, k)
 		sumWait += len(ws)
-		if !held && len(ws) == 0 {
+		nheld += len(hs)
+		if len(hs) == 0 && len(ws) == 0 {
 			t.Fatalf("key %s listed but neither held nor waited on", k)
 		}
-		mh := m.holders[k]
-		if held != (mh != nil) {
-			t.Fatalf("%s held=%v; model %+v", k, held, mh)
+		limit := m.limits[k]
+		if len(hs) > limit {
+			t.Fatalf("%s has %d holders; its limit is %d", k, len(hs), limit)
 		}
-		if mh != nil {
-			if h.Token != mh.token || h.LeaseLeft != mh.deadline.Sub(m.now) || h.LeaseLeft <= 0 {
-				t.Fatalf("%s holder %+v; model token %d deadline %v (now %v)", k, h, mh.token, mh.deadline, m.now)
+		// No grant leaked: a place free under a queue would have gone
+		// to its head.
+		if len(ws) > 0 && len(hs) < limit {
+			t.Fatalf("%s has %d holders of %d and %d waiters", k, len(hs), limit, len(ws))
+		}
+		mhs := m.holders[k]
+		if len(hs) != len(mhs) {
+			t.Fatalf("%s has holders %+v; model %d", k, hs, len(mhs))
+		}
+		for i, h := range hs {
+			mh := mhs[i]
+			if h.Key != k || h.Token != mh.token || h.LeaseLeft != mh.deadline.Sub(m.now) || h.LeaseLeft <= 0 || h.Limit != limit {
+				t.Fatalf("%s holder %d %+v; model token %d deadline %v limit %d (now %v)", k, i, h, mh.token, mh.deadline, limit, m.now)
 			}
 			earliest(mh.deadline)
 		}
@@ -863,8 +948,8 @@ func (m *model) check(e *Engine) {
 	if e.LastToken() != m.lastTok || e.HighWater() < m.lastTok {
 		t.Fatalf("LastToken %d HighWater %d; model %d", e.LastToken(), e.HighWater(), m.lastTok)
 	}
-	if e.Held() != len(m.holders) {
-		t.Fatalf("Held %d; model %d", e.Held(), len(m.holders))
+	if e.Held() != nheld {
+		t.Fatalf("Held %d; the keys have %d holders", e.Held(), nheld)
 	}
 	m.checkIndex(e)
 	m.checkScan(e, keys)
@@ -897,23 +982,26 @@ func (m *model) checkIndex(e *Engine) {
 }
 
 // checkScan runs whole scans, in one call and in slices, with nothing
-// changing in between: each must visit every key exactly once, as the
-// model has it.
+// changing in between: each must visit every holder exactly once, in
+// token order, and every key waited on but not held once, as the model
+// has it.
 func (m *model) checkScan(e *Engine, keys map[string]bool) {
 	t := m.t
 	t.Helper()
 	for _, n := range []int{1, 2, len(keys) + 1} {
-		seen := map[string]bool{}
+		seen := map[string][]Holder{}
 		for cur := ScanStart; ; {
 			cur = e.Scan(m.now, cur, n, func(h Holder, held bool) {
-				if seen[h.Key] || !keys[h.Key] {
-					t.Fatalf("Scan by %d visits %s again, or one the model does not have", n, h.Key)
+				if !keys[h.Key] {
+					t.Fatalf("Scan by %d visits %s, which the model does not have", n, h.Key)
 				}
-				seen[h.Key] = true
-				mh := m.holders[h.Key]
-				if held != (mh != nil) || mh != nil && (h.Token != mh.token || h.LeaseLeft != mh.deadline.Sub(m.now)) {
-					t.Fatalf("Scan visits %+v held=%v; model %+v", h, held, mh)
+				if !held {
+					if len(seen[h.Key]) > 0 || len(m.holders[h.Key]) > 0 {
+						t.Fatalf("Scan by %d visits %s again, or as not held while the model has %+v", n, h.Key, m.holders[h.Key])
+					}
+					h = Holder{Key: h.Key} // only the key is set
 				}
+				seen[h.Key] = append(seen[h.Key], h)
 			})
 			if cur == 0 {
 				break
@@ -921,6 +1009,24 @@ func (m *model) checkScan(e *Engine, keys map[string]bool) {
 		}
 		if len(seen) != len(keys) {
 			t.Fatalf("Scan by %d visits %d keys; model %d", n, len(seen), len(keys))
+		}
+		for k, hs := range seen {
+			mhs := m.holders[k]
+			if len(mhs) == 0 {
+				if len(hs) != 1 || hs[0] != (Holder{Key: k}) {
+					t.Fatalf("Scan by %d visits %s, waited on only, as %+v", n, k, hs)
+				}
+				continue
+			}
+			if len(hs) != len(mhs) {
+				t.Fatalf("Scan by %d visits %s's holders %+v; model %d", n, k, hs, len(mhs))
+			}
+			for i, h := range hs {
+				mh := mhs[i]
+				if h.Token != mh.token || h.LeaseLeft != mh.deadline.Sub(m.now) || h.Limit != m.limits[k] {
+					t.Fatalf("Scan by %d visits %+v; model %+v limit %d", n, h, mh, m.limits[k])
+				}
+			}
 		}
 	}
 }
@@ -932,10 +1038,12 @@ func (m *model) checkSnapshot(e *Engine) {
 	t.Helper()
 	s := e.Snapshot(m.now)
 	var want []Holder
-	for k, h := range m.holders {
-		want = append(want, Holder{Key: k, Token: h.token, LeaseLeft: h.deadline.Sub(m.now)})
+	for k, hs := range m.holders {
+		for _, h := range hs {
+			want = append(want, Holder{Key: k, Token: h.token, LeaseLeft: h.deadline.Sub(m.now), Limit: m.limits[k]})
+		}
 	}
-	slices.SortFunc(want, func(a, b Holder) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(want, func(a, b Holder) int { return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Token, b.Token)) })
 	if s.Token != e.HighWater() || !(len(s.Holders) == 0 && len(want) == 0 || reflect.DeepEqual(s.Holders, want)) {
 		t.Fatalf("Snapshot %+v; model %+v", s, want)
 	}
@@ -952,15 +1060,33 @@ func (m *model) checkSnapshot(e *Engine) {
 	}
 }
 
-func runRandom(t *testing.T, seed uint64, steps int) []string {
+// runRandom walks the engine for steps calls from seed. Without
+// semaphores every acquire asks for limit 1 and the walk is the one it
+// was before engines knew of limits; with them, keys have limits 1 to 4.
+func runRandom(t *testing.T, seed uint64, steps int, semaphores bool) []string {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 0x10cd))
 	// Up to 15 waiters fit in the queues of 5 keys; the cap is far lower.
 	cfg := Config{Node: MaxNodes - int(seed), MaxKeys: 5, MaxWaitersPerKey: 3, MaxWaiters: 4, MaxLease: 3 * time.Second, MaxWait: 4 * time.Second}
+	leaseTicks := 30
+	// The limit each key's clients agree on; the crowded keys are a and b.
+	limits := map[string]int{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1}
+	if semaphores {
+		cfg.MaxLimit = 4
+		// More holders mean fewer waiters: lower caps, longer leases
+		// and a crowd on a and b keep the queues full.
+		cfg.MaxKeys, cfg.MaxWaitersPerKey, cfg.MaxWaiters = 4, 2, 3
+		cfg.MaxLease *= 2
+		leaseTicks *= 2
+		limits = map[string]int{"a": 3, "b": 1, "c": 2, "d": 4, "e": 1, "f": 2}
+		if seed%2 == 0 {
+			limits["a"], limits["b"] = 2, 4
+		}
+	}
 	e := New(cfg, t0)
 	m := &model{
 		t: t, cfg: cfg, now: t0,
-		holders: map[string]*mHolder{}, queues: map[string][]*mWaiter{},
+		holders: map[string][]*mHolder{}, limits: map[string]int{}, queues: map[string][]*mWaiter{},
 		waiting: map[Waiter]*mWaiter{}, resolved: map[Waiter]string{},
 	}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
@@ -978,11 +1104,11 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 		switch {
 		case op < 40: // Acquire
 			key := keys[rng.IntN(len(keys))]
-			if rng.IntN(3) == 0 {
+			if crowd := rng.IntN(3); crowd == 0 || semaphores && crowd == 1 {
 				// Crowd two keys, so that queues fill up.
 				key = keys[rng.IntN(2)]
 			}
-			lease := tick(1 + rng.IntN(30))
+			lease := tick(1 + rng.IntN(leaseTicks))
 			wait := time.Duration(0)
 			if rng.IntN(4) > 0 {
 				wait = tick(1 + rng.IntN(40))
@@ -995,6 +1121,13 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 			case 2:
 				wait = cfg.MaxWait + time.Nanosecond
 			}
+			limit := limits[key]
+			if semaphores && rng.IntN(10) == 0 {
+				// Another limit than the others': a mismatch if the key
+				// exists, else the key's limit until it goes. -1 and
+				// MaxLimit+1 are out of range; 0 is 1.
+				limit = rng.IntN(cfg.MaxLimit+3) - 1
+			}
 			conn := uint64(1 + rng.IntN(4))
 			w := Waiter{Conn: conn, Seq: seqs[conn]}
 			if len(m.waiting) > 0 && rng.IntN(20) == 0 {
@@ -1003,56 +1136,67 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 			} else {
 				seqs[conn]++
 			}
-			out, err := e.Acquire(m.now, key, lease, wait, w, nil)
-			asker := &mWaiter{w: w, key: key, lease: lease, since: m.now}
+			out, err := e.Acquire(m.now, key, limit, lease, wait, w, nil)
+			asker := &mWaiter{w: w, key: key, limit: max(limit, 1), lease: lease, since: m.now}
 			if wait > 0 {
 				asker.deadline = m.now.Add(wait)
 			}
 			// Apply the events of the deadlines that fired first, then
 			// predict the refusal, then apply the asker's own grant: the
-			// one grant to w of a key nobody holds or waits on.
+			// one grant to w of a key with a place free and nobody
+			// waiting.
 			m.begin()
 			immediate := false
 			for i, ev := range out {
 				if i == len(out)-1 && ev.Kind == Granted && ev.Waiter == w && ev.Key == key &&
-					m.holders[key] == nil && len(m.queues[key]) == 0 {
+					len(m.queues[key]) == 0 && m.waiting[w] == nil {
 					immediate = true
 					break
 				}
 				m.applyOne(ev, nil, false)
 			}
+			keyLimit, exists := m.limits[key]
+			full := exists && len(m.holders[key]) >= keyLimit
 			var want error
 			switch {
 			case lease <= 0 || lease > cfg.MaxLease:
 				want = ErrLeaseRange
 			case wait < 0 || wait > cfg.MaxWait:
 				want = ErrWaitRange
+			case limit < 0 || limit > e.Config().MaxLimit:
+				want = ErrLimitRange
 			case m.waiting[w] != nil:
 				want = ErrDuplicateWaitr
-			case !m.keySet()[key] && len(m.keySet()) >= cfg.MaxKeys:
+			case !exists && len(m.keySet()) >= cfg.MaxKeys:
 				want = ErrTooManyKeys
-			case m.holders[key] != nil && len(m.queues[key]) >= cfg.MaxWaitersPerKey:
+			case exists && keyLimit != asker.limit:
+				want = ErrLimitMismatch
+			case full && len(m.queues[key]) >= cfg.MaxWaitersPerKey:
 				want = ErrQueueFull
-			case m.holders[key] != nil && len(m.waiting) >= cfg.MaxWaiters:
+			case full && len(m.waiting) >= cfg.MaxWaiters:
 				want = ErrTooManyWaiters
 			}
 			if want != nil {
 				refused[want]++
 			}
 			if !errors.Is(err, want) || (want == nil) != (err == nil) {
-				t.Fatalf("step %d: Acquire(%s, %s, %s, %+v) error %v; model %v", step, key, lease, wait, w, err, want)
+				t.Fatalf("step %d: Acquire(%s, %d, %s, %s, %+v) error %v; model %v", step, key, limit, lease, wait, w, err, want)
 			}
 			if err == nil {
 				// A new request: the identity may have been used by
 				// an earlier request that is over.
 				delete(m.resolved, w)
 			}
-			if immediate {
-				m.applyOne(out[len(out)-1], asker, false)
-			} else if err == nil {
-				if m.holders[key] == nil {
-					t.Fatalf("step %d: %s is free but %+v was queued", step, key, w)
+			switch {
+			case err != nil:
+				if immediate {
+					t.Fatalf("step %d: refused (%v) and granted", step, err)
 				}
+			case full != !immediate:
+				t.Fatalf("step %d: %s has %d holders of %d (exists %v); the engine granted at once: %v", step, key, len(m.holders[key]), keyLimit, exists, immediate)
+			case immediate:
+				m.applyOne(out[len(out)-1], asker, false)
+			default:
 				m.arrivals++
 				asker.arrival = m.arrivals
 				m.queues[key] = append(m.queues[key], asker)
@@ -1067,8 +1211,8 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 			if ok != freed {
 				t.Fatalf("step %d: Release ok=%v; events %q", step, ok, describe(out))
 			}
-			if !ok && m.holders[key] != nil && m.holders[key].token == tok {
-				t.Fatalf("step %d: release by the holder's token refused", step)
+			if !ok && m.holder(key, tok) != nil {
+				t.Fatalf("step %d: release by a holder's token refused", step)
 			}
 		case op < 70: // Renew
 			key := keys[rng.IntN(len(keys))]
@@ -1080,7 +1224,7 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 				n--
 			}
 			m.apply(out[:n], nil, false)
-			held := m.holders[key] != nil && m.holders[key].token == tok
+			held := m.holder(key, tok) != nil
 			if held != (err == nil) || (err != nil && !errors.Is(err, ErrNotHeld)) {
 				t.Fatalf("step %d: Renew error %v; model holds=%v", step, err, held)
 			}
@@ -1134,13 +1278,17 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 	seen := map[string]int{}
 	for _, l := range m.log {
 		kind, _, _ := strings.Cut(l, " ")
-		if strings.HasSuffix(l, " true") {
+		if strings.Contains(l, " true ") {
 			kind = "expired"
 		}
 		seen[kind]++
 	}
 	// Every limit must be reached too; a short run may not get there.
-	for _, err := range []error{ErrQueueFull, ErrTooManyWaiters, ErrTooManyKeys} {
+	wantRefused := []error{ErrQueueFull, ErrTooManyWaiters, ErrTooManyKeys}
+	if semaphores {
+		wantRefused = append(wantRefused, ErrLimitMismatch, ErrLimitRange)
+	}
+	for _, err := range wantRefused {
 		if refused[err] == 0 && !testing.Short() {
 			t.Fatalf("no refusal %q in %d steps: %v", err, steps, refused)
 		}
@@ -1150,7 +1298,17 @@ func runRandom(t *testing.T, seed uint64, steps int) []string {
 			t.Fatalf("only %d %q events in %d steps: %v", seen[kind], kind, steps, seen)
 		}
 	}
+	if want := 1 + 2*btoi(semaphores); m.mostHeld < want {
+		t.Fatalf("at most %d holders of a key at once in %d steps; want %d", m.mostHeld, steps, want)
+	}
 	return m.log
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *model) sortedWaiting() []Waiter {
@@ -1163,11 +1321,15 @@ func (m *model) sortedWaiting() []Waiter {
 	}, func(a, b Waiter) int { return cmp.Or(cmp.Compare(a.Conn, b.Conn), cmp.Compare(a.Seq, b.Seq)) })
 }
 
-// pickToken is mostly the key's current holder's token, else an old or a
-// made-up one.
+// pickToken is mostly the token of one of the key's current holders, else
+// an old or a made-up one.
 func pickToken(rng *rand.Rand, m *model, key string) uint64 {
-	if h := m.holders[key]; h != nil && rng.IntN(3) > 0 {
-		return h.token
+	if hs := m.holders[key]; len(hs) > 0 && rng.IntN(3) > 0 {
+		if len(hs) == 1 {
+			// No draw: the walk of locks stays the one it was.
+			return hs[0].token
+		}
+		return hs[rng.IntN(len(hs))].token
 	}
 	if len(m.tokens) > 0 && rng.IntN(2) == 0 {
 		return m.tokens[rng.IntN(len(m.tokens))]
@@ -1179,7 +1341,7 @@ func TestObserveIgnoresTokensFromFarAhead(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	e := New(Config{}, now)
 	var evs []Event
-	evs, _ = e.Acquire(now, "a", time.Second, 0, Waiter{Conn: 1}, evs)
+	evs, _ = e.Acquire(now, "a", 1, time.Second, 0, Waiter{Conn: 1}, evs)
 	first := evs[0].Token
 	for _, forged := range []uint64{^uint64(0), uint64(now.Add(23*time.Hour).UnixMilli()) << CounterBits} {
 		if e.Observe(now, forged) {
@@ -1188,7 +1350,7 @@ func TestObserveIgnoresTokensFromFarAhead(t *testing.T) {
 		if e.HighWater() != first {
 			t.Fatalf("HighWater %#x after an ignored token; want %#x", e.HighWater(), first)
 		}
-		evs, _ = e.Acquire(now, "b", time.Second, 0, Waiter{Conn: 2}, evs[:0])
+		evs, _ = e.Acquire(now, "b", 1, time.Second, 0, Waiter{Conn: 2}, evs[:0])
 		tok := evs[0].Token
 		if tok <= first || tok>>CounterBits > uint64(now.UnixMilli())+1 {
 			t.Fatalf("after observing %d: token %d (first %d)", forged, tok, first)
@@ -1201,7 +1363,7 @@ func TestObserveIgnoresTokensFromFarAhead(t *testing.T) {
 	if !e.Observe(now, ahead) {
 		t.Fatalf("Observe(%#x) ignored a token 30s ahead", ahead)
 	}
-	evs, _ = e.Acquire(now, "c", time.Second, 0, Waiter{Conn: 3}, evs[:0])
+	evs, _ = e.Acquire(now, "c", 1, time.Second, 0, Waiter{Conn: 3}, evs[:0])
 	if evs[0].Token <= ahead {
 		t.Fatalf("token %d not above the observed %d", evs[0].Token, ahead)
 	}

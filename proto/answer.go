@@ -254,19 +254,32 @@ func ParseStatus(a Answer) (Status, error) {
 	return st, nil
 }
 
-// Queue is the answer to Q: a key's holder and its waiters in queue order.
-// On the wire: "Q key TOKEN|- LEASE-LEFT|- N WAITED,ADDR ...", where N
-// counts every waiter and the list holds the first MaxListKeys of them.
+// Queue is the answer to Q: a key's holders and its waiters in queue
+// order. On the wire: "Q key TOKEN|- LEASE-LEFT|- N WAITED,ADDR ...", where
+// TOKEN and LEASE-LEFT are the oldest holder's and N counts every waiter,
+// the list holding the first MaxListKeys of them; a key that more than
+// one may hold adds "limit=N" and one "holder=TOKEN,LEASE-LEFT" word per
+// other holder.
 type Queue struct {
 	Key       string
 	Held      bool
-	Token     uint64
-	LeaseLeft time.Duration
+	Token     uint64        // the oldest holder's token
+	LeaseLeft time.Duration // and its lease left
+	// Limit is how many may hold the key at once (0 or 1: a lock), and
+	// Holders every holder, oldest first (Holders[0] is Token/LeaseLeft).
+	Limit   int
+	Holders []QueueHolder
 	// Waiting counts the waiters; Waiters lists the first of them in
 	// queue order. AppendQueue writes the larger of Waiting and
 	// len(Waiters) as N.
 	Waiting int
 	Waiters []QueueWaiter
+}
+
+// QueueHolder is one holder of a Q answer.
+type QueueHolder struct {
+	Token     uint64
+	LeaseLeft time.Duration
 }
 
 // QueueWaiter is one waiter of a Q answer.
@@ -299,6 +312,19 @@ func AppendQueue(b []byte, q Queue) []byte {
 			b = append(b, w.Addr...)
 		}
 	}
+	if q.Limit > 1 {
+		b = append(b, " limit="...)
+		b = strconv.AppendInt(b, int64(q.Limit), 10)
+		for i, h := range q.Holders {
+			if i == 0 {
+				continue // it is TOKEN and LEASE-LEFT
+			}
+			b = append(b, " holder="...)
+			b = strconv.AppendUint(b, h.Token, 10)
+			b = append(b, ',')
+			b = AppendSeconds(b, h.LeaseLeft)
+		}
+	}
 	return append(b, '\n')
 }
 
@@ -308,24 +334,32 @@ func ParseQueue(a Answer) (Queue, error) {
 	if a.Kind != OpQueue || len(a.Fields) < 3 {
 		return q, errors.New("malformed queue answer")
 	}
-	if a.Fields[0] != WordNone {
+	f := a.Fields
+	// The words of a semaphore come last: limit=N, holder=TOKEN,LEASE.
+	extra := len(f)
+	for extra > 3 && strings.Contains(f[extra-1], "=") {
+		extra--
+	}
+	if f[0] != WordNone {
 		q.Held = true
 		var err error
-		if q.Token, err = strconv.ParseUint(a.Fields[0], 10, 64); err != nil {
+		if q.Token, err = strconv.ParseUint(f[0], 10, 64); err != nil {
 			return q, errors.New("queue answer token: " + err.Error())
 		}
 		var msg string
-		if q.LeaseLeft, msg = ParseSeconds([]byte(a.Fields[1])); msg != "" {
+		if q.LeaseLeft, msg = ParseSeconds([]byte(f[1])); msg != "" {
 			return q, errors.New("queue answer lease " + msg)
 		}
+		q.Holders = append(q.Holders, QueueHolder{q.Token, q.LeaseLeft})
 	}
-	n, err := strconv.Atoi(a.Fields[2])
-	if err != nil || n < len(a.Fields)-3 || (n > len(a.Fields)-3 && len(a.Fields)-3 < MaxListKeys) {
+	n, err := strconv.Atoi(f[2])
+	listed := extra - 3
+	if err != nil || n < listed || (n > listed && listed < MaxListKeys) {
 		return q, errors.New("queue answer waiter count does not match its list")
 	}
 	q.Waiting = n
-	for _, f := range a.Fields[3:] {
-		waited, addr, _ := strings.Cut(f, ",")
+	for _, w := range f[3:extra] {
+		waited, addr, _ := strings.Cut(w, ",")
 		d, msg := ParseSeconds([]byte(waited))
 		if msg != "" {
 			return q, errors.New("queue answer waiter " + msg)
@@ -334,6 +368,26 @@ func ParseQueue(a Answer) (Queue, error) {
 			addr = ""
 		}
 		q.Waiters = append(q.Waiters, QueueWaiter{Waited: d, Addr: addr})
+	}
+	for _, w := range f[extra:] {
+		name, val, _ := strings.Cut(w, "=")
+		switch name {
+		case "limit":
+			l, err := strconv.Atoi(val)
+			if err != nil || l < 1 {
+				return q, errors.New("queue answer limit " + strconv.Quote(val))
+			}
+			q.Limit = l
+		case "holder":
+			tok, lease, _ := strings.Cut(val, ",")
+			t, err := strconv.ParseUint(tok, 10, 64)
+			d, msg := ParseSeconds([]byte(lease))
+			if err != nil || msg != "" {
+				return q, errors.New("queue answer holder " + strconv.Quote(val))
+			}
+			q.Holders = append(q.Holders, QueueHolder{t, d})
+		}
+		// Other words are for later versions.
 	}
 	return q, nil
 }

@@ -238,16 +238,31 @@ func TestQueue(t *testing.T) {
 		}
 		want := tt.q
 		want.Waiting = max(want.Waiting, len(want.Waiters))
+		if want.Held && len(want.Holders) == 0 {
+			want.Holders = []QueueHolder{{want.Token, want.LeaseLeft}}
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("queue round trip\n got %+v\nwant %+v", got, want)
 		}
+	}
+	// A semaphore lists every holder, the oldest first.
+	sem := Queue{Key: "builds", Held: true, Token: 7, LeaseLeft: 30 * time.Second, Limit: 3,
+		Holders: []QueueHolder{{7, 30 * time.Second}, {9, 12500 * time.Millisecond}}, Waiting: 1,
+		Waiters: []QueueWaiter{{Waited: time.Second, Addr: "127.0.0.1:1"}}}
+	line := string(AppendQueue(nil, sem))
+	if line != "Q builds 7 30 1 1,127.0.0.1:1 limit=3 holder=9,12.5\n" {
+		t.Errorf("semaphore queue: %q", line)
+	}
+	a, _ := ParseAnswer([]byte(line))
+	if got, err := ParseQueue(a); err != nil || !reflect.DeepEqual(got, sem) {
+		t.Errorf("semaphore queue round trip: %+v %v", got, err)
 	}
 	// A queue longer than MaxListKeys lists its head and counts them all.
 	long := Queue{Key: "k", Waiting: 5000}
 	for range MaxListKeys {
 		long.Waiters = append(long.Waiters, QueueWaiter{Waited: time.Second, Addr: "127.0.0.1:1"})
 	}
-	a, _ := ParseAnswer(AppendQueue(nil, long))
+	a, _ = ParseAnswer(AppendQueue(nil, long))
 	if got, err := ParseQueue(a); err != nil || got.Waiting != 5000 || len(got.Waiters) != MaxListKeys {
 		t.Errorf("long queue: %d waiting, %d listed, %v", got.Waiting, len(got.Waiters), err)
 	}

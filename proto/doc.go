@@ -89,7 +89,7 @@
 // # Answers at a glance
 //
 //	request               answers
-//	A key lease wait      A key token | T key | M key addr | E key A: words
+//	A key lease wait ...  A key token | T key | M key addr | E key A: words
 //	R key token           R key ok | R key notheld | M key addr | E key R: words
 //	N key token lease     N key ok | N key notheld | M key addr | E key N: words
 //	Q key                 Q key TOKEN|- LEASELEFT|- NWAITERS WAITED,ADDR ... | M | E
@@ -134,13 +134,31 @@
 //
 // # A: acquire
 //
-//	A key lease wait
+//	A key lease wait [limit=N] [id=ID]
 //
 // Asks for the lock on key. lease is how long the lock is held unless it
 // is renewed or released; it must be more than 0. wait is the longest the
 // request stays in the key's queue; 0 waits forever. Waiters are served in
 // FIFO order: when the holder releases or its lease runs out, the key
 // passes at once to the head of the queue, with a new token.
+//
+// limit=N makes key a semaphore: up to N may hold it at once, each with a
+// token and a lease of its own; the N+1th waits, FIFO as for a lock, and
+// each release or expiry grants the head of the queue. A key gets its
+// limit from the acquire that creates it; while it is held or waited on,
+// an acquire asking another limit is refused (E key A: limit mismatch:
+// ...). No limit is limit=1, a lock. Every token is still larger than
+// every earlier one: each holder's token is unique.
+//
+// id=ID (1 to 64 bytes) names this acquire, for re-sending it safely: an
+// acquire carrying the id of a grant that still holds key answers that
+// grant again (same token, lease renewed) instead of queueing behind it,
+// and one carrying the id of a waiter of key takes that waiter's place in
+// the queue (the earlier request on a connection that closed is answered
+// no more). A client that lost the answer to an acquire (a dropped
+// connection, a failover) re-sends it with the same id. Ids travel with
+// the grant to the standbys. A client picks ids that no other client
+// uses, for example 16 random bytes in hex.
 //
 //	A key token     granted: token is the fencing token, larger than every earlier one
 //	T key           the wait elapsed without a grant: nothing is held
@@ -162,6 +180,14 @@
 //	A deploy 7360982537641984002
 //	A deploy 0 10
 //	E deploy A: lease must be greater than 0 seconds
+//
+//	$ nc 127.0.0.1 7070    # a semaphore: at most two builds at once
+//	A builds 60 0 limit=2
+//	A builds 7360982537641984003
+//	A builds 60 0 limit=2
+//	A builds 7360982537641984004
+//	A builds 60 0 limit=3
+//	E builds A: limit mismatch: key "builds" allows 2 holders; this acquire asked for 3: use the same --limit as the others
 //
 //	$ nc 127.0.0.1 7071
 //	A deploy 30 10
@@ -362,7 +388,7 @@
 //	a deploy 30 10
 //	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)
 //	A deploy 30
-//	E deploy A: want A KEY LEASE WAIT (seconds; wait 0 = forever), got 1 argument(s)
+//	E deploy A: want A KEY LEASE WAIT [limit=N] [id=ID] (seconds; wait 0 = forever), got 1 argument(s)
 //	A deploy 30 1.2345
 //	E deploy A: wait "1.2345" has more than millisecond precision (at most 3 digits after the point)
 //	R deploy

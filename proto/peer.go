@@ -25,6 +25,7 @@ const (
 	flagPinned = "pinned" // pinned:MS in a heartbeat; the last word of a pinned H record
 	flagBase   = "base"   // base:TOKEN in an active's heartbeat
 	flagTop    = "top"    // top:TOKEN in a heartbeat
+	flagRound  = "round"  // round:N in a heartbeat, echoed in its answer
 	wordSynced = "synced" // the first field of the Y record
 )
 
@@ -48,6 +49,9 @@ type BeatFlags struct {
 	// Top is the newest token of the node's lock state: granted there, or
 	// applied from replication (top:TOKEN).
 	Top uint64
+	// Round numbers a heartbeat (round:N), and an answer echoes the round
+	// of the heartbeat it answers, so the sender knows how fresh it is.
+	Round uint64
 }
 
 // Beat is a heartbeat P, request or answer.
@@ -101,7 +105,7 @@ func AppendBeatAnswer(b []byte, bt Beat) []byte {
 }
 
 // appendFlags writes f as "-" or a comma list, always in the order
-// sticky, synced, fresh, pinned:MS, base:TOKEN, top:TOKEN.
+// sticky, synced, fresh, pinned:MS, base:TOKEN, top:TOKEN, round:N.
 func appendFlags(b []byte, f BeatFlags) []byte {
 	start := len(b)
 	flag := func(name string) {
@@ -134,6 +138,11 @@ func appendFlags(b []byte, f BeatFlags) []byte {
 		flag(flagTop)
 		b = append(b, ':')
 		b = strconv.AppendUint(b, f.Top, 10)
+	}
+	if f.Round != 0 {
+		flag(flagRound)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, f.Round, 10)
 	}
 	if len(b) == start {
 		b = append(b, WordNone...)
@@ -170,15 +179,18 @@ func parseFlags(s string) (BeatFlags, string) {
 				return BeatFlags{}, fmt.Sprintf("%q: the MS of pinned:MS %s", clipString(s), msg)
 			}
 			f.Pinned, f.PinnedAge = true, time.Duration(ms)*time.Millisecond
-		case name == flagBase || name == flagTop:
+		case name == flagBase || name == flagTop || name == flagRound:
 			tok, msg := parseToken([]byte(arg))
 			if !hasArg || msg != "" {
-				return BeatFlags{}, fmt.Sprintf("%q: %s wants a token, %s:TOKEN", clipString(s), name, name)
+				return BeatFlags{}, fmt.Sprintf("%q: %s wants a number, %s:N", clipString(s), name, name)
 			}
-			if name == flagBase {
+			switch name {
+			case flagBase:
 				f.Base = tok
-			} else {
+			case flagTop:
 				f.Top = tok
+			default:
+				f.Round = tok
 			}
 		case hasArg:
 			// Only pinned takes an argument; a later version may give
@@ -295,6 +307,8 @@ func checkRole(s string) (string, string) {
 // replication"). Only the fields of its Kind are set.
 type Record struct {
 	Kind   Op            // RecHeld, RecFree, RecMark, RecSynced, RecHandoff, KindMoved
+	Limit  int           // G: the key's limit (0 when not given: 1)
+	ID     string        // G: the acquire's id, "" when none
 	Key    string        // G, F: the key
 	Token  uint64        // G, F: the holder's token; W, Y-synced, H: the high-water mark
 	Lease  time.Duration // G: lease left
@@ -322,6 +336,14 @@ func AppendRecord(b []byte, r Record) []byte {
 		b = strconv.AppendUint(b, r.Token, 10)
 		b = append(b, ' ')
 		b = AppendSeconds(b, r.Lease)
+		if r.Limit > 1 {
+			b = append(b, " limit="...)
+			b = strconv.AppendInt(b, int64(r.Limit), 10)
+		}
+		if r.ID != "" {
+			b = append(b, " id="...)
+			b = append(b, r.ID...)
+		}
 		return append(b, '\n')
 	case RecFree:
 		b = append(b, byte(RecFree), ' ')
@@ -391,9 +413,16 @@ func ParseRecord(a Answer) (Record, error) {
 	var msg string
 	switch a.Kind {
 	case RecHeld:
-		if len(f) != 2 {
-			return want("G KEY TOKEN LEASELEFT")
+		if len(f) < 2 || len(f) > 4 {
+			return want("G KEY TOKEN LEASELEFT [limit=N] [id=ID]")
 		}
+		var opt Request
+		for _, w := range f[2:] {
+			if msg := parseAcquireOption(&opt, []byte(w)); msg != "" {
+				return fail(msg)
+			}
+		}
+		r.Limit, r.ID = opt.Limit, opt.ID
 		if msg = CheckKey([]byte(a.Key)); msg != "" {
 			return fail(msg)
 		}

@@ -90,10 +90,21 @@ type Request struct {
 	Key   string
 	Lease time.Duration // A, N
 	Wait  time.Duration // A
+	Limit int           // A: how many may hold the key at once; 0 when not given (1)
+	ID    string        // A: the client's name for this acquire, "" when not given
 	Token uint64        // R, N, Y, O; P carries it too
 	Addr  string        // H (optional target)
 	Args  []string      // P, Y and O: the words after the key
 }
+
+// Limits of the optional words of A.
+const (
+	// MaxLimit is the largest limit=N an A may carry; servers set a
+	// tighter one of their own (--max-limit).
+	MaxLimit = 65535
+	// MaxIDLen is the longest id=ID an A may carry, in bytes.
+	MaxIDLen = 64
+)
 
 // ParseError says why a line is not a request. Op and Key are what could
 // be read of the line, so that the E answer echoes them.
@@ -149,8 +160,8 @@ func Parse(line []byte) (Request, error) {
 	}
 	switch req.Op {
 	case OpAcquire:
-		if len(args) != 2 {
-			return fail("want A KEY LEASE WAIT (seconds; wait 0 = forever), got " + strconv.Itoa(len(args)) + " argument(s)")
+		if len(args) < 2 || len(args) > 4 {
+			return fail("want A KEY LEASE WAIT [limit=N] [id=ID] (seconds; wait 0 = forever), got " + strconv.Itoa(len(args)) + " argument(s)")
 		}
 		var err string
 		if req.Lease, err = ParseSeconds(args[0]); err != "" {
@@ -161,6 +172,11 @@ func Parse(line []byte) (Request, error) {
 		}
 		if req.Wait, err = ParseSeconds(args[1]); err != "" {
 			return fail("wait " + err)
+		}
+		for _, a := range args[2:] {
+			if msg := parseAcquireOption(&req, a); msg != "" {
+				return fail(msg)
+			}
 		}
 	case OpRelease:
 		if len(args) != 1 {
@@ -246,6 +262,55 @@ func Parse(line []byte) (Request, error) {
 		return fail("unknown op " + req.Op.String() + " (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)")
 	}
 	return req, nil
+}
+
+// parseAcquireOption reads one optional word of A, limit=N or id=ID, into
+// req, or says why it cannot.
+func parseAcquireOption(req *Request, w []byte) string {
+	name, val, ok := strings.Cut(string(w), "=")
+	switch {
+	case !ok:
+		return fmt.Sprintf("%q: want limit=N or id=ID after the wait", clip(w))
+	case name == "limit":
+		if req.Limit != 0 {
+			return "limit given twice"
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 || n > MaxLimit || val[0] == '+' {
+			return fmt.Sprintf("limit %q: want a whole number from 1 to %d (how many may hold the key at once)", clip([]byte(val)), MaxLimit)
+		}
+		req.Limit = n
+	case name == "id":
+		if req.ID != "" {
+			return "id given twice"
+		}
+		if val == "" || len(val) > MaxIDLen || hasControl([]byte(val)) {
+			return fmt.Sprintf("id %q: want 1 to %d bytes, no control characters", clip([]byte(val)), MaxIDLen)
+		}
+		req.ID = val
+	default:
+		return fmt.Sprintf("%q: want limit=N or id=ID after the wait", clip(w))
+	}
+	return ""
+}
+
+// AppendAcquire writes the request "A key lease wait [limit=N] [id=ID]".
+func AppendAcquire(b []byte, key string, lease, wait time.Duration, limit int, id string) []byte {
+	b = append(b, 'A', ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = AppendSeconds(b, lease)
+	b = append(b, ' ')
+	b = AppendSeconds(b, wait)
+	if limit > 1 {
+		b = append(b, " limit="...)
+		b = strconv.AppendInt(b, int64(limit), 10)
+	}
+	if id != "" {
+		b = append(b, " id="...)
+		b = append(b, id...)
+	}
+	return append(b, '\n')
 }
 
 // CheckKey returns "" when k is a valid key, or why it is not.

@@ -104,9 +104,14 @@ func TestParseRefuses(t *testing.T) {
 		{"A dep\x00loy 30 10", 'A', "-", "key has"},
 		{"A deploy\n 30 10", 'A', "-", "key has"},
 		// A: argument count, lease, wait.
-		{"A deploy", 'A', "deploy", "want A KEY LEASE WAIT (seconds; wait 0 = forever), got 0 argument(s)"},
+		{"A deploy", 'A', "deploy", "want A KEY LEASE WAIT [limit=N] [id=ID] (seconds; wait 0 = forever), got 0 argument(s)"},
 		{"A deploy 30", 'A', "deploy", "got 1 argument(s)"},
-		{"A deploy 30 10 5", 'A', "deploy", "got 3 argument(s)"},
+		{"A deploy 30 10 5", 'A', "deploy", `"5": want limit=N or id=ID after the wait`},
+		{"A deploy 30 10 limit=0", 'A', "deploy", `limit "0": want a whole number from 1 to 65535`},
+		{"A deploy 30 10 limit=3 limit=3", 'A', "deploy", "limit given twice"},
+		{"A deploy 30 10 id=a id=b", 'A', "deploy", "id given twice"},
+		{"A deploy 30 10 color=red", 'A', "deploy", `"color=red": want limit=N or id=ID`},
+		{"A deploy 30 10 limit=2 id=x 5", 'A', "deploy", "got 5 argument(s)"},
 		{"A deploy 0 10", 'A', "deploy", "lease must be greater than 0"},
 		{"A deploy 0.000 10", 'A', "deploy", "lease must be greater than 0"},
 		{"A deploy abc 10", 'A', "deploy", `lease "abc" is not a number of seconds`},
@@ -326,5 +331,22 @@ func TestDocErrors(t *testing.T) {
 	}
 	if n < 5 {
 		t.Errorf("found %d E examples in doc.go, want at least 5", n)
+	}
+}
+
+func TestAcquireOptions(t *testing.T) {
+	req, err := Parse([]byte("A builds 60 0 limit=3 id=ci-7f3a"))
+	if err != nil || req.Limit != 3 || req.ID != "ci-7f3a" {
+		t.Fatalf("%+v %v", req, err)
+	}
+	req, err = Parse([]byte("A builds 60 0 id=x"))
+	if err != nil || req.Limit != 0 || req.ID != "x" {
+		t.Fatalf("%+v %v", req, err)
+	}
+	if got := string(AppendAcquire(nil, "builds", 60*time.Second, 0, 3, "ci-7f3a")); got != "A builds 60 0 limit=3 id=ci-7f3a\n" {
+		t.Fatalf("AppendAcquire: %q", got)
+	}
+	if got := string(AppendAcquire(nil, "deploy", 30*time.Second, 10*time.Second, 1, "")); got != "A deploy 30 10\n" {
+		t.Fatalf("AppendAcquire of a lock: %q", got)
 	}
 }

@@ -28,6 +28,8 @@ type peer struct {
 	pinnedAge time.Duration
 	fresh     bool   // active that started empty and has fed no standby yet
 	base, top uint64 // its state's newest token when it became active, and now
+	news      bool   // heard since this node's pause began (see maybeResume)
+
 	// staleUntil: the role moved between this node and the peer; until
 	// then a heartbeat answer still in flight from before the move may
 	// report the peer's old role, so its claim to be active is ignored.
@@ -117,8 +119,8 @@ func (c *Core) HeardBeat(now time.Time, addr string, bt proto.Beat) {
 	if wasDown {
 		c.log.Info("peer reachable", "peer", p.addr, "role", bt.Role)
 	}
-	if !c.pausedSince.IsZero() {
-		c.pauseHeard++
+	if !c.pausedSince.IsZero() && bt.Flags.Round >= c.pauseRound {
+		p.news = true
 		changed = true
 	}
 	if changed {
@@ -138,6 +140,9 @@ func (c *Core) PeerDown(now time.Time, addr, why string) {
 	wasUp := !p.down && !p.heard.IsZero()
 	p.down = true
 	p.role = ""
+	if why == ErrRefused.Error() {
+		p.news = true // nothing listens there: that is news
+	}
 	if wasUp {
 		c.log.Info("peer unreachable", "peer", p.addr, "err", why)
 		c.supervise(now)
@@ -157,6 +162,7 @@ func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
 	c.observe(now, bt.Token, req.Key)
 	ans := c.beat(now)
 	ans.From = req.Key
+	ans.Flags.Round = bt.Flags.Round
 	c.send(cn, proto.AppendBeatAnswer(c.buf[:0], ans))
 }
 

@@ -155,7 +155,9 @@ type Core struct {
 	lastTick    time.Time
 	lastEvent   time.Time // the time of the event being served
 	pausedSince time.Time
-	pauseHeard  int // heartbeat answers heard since the pause began
+	round       uint64 // heartbeat rounds sent
+	pauseRound  uint64 // the first round sent since the pause began
+
 	// waiting is a handoff asked for while no standby was caught up but
 	// one was syncing: it starts when one is, or fails at its deadline.
 	waiting *waitingHandoff
@@ -171,6 +173,7 @@ type Core struct {
 	testNoDemote  bool // a lower-priority active stays after a heal
 	testGuess     bool // an unconfirmed handoff is aborted on a guess, not settled by asking
 	testNoWait    bool // a standby promotes while the stream from its active is still open
+	testNoIDs     bool // acquires are served as if they carried no id
 }
 
 // New checks cfg and returns the core of a node started at now, in role
@@ -316,7 +319,10 @@ func (c *Core) Tick(now time.Time) {
 	if len(c.peers) == 0 {
 		return
 	}
-	beat := proto.AppendBeat(nil, c.beat(now))
+	c.round++
+	bt := c.beat(now)
+	bt.Flags.Round = c.round
+	beat := proto.AppendBeat(nil, bt)
 	for _, p := range c.peers {
 		c.out.Beat(p.addr, beat)
 	}
@@ -342,25 +348,34 @@ func (c *Core) noteTime(now time.Time) {
 	if len(c.peers) == 0 || !c.pausedSince.IsZero() || now.Sub(c.lastTick) < c.cfg.FailureTimeout {
 		return
 	}
-	c.pausedSince, c.pauseHeard = now, 0
+	c.pausedSince = now
+	c.pauseRound = c.round + 1 // the first heartbeat sent from now on
+	for _, p := range c.peers {
+		p.news = false
+	}
 	c.count.Pauses++
 	c.log.Warn("this node did not run for a while: it decides nothing until its peers are heard again", "self", c.self, "stopped_for", now.Sub(c.lastTick).Round(time.Millisecond).String())
 }
 
-// maybeResume ends a pause once this node has fresh news of its peers: a
-// second heartbeat answer since the pause (the first may predate it), or
-// a failure timeout passed (its peers are down: links that broke while it
-// was stopped say nothing of that). supervise has by then demoted this
-// node if another took over.
+// maybeResume ends a pause once this node has fresh news of every peer:
+// an answer to a heartbeat sent since the pause (answers echo their
+// round), or a refused connection (nothing listens there); or when a
+// failure timeout passed (the peers not heard are down: links that broke
+// while it was stopped say nothing of that). supervise has by then
+// demoted this node if another took over.
 func (c *Core) maybeResume(now time.Time) {
 	if c.pausedSince.IsZero() {
 		return
 	}
-	if c.pauseHeard < 2 && now.Sub(c.pausedSince) < c.cfg.FailureTimeout {
+	fresh := true
+	for _, p := range c.peers {
+		fresh = fresh && p.news
+	}
+	if !fresh && now.Sub(c.pausedSince) < c.cfg.FailureTimeout {
 		return
 	}
 	c.pausedSince = time.Time{}
-	c.log.Info("peers heard again after the pause", "self", c.self, "role", string(c.role))
+	c.log.Info("peers heard again after the pause", "self", c.self, "role", string(c.role), "all_answered", fresh)
 	if c.role == Active {
 		c.advance(now)
 		c.replayParked(now)

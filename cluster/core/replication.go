@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,7 +25,7 @@ type stream struct {
 // every change as it happens. A standby has one stream: a new one from
 // the same node replaces the old.
 func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
-	if c.role != Active {
+	if c.role != Active || !c.pausedSince.IsZero() {
 		c.send(cn, proto.AppendMoved(c.buf[:0], req.Key, c.RedirectTarget(now)))
 		return
 	}
@@ -81,7 +82,7 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
 	buf := c.buf[:0]
 	s.cursor = c.eng.Scan(now, s.cursor, SnapshotSlice, func(h engine.Holder, held bool) {
 		if held {
-			buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft})
+			buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID})
 			s.held++
 		}
 	})
@@ -114,7 +115,7 @@ func (c *Core) replicate(ev engine.Event) {
 	if len(c.streams) == 0 {
 		return
 	}
-	rec := proto.Record{Kind: proto.RecHeld, Key: ev.Key, Token: ev.Token, Lease: ev.Lease}
+	rec := proto.Record{Kind: proto.RecHeld, Key: ev.Key, Token: ev.Token, Lease: ev.Lease, Limit: ev.Limit, ID: ev.ID}
 	if ev.Kind == engine.Freed {
 		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token}
 	}
@@ -180,17 +181,56 @@ type follower struct {
 	// was sent arrive interleaved, each record the state of its key when
 	// written: they build the new state here, by key, and replace the old
 	// one at the mark.
-	staged  map[string]stagedHold
+	staged  map[string][]stagedHold
 	top     uint64 // the newest token staged
 	live    bool   // snapshot applied, stream running
 	started time.Time
 }
 
-// stagedHold is a lock received while a stream syncs: its holder and when
-// its lease ends.
+// stagedHold is a place of a key received while a stream syncs: its
+// token, when its lease ends, the key's limit, the acquire's id.
 type stagedHold struct {
 	token uint64
 	until time.Time
+	limit int
+	id    string
+}
+
+// stageHeld records a G record while syncing, as ApplyHeld would: the
+// holder with its token is updated or added; a lock's new holder replaces
+// the old one.
+func (f *follower) stageHeld(now time.Time, rec proto.Record) {
+	hs := f.staged[rec.Key]
+	h := stagedHold{token: rec.Token, until: now.Add(rec.Lease), limit: rec.Limit, id: rec.ID}
+	for i := range hs {
+		if hs[i].token == rec.Token {
+			if h.id == "" {
+				h.id = hs[i].id
+			}
+			hs[i] = h
+			return
+		}
+	}
+	if rec.Limit <= 1 {
+		hs = hs[:0]
+	}
+	f.staged[rec.Key] = append(hs, h)
+}
+
+// stageFree records an F record while syncing.
+func (f *follower) stageFree(rec proto.Record) {
+	hs := f.staged[rec.Key]
+	for i := range hs {
+		if hs[i].token == rec.Token {
+			hs = append(hs[:i], hs[i+1:]...)
+			break
+		}
+	}
+	if len(hs) == 0 {
+		delete(f.staged, rec.Key)
+		return
+	}
+	f.staged[rec.Key] = hs
 }
 
 func (c *Core) ensureFollow(target string) {
@@ -219,7 +259,7 @@ func (c *Core) StreamOpened(now time.Time, target string) []byte {
 	// A handoff cancelled on the stream before this one is settled.
 	delete(c.cancelled, target)
 	f.open, f.syncing, f.live, f.started, f.top = true, true, false, now, 0
-	f.staged = make(map[string]stagedHold)
+	f.staged = make(map[string][]stagedHold)
 	return proto.AppendSync(nil, c.self, c.eng.HighWater())
 }
 
@@ -246,18 +286,16 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 	switch rec.Kind {
 	case proto.RecHeld:
 		if f.syncing {
-			f.staged[rec.Key] = stagedHold{rec.Token, now.Add(rec.Lease)}
+			f.stageHeld(now, rec)
 			f.top = max(f.top, rec.Token)
 			return nil
 		}
-		c.eng.ApplyHeld(now, rec.Key, rec.Token, rec.Lease)
+		c.eng.ApplyHeldID(now, rec.Key, rec.Limit, rec.Token, rec.Lease, rec.ID)
 		c.seq++
 		c.top = max(c.top, rec.Token)
 	case proto.RecFree:
 		if f.syncing {
-			if h, ok := f.staged[rec.Key]; ok && h.token == rec.Token {
-				delete(f.staged, rec.Key)
-			}
+			f.stageFree(rec)
 			f.top = max(f.top, rec.Token)
 			return nil
 		}
@@ -272,19 +310,15 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 			return errors.New("a second synced mark from " + target)
 		}
 		snap := engine.Snapshot{Token: rec.Token, Holders: make([]engine.Holder, 0, len(f.staged))}
-		for k, h := range f.staged {
-			snap.Holders = append(snap.Holders, engine.Holder{Key: k, Token: h.token, LeaseLeft: max(h.until.Sub(now), 0)})
-		}
-		// Restore's order of keys must not depend on map order: the same
-		// stream must leave the same state on every run.
-		slices.SortFunc(snap.Holders, func(x, y engine.Holder) int {
-			switch {
-			case x.Key < y.Key:
-				return -1
-			case x.Key > y.Key:
-				return 1
+		for k, hs := range f.staged {
+			for _, h := range hs {
+				snap.Holders = append(snap.Holders, engine.Holder{Key: k, Token: h.token, LeaseLeft: max(h.until.Sub(now), 0), Limit: h.limit, ID: h.id})
 			}
-			return 0
+		}
+		// Restore's order must not depend on map order: the same stream
+		// must leave the same state on every run.
+		slices.SortFunc(snap.Holders, func(x, y engine.Holder) int {
+			return cmp.Or(cmp.Compare(x.Key, y.Key), cmp.Compare(x.Token, y.Token))
 		})
 		f.staged = nil
 		c.observe(now, rec.Token, target)

@@ -125,8 +125,14 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		}
 	case proto.OpQueue:
 		c.advance(now)
-		h, held, ws := c.eng.Inspect(now, key)
-		q := proto.Queue{Key: key, Held: held, Token: h.Token, LeaseLeft: h.LeaseLeft, Waiting: len(ws)}
+		hs, ws := c.eng.Inspect(now, key)
+		q := proto.Queue{Key: key, Held: len(hs) > 0, Waiting: len(ws)}
+		if len(hs) > 0 {
+			q.Token, q.LeaseLeft, q.Limit = hs[0].Token, hs[0].LeaseLeft, hs[0].Limit
+		}
+		for _, h := range hs {
+			q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft})
+		}
 		for _, w := range ws[:min(len(ws), proto.MaxListKeys)] {
 			addr := ""
 			if wc := c.conns[ConnID(w.Waiter.Conn)]; wc != nil {
@@ -207,7 +213,11 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		return
 	}
 	w := waiterOf(cn, seq)
-	evs, err := c.eng.Acquire(now, key, req.Lease, req.Wait, w, c.evs[:0])
+	id := req.ID
+	if c.testNoIDs {
+		id = ""
+	}
+	evs, err := c.eng.AcquireID(now, key, req.Limit, req.Lease, req.Wait, id, w, c.evs[:0])
 	granted, tok := c.routeOwn(now, evs, w)
 	switch {
 	case err != nil:

@@ -12,13 +12,29 @@ func (c *Core) supervise(now time.Time) {
 	if c.leaving {
 		return
 	}
-	// Who else claims the role, highest priority first.
-	otherActive := ""
+	// Who else claims the role. When two do (they have not met yet, or
+	// just have), the one that will stay is the one to follow.
+	var claims []*peer
 	for _, p := range c.peers {
 		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !now.Before(p.staleUntil) {
+			claims = append(claims, p)
+		}
+	}
+	otherActive := ""
+	for _, p := range claims {
+		stays := true
+		for _, q := range claims {
+			if q != p && peerYields(p, q) {
+				stays = false
+			}
+		}
+		if stays {
 			otherActive = p.addr
 			break
 		}
+	}
+	if otherActive == "" && len(claims) > 0 {
+		otherActive = claims[0].addr
 	}
 	switch c.role {
 	case Active:
@@ -106,24 +122,70 @@ func (c *Core) supervise(now time.Time) {
 //     lower priority yields, as SPEC.md says. Its grants of the split are
 //     lost; their tokens are below everything the survivor issues next.
 func (c *Core) yieldsTo(p *peer) (bool, string) {
-	if c.fresh != p.fresh {
-		return c.fresh, "an active with the cluster's state is reachable (" + p.addr + "); this one started empty"
-	}
-	newer := "an active with newer state is reachable (" + p.addr + ")"
-	switch {
-	case p.base > c.top:
-		return true, newer
-	case c.base > p.top:
-		return false, ""
-	case c.top == c.base && p.top > c.base:
-		return true, newer
-	case p.top == p.base && c.top > p.base:
-		return false, ""
-	}
-	if p.idx < c.selfIdx && !c.testNoDemote {
-		return true, "a higher-priority active is reachable (" + p.addr + ")"
+	me := claim{idx: c.selfIdx, fresh: c.role == Active && c.fresh, base: c.base, top: c.top}
+	switch yields(me, claim{idx: p.idx, fresh: p.fresh, base: p.base, top: p.top}) {
+	case yieldFresh:
+		return true, "an active with the cluster's state is reachable (" + p.addr + "); this one started empty"
+	case yieldNewer:
+		return true, "an active with newer state is reachable (" + p.addr + ")"
+	case yieldPriority:
+		if !c.testNoDemote {
+			return true, "a higher-priority active is reachable (" + p.addr + ")"
+		}
 	}
 	return false, ""
+}
+
+// claim is what decides between two actives: priority, whether it
+// started empty, and its state's tokens.
+type claim struct {
+	idx       int
+	fresh     bool
+	base, top uint64
+}
+
+// Why one active yields to another.
+const (
+	yieldNot = iota
+	yieldFresh
+	yieldNewer
+	yieldPriority
+)
+
+// yields decides whether a yields to b (see yieldsTo).
+func yields(a, b claim) int {
+	if a.fresh != b.fresh {
+		if a.fresh {
+			return yieldFresh
+		}
+		return yieldNot
+	}
+	// b began from all a holds: a's state is a prefix of b's (and, when
+	// the reverse holds too, the states are the same).
+	bHasA := b.base >= a.top
+	aHasB := a.base >= b.top
+	switch {
+	case bHasA && !aHasB:
+		return yieldNewer
+	case aHasB && !bHasA:
+		return yieldNot
+	case bHasA && aHasB:
+		// The same state on both: priority decides.
+	case a.top == a.base && b.top > a.base:
+		return yieldNewer
+	case b.top == b.base && a.top > b.base:
+		return yieldNot
+	}
+	if b.idx < a.idx {
+		return yieldPriority
+	}
+	return yieldNot
+}
+
+// peerYields reports whether active p yields to active q, as each of them
+// will decide once they hear each other.
+func peerYields(p, q *peer) bool {
+	return yields(claim{p.idx, p.fresh, p.base, p.top}, claim{q.idx, q.fresh, q.base, q.top}) != yieldNot
 }
 
 func (c *Core) allPeersKnown() bool {

@@ -61,6 +61,9 @@ type simClient struct {
 	held    map[string]heldLock
 	epoch   int  // bumped whenever the outstanding request is settled
 	dialing bool // a connect is under way
+	id      string
+	nextID  int
+	resend  string // an acquire to send again, with its id, once connected
 }
 
 func (c *simClient) name() string { return "client " + strconv.Itoa(c.idx) }
@@ -76,6 +79,14 @@ func (c *simClient) act() {
 	}
 	if c.conn == nil || !c.conn.open || c.conn.closed[0] {
 		c.connect()
+		return
+	}
+	if c.resend != "" {
+		// An acquire whose answer was lost: sent again with its id, as
+		// the official client does; it must not grant twice.
+		line := c.resend
+		c.resend = ""
+		c.send('A', c.key, line)
 		return
 	}
 	keys := slices.Sorted(maps.Keys(c.held))
@@ -96,7 +107,13 @@ func (c *simClient) act() {
 		if s.rng.IntN(5) > 0 {
 			wait = proto.FormatSeconds(100*time.Millisecond + time.Duration(s.rng.IntN(1900))*time.Millisecond)
 		}
-		c.send('A', key, "A "+key+" "+proto.FormatSeconds(c.lease)+" "+wait)
+		c.nextID++
+		c.id = "c" + strconv.Itoa(c.idx) + "-" + strconv.Itoa(c.nextID)
+		line := "A " + key + " " + proto.FormatSeconds(c.lease) + " " + wait
+		if l := s.limitOf(key); l > 1 {
+			line += " limit=" + strconv.Itoa(l)
+		}
+		c.send('A', key, line+" id="+c.id)
 	}
 }
 
@@ -152,8 +169,8 @@ func (c *simClient) dropped(conn *simConn) {
 	}
 	c.s.logf("%s lost its connection to node %d", c.name(), conn.to)
 	c.conn = nil
-	if c.busy && c.op == 'R' {
-		// Releases are re-sent elsewhere; the belief already ended.
+	if c.busy && c.op == 'A' && c.s.now-c.sentAt < 4*time.Second && c.s.rng.IntN(4) > 0 {
+		c.resend = c.req
 	}
 	c.busy = false
 	c.epoch++
@@ -183,10 +200,14 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		tok, _ := strconv.ParseUint(a.Fields[0], 10, 64)
 		until := c.sentAt + c.lease
 		if until > s.now && s.nodes[c.target].state == nodeUp && !s.faulty {
+			var others []string
 			for _, o := range s.clients {
-				if h, ok := o.held[c.key]; ok && o != c && h.until > s.now {
-					s.fail("mutual exclusion: %s granted %s (token %d) while %s holds it (token %d) until %.4fs", c.name(), c.key, tok, o.name(), h.token, h.until.Seconds())
+				if h, ok := o.held[c.key]; ok && o != c && h.until > s.now && h.token != tok {
+					others = append(others, o.name()+" (token "+strconv.FormatUint(h.token, 10)+")")
 				}
+			}
+			if len(others) >= s.limitOf(c.key) {
+				s.fail("mutual exclusion: %s granted %s (token %d, limit %d) while %s hold it", c.name(), c.key, tok, s.limitOf(c.key), strings.Join(others, ", "))
 			}
 		}
 		if until > s.now {
@@ -220,12 +241,32 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 		return
 	}
 	who := n.addr + " (node " + strconv.Itoa(n.idx) + ")"
+	// The acquire this grant answers: its id, when the client is ours.
+	id := ""
+	if ci := -1 - c.from; ci >= 0 && ci < len(s.clients) {
+		id = s.clients[ci].id
+	}
 	if prev, dup := s.grants[tok]; dup {
+		if id != "" && s.grantIDs[tok] == id {
+			// The same acquire re-sent with its id: its grant, answered
+			// again. Exactly once.
+			return
+		}
 		s.fail("token %d granted twice: by %s and by %s", tok, prev, who)
 		return
 	}
+	// Exactly once: an acquire re-sent with its id while its first grant
+	// still holds the key must get that grant again, not a second place.
+	if id != "" {
+		for prevTok, prevID := range s.grantIDs {
+			if prevID == id && prevTok != tok && n.holds(a.Key, prevTok) {
+				s.fail("ghost grant: %s granted %s token %d to the acquire %s, whose grant %d still holds it", who, a.Key, tok, id, prevTok)
+			}
+		}
+	}
 	s.grants[tok] = who
-	if last := s.lastToken[n.idx]; tok <= last {
+	s.grantIDs[tok] = id
+	if last := s.lastToken[n.idx]; tok <= last && s.grantIDs[last] != id {
 		s.fail("%s granted token %d after its own %d", who, tok, last)
 	}
 	s.lastToken[n.idx] = tok
@@ -324,4 +365,15 @@ func holdersOf(n *simNode) []string {
 		out = append(out, h.Key+"="+strconv.FormatUint(h.Token, 10))
 	}
 	return out
+}
+
+// holds reports whether token holds key on n now.
+func (n *simNode) holds(key string, token uint64) bool {
+	hs, _ := n.core.Engine().Inspect(n.clock(), key)
+	for _, h := range hs {
+		if h.Token == token {
+			return true
+		}
+	}
+	return false
 }

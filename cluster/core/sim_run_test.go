@@ -122,9 +122,10 @@ func TestSimulate(t *testing.T) {
 // within the budget make test gives it: each planted bug must fail a
 // seed.
 //
-// More bugs can be planted by name (see boot in sim_test.go): with 6000
-// seeds, "promote-before-the-stream-ends" (the split brain a graceful
-// SIGINT caused, found by the simulator at seed 2455) fails too.
+// More bugs can be planted by name (see boot in sim_test.go):
+// "promote-before-the-stream-ends" (the split brain a graceful SIGINT
+// caused, which the simulator found at seed 2455 of an earlier version of
+// its workload) needs a rarer interleaving than the CI budget covers.
 // "guess-on-unconfirmed-handoff" (the two actives of issue 7) no longer
 // breaks an invariant: an active whose state is behind yields, and node
 // bits keep tokens unique, so the guess is corrected within a heartbeat.
@@ -132,7 +133,7 @@ func TestSimulatorCatchesPlantedBugs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("make test runs it without the race detector, with the full seed budget")
 	}
-	for _, bug := range []string{"low-priority-stays", "no-epoch-bump"} {
+	for _, bug := range []string{"low-priority-stays", "no-epoch-bump", "acquire-ids-ignored"} {
 		t.Run(bug, func(t *testing.T) {
 			_, n := simSeeds()
 			failed := runSeeds(1, n, bug, true)

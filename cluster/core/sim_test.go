@@ -114,6 +114,8 @@ type sim struct {
 	trace     []string // the last events, for a failure report
 	failures  []string
 	grants    map[uint64]string // every token granted: by whom, for a failure report
+	grantIDs  map[uint64]string // the id of the acquire each token answered
+	semLimit  int               // the limit of key k0 (a semaphore when above 1)
 	lastToken map[int]uint64    // per node incarnation: its last token
 	activity  []activeSpan      // when each node served as active
 	faulty    bool              // a fault that is not graceful happened
@@ -236,9 +238,11 @@ func newSim(seed uint64, o simOptions) *sim {
 		base:      time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 		blocked:   make(map[[2]int]bool),
 		grants:    make(map[uint64]string),
+		grantIDs:  make(map[uint64]string),
 		lastToken: make(map[int]uint64),
 		planted:   planted,
 	}
+	s.semLimit = 1 + s.rng.IntN(3)
 	addrs := make([]string, cfg.nodes)
 	for i := range addrs {
 		addrs[i] = "10.0.0." + strconv.Itoa(i+1) + ":7070"
@@ -266,6 +270,14 @@ func newSim(seed uint64, o simOptions) *sim {
 		s.planFaults()
 	}
 	return s
+}
+
+// limitOf is the limit of key in this run: k0 may be a semaphore.
+func (s *sim) limitOf(key string) int {
+	if key == "k0" {
+		return s.semLimit
+	}
+	return 1
 }
 
 func (s *sim) at(d time.Duration, do func()) {
@@ -355,6 +367,9 @@ func (n *simNode) boot(addrs []string) {
 	}
 	if s.planted == "promote-before-the-stream-ends" {
 		c.testNoWait = true
+	}
+	if s.planted == "acquire-ids-ignored" {
+		c.testNoIDs = true
 	}
 	s.logf("node %d boots (incarnation %d)", n.idx, n.gen)
 	n.wake()
@@ -966,7 +981,7 @@ func (s *sim) checkAcked(n *simNode) {
 // --- faults ---
 
 func (s *sim) planFaults() {
-	kinds := []string{"sigint", "handoff"}
+	kinds := []string{"sigint", "handoff", "clientdrop", "clientdrop"}
 	if !s.cfg.calm {
 		// The races are where handoffs break: a fault a few milliseconds
 		// after a handoff began, while its records are on the wire.
@@ -976,12 +991,23 @@ func (s *sim) planFaults() {
 		at := time.Second + time.Duration(s.rng.Int64N(int64(s.cfg.length-time.Second)))
 		kind := kinds[s.rng.IntN(len(kinds))]
 		node := s.rng.IntN(len(s.nodes))
+		if s.rng.IntN(2) == 0 {
+			node = -1 // the node active when the fault strikes: the interesting one
+		}
 		dur := 300*time.Millisecond + time.Duration(s.rng.Int64N(int64(3*time.Second)))
 		s.at(at, func() { s.fault(kind, node, dur) })
 	}
 }
 
 func (s *sim) fault(kind string, i int, dur time.Duration) {
+	if i < 0 {
+		i = 0
+		for _, m := range s.nodes {
+			if m.state == nodeUp && m.core.Role() == Active {
+				i = m.idx
+			}
+		}
+	}
 	n := s.nodes[i]
 	switch kind {
 	case "crash", "vanish":
@@ -1012,6 +1038,17 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		s.at(dur+2*time.Second, func() { s.restart(n) })
 	case "handoff":
 		s.handoffCommand(i)
+	case "clientdrop":
+		// A network blip: every client connection to node i drops,
+		// answers in flight lost; the clients re-send where they can.
+		s.logf("client connections to node %d drop", i)
+		for _, c := range s.clients {
+			if c.conn != nil && c.conn.to == i {
+				conn := c.conn
+				conn.close(0, "connection reset")
+				c.dropped(conn)
+			}
+		}
 	case "handoff-race", "sigint-race":
 		if kind == "handoff-race" {
 			s.handoffCommand(i)
