@@ -256,8 +256,16 @@ func (f *followStream) once() error {
 			}
 		}
 		f.flushReplies()
+		ack := n.core.StreamAck(f.target)
 		n.rearmLocked()
 		n.mu.Unlock()
+		if ack != nil {
+			// Acknowledged in a batch: one line however many records.
+			nc.SetWriteDeadline(time.Now().Add(n.cfg.FailureTimeout))
+			if _, err := nc.Write(ack); err != nil {
+				return err
+			}
+		}
 		if f.ctx.Err() != nil {
 			return nil
 		}

@@ -151,6 +151,11 @@ type Status struct {
 	Waiters int           // waiters queued
 	Sticky  bool          // gave the role up by command and will not take it back by priority
 	Peers   []PeerStatus  // every node of --peers, in priority order, this one included
+	// Replication is sync or async ("" from an older node); Degraded, on
+	// an active in sync mode, says no standby acknowledges: answers do
+	// not wait, and a crash may lose them.
+	Replication string
+	Degraded    bool
 }
 
 // PeerStatus is one node as seen by the node that answers S.
@@ -186,6 +191,10 @@ func AppendStatus(b []byte, label string, st Status) []byte {
 	kv("keys", strconv.Itoa(st.Keys))
 	kv("waiters", strconv.Itoa(st.Waiters))
 	kv("sticky", strconv.FormatBool(st.Sticky))
+	if st.Replication != "" {
+		kv("replication", st.Replication)
+		kv("degraded", strconv.FormatBool(st.Degraded))
+	}
 	for _, p := range st.Peers {
 		up := "down"
 		if p.Reachable {
@@ -233,6 +242,10 @@ func ParseStatus(a Answer) (Status, error) {
 			st.Waiters, err = strconv.Atoi(v)
 		case "sticky":
 			st.Sticky = v == "true"
+		case "replication":
+			st.Replication = v
+		case "degraded":
+			st.Degraded = v == "true"
 		case "peer":
 			parts := strings.Split(v, ",")
 			if len(parts) != 6 {

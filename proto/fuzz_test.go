@@ -421,7 +421,7 @@ func FuzzParseBeat(f *testing.F) {
 			t.Fatalf("ParseBeat(%q) = %+v, written back as %q, refused: %v", line, bt, back, err)
 		}
 		bt2, err := ParseBeat(req2)
-		if err != nil || bt2 != bt {
+		if err != nil || !reflect.DeepEqual(bt2, bt) {
 			t.Fatalf("ParseBeat(%q) = %+v\nwritten back as %q\nreads %+v, %v", line, bt, back, bt2, err)
 		}
 		if again := AppendBeat(nil, bt2); string(again) != string(back) {
@@ -459,7 +459,7 @@ func FuzzParseBeatAnswer(f *testing.F) {
 			t.Fatalf("ParseBeatAnswer(%q) = %+v, written back as %q, unreadable: %v", line, bt, back, err)
 		}
 		bt2, err := ParseBeatAnswer(a2)
-		if err != nil || bt2 != bt {
+		if err != nil || !reflect.DeepEqual(bt2, bt) {
 			t.Fatalf("ParseBeatAnswer(%q) = %+v\nwritten back as %q\nreads %+v, %v", line, bt, back, bt2, err)
 		}
 		if again := AppendBeatAnswer(nil, bt2); string(again) != string(back) {

@@ -19,14 +19,16 @@ import (
 
 // The words of heartbeat flags and of the H record.
 const (
-	flagSticky = "sticky"
-	flagSynced = "synced"
-	flagFresh  = "fresh"
-	flagPinned = "pinned" // pinned:MS in a heartbeat; the last word of a pinned H record
-	flagBase   = "base"   // base:TOKEN in an active's heartbeat
-	flagTop    = "top"    // top:TOKEN in a heartbeat
-	flagRound  = "round"  // round:N in a heartbeat, echoed in its answer
-	wordSynced = "synced" // the first field of the Y record
+	flagSticky  = "sticky"
+	flagSynced  = "synced"
+	flagFresh   = "fresh"
+	flagPinned  = "pinned" // pinned:MS in a heartbeat; the last word of a pinned H record
+	flagBase    = "base"   // base:TOKEN in an active's heartbeat
+	flagTop     = "top"    // top:TOKEN in a heartbeat
+	flagRound   = "round"  // round:N in a heartbeat, echoed in its answer
+	flagVersion = "v"      // v:N, the peer messages a node speaks
+	flagInSync  = "isr"    // isr:ADDR+ADDR, the standbys an active waits for
+	wordSynced  = "synced" // the first field of the Y record
 )
 
 // maxPinnedMS is the largest pinned:MS that fits a time.Duration.
@@ -52,6 +54,12 @@ type BeatFlags struct {
 	// Round numbers a heartbeat (round:N), and an answer echoes the round
 	// of the heartbeat it answers, so the sender knows how fresh it is.
 	Round uint64
+	// Version is the peer messages the node speaks (v:N; none is 1).
+	Version int
+	// InSync, on an active with synchronous replication, lists the
+	// standbys whose acknowledgements it waits for (isr:ADDR+ADDR): the
+	// ones to promote first if it fails.
+	InSync []string
 }
 
 // Beat is a heartbeat P, request or answer.
@@ -105,7 +113,8 @@ func AppendBeatAnswer(b []byte, bt Beat) []byte {
 }
 
 // appendFlags writes f as "-" or a comma list, always in the order
-// sticky, synced, fresh, pinned:MS, base:TOKEN, top:TOKEN, round:N.
+// sticky, synced, fresh, pinned:MS, base:TOKEN, top:TOKEN, round:N, v:N,
+// isr:ADDR+ADDR.
 func appendFlags(b []byte, f BeatFlags) []byte {
 	start := len(b)
 	flag := func(name string) {
@@ -143,6 +152,21 @@ func appendFlags(b []byte, f BeatFlags) []byte {
 		flag(flagRound)
 		b = append(b, ':')
 		b = strconv.AppendUint(b, f.Round, 10)
+	}
+	if f.Version > 1 {
+		flag(flagVersion)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(f.Version), 10)
+	}
+	if len(f.InSync) > 0 {
+		flag(flagInSync)
+		b = append(b, ':')
+		for i, a := range f.InSync {
+			if i > 0 {
+				b = append(b, '+')
+			}
+			b = append(b, a...)
+		}
 	}
 	if len(b) == start {
 		b = append(b, WordNone...)
@@ -191,6 +215,22 @@ func parseFlags(s string) (BeatFlags, string) {
 				f.Top = tok
 			default:
 				f.Round = tok
+			}
+		case name == flagVersion:
+			v, err := strconv.Atoi(arg)
+			if !hasArg || err != nil || v < 1 {
+				return BeatFlags{}, fmt.Sprintf("%q: v wants a version, v:N", clipString(s))
+			}
+			f.Version = v
+		case name == flagInSync:
+			if !hasArg {
+				return BeatFlags{}, fmt.Sprintf("%q: isr wants addresses, isr:ADDR+ADDR", clipString(s))
+			}
+			for _, a := range strings.Split(arg, "+") {
+				if a == "" {
+					return BeatFlags{}, fmt.Sprintf("%q: isr has an empty address", clipString(s))
+				}
+				f.InSync = append(f.InSync, a)
 			}
 		case hasArg:
 			// Only pinned takes an argument; a later version may give
@@ -580,4 +620,21 @@ func clipString(s string) string {
 		return clip([]byte(s[:33]))
 	}
 	return clip([]byte(s))
+}
+
+// AppendApplied writes a standby's acknowledgement "V FROM SEQ": every
+// record of its stream up to SEQ is applied.
+func AppendApplied(b []byte, from string, seq uint64) []byte {
+	b = append(b, byte(OpApplied), ' ')
+	b = append(b, from...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, seq, 10)
+	return append(b, '\n')
+}
+
+// StripRecord returns r as a node of peer version 1 reads it: without
+// the words version 2 added (limit, id).
+func StripRecord(r Record) Record {
+	r.Limit, r.ID = 0, ""
+	return r
 }

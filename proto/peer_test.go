@@ -258,7 +258,7 @@ func TestBeatFlagsOnTheWire(t *testing.T) {
 		{"pinned:9223372036854", BeatFlags{Pinned: true, PinnedAge: 9223372036854 * time.Millisecond}},
 	} {
 		got, msg := parseFlags(tt.word)
-		if msg != "" || got != tt.want {
+		if msg != "" || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseFlags(%q) = %+v, %q; want %+v", tt.word, got, msg, tt.want)
 		}
 	}
@@ -309,7 +309,7 @@ func TestParseBeatRefuses(t *testing.T) {
 	}
 	// Words after FLAGS are a later version's: tolerated.
 	req, _ := Parse([]byte("P f standby 1 2 synced more words\n"))
-	if bt, err := ParseBeat(req); err != nil || bt != (Beat{From: "f", Role: "standby", Token: 1, Seq: 2, Flags: BeatFlags{Synced: true}}) {
+	if bt, err := ParseBeat(req); err != nil || !reflect.DeepEqual(bt, Beat{From: "f", Role: "standby", Token: 1, Seq: 2, Flags: BeatFlags{Synced: true}}) {
 		t.Errorf("ParseBeat with words after FLAGS = %+v, %v", bt, err)
 	}
 }
@@ -336,7 +336,7 @@ func TestParseBeatAnswerRefuses(t *testing.T) {
 	}
 	// Fields after FLAGS are a later version's: tolerated.
 	bt, err := ParseBeatAnswer(mustAnswer(t, "P f s active 1 2 - synced,future later\n"))
-	if err != nil || bt != (Beat{From: "f", Self: "s", Role: "active", Token: 1, Seq: 2, Flags: BeatFlags{Synced: true}}) {
+	if err != nil || !reflect.DeepEqual(bt, Beat{From: "f", Self: "s", Role: "active", Token: 1, Seq: 2, Flags: BeatFlags{Synced: true}}) {
 		t.Errorf("ParseBeatAnswer with fields after FLAGS = %+v, %v", bt, err)
 	}
 }

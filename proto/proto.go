@@ -50,7 +50,17 @@ const (
 	// OpResolve asks the successor of a handoff that may have failed
 	// whether it took the role: C from token.
 	OpResolve Op = 'C'
+	// OpApplied is a standby's acknowledgement on its replication stream:
+	// V from seq, every record up to seq is applied.
+	OpApplied Op = 'V'
 )
+
+// PeerVersion is the version of the peer messages this package writes.
+// 2 added acknowledgements (V), semaphores and acquire ids in records,
+// and the heartbeat flags top, base, round and v. A node learns each
+// peer's from the v:N flag of its heartbeats (none: 1) and writes to it
+// only what it reads.
+const PeerVersion = 2
 
 // Answer kinds that no request shares.
 const (
@@ -247,6 +257,15 @@ func Parse(line []byte) (Request, error) {
 				// Not echoed: the word may be a secret.
 				return fail("a word after the role has a tab or control character")
 			}
+		}
+		req.Args = stringsOf(args)
+	case OpApplied:
+		if len(args) != 1 {
+			return fail("want V FROM SEQ")
+		}
+		var err string
+		if req.Token, err = parseToken(args[0]); err != "" {
+			return fail("seq " + err)
 		}
 		req.Args = stringsOf(args)
 	case RecTakeover, OpResolve:

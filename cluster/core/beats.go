@@ -29,6 +29,7 @@ type peer struct {
 	fresh     bool   // active that started empty and has fed no standby yet
 	base, top uint64 // its state's newest token when it became active, and now
 	news      bool   // heard since this node's pause began (see maybeResume)
+	version   int    // the peer messages it speaks (proto.PeerVersion); 0 until heard
 
 	// staleUntil: the role moved between this node and the peer; until
 	// then a heartbeat answer still in flight from before the move may
@@ -80,8 +81,10 @@ func (c *Core) beat(now time.Time) proto.Beat {
 		Active: c.active,
 		Flags:  proto.BeatFlags{Sticky: c.sticky, Synced: c.synced, Fresh: c.role == Active && c.fresh, Top: c.top},
 	}
+	b.Flags.Version = proto.PeerVersion
 	if c.role == Active {
 		b.Flags.Base = c.base
+		b.Flags.InSync = c.inSync()
 	}
 	if c.role == Active && !c.pinnedAt.IsZero() {
 		b.Flags.Pinned, b.Flags.PinnedAge = true, now.Sub(c.pinnedAt).Truncate(time.Millisecond)
@@ -112,6 +115,10 @@ func (c *Core) HeardBeat(now time.Time, addr string, bt proto.Beat) {
 	f := bt.Flags
 	p.sticky, p.synced, p.fresh, p.pinned, p.pinnedAge = f.Sticky, f.Synced, f.Fresh, f.Pinned, f.PinnedAge
 	p.base, p.top = f.Base, f.Top
+	p.version = max(f.Version, 1)
+	if bt.Role == string(Active) && bt.Self == c.active {
+		c.activeISR = f.InSync
+	}
 	if bt.Role == string(Active) {
 		c.activeSeq = bt.Seq
 	}

@@ -62,8 +62,16 @@ type Config struct {
 	Heartbeat      time.Duration
 	FailureTimeout time.Duration
 	HandoffTimeout time.Duration
-	Engine         engine.Config // lock limits; Node is set from Self's place in Peers
-	Logger         *slog.Logger
+	// Async answers a grant, release or renewal at once, before any
+	// standby has it (the --replication async of SPEC.md); otherwise the
+	// active answers only once every standby in sync has applied it.
+	Async bool
+	// SyncTimeout bounds how long an answer waits for a standby's
+	// acknowledgement before that standby is dropped from the ones waited
+	// for (default: half the failure timeout).
+	SyncTimeout time.Duration
+	Engine      engine.Config // lock limits; Node is set from Self's place in Peers
+	Logger      *slog.Logger
 }
 
 // Out receives the core's actions, synchronously and in the order they
@@ -164,6 +172,12 @@ type Core struct {
 
 	count Counters
 
+	// Synchronous replication (see sync.go).
+	committed uint64   // every standby in sync has applied up to here
+	holding   []*conn  // connections with answers held for acknowledgements
+	degraded  bool     // sync mode, and no standby in sync: answers do not wait
+	activeISR []string // the standbys in sync, as the active last said
+
 	nextBeat   time.Time // when heartbeats and the supervisor are due
 	nextAsk    uint64
 	skewLogged time.Time // the last "token ignored" log line
@@ -187,6 +201,9 @@ func New(cfg Config, out Out, now time.Time) (*Core, error) {
 	}
 	if cfg.HandoffTimeout <= 0 {
 		cfg.HandoffTimeout = DefaultHandoffTimeout
+	}
+	if cfg.SyncTimeout <= 0 {
+		cfg.SyncTimeout = cfg.FailureTimeout / 2
 	}
 	if cfg.FailureTimeout < 2*cfg.Heartbeat {
 		return nil, fmt.Errorf("--failure-timeout %s must be at least twice --heartbeat %s, or every late beat looks like a failure", cfg.FailureTimeout, cfg.Heartbeat)
@@ -284,6 +301,9 @@ func (c *Core) Peers() []string {
 // deadlines, a handoff's timeout.
 func (c *Core) NextWake() time.Time {
 	t := c.nextBeat
+	if d, ok := c.heldDeadline(); ok && d.Before(t) {
+		t = d
+	}
 	if w := c.waiting; w != nil && w.until.Before(t) {
 		t = w.until
 	}
@@ -309,6 +329,7 @@ func (c *Core) Tick(now time.Time) {
 		c.advance(now)
 	}
 	c.retryWaitingHandoff(now)
+	c.checkHeld(now)
 	if h := c.handoff; h != nil && !h.resolving && !now.Before(h.deadline) {
 		c.handoffUnconfirmed(now, "the successor "+h.to+" did not confirm within "+c.cfg.HandoffTimeout.String())
 	}
@@ -377,6 +398,16 @@ func (c *Core) maybeResume(now time.Time) {
 	c.pausedSince = time.Time{}
 	c.log.Info("peers heard again after the pause", "self", c.self, "role", string(c.role), "all_answered", fresh)
 	if c.role == Active {
+		// Another active means the cluster moved on while this node did
+		// not run: its state is the older, whatever the tokens say (what
+		// it decided meanwhile nobody saw). It follows, syncs, and takes
+		// the role back by priority if it is first.
+		for _, p := range c.peers {
+			if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) {
+				c.demote(now, p.addr, "another node took the role while this one did not run ("+p.addr+")")
+				return
+			}
+		}
 		c.advance(now)
 		c.replayParked(now)
 	}
@@ -446,6 +477,9 @@ func (c *Core) Status(now time.Time) proto.Status {
 		Keys:    keys,
 		Waiters: waiters,
 		Sticky:  c.sticky,
+		// Degraded is an active's word: a standby waits for nothing.
+		Replication: map[bool]string{true: "async", false: "sync"}[c.cfg.Async],
+		Degraded:    c.degraded && c.role == Active,
 	}
 	head := c.seq
 	if c.role != Active {

@@ -227,6 +227,13 @@ func (c *Core) handoffRecord(now time.Time, f *follower, rec proto.Record) error
 	if f.syncing {
 		return errors.New("handoff from " + f.target + " before the snapshot completed")
 	}
+	if !c.pausedSince.IsZero() {
+		// This node did not run for a while: the record may be older than
+		// the giver's patience (it may have given up and served again).
+		// Taking it now could make two actives: the giver asks (C) and
+		// hears it was not taken.
+		return errors.New("handoff from " + f.target + " read after this node did not run for a while; not taken")
+	}
 	c.observe(now, rec.Token, f.target)
 	c.takenFrom, c.takenToken = f.target, rec.Token
 	c.count.HandoffsTaken++
@@ -270,6 +277,7 @@ func (c *Core) handoffDone(now time.Time, h *handoff, reason string) {
 		c.afterRoleMove(now, p, Active)
 	}
 	c.hint, c.hintUntil = h.to, now.Add(c.cfg.FailureTimeout)
+	c.settleHeld(true)
 	c.setRole(Standby, h.to, "handed off: "+reason)
 	c.log.Info("handoff complete", "self", c.self, "to", h.to, "reason", reason, "gap", gap.Round(time.Microsecond).String(), "sticky", h.sticky)
 	c.dropWaiters(h.to)
@@ -394,6 +402,7 @@ func (c *Core) abortHandoff(now time.Time, why string) {
 	if c.leaving {
 		// Shutting down: serving again only to exit would grant locks
 		// that no standby has, under tokens a successor may not exceed.
+		c.settleHeld(false)
 		c.setRole(Standby, "", "handoff aborted while shutting down: "+why)
 		c.dropWaiters(c.RedirectTarget(now))
 		c.replayParked(now)
@@ -422,6 +431,7 @@ func (c *Core) handoffLost(now time.Time, h *handoff, err error) {
 		why += " (" + err.Error() + ")"
 	}
 	c.log.Warn("handoff failed", "self", c.self, "to", h.to, "why", why)
+	c.settleHeld(false)
 	c.setRole(Standby, "", "handoff failed: "+why)
 	c.dropWaiters(c.RedirectTarget(now))
 	c.replayParked(now)

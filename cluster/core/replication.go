@@ -14,7 +14,11 @@ import (
 // stream is a standby's replication stream that this node feeds.
 type stream struct {
 	from    string // the standby's address
+	version int    // the peer messages it reads
 	syncing bool   // its snapshot is still being sent
+	synced  uint64 // the seq of its synced mark
+	acked   uint64 // the seq it has acknowledged applying
+	inSync  bool   // answers wait for its acknowledgements
 	cursor  int    // where the snapshot's scan stands
 	held    int    // locks sent in the snapshot so far
 	started time.Time
@@ -47,7 +51,14 @@ func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 		return false
 	})
 	c.advance(now)
-	cn.stream = &stream{from: req.Key, syncing: true, cursor: engine.ScanStart, started: now}
+	version := 1
+	if p := c.peerByAddr(req.Key); p != nil && p.version > 1 {
+		version = p.version
+	}
+	cn.stream = &stream{from: req.Key, version: version, syncing: true, cursor: engine.ScanStart, started: now}
+	if version < proto.PeerVersion {
+		c.log.Warn("standby speaks older peer messages: semaphore keys and acquire ids do not reach it, and it does not acknowledge; upgrade it", "standby", req.Key, "its_version", version, "this_version", proto.PeerVersion)
+	}
 	c.streams = append(c.streams, cn)
 	c.log.Info("standby subscribed", "standby", req.Key, "remote", cn.remote, "seq", c.seq)
 }
@@ -81,14 +92,22 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
 	s := cn.stream
 	buf := c.buf[:0]
 	s.cursor = c.eng.Scan(now, s.cursor, SnapshotSlice, func(h engine.Holder, held bool) {
-		if held {
-			buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID})
-			s.held++
+		if !held {
+			return
 		}
+		rec := proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID}
+		if s.version < 2 {
+			if h.Limit > 1 {
+				return // a semaphore: an older standby cannot hold it
+			}
+			rec = proto.StripRecord(rec)
+		}
+		buf = proto.AppendRecord(buf, rec)
+		s.held++
 	})
 	if s.cursor == 0 {
 		buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecSynced, From: s.from, Token: c.eng.HighWater(), Seq: c.seq})
-		s.syncing = false
+		s.syncing, s.synced = false, c.seq
 		c.fresh = false // a standby now holds this node's state: it is the cluster's
 		c.count.SnapshotsSent++
 		c.count.SnapshotDuration += now.Sub(s.started)
@@ -120,7 +139,18 @@ func (c *Core) replicate(ev engine.Event) {
 		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token}
 	}
 	b := proto.AppendRecord(c.buf[:0], rec)
+	var old []byte // the record as an older standby reads it
 	for _, s := range c.streams {
+		if s.stream.version < 2 {
+			if ev.Limit > 1 {
+				continue
+			}
+			if old == nil {
+				old = proto.AppendRecord(nil, proto.StripRecord(rec))
+			}
+			c.out.Send(s.id, old)
+			continue
+		}
 		c.out.Send(s.id, b)
 	}
 	c.buf = b[:0]
@@ -155,7 +185,13 @@ func (c *Core) closeStreams(to string) {
 // dropStream ends a stream this node feeds, telling the standby where to
 // go.
 func (c *Core) dropStream(cn *conn) {
+	inSync := cn.stream.inSync
 	cn.stream = nil
+	defer func() {
+		if inSync {
+			c.commit(c.lastEvent)
+		}
+	}()
 	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool { return s == cn })
 	c.out.Send(cn.id, proto.AppendMoved(nil, proto.WordNone, c.active))
 	c.out.Close(cn.id)
@@ -164,9 +200,13 @@ func (c *Core) dropStream(cn *conn) {
 // streamClosed forgets a stream whose connection closed.
 func (c *Core) streamClosed(now time.Time, cn *conn) {
 	from := cn.stream.from
+	inSync := cn.stream.inSync
 	cn.stream = nil
 	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool { return s == cn })
 	c.log.Info("standby stream closed", "standby", from)
+	if inSync {
+		c.commit(now)
+	}
 	if h := c.handoff; h != nil && h.to == from {
 		c.handoffUnconfirmed(now, "the successor's stream closed")
 	}
@@ -183,6 +223,7 @@ type follower struct {
 	// one at the mark.
 	staged  map[string][]stagedHold
 	top     uint64 // the newest token staged
+	acked   uint64 // the position last acknowledged (StreamAck)
 	live    bool   // snapshot applied, stream running
 	started time.Time
 }
@@ -258,7 +299,7 @@ func (c *Core) StreamOpened(now time.Time, target string) []byte {
 	}
 	// A handoff cancelled on the stream before this one is settled.
 	delete(c.cancelled, target)
-	f.open, f.syncing, f.live, f.started, f.top = true, true, false, now, 0
+	f.open, f.syncing, f.live, f.started, f.top, f.acked = true, true, false, now, 0, 0
 	f.staged = make(map[string][]stagedHold)
 	return proto.AppendSync(nil, c.self, c.eng.HighWater())
 }
@@ -330,6 +371,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		f.syncing = false
 		f.live = true
 		c.synced = true
+		f.acked = 0 // acknowledge the snapshot at once
 		c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
 		c.supervise(now)
 	case proto.RecHandoff:

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,6 +18,9 @@ type conn struct {
 	pending  map[string][]pendingA // waiting acquires per key, in send order
 	nwaiting int
 	stream   *stream // set when this connection is a standby's replication stream
+	// held are answers waiting for the standbys' acknowledgements
+	// (synchronous replication), in the order they are to be written.
+	held []heldAnswer
 }
 
 // pendingA is an acquire on a connection that has not been answered in
@@ -60,6 +64,10 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 		}
 	}
 	cn.pending = nil
+	if len(cn.held) > 0 {
+		cn.held = nil
+		c.holding = slices.DeleteFunc(c.holding, func(h *conn) bool { return h == cn })
+	}
 	for i, p := range c.parked {
 		if p.c == id {
 			c.parked[i].c = 0
@@ -152,7 +160,7 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		c.send(cn, proto.AppendStatus(c.buf[:0], key, c.Status(now)))
 	case proto.OpHandoff:
 		c.handoffRequest(now, cn, req)
-	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve:
+	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve, proto.OpApplied:
 		// Peer messages move tokens and roles: only the nodes of --peers
 		// may send them, naming themselves.
 		if c.peerByAddr(key) == nil {
@@ -166,6 +174,8 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 			c.subscribe(now, cn, req)
 		case proto.OpResolve:
 			c.answerResolve(cn, req)
+		case proto.OpApplied:
+			c.applied(now, cn, req)
 		default:
 			c.takeoverConfirmed(now, cn, req)
 		}
@@ -250,7 +260,7 @@ func (c *Core) redirect(now time.Time, cn *conn, req proto.Request) {
 // send queues b for cn, reporting false when the connection is gone.
 func (c *Core) send(cn *conn, b []byte) bool {
 	c.buf = b[:0]
-	return c.out.Send(cn.id, b)
+	return c.emit(cn, b)
 }
 
 // answerA answers the acquire seq of key in order: it is written now if no
@@ -267,7 +277,7 @@ func (c *Core) answerA(cn *conn, key string, seq uint64, line []byte) bool {
 		}
 	}
 	if len(q) == 0 {
-		return c.out.Send(cn.id, line)
+		return c.emit(cn, line)
 	}
 	cn.pending[key] = append(q, pendingA{seq: seq, done: true, line: line})
 	return true
@@ -287,7 +297,7 @@ func (c *Core) flushPending(cn *conn, key string) bool {
 	ok := true
 	i := 0
 	for ; i < len(q) && q[i].done; i++ {
-		ok = c.out.Send(cn.id, q[i].line) && ok
+		ok = c.emit(cn, q[i].line) && ok
 	}
 	if i == len(q) {
 		delete(cn.pending, key)

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
@@ -198,21 +199,26 @@ func (c *Core) allPeersKnown() bool {
 }
 
 // candidate is the node that should be active when none is: among the
-// live nodes, the first in priority order of the best tier (synced and
-// not sticky; synced; not sticky; any).
+// live nodes, the first in priority order of the best tier (in sync with
+// the last active, synced and not sticky; synced; not sticky; any).
 func (c *Core) candidate(now time.Time) string {
 	type cand struct {
 		addr           string
 		idx            int
 		synced, sticky bool
+		inSync         bool // the last active waited for its acknowledgements
 	}
-	cs := []cand{{c.self, c.selfIdx, c.synced, c.sticky}}
+	isr := func(addr string) bool { return slices.Contains(c.activeISR, addr) }
+	cs := []cand{{c.self, c.selfIdx, c.synced, c.sticky, isr(c.self)}}
 	for _, p := range c.peers {
 		if p.alive(now, c.cfg.FailureTimeout) {
-			cs = append(cs, cand{p.addr, p.idx, p.synced, p.sticky})
+			cs = append(cs, cand{p.addr, p.idx, p.synced, p.sticky, isr(p.addr)})
 		}
 	}
 	tiers := []func(cand) bool{
+		// Synchronous replication: a standby that acknowledged every
+		// answer the active gave holds them all; it goes first.
+		func(x cand) bool { return x.inSync && x.synced && !x.sticky },
 		func(x cand) bool { return x.synced && !x.sticky },
 		func(x cand) bool { return x.synced },
 		func(x cand) bool { return !x.sticky },
@@ -256,6 +262,7 @@ func (c *Core) promote(now time.Time, reason string) {
 func (c *Core) demote(now time.Time, to, reason string) {
 	c.log.Info("demoted", "self", c.self, "to", to, "reason", reason)
 	c.count.Demotions++
+	c.settleHeld(false)
 	c.setRole(Standby, to, reason)
 	c.pausedSince = time.Time{}
 	c.dropWaiters(to)

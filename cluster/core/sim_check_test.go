@@ -266,30 +266,44 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 	}
 	s.grants[tok] = who
 	s.grantIDs[tok] = id
-	if last := s.lastToken[n.idx]; tok <= last && s.grantIDs[last] != id {
-		s.fail("%s granted token %d after its own %d", who, tok, last)
+	s.grantAt[tok] = s.now
+}
+
+// checkDecided runs after every event of n: a token n issued since the
+// last look (answers may be written later, held for acknowledgements, so
+// the order tokens are decided in is checked here, not on the wire).
+func (s *sim) checkDecided(n *simNode) {
+	tok := n.core.Engine().LastToken()
+	who := n.addr + " (node " + strconv.Itoa(n.idx) + ")"
+	last := s.lastToken[n.idx]
+	if tok == last || tok == 0 {
+		return
+	}
+	if tok < last {
+		s.fail("%s issued token %d after its own %d", who, tok, last)
+		return
 	}
 	s.lastToken[n.idx] = tok
-	// Single lineage: larger than every earlier token, unless another
-	// node served as active since this one became active.
+	// Single lineage: larger than every token issued before anywhere,
+	// unless another node served as active since this one became active.
 	since := time.Duration(-1)
 	for _, sp := range s.activity {
 		if sp.node == n.idx && sp.till == 0 {
 			since = sp.from
 		}
 	}
-	for prevTok, prevWho := range s.grants {
-		if prevTok <= tok || prevWho == who {
+	for other, otherTok := range s.lastToken {
+		if other == n.idx || otherTok <= tok {
 			continue
 		}
 		overlap := false
 		for _, sp := range s.activity {
-			if sp.node != n.idx && s.nodes[sp.node].addr+" (node "+strconv.Itoa(sp.node)+")" == prevWho && (sp.till == 0 || sp.till >= since) {
+			if sp.node == other && (sp.till == 0 || sp.till >= since) {
 				overlap = true
 			}
 		}
 		if !overlap {
-			s.fail("token went backwards: %s granted %d below %d granted earlier by %s, which was not active since %s became active", who, tok, prevTok, prevWho, who)
+			s.fail("token went backwards: %s issued %d below %d issued earlier by node %d, which was not active since %s became active", who, tok, otherTok, other, who)
 			return
 		}
 	}

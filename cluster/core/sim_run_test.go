@@ -32,6 +32,10 @@ func simSeeds() (first, n uint64) {
 	return first, n
 }
 
+// simFullTrace keeps and prints a failing run's whole trace: set
+// LOCKD_SIM_TRACE=all when replaying one seed.
+var simFullTrace = os.Getenv("LOCKD_SIM_TRACE") == "all"
+
 // runSeeds runs seeds [first, first+n) on every core, and returns the
 // failing ones with their reports, in seed order.
 func runSeeds(first, n uint64, planted string, stopAtFirst bool) []string {
@@ -86,10 +90,10 @@ func simulate(seed uint64, planted string) (report string) {
 func (s *sim) report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d (%+v): %s\n", s.seed, s.cfg, strings.Join(s.failures, "; "))
-	fmt.Fprintf(&b, "replay: LOCKD_SIM_FIRST=%d LOCKD_SIM_SEEDS=1 go test -run 'TestSimulate$' -v ./cluster/core\n", s.seed)
+	fmt.Fprintf(&b, "replay: LOCKD_SIM_FIRST=%d LOCKD_SIM_SEEDS=1 LOCKD_SIM_TRACE=all go test -run 'TestSimulate$' -v ./cluster/core\n", s.seed)
 	fmt.Fprintf(&b, "last events:\n")
 	tail := s.trace
-	if len(tail) > 80 {
+	if len(tail) > 80 && !simFullTrace {
 		tail = tail[len(tail)-80:]
 	}
 	for _, l := range tail {

@@ -47,6 +47,7 @@ type simConfig struct {
 	quiet     time.Duration // then everything heals and the run settles
 	faults    int           // how many faults to inject
 	calm      bool          // only graceful faults: SIGINT and handoffs
+	async     bool          // asynchronous replication
 	maxSkew   time.Duration
 	heartbeat time.Duration
 	failure   time.Duration
@@ -63,6 +64,7 @@ func simConfigFor(seed uint64) simConfig {
 		quiet:     6 * time.Second,
 		faults:    r.IntN(7),
 		calm:      r.IntN(4) == 0,
+		async:     r.IntN(2) == 0,
 		maxSkew:   time.Duration(r.IntN(3)) * time.Millisecond,
 		heartbeat: 50 * time.Millisecond,
 		failure:   500 * time.Millisecond,
@@ -115,6 +117,7 @@ type sim struct {
 	failures  []string
 	grants    map[uint64]string // every token granted: by whom, for a failure report
 	grantIDs  map[uint64]string // the id of the acquire each token answered
+	grantAt   map[uint64]time.Duration
 	semLimit  int               // the limit of key k0 (a semaphore when above 1)
 	lastToken map[int]uint64    // per node incarnation: its last token
 	activity  []activeSpan      // when each node served as active
@@ -239,6 +242,7 @@ func newSim(seed uint64, o simOptions) *sim {
 		blocked:   make(map[[2]int]bool),
 		grants:    make(map[uint64]string),
 		grantIDs:  make(map[uint64]string),
+		grantAt:   make(map[uint64]time.Duration),
 		lastToken: make(map[int]uint64),
 		planted:   planted,
 	}
@@ -288,7 +292,7 @@ func (s *sim) at(d time.Duration, do func()) {
 func (s *sim) logf(format string, args ...any) {
 	line := fmt.Sprintf("%9.4fs ", s.now.Seconds()) + fmt.Sprintf(format, args...)
 	s.trace = append(s.trace, line)
-	if len(s.trace) > 400 {
+	if len(s.trace) > 400 && !simFullTrace {
 		s.trace = s.trace[len(s.trace)-300:]
 	}
 }
@@ -349,6 +353,7 @@ func (n *simNode) boot(addrs []string) {
 		Heartbeat:      s.cfg.heartbeat,
 		FailureTimeout: s.cfg.failure,
 		HandoffTimeout: s.cfg.handoff,
+		Async:          s.cfg.async,
 		Engine:         engine.Config{MaxEpochAhead: time.Minute},
 		Logger:         slog.New(&traceHandler{s: s, node: n.idx}),
 	}, (*simOut)(n), n.clock())
@@ -416,6 +421,7 @@ func (n *simNode) after() {
 	if n.state != nodeUp {
 		return
 	}
+	s.checkDecided(n)
 	active := n.core.Role() == Active
 	if active != n.wasActv {
 		if active {
@@ -895,6 +901,10 @@ func (n *simNode) syncFollow() {
 					}
 					if err != nil {
 						n.endStream(c, target, err)
+						return
+					}
+					if ack := n.core.StreamAck(target); ack != nil {
+						c.toServer(ack)
 					}
 				})
 			}
@@ -978,6 +988,17 @@ func (s *sim) checkAcked(n *simNode) {
 	}
 }
 
+// inSyncSomewhere reports whether an active waits for addr's
+// acknowledgements.
+func (s *sim) inSyncSomewhere(addr string) bool {
+	for _, m := range s.nodes {
+		if m.state == nodeUp && m.core.Role() == Active && slices.Contains(m.core.inSync(), addr) {
+			return true
+		}
+	}
+	return false
+}
+
 // --- faults ---
 
 func (s *sim) planFaults() {
@@ -1014,7 +1035,13 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		if n.state == nodeCrashed {
 			return
 		}
-		s.faulty = true
+		// With synchronous replication a crash loses nothing a client
+		// was told, while a standby acknowledges: unless the active is
+		// degraded, or a standby in sync goes (then a later crash of the
+		// active may promote one that missed answers).
+		if s.cfg.async || n.state == nodeUp && (n.core.Status(n.clock()).Degraded || s.inSyncSomewhere(n.addr)) {
+			s.faulty = true
+		}
 		if n.wasActv {
 			s.recordAcked()
 		}

@@ -1,0 +1,209 @@
+package core
+
+import (
+	"slices"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// Synchronous replication.
+//
+// A standby acknowledges on its stream (V FROM SEQ) every batch of
+// records it applied. The active answers a client only once every standby
+// in sync has applied every change made so far: an answer is held until
+// the committed position passes the position the node had when it was
+// given (a release that granted a waiter, a renewal...). Acknowledgements
+// cover everything written before them, so one round trip releases every
+// answer given meanwhile: the group commit of a database.
+//
+// The standbys in sync are the caught-up ones that keep acknowledging: a
+// standby joins once it has acknowledged its snapshot, and leaves when an
+// answer has waited for it longer than Config.SyncTimeout, or its stream
+// closes. The active names them in its heartbeats (isr:), and when it
+// fails the standbys promote one of them first: it holds every answer
+// the active gave. With no standby in sync the active is degraded: it
+// answers at once, as in async mode, and says so (S, lockctl status, the
+// log), since SPEC.md promises that one live node is enough to serve.
+//
+// Answers on one connection keep their order: once one is held, every
+// later answer on that connection waits behind it.
+
+// heldAnswer is an answer waiting for acknowledgements.
+type heldAnswer struct {
+	need  uint64 // written once committed reaches it
+	since time.Time
+	line  []byte
+}
+
+// emit writes an answer to a client now, or holds it until the standbys
+// in sync have applied every change made so far. Streams are written at
+// once.
+func (c *Core) emit(cn *conn, b []byte) bool {
+	if cn.stream != nil || c.cfg.Async || len(c.peers) == 0 || (len(cn.held) == 0 && c.seq <= c.committed) ||
+		c.role != Active && c.role != HandingOff && len(cn.held) == 0 {
+		return c.out.Send(cn.id, b)
+	}
+	if len(cn.held) == 0 {
+		c.holding = append(c.holding, cn)
+	}
+	cn.held = append(cn.held, heldAnswer{need: c.seq, since: c.lastEvent, line: slices.Clone(b)})
+	return true
+}
+
+// inSync lists the standbys answers wait for, in priority order.
+func (c *Core) inSync() []string {
+	if c.cfg.Async {
+		return nil
+	}
+	var out []string
+	for _, s := range c.streams {
+		if s.stream.inSync {
+			out = append(out, s.stream.from)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return c.priorityOf(a) - c.priorityOf(b) })
+	return out
+}
+
+// applied records a standby's acknowledgement "V FROM SEQ" on its stream.
+func (c *Core) applied(now time.Time, cn *conn, req proto.Request) {
+	s := cn.stream
+	if s == nil || s.from != req.Key || s.syncing {
+		return
+	}
+	s.acked = max(s.acked, req.Token)
+	if !s.inSync && s.acked >= s.synced && !c.cfg.Async {
+		s.inSync = true
+		c.log.Info("standby in sync: answers wait for it", "self", c.self, "standby", s.from)
+	}
+	c.commit(now)
+}
+
+// commit moves the committed position to what every standby in sync has
+// applied (to the node's own position when none is: degraded), and
+// writes the held answers it releases.
+func (c *Core) commit(now time.Time) {
+	if c.cfg.Async {
+		return
+	}
+	if c.role != Active && c.role != HandingOff {
+		// Nothing waits on a node that is not active (settleHeld ran).
+		c.committed = c.seq
+		c.release(func(heldAnswer) bool { return true })
+		return
+	}
+	committed, any := c.seq, false
+	for _, s := range c.streams {
+		if s.stream.inSync {
+			committed = min(committed, s.stream.acked)
+			any = true
+		}
+	}
+	c.setDegraded(!any && len(c.peers) > 0)
+	c.committed = max(c.committed, committed)
+	c.release(func(h heldAnswer) bool { return h.need <= c.committed })
+}
+
+// release writes the held answers ok lets go, in order per connection.
+func (c *Core) release(ok func(heldAnswer) bool) {
+	keep := c.holding[:0]
+	for _, cn := range c.holding {
+		i := 0
+		for ; i < len(cn.held) && ok(cn.held[i]); i++ {
+			c.out.Send(cn.id, cn.held[i].line)
+		}
+		cn.held = cn.held[i:]
+		if len(cn.held) > 0 {
+			keep = append(keep, cn)
+		} else {
+			cn.held = nil
+		}
+	}
+	clear(c.holding[len(keep):])
+	c.holding = keep
+}
+
+func (c *Core) setDegraded(d bool) {
+	if d == c.degraded {
+		return
+	}
+	c.degraded = d
+	if d {
+		c.log.Warn("replication degraded: no standby in sync, answers do not wait for one, and a crash of this node may lose them", "self", c.self)
+	} else {
+		c.log.Info("replication in sync again", "self", c.self, "standbys", len(c.inSync()))
+	}
+}
+
+// heldDeadline is when the oldest held answer times out.
+func (c *Core) heldDeadline() (time.Time, bool) {
+	var oldest time.Time
+	for _, cn := range c.holding {
+		if len(cn.held) > 0 && (oldest.IsZero() || cn.held[0].since.Before(oldest)) {
+			oldest = cn.held[0].since
+		}
+	}
+	return oldest.Add(c.cfg.SyncTimeout), !oldest.IsZero()
+}
+
+// checkHeld drops from the standbys in sync those an answer has waited
+// for longer than the sync timeout: a slow or silent standby must not hold
+// every client back. They rejoin when they catch up.
+func (c *Core) checkHeld(now time.Time) {
+	d, ok := c.heldDeadline()
+	if !ok || now.Before(d) {
+		return
+	}
+	var need uint64
+	for _, cn := range c.holding {
+		for _, h := range cn.held {
+			if now.Sub(h.since) >= c.cfg.SyncTimeout {
+				need = max(need, h.need)
+			}
+		}
+	}
+	for _, s := range c.streams {
+		if s.stream.inSync && s.stream.acked < need {
+			s.stream.inSync = false
+			s.stream.synced = c.seq // rejoins once it has applied what is written now
+			c.log.Warn("standby out of sync: no acknowledgement within --sync-timeout", "self", c.self, "standby", s.stream.from, "sync_timeout", c.cfg.SyncTimeout.String())
+		}
+	}
+	c.commit(now)
+}
+
+// settleHeld ends the holding when this node stops being active: after a
+// handoff the successor has every change (it applied the stream up to the
+// H record), so the answers are written; otherwise (demoted, a handoff
+// lost) their changes may be lost, so they are not given: the connections
+// are closed, and their clients ask again where the role is.
+func (c *Core) settleHeld(handedOff bool) {
+	if handedOff {
+		c.committed = c.seq
+		c.release(func(heldAnswer) bool { return true })
+		return
+	}
+	for _, cn := range c.holding {
+		cn.held = nil
+		c.out.Close(cn.id)
+	}
+	c.holding = c.holding[:0]
+	c.committed = c.seq
+	c.setDegraded(false)
+}
+
+// StreamAck returns the acknowledgement to write on the stream from
+// target after a batch of records, nil when there is nothing new to
+// acknowledge or its active does not read acknowledgements.
+func (c *Core) StreamAck(target string) []byte {
+	f := c.follow
+	if f == nil || f.target != target || !f.open || f.syncing || f.acked == c.seq {
+		return nil
+	}
+	if p := c.peerByAddr(target); p == nil || p.version < 2 {
+		return nil
+	}
+	f.acked = c.seq
+	return proto.AppendApplied(nil, c.self, c.seq)
+}
