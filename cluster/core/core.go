@@ -177,6 +177,11 @@ type Core struct {
 	holding   []*conn  // connections with answers held for acknowledgements
 	degraded  bool     // sync mode, and no standby in sync: answers do not wait
 	activeISR []string // the standbys in sync, as the active last said
+	// expect: after a promotion, the standbys that were in sync with the
+	// last active; answers wait for them to subscribe here and catch up,
+	// until expectUntil at the latest.
+	expect      []string
+	expectUntil time.Time
 
 	nextBeat   time.Time // when heartbeats and the supervisor are due
 	nextAsk    uint64
@@ -188,6 +193,7 @@ type Core struct {
 	testGuess     bool // an unconfirmed handoff is aborted on a guess, not settled by asking
 	testNoWait    bool // a standby promotes while the stream from its active is still open
 	testNoIDs     bool // acquires are served as if they carried no id
+	testEarly     bool // sync mode answers before the standbys acknowledge
 }
 
 // New checks cfg and returns the core of a node started at now, in role
@@ -304,6 +310,9 @@ func (c *Core) NextWake() time.Time {
 	if d, ok := c.heldDeadline(); ok && d.Before(t) {
 		t = d
 	}
+	if len(c.expect) > 0 && c.expectUntil.Before(t) {
+		t = c.expectUntil
+	}
 	if w := c.waiting; w != nil && w.until.Before(t) {
 		t = w.until
 	}
@@ -329,6 +338,7 @@ func (c *Core) Tick(now time.Time) {
 		c.advance(now)
 	}
 	c.retryWaitingHandoff(now)
+	c.checkExpect(now)
 	c.checkHeld(now)
 	if h := c.handoff; h != nil && !h.resolving && !now.Before(h.deadline) {
 		c.handoffUnconfirmed(now, "the successor "+h.to+" did not confirm within "+c.cfg.HandoffTimeout.String())

@@ -42,10 +42,10 @@ func (c *Core) handoffRequest(now time.Time, cn *conn, req proto.Request) {
 			return
 		}
 		if err != nil {
-			c.send(cn, proto.AppendError(c.buf[:0], label, proto.OpHandoff, err.Error()))
+			c.sendNow(cn, proto.AppendError(c.buf[:0], label, proto.OpHandoff, err.Error()))
 			return
 		}
-		c.send(cn, proto.AppendFields(c.buf[:0], proto.OpHandoff, label, proto.WordOK, newActive))
+		c.sendNow(cn, proto.AppendFields(c.buf[:0], proto.OpHandoff, label, proto.WordOK, newActive))
 	}
 	switch c.role {
 	case HandingOff:
@@ -61,7 +61,7 @@ func (c *Core) handoffRequest(now time.Time, cn *conn, req proto.Request) {
 		return
 	case Active:
 	default:
-		c.send(cn, proto.AppendMoved(c.buf[:0], label, c.RedirectTarget(now)))
+		c.sendNow(cn, proto.AppendMoved(c.buf[:0], label, c.RedirectTarget(now)))
 		return
 	}
 	sticky := label != TakebackLabel
@@ -386,7 +386,7 @@ func (c *Core) answerResolve(cn *conn, req proto.Request) {
 		c.cancelled[req.Key] = req.Token
 	}
 	c.log.Info("handoff settled", "self", c.self, "from", req.Key, "remote", cn.remote, "answer", word)
-	c.send(cn, proto.AppendFields(c.buf[:0], proto.OpResolve, req.Key, word))
+	c.sendNow(cn, proto.AppendFields(c.buf[:0], proto.OpResolve, req.Key, word))
 }
 
 // abortHandoff takes the role back after a handoff the successor is known

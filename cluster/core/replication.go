@@ -30,11 +30,11 @@ type stream struct {
 // the same node replaces the old.
 func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 	if c.role != Active || !c.pausedSince.IsZero() {
-		c.send(cn, proto.AppendMoved(c.buf[:0], req.Key, c.RedirectTarget(now)))
+		c.sendNow(cn, proto.AppendMoved(c.buf[:0], req.Key, c.RedirectTarget(now)))
 		return
 	}
 	if cn.stream != nil {
-		c.send(cn, proto.AppendError(c.buf[:0], req.Key, proto.OpSync, "this connection is a replication stream already"))
+		c.sendNow(cn, proto.AppendError(c.buf[:0], req.Key, proto.OpSync, "this connection is a replication stream already"))
 		return
 	}
 	c.observe(now, req.Token, req.Key)

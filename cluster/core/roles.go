@@ -78,6 +78,7 @@ func (c *Core) supervise(now time.Time) {
 				if c.active != c.hint {
 					c.setRole(Standby, c.hint, "the previous active handed the role to "+c.hint)
 				}
+				c.ensureFollow(c.hint)
 				return
 			}
 		}
@@ -252,6 +253,7 @@ func (c *Core) promote(now time.Time, reason string) {
 	c.pausedSince = time.Time{}
 	c.fresh = !c.synced
 	c.synced = true
+	c.expectInSync(now)
 	c.log.Info("promoted", "self", c.self, "reason", reason, "holders", c.eng.Held(), "token_floor", c.eng.HighWater())
 	c.advance(now)
 }

@@ -133,6 +133,9 @@ func TestSimulate(t *testing.T) {
 // "guess-on-unconfirmed-handoff" (the two actives of issue 7) no longer
 // breaks an invariant: an active whose state is behind yields, and node
 // bits keep tokens unique, so the guess is corrected within a heartbeat.
+// "answers-before-acks" (synchronous replication that does not wait)
+// needs a crash at the right instant: TestSimSyncCrashLosesNoAnsweredGrant
+// scripts it.
 func TestSimulatorCatchesPlantedBugs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("make test runs it without the race detector, with the full seed budget")

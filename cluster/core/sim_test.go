@@ -24,6 +24,7 @@ package core
 // waiting, some letting leases run out.
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"fmt"
@@ -118,11 +119,11 @@ type sim struct {
 	grants    map[uint64]string // every token granted: by whom, for a failure report
 	grantIDs  map[uint64]string // the id of the acquire each token answered
 	grantAt   map[uint64]time.Duration
-	semLimit  int               // the limit of key k0 (a semaphore when above 1)
-	lastToken map[int]uint64    // per node incarnation: its last token
-	activity  []activeSpan      // when each node served as active
-	faulty    bool              // a fault that is not graceful happened
-	quietAt   time.Duration     // everything healed from here on
+	semLimit  int            // the limit of key k0 (a semaphore when above 1)
+	lastToken map[int]uint64 // per node incarnation: its last token
+	activity  []activeSpan   // when each node served as active
+	faulty    bool           // a fault that is not graceful happened
+	quietAt   time.Duration  // everything healed from here on
 
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
 	commandHandoffs int
@@ -180,6 +181,9 @@ type simNode struct {
 	asks     map[*simConn]uint64
 	stopping bool // Stopped was called: the process exits
 	wasActv  bool
+	// crashOnGrant: the node dies right after it next answers a grant;
+	// what it wrote to its standbys meanwhile never arrives.
+	crashOnGrant bool
 }
 
 type connKind uint8
@@ -204,6 +208,7 @@ type simConn struct {
 	closed [2]bool // each side has closed: 0 dialler, 1 server
 	// deliveries stay in order per direction
 	last    [2]time.Duration
+	lost    [2]bool // what is on the wire in this direction never arrives
 	backlog [2][]func()
 	// the dialler's read deadline: a line must arrive within this much
 	deadline  time.Duration
@@ -373,6 +378,9 @@ func (n *simNode) boot(addrs []string) {
 	if s.planted == "promote-before-the-stream-ends" {
 		c.testNoWait = true
 	}
+	if s.planted == "answers-before-acks" {
+		c.testEarly = true
+	}
 	if s.planted == "acquire-ids-ignored" {
 		c.testNoIDs = true
 	}
@@ -495,6 +503,18 @@ func (o *simOut) Send(id ConnID, b []byte) bool {
 	for _, l := range lines {
 		n.s.checkOutgoing(n, c, l)
 		c.toDialler(l)
+		if n.crashOnGrant && c.kind == kindClient && len(l) > 0 && l[0] == 'A' && (n.s.semLimit <= 1 || !bytes.HasPrefix(l, []byte("A k0 "))) {
+			// (a plain lock: a lost grant of a semaphore shows only when
+			// more holders than its limit follow)
+			n.crashOnGrant = false
+			n.s.logf("node %d dies right after answering %q; its standbys never get what it wrote since", n.idx, strings.TrimSpace(string(l)))
+			for _, sc := range n.s.conns {
+				if sc.open && sc.to == n.idx && sc.kind == kindStream {
+					sc.lost[1] = true
+				}
+			}
+			n.s.at(0, func() { n.s.fault("crash", n.idx, time.Second) })
+		}
 	}
 	return true
 }
@@ -725,7 +745,7 @@ func (c *simConn) toDialler(line []byte) {
 		return
 	}
 	c.send(1, func() {
-		if !c.open || c.closed[0] {
+		if !c.open || c.closed[0] || c.lost[1] {
 			return
 		}
 		c.lastHeard = c.s.now
@@ -1085,6 +1105,11 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		next := []string{"crash", "vanish", "freeze", "partition", "oneway"}[s.rng.IntN(5)]
 		j := s.rng.IntN(len(s.nodes))
 		s.at(time.Duration(s.rng.IntN(4000))*time.Microsecond, func() { s.fault(next, j, dur) })
+	case "crash-on-grant":
+		if n.state == nodeUp {
+			s.logf("node %d will die right after its next grant", i)
+			n.crashOnGrant = true
+		}
 	case "freeze":
 		if n.state != nodeUp {
 			return

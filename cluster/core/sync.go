@@ -2,6 +2,7 @@ package core
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
@@ -26,8 +27,15 @@ import (
 // answers at once, as in async mode, and says so (S, lockctl status, the
 // log), since SPEC.md promises that one live node is enough to serve.
 //
+// A new active waits the same way for the standbys that were in sync with
+// the last one (they hold what it answered) to subscribe and catch up,
+// for a sync timeout at most: else a second failure right after the first
+// could lose what the new active answers meanwhile.
+//
 // Answers on one connection keep their order: once one is held, every
-// later answer on that connection waits behind it.
+// later answer on that connection waits behind it. Peer messages
+// (heartbeats, handoffs) and redirects say nothing about the lock state:
+// they are written at once (sendNow).
 
 // heldAnswer is an answer waiting for acknowledgements.
 type heldAnswer struct {
@@ -40,8 +48,7 @@ type heldAnswer struct {
 // in sync have applied every change made so far. Streams are written at
 // once.
 func (c *Core) emit(cn *conn, b []byte) bool {
-	if cn.stream != nil || c.cfg.Async || len(c.peers) == 0 || (len(cn.held) == 0 && c.seq <= c.committed) ||
-		c.role != Active && c.role != HandingOff && len(cn.held) == 0 {
+	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.testEarly) {
 		return c.out.Send(cn.id, b)
 	}
 	if len(cn.held) == 0 {
@@ -49,6 +56,68 @@ func (c *Core) emit(cn *conn, b []byte) bool {
 	}
 	cn.held = append(cn.held, heldAnswer{need: c.seq, since: c.lastEvent, line: slices.Clone(b)})
 	return true
+}
+
+// sendNow writes b at once, behind the answers held on cn if any.
+func (c *Core) sendNow(cn *conn, b []byte) bool {
+	c.buf = b[:0]
+	if len(cn.held) > 0 {
+		return c.emit(cn, b)
+	}
+	return c.out.Send(cn.id, b)
+}
+
+// waits reports whether answers wait for standbys: sync mode, active,
+// and a standby in sync or expected.
+func (c *Core) waits() bool {
+	if c.cfg.Async || len(c.peers) == 0 || c.role != Active && c.role != HandingOff {
+		return false
+	}
+	if len(c.expect) > 0 {
+		return true
+	}
+	for _, s := range c.streams {
+		if s.stream.inSync {
+			return true
+		}
+	}
+	return false
+}
+
+// expectInSync makes a new active wait for the standbys that were in sync
+// with the last one.
+func (c *Core) expectInSync(now time.Time) {
+	c.committed = c.seq
+	c.expect = c.expect[:0]
+	if c.cfg.Async {
+		return
+	}
+	for _, a := range c.activeISR {
+		if p := c.peerByAddr(a); p != nil && p.alive(now, c.cfg.FailureTimeout) {
+			c.expect = append(c.expect, a)
+		}
+	}
+	c.expectUntil = now.Add(c.cfg.SyncTimeout)
+	c.setDegraded(len(c.expect) == 0 && len(c.peers) > 0)
+}
+
+// unexpect stops waiting for addr to join.
+func (c *Core) unexpect(now time.Time, addr string) {
+	if i := slices.Index(c.expect, addr); i >= 0 {
+		c.expect = slices.Delete(c.expect, i, i+1)
+		c.commit(now)
+	}
+}
+
+// checkExpect stops waiting for the expected standbys that did not catch
+// up within the sync timeout.
+func (c *Core) checkExpect(now time.Time) {
+	if len(c.expect) == 0 || now.Before(c.expectUntil) {
+		return
+	}
+	c.log.Warn("standby did not catch up with the new active within --sync-timeout: answers stop waiting for it", "self", c.self, "standbys", strings.Join(c.expect, ","), "sync_timeout", c.cfg.SyncTimeout.String())
+	c.expect = c.expect[:0]
+	c.commit(now)
 }
 
 // inSync lists the standbys answers wait for, in priority order.
@@ -76,6 +145,9 @@ func (c *Core) applied(now time.Time, cn *conn, req proto.Request) {
 	if !s.inSync && s.acked >= s.synced && !c.cfg.Async {
 		s.inSync = true
 		c.log.Info("standby in sync: answers wait for it", "self", c.self, "standby", s.from)
+		if i := slices.Index(c.expect, s.from); i >= 0 {
+			c.expect = slices.Delete(c.expect, i, i+1)
+		}
 	}
 	c.commit(now)
 }
@@ -93,7 +165,10 @@ func (c *Core) commit(now time.Time) {
 		c.release(func(heldAnswer) bool { return true })
 		return
 	}
-	committed, any := c.seq, false
+	committed, any := c.seq, len(c.expect) > 0
+	if any {
+		committed = c.committed // an expected standby has acknowledged nothing here yet
+	}
 	for _, s := range c.streams {
 		if s.stream.inSync {
 			committed = min(committed, s.stream.acked)
@@ -179,6 +254,7 @@ func (c *Core) checkHeld(now time.Time) {
 // lost) their changes may be lost, so they are not given: the connections
 // are closed, and their clients ask again where the role is.
 func (c *Core) settleHeld(handedOff bool) {
+	c.expect = c.expect[:0]
 	if handedOff {
 		c.committed = c.seq
 		c.release(func(heldAnswer) bool { return true })
@@ -190,6 +266,7 @@ func (c *Core) settleHeld(handedOff bool) {
 	}
 	c.holding = c.holding[:0]
 	c.committed = c.seq
+	c.expect = c.expect[:0]
 	c.setDegraded(false)
 }
 
