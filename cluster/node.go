@@ -50,10 +50,17 @@ type Config struct {
 	Peers          []string      // every node in priority order; empty for a single node
 	Heartbeat      time.Duration // interval between heartbeats to each peer
 	FailureTimeout time.Duration // a peer silent this long is down
-	Engine         engine.Config // lock limits
-	Security       Security      // TLS, secrets
-	Limits         Limits        // connections and buffers
-	Logger         *slog.Logger
+	// Async answers before any standby applied the change (--replication
+	// async); the default waits for the standbys in sync.
+	Async bool
+	// SyncTimeout bounds how long an answer waits for a standby before
+	// the standby is dropped from the ones answers wait for; 0: half the
+	// failure timeout.
+	SyncTimeout time.Duration
+	Engine      engine.Config // lock limits
+	Security    Security      // TLS, secrets
+	Limits      Limits        // connections and buffers
+	Logger      *slog.Logger
 }
 
 // Node is one running lockd: the shell around a core.Core that owns the
@@ -127,6 +134,8 @@ func New(cfg Config) (*Node, error) {
 		Peers:          cfg.Peers,
 		Heartbeat:      cfg.Heartbeat,
 		FailureTimeout: cfg.FailureTimeout,
+		Async:          cfg.Async,
+		SyncTimeout:    cfg.SyncTimeout,
 		Engine:         cfg.Engine,
 		Logger:         cfg.Logger,
 	}, (*shellOut)(n), n.now())

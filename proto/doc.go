@@ -295,6 +295,9 @@
 //	keys     keys held or waited on
 //	waiters  waiters queued
 //	sticky   true when this node gave the role up by command (see H)
+//	replication  sync or async (--replication)
+//	degraded     true on a sync-mode active that no standby is in sync with:
+//	             it answers at once, and a crash of it may lose those answers
 //	peer     ADDR,ROLE,up|down,SEQ,LAG,TOKEN: one per node of --peers, in priority
 //	         order, this one included; LAG is how many changes it is behind the
 //	         active (0 when caught up or unknown), TOKEN its high-water mark
@@ -424,7 +427,11 @@
 // command, MS milliseconds ago), top:TOKEN (the newest token of the node's
 // lock state, granted there or replicated) and, on an active, base:TOKEN
 // (what top was when it became active: two actives that meet compare them
-// to tell whose state is newer, see package cluster/core). Words after
+// to tell whose state is newer, see package cluster/core), round:N (a
+// counter the answer echoes, so a node that was paused knows an answer is
+// fresh), v:N (the peer messages the node speaks, PeerVersion; none is 1)
+// and, on a sync-mode active, isr:ADDR+ADDR (the standbys its answers wait
+// for: after a failure one of them is promoted first). Words after
 // FLAGS are tolerated, for later versions, and so are flags a node does not
 // know. The answer echoes FROM, then gives
 // the answering node's own address (SELF), role, token, seq, the active it
@@ -442,7 +449,7 @@
 //	H takeback 127.0.0.1:7070
 //	H takeback ok 127.0.0.1:7070
 //
-// # Peer replication: Y, G, F, W, H, O
+// # Peer replication: Y, G, F, W, V, H, O
 //
 // A standby subscribes to the active's state on a connection
 // of its own, giving its address (FROM) and its token high-water mark:
@@ -452,12 +459,15 @@
 // From then on the active writes records on that connection, each a line
 // of the same grammar. First a snapshot:
 //
-//	G key token leaseleft    one per held key: its token and lease left, in seconds
+//	G key token leaseleft [limit=N] [id=ID]
+//	                         one per holder: its token and lease left, in seconds,
+//	                         the key's limit (a semaphore) and the acquire's id
 //	Y FROM synced TOKEN SEQ  the snapshot is complete; TOKEN and SEQ are the active's
 //
 // then live records, in the order the changes happened:
 //
-//	G key token leaseleft    granted or renewed
+//	G key token leaseleft [limit=N] [id=ID]
+//	                         granted or renewed
 //	F key token              freed: released, or its lease ran out
 //	W - TOKEN SEQ            periodic mark: the active's high-water mark and position
 //	H FROM TOKEN SEQ [pinned] handoff: you are the successor; promote once this is applied
@@ -467,6 +477,19 @@
 // connection with its token high-water mark:
 //
 //	O FROM TOKEN
+//
+// A standby of version 2 acknowledges, on the same connection, every batch
+// of records it applied, with its position (records are applied in order,
+// so one acknowledgement covers everything before it):
+//
+//	V FROM SEQ
+//
+// In sync mode (--replication sync) the active writes an answer that
+// depends on a change (a grant, a release, a renewal, a read after them)
+// only once every standby in sync has acknowledged that change. An active
+// writes version-1 standbys no limit= and id= words; they do not
+// acknowledge, so answers never wait for them (see README, rolling
+// upgrades).
 //
 // A node that is not active answers Y with "M FROM addr". When the active
 // stops feeding a stream (it hands off, demotes or shuts down), it writes
@@ -499,9 +522,11 @@
 //	G build 7360982537641984003 41.2
 //	G deploy 7360982537641984002 12.75
 //	Y 127.0.0.1:7071 synced 7360982537641984003 42
+//	V 127.0.0.1:7071 42
 //	F deploy 7360982537641984002
 //	G deploy 7360982537641984004 30
 //	W - 7360982537641984004 44
+//	V 127.0.0.1:7071 44
 //	H 127.0.0.1:7071 7360982537641984004 44
 //	O 127.0.0.1:7071 7360982537641984004
 package proto

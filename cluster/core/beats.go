@@ -168,6 +168,11 @@ func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
 	// The sender's token may come from a competing active: never issue
 	// one at or below it.
 	c.observe(now, bt.Token, req.Key)
+	if p := c.peerByAddr(req.Key); p != nil {
+		// A restarted standby says what it speaks here first: it learns
+		// where to subscribe from the answer.
+		p.version = max(bt.Flags.Version, 1)
+	}
 	ans := c.beat(now)
 	ans.From = req.Key
 	ans.Flags.Round = bt.Flags.Round

@@ -211,6 +211,9 @@ func New(cfg Config, out Out, now time.Time) (*Core, error) {
 	if cfg.SyncTimeout <= 0 {
 		cfg.SyncTimeout = cfg.FailureTimeout / 2
 	}
+	if cfg.SyncTimeout >= cfg.FailureTimeout {
+		return nil, fmt.Errorf("--sync-timeout %s must be below --failure-timeout %s: a standby that stops acknowledging would stall every client longer than a failover takes", cfg.SyncTimeout, cfg.FailureTimeout)
+	}
 	if cfg.FailureTimeout < 2*cfg.Heartbeat {
 		return nil, fmt.Errorf("--failure-timeout %s must be at least twice --heartbeat %s, or every late beat looks like a failure", cfg.FailureTimeout, cfg.Heartbeat)
 	}

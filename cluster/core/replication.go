@@ -51,9 +51,9 @@ func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 		return false
 	})
 	c.advance(now)
-	version := 1
-	if p := c.peerByAddr(req.Key); p != nil && p.version > 1 {
-		version = p.version
+	version := proto.PeerVersion // never heard: a node that does not speak it fails to read the stream, and subscribes again once its heartbeat said so
+	if p := c.peerByAddr(req.Key); p != nil && p.version > 0 {
+		version = min(p.version, proto.PeerVersion)
 	}
 	cn.stream = &stream{from: req.Key, version: version, syncing: true, cursor: engine.ScanStart, started: now}
 	if version < proto.PeerVersion {

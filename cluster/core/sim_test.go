@@ -907,6 +907,12 @@ func (n *simNode) syncFollow() {
 				return
 			}
 			n.stream = c
+			if !c.open || c.closed[0] {
+				// It closed while this node was frozen, before anyone
+				// listened: the shell's read gets EOF at once.
+				n.endStream(c, target, fmt.Errorf("EOF"))
+				return
+			}
 			c.onLine = func(line []byte) {
 				if n.stream != c {
 					return
@@ -1115,6 +1121,12 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 			return
 		}
 		s.logf("node %d freezes for %s", i, dur)
+		if n.core.Status(n.clock()).Degraded {
+			// No standby holds what it answered: whoever serves during
+			// the freeze starts behind, and one side's answers are lost
+			// when they meet.
+			s.faulty = true
+		}
 		n.state = nodeFrozen
 		s.at(dur, func() { s.thaw(n) })
 	case "partition", "oneway":

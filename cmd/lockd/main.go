@@ -89,6 +89,8 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.StringFlag{Name: "advertise", EnvVars: []string{"LOCKD_ADVERTISE"}, Usage: "this node's `ADDR` as written in --peers, when it differs from --listen (e.g. --listen 0.0.0.0:7070)"},
 			&cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "`DURATION` between heartbeats to each peer"},
 			&cli.DurationFlag{Name: "failure-timeout", Value: cluster.DefaultFailureTimeout, EnvVars: []string{"LOCKD_FAILURE_TIMEOUT"}, Usage: "a peer silent this `DURATION` is considered down (at least 2x --heartbeat)"},
+			&cli.StringFlag{Name: "replication", Value: "sync", EnvVars: []string{"LOCKD_REPLICATION"}, Usage: "`MODE` sync: the active answers a grant, release or renewal once the standbys in sync applied it, so a crash loses nothing a client was told; async: it answers at once, a little faster, and a crash may lose the last answers"},
+			&cli.DurationFlag{Name: "sync-timeout", EnvVars: []string{"LOCKD_SYNC_TIMEOUT"}, DefaultText: "half --failure-timeout", Usage: "in sync mode, a standby that has not acknowledged an answer within this `DURATION` stops being waited for (the node says degraded when none is left)"},
 			&cli.IntFlag{Name: "max-keys", Value: engine.DefaultConfig.MaxKeys, EnvVars: []string{"LOCKD_MAX_KEYS"}, Usage: "most keys held or waited on at once, a number `N`"},
 			&cli.IntFlag{Name: "max-waiters", Value: engine.DefaultConfig.MaxWaitersPerKey, EnvVars: []string{"LOCKD_MAX_WAITERS"}, Usage: "most clients queued on one key, a number `N`"},
 			&cli.DurationFlag{Name: "max-lease", Value: engine.DefaultConfig.MaxLease, EnvVars: []string{"LOCKD_MAX_LEASE"}, Usage: "longest lease a client may ask for, a `DURATION`"},
@@ -151,6 +153,17 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 					return cli.Exit(fmt.Sprintf("--%s %s: must be more than 0 and at most 10 years (%s)", name, d, proto.MaxSeconds*time.Second), 2)
 				}
 			}
+			var async bool
+			switch c.String("replication") {
+			case "sync":
+			case "async":
+				async = true
+			default:
+				return cli.Exit(fmt.Sprintf("--replication %q: must be sync or async", c.String("replication")), 2)
+			}
+			if d := c.Duration("sync-timeout"); d < 0 || c.IsSet("sync-timeout") && d == 0 {
+				return cli.Exit(fmt.Sprintf("--sync-timeout %s: must be more than 0 (and below --failure-timeout)", d), 2)
+			}
 			limits := cluster.Limits{
 				MaxConns:      c.Int("max-conns"),
 				MaxConnsPerIP: c.Int("max-conns-per-ip"),
@@ -180,6 +193,8 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 				Peers:          peers,
 				Heartbeat:      c.Duration("heartbeat"),
 				FailureTimeout: c.Duration("failure-timeout"),
+				Async:          async,
+				SyncTimeout:    c.Duration("sync-timeout"),
 				Engine: engine.Config{
 					MaxKeys:          c.Int("max-keys"),
 					MaxWaitersPerKey: c.Int("max-waiters"),
