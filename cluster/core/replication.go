@@ -224,6 +224,7 @@ type follower struct {
 	staged  map[string][]stagedHold
 	top     uint64 // the newest token staged
 	acked   uint64 // the position last acknowledged (StreamAck)
+	ackDue  bool   // the snapshot is applied and not acknowledged yet
 	live    bool   // snapshot applied, stream running
 	started time.Time
 }
@@ -299,7 +300,7 @@ func (c *Core) StreamOpened(now time.Time, target string) []byte {
 	}
 	// A handoff cancelled on the stream before this one is settled.
 	delete(c.cancelled, target)
-	f.open, f.syncing, f.live, f.started, f.top, f.acked = true, true, false, now, 0, 0
+	f.open, f.syncing, f.live, f.started, f.top, f.acked, f.ackDue = true, true, false, now, 0, 0, false
 	f.staged = make(map[string][]stagedHold)
 	return proto.AppendSync(nil, c.self, c.eng.HighWater())
 }
@@ -371,7 +372,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		f.syncing = false
 		f.live = true
 		c.synced = true
-		f.acked = 0 // acknowledge the snapshot at once
+		f.ackDue = true // acknowledge the snapshot at once, even an empty one
 		c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
 		c.supervise(now)
 	case proto.RecHandoff:

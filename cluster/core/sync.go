@@ -267,7 +267,7 @@ func (c *Core) settleHeld(handedOff bool) {
 	c.holding = c.holding[:0]
 	c.committed = c.seq
 	c.expect = c.expect[:0]
-	c.setDegraded(false)
+	c.degraded = false // not active: nothing to say
 }
 
 // StreamAck returns the acknowledgement to write on the stream from
@@ -275,12 +275,12 @@ func (c *Core) settleHeld(handedOff bool) {
 // acknowledge or its active does not read acknowledgements.
 func (c *Core) StreamAck(target string) []byte {
 	f := c.follow
-	if f == nil || f.target != target || !f.open || f.syncing || f.acked == c.seq {
+	if f == nil || f.target != target || !f.open || f.syncing || f.acked == c.seq && !f.ackDue {
 		return nil
 	}
 	if p := c.peerByAddr(target); p == nil || p.version < 2 {
 		return nil
 	}
-	f.acked = c.seq
+	f.acked, f.ackDue = c.seq, false
 	return proto.AppendApplied(nil, c.self, c.seq)
 }
