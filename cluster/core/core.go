@@ -50,9 +50,11 @@ const (
 	// maxParked bounds the lock requests held back during a handoff;
 	// later ones are redirected to the successor at once.
 	maxParked = 100_000
-	// SnapshotSlice is how many keys one SnapshotSlice call scans: about
-	// a tenth of a millisecond of work under the shell's mutex.
-	SnapshotSlice = 4096
+	// SnapshotSlice is how many keys one SnapshotSlice call scans: with a
+	// million locks held, 58 µs of work under the shell's mutex on
+	// average, 129 µs at p99 on a loaded 2-core machine (4096 took 332 µs
+	// and 2.7 ms): see BenchmarkSnapshotSlice.
+	SnapshotSlice = 1024
 )
 
 // Config describes one node.
