@@ -47,7 +47,7 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set skip 1
             case 'lockctl_hold --key' 'lockctl_hold --lease' 'lockctl_hold --wait' 'lockctl_hold -w' 'lockctl_hold --addr' 'lockctl_hold --output' 'lockctl_hold -o' 'lockctl_hold --color' 'lockctl_hold --timeout' 'lockctl_hold --failure-timeout' 'lockctl_hold --tls-ca' 'lockctl_hold --tls-cert' 'lockctl_hold --tls-key' 'lockctl_hold --tls-server-name' 'lockctl_hold --secret-file'
                 set skip 1
-            case 'lockctl_exec --key' 'lockctl_exec --lease' 'lockctl_exec --wait' 'lockctl_exec -w' 'lockctl_exec --grace' 'lockctl_exec --timeout-code' 'lockctl_exec -E' 'lockctl_exec --conflict-exit-code' 'lockctl_exec --addr' 'lockctl_exec --output' 'lockctl_exec -o' 'lockctl_exec --color' 'lockctl_exec --timeout' 'lockctl_exec --failure-timeout' 'lockctl_exec --tls-ca' 'lockctl_exec --tls-cert' 'lockctl_exec --tls-key' 'lockctl_exec --tls-server-name' 'lockctl_exec --secret-file'
+            case 'lockctl_exec --key' 'lockctl_exec --lease' 'lockctl_exec --wait' 'lockctl_exec -w' 'lockctl_exec --grace' 'lockctl_exec --timeout-code' 'lockctl_exec -E' 'lockctl_exec --addr' 'lockctl_exec --output' 'lockctl_exec -o' 'lockctl_exec --color' 'lockctl_exec --timeout' 'lockctl_exec --failure-timeout' 'lockctl_exec --tls-ca' 'lockctl_exec --tls-cert' 'lockctl_exec --tls-key' 'lockctl_exec --tls-server-name' 'lockctl_exec --secret-file'
                 set skip 1
             case 'lockctl_exec --'
                 echo lockctl_exec--
@@ -184,7 +184,7 @@ complete -c lockctl -n '__lockctl_is lockctl_exec' -l lease -x -d 'how long lock
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l grace -x -d 'after the lock is lost, the DURATION COMMAND has to exit on SIGTERM before...'
-complete -c lockctl -n '__lockctl_is lockctl_exec' -l timeout-code -s E -l conflict-exit-code -x -d 'exit CODE when the lock is held or --wait elapses, as flock -E'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l timeout-code -s E -x -d 'exit CODE when the lock is held or --wait elapses, as flock -E'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l output -s o -x -a 'text table wide json' -d 'FORMAT of what commands print: text, table, wide or json'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l json -d 'print machine-readable JSON, one object per line'
