@@ -251,3 +251,18 @@ func TestShortWaitSurvivesSlowConnect(t *testing.T) {
 		t.Fatal("no connection")
 	}
 }
+
+// A wait that runs out while the request sits on a node that stopped
+// answering is not a busy lock: the error is ErrNoAnswer, not ErrTimeout.
+func TestWaitOnSilentNodeIsNoAnswer(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	const ft = 150 * time.Millisecond
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: ft, Redial: time.Hour}, hooks{})
+	waitFor(t, "both connections up", func() bool { return c.liveConns("") == 2 })
+	f.mute.Store(true)
+	_, err := c.Acquire(bg, "k", time.Second, 50*time.Millisecond)
+	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrNoAnswer and not ErrTimeout", err)
+	}
+}

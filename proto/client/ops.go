@@ -361,6 +361,11 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			continue
 		}
 		if err := req.prepare(c.now()); err != nil {
+			if errors.Is(at.lastErr, ErrNoAnswer) {
+				// The wait ran out on a node that stopped answering: nobody
+				// said the key was busy.
+				return proto.Answer{}, nil, c.unavailable(at.lastErr)
+			}
 			return proto.Answer{}, nil, err
 		}
 		cl := newCall(req, nil)
