@@ -56,11 +56,14 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,6 +164,11 @@ type Client struct {
 	// waits counts the times a call waited for a connection to come up;
 	// tests use it to know a call is blocked.
 	waits atomic.Int64
+
+	// idPrefix and ids make the acquire ids: random to this client, then
+	// a count of its acquires.
+	idPrefix string
+	ids      atomic.Uint64
 }
 
 // hooks let tests replace the network and the clock.
@@ -227,6 +235,9 @@ func newClient(addrs []string, opts Options, h hooks) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	var prefix [8]byte
+	rand.Read(prefix[:])
+	c.idPrefix = hex.EncodeToString(prefix[:])
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.Lock()
 	for _, a := range list {
@@ -238,6 +249,13 @@ func newClient(addrs []string, opts Options, h hooks) (*Client, error) {
 	c.wg.Add(1)
 	go c.watchLiveness()
 	return c, nil
+}
+
+// acquireID names one Acquire call, the same on each of its sends:
+// proto's id=ID, which makes re-sending an acquire safe. Ids are this
+// client's random prefix and a count, unique without coordination.
+func (c *Client) acquireID() string {
+	return c.idPrefix + "-" + strconv.FormatUint(c.ids.Add(1), 36)
 }
 
 // watchLiveness runs every connection's liveness check (conn.checkLive)

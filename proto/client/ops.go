@@ -31,7 +31,7 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait}
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, id: c.acquireID()}
 	rctx := ctx
 	if wait > 0 {
 		// The server answers T when the wait ends, but holds that answer
