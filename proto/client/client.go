@@ -30,8 +30,10 @@
 //   - A connection whose keep-alive has gone unanswered for FT/2 while
 //     nothing at all was read for FT is closed, and treated as a drop:
 //     acquires waiting there move to another connection with the wait
-//     they have left, releases are re-sent elsewhere, the node is left
-//     out of the round-robin and re-dialled in the background.
+//     they have left and their id (every Acquire names itself with
+//     proto's id=ID, so a node that granted or queued it answers that
+//     again), releases are re-sent elsewhere, the node is left out of
+//     the round-robin and re-dialled in the background.
 //
 // So a frozen node costs its clients FT to about 1.4 FT, the time its
 // standbys take to promote one of them. A slow but live node is not
