@@ -67,6 +67,7 @@ func writeCompletion(w io.Writer, shell string) error {
 func completionOptions() []complete.Option {
 	return []complete.Option{
 		complete.FlagValues(flagColor, "auto", "always", "never"),
+		complete.FlagValues(flagOutput, outputText, outputTable, outputWide, outputJSON),
 		complete.FlagValues("drill action", actionHandoff, actionNone),
 		complete.FlagValues("bench mode", benchPipelined, benchPerWorker),
 		complete.ArgValues("completion", complete.Shells()...),

@@ -73,7 +73,7 @@ func (c *execCommand) Command() *cli.Command {
 		}, waitFlags(&c.wait, &c.nonblock)...),
 			&cli.DurationFlag{Name: "grace", Destination: &c.grace, Value: 10 * time.Second,
 				Usage: "after the lock is lost, the `DURATION` COMMAND has to exit on SIGTERM before SIGKILL"},
-			&cli.IntFlag{Name: "timeout-code", Aliases: []string{"E", "conflict-exit-code"}, Destination: &c.timeoutCode, Value: exitTimeout,
+			&cli.IntFlag{Name: "timeout-code", Aliases: []string{"E"}, Destination: &c.timeoutCode, Value: exitTimeout,
 				Usage: "exit `CODE` when the lock is held (-n) or --wait elapses, as flock -E; 0 skips COMMAND silently"},
 		),
 		Action: c.Run,

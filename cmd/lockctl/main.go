@@ -387,8 +387,8 @@ func globalFlags(app bool) []cli.Flag {
 		secret.EnvVars = []string{"LOCKD_SECRET_FILE"}
 	} else {
 		addr.Usage += " (default 127.0.0.1:7070, or $LOCKD_ADDR)"
-		timeout.Usage += " (default 5s, or $LOCKD_TIMEOUT)"
-		failTimeout.Usage += " (default 1s, or $LOCKD_FAILURE_TIMEOUT)"
+		timeout.DefaultText = "5s, or $LOCKD_TIMEOUT"
+		failTimeout.DefaultText = "1s, or $LOCKD_FAILURE_TIMEOUT"
 		timeout.Category, failTimeout.Category = globalCategory, globalCategory
 		useTLS.Usage += " ($LOCKD_TLS)"
 		tlsCA.Usage += " ($LOCKD_TLS_CA)"

@@ -30,8 +30,10 @@
 //   - A connection whose keep-alive has gone unanswered for FT/2 while
 //     nothing at all was read for FT is closed, and treated as a drop:
 //     acquires waiting there move to another connection with the wait
-//     they have left, releases are re-sent elsewhere, the node is left
-//     out of the round-robin and re-dialled in the background.
+//     they have left and their id (every Acquire names itself with
+//     proto's id=ID, so a node that granted or queued it answers that
+//     again), releases are re-sent elsewhere, the node is left out of
+//     the round-robin and re-dialled in the background.
 //
 // So a frozen node costs its clients FT to about 1.4 FT, the time its
 // standbys take to promote one of them. A slow but live node is not
@@ -56,11 +58,14 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,6 +166,11 @@ type Client struct {
 	// waits counts the times a call waited for a connection to come up;
 	// tests use it to know a call is blocked.
 	waits atomic.Int64
+
+	// idPrefix and ids make the acquire ids: random to this client, then
+	// a count of its acquires.
+	idPrefix string
+	ids      atomic.Uint64
 }
 
 // hooks let tests replace the network and the clock.
@@ -227,6 +237,9 @@ func newClient(addrs []string, opts Options, h hooks) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	var prefix [8]byte
+	rand.Read(prefix[:])
+	c.idPrefix = hex.EncodeToString(prefix[:])
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.Lock()
 	for _, a := range list {
@@ -238,6 +251,13 @@ func newClient(addrs []string, opts Options, h hooks) (*Client, error) {
 	c.wg.Add(1)
 	go c.watchLiveness()
 	return c, nil
+}
+
+// acquireID names one Acquire call, the same on each of its sends:
+// proto's id=ID, which makes re-sending an acquire safe. Ids are this
+// client's random prefix and a count, unique without coordination.
+func (c *Client) acquireID() string {
+	return c.idPrefix + "-" + strconv.FormatUint(c.ids.Add(1), 36)
 }
 
 // watchLiveness runs every connection's liveness check (conn.checkLive)

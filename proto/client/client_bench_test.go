@@ -67,13 +67,22 @@ func (s *grantServer) serve(nc net.Conn) {
 		if err != nil {
 			return
 		}
-		// OP SP KEY SP ...
+		// OP SP KEY [SP ...]
+		if len(line) < 3 {
+			return
+		}
 		end := bytes.IndexByte(line[2:], ' ')
 		if end < 0 {
-			return
+			end = len(line) - 3 // up to the LF
 		}
 		key := line[2 : 2+end]
 		switch line[0] {
+		case 'S':
+			// The client's keep-alive, and its first request on a new
+			// connection.
+			w.WriteString("S ")
+			w.Write(key)
+			w.WriteString(" role=active\n")
 		case 'A':
 			w.WriteString("A ")
 			w.Write(key)

@@ -269,7 +269,8 @@ func TestDropMidAcquireMovesToOtherConnectionWithRemainingWait(t *testing.T) {
 	waitFor(t, "2 live connections", func() bool { return c.liveConns("") == 2 && f.accepts.Load() == 2 })
 	res := acquireAsync(c, bg, "k", 30*time.Second, 10*time.Second)
 	r := f.next()
-	if r.line != "A k 30 10" {
+	line, id, _ := strings.Cut(r.line, " id=")
+	if line != "A k 30 10" || id == "" {
 		t.Fatalf("first request %q", r.line)
 	}
 	clock.advance(3*time.Second + 250*time.Millisecond)
@@ -278,8 +279,10 @@ func TestDropMidAcquireMovesToOtherConnectionWithRemainingWait(t *testing.T) {
 	if r2.sc == r.sc {
 		t.Fatal("request re-sent on the dropped connection")
 	}
-	if r2.line != "A k 30 6.75" {
-		t.Fatalf("moved request %q, want the remaining wait 6.75s", r2.line)
+	// The same acquire, with what is left of its wait and the same id,
+	// so that a node that granted or queued it answers that again.
+	if r2.line != "A k 30 6.75 id="+id {
+		t.Fatalf("moved request %q, want the remaining wait 6.75s and id %s", r2.line, id)
 	}
 	r2.sc.send("A k 5")
 	if got := await(t, res); got.err != nil || got.lock != (Lock{Key: "k", Token: 5, Lease: 30 * time.Second}) {

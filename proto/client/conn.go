@@ -550,6 +550,10 @@ type request struct {
 	lease time.Duration // A, N
 	wait  time.Duration // A: what is left of the wait at this send
 	addr  string        // H
+	// id (A) names the acquire on every send, so that a node that
+	// granted it, or queued it, before the request had to move answers
+	// that grant again, or keeps its place, instead of granting twice.
+	id string
 
 	// A: the whole wait and when the request was first sent, to send
 	// what is left of it when the request moves to another connection.
@@ -593,6 +597,10 @@ func (r *request) appendTo(b []byte) []byte {
 		b = proto.AppendSeconds(b, r.lease)
 		b = append(b, ' ')
 		b = proto.AppendSeconds(b, r.wait)
+		if r.id != "" {
+			b = append(b, " id="...)
+			b = append(b, r.id...)
+		}
 	case proto.OpRelease:
 		b = append(b, ' ')
 		b = strconv.AppendUint(b, r.token, 10)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/proto"
 )
 
 // A node that stops answering (a frozen process, a vanished machine)
@@ -249,5 +251,38 @@ func TestShortWaitSurvivesSlowConnect(t *testing.T) {
 	}
 	if r := f.connList()[0]; r == nil {
 		t.Fatal("no connection")
+	}
+}
+
+// A wait that runs out while the request sits on a node that stopped
+// answering is not a busy lock: the error is ErrNoAnswer, not ErrTimeout.
+func TestWaitOnSilentNodeIsNoAnswer(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	const ft = 150 * time.Millisecond
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: ft, Redial: time.Hour}, hooks{})
+	waitFor(t, "both connections up", func() bool { return c.liveConns("") == 2 })
+	f.mute.Store(true)
+	_, err := c.Acquire(bg, "k", time.Second, 50*time.Millisecond)
+	if !errors.Is(err, ErrNoAnswer) || errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrNoAnswer and not ErrTimeout", err)
+	}
+}
+
+// Each Acquire call carries an id of its own (proto's id=ID), the same on
+// every send of that call and different from every other call's, also
+// across clients.
+func TestAcquireIDs(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	c1 := newTestClient(t, []string{f.addr}, Options{}, hooks{})
+	c2 := newTestClient(t, []string{f.addr}, Options{}, hooks{})
+	seen := make(map[string]bool)
+	for _, c := range []*Client{c1, c2, c1} {
+		id := c.acquireID()
+		if seen[id] || len(id) > proto.MaxIDLen || strings.ContainsAny(id, " \t") {
+			t.Errorf("id %q: seen before, or not a valid id", id)
+		}
+		seen[id] = true
 	}
 }

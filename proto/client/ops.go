@@ -31,7 +31,7 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait}
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, id: c.acquireID()}
 	rctx := ctx
 	if wait > 0 {
 		// The server answers T when the wait ends, but holds that answer
@@ -361,6 +361,11 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			continue
 		}
 		if err := req.prepare(c.now()); err != nil {
+			if errors.Is(at.lastErr, ErrNoAnswer) {
+				// The wait ran out on a node that stopped answering: nobody
+				// said the key was busy.
+				return proto.Answer{}, nil, c.unavailable(at.lastErr)
+			}
 			return proto.Answer{}, nil, err
 		}
 		cl := newCall(req, nil)
