@@ -305,6 +305,14 @@
 // A reader skips fields it does not know, so that older clients read newer
 // servers. ParseStatus reads the answer.
 //
+// S is also the official client's liveness probe: it sends "S -" first on
+// every connection (the connection counts as up once answered) and again
+// when a connection has read nothing for a while: after a quarter of its
+// failure timeout while requests wait (about 4 a second), after the whole
+// of it when idle (about 1 a second). A node that does not answer in time
+// is treated as gone, and the requests move to another node. S costs the
+// node no lock-state work and is never held for replication.
+//
 //	$ nc 127.0.0.1 7071
 //	S -
 //	S - self=127.0.0.1:7071 role=standby active=127.0.0.1:7070 token=7360982537641984003 seq=42 uptime=3605.2 keys=2 waiters=1 sticky=false peer=127.0.0.1:7070,active,up,42,0,7360982537641984003 peer=127.0.0.1:7071,standby,up,42,0,7360982537641984003

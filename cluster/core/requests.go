@@ -157,7 +157,8 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		fields := append([]string{strconv.Itoa(total)}, keys...)
 		c.send(cn, proto.AppendFields(c.buf[:0], proto.OpKeys, key, fields...))
 	case proto.OpStatus:
-		c.send(cn, proto.AppendStatus(c.buf[:0], key, c.Status(now)))
+		// Status, and the clients' liveness probe: never held.
+		c.sendNow(cn, proto.AppendStatus(c.buf[:0], key, c.Status(now)))
 	case proto.OpHandoff:
 		c.handoffRequest(now, cn, req)
 	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve, proto.OpApplied:
