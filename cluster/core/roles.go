@@ -85,14 +85,6 @@ func (c *Core) supervise(now time.Time) {
 		if !c.pausedSince.IsZero() {
 			return // what this node knows of its peers is stale: hear them first
 		}
-		for _, p := range c.peers {
-			if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Standby) && p.active != "" && p.active != c.self && p.active != c.active {
-				// A live peer follows an active this node cannot reach
-				// (it took the role by a handoff, or restarted): wait to
-				// reach it rather than compete with it.
-				return
-			}
-		}
 		if f := c.follow; f != nil && f.open && f.target == c.active && !c.testNoWait {
 			// The stream from the active is still open: it is alive, or
 			// its stream ends in a moment, after a last record that may
