@@ -59,6 +59,12 @@ package lockd_test
 //	    the proxy (a partition), while its own links to others still work.
 //	    A later proxy start with the same LISTEN heals. Proxies still
 //	    running stop when the script ends.
+//	httpget URL [STATUS REGEXP [TIMEOUT]]
+//	    GET URL over plain HTTP, as curl does, and print the answer's body
+//	    on stdout, for stdout to check. With STATUS and REGEXP, repeat the
+//	    GET until the answer has that status and its body matches REGEXP
+//	    (in multi-line mode, like stdout), within TIMEOUT (default 10s).
+//	    For lockd --metrics-listen: /metrics, /healthz, /readyz.
 //	burst ADDR KEY N [VAR]
 //	    On one connection, run N acquire/release cycles (A KEY-i 5 0, then
 //	    R KEY-i TOKEN) as fast as the node answers, pipelined over the keys
@@ -74,6 +80,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -99,6 +107,7 @@ var scenarioCmds = map[string]func(ts *testscript.TestScript, neg bool, args []s
 	"nointerleave": cmdNointerleave,
 	"proxy":        cmdProxy,
 	"burst":        cmdBurst,
+	"httpget":      cmdHttpget,
 }
 
 const (
@@ -972,4 +981,60 @@ func runBurst(env envFunc, addr, key string, n int) (maxTok uint64, grants int, 
 		}
 	}
 	return maxTok, grants, nil
+}
+
+func cmdHttpget(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "httpget")
+	if len(args) != 1 && len(args) != 3 && len(args) != 4 {
+		ts.Fatalf("usage: httpget URL [STATUS REGEXP [TIMEOUT]]")
+	}
+	u, err := url.Parse(args[0])
+	if err != nil || u.Scheme != "http" {
+		ts.Fatalf("httpget: %q is not an http:// URL", args[0])
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+		ts.Fatalf("httpget: %s is not a loopback address: scenarios talk to this machine only", u.Host)
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	get := func() (int, string, error) {
+		resp, err := client.Get(u.String())
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		return resp.StatusCode, string(body), err
+	}
+	if len(args) == 1 {
+		code, body, err := get()
+		if err != nil {
+			ts.Fatalf("httpget: %v", err)
+		}
+		ts.Logf("%s: %d", u, code)
+		fmt.Fprint(ts.Stdout(), body)
+		return
+	}
+	want, err := strconv.Atoi(args[1])
+	if err != nil {
+		ts.Fatalf("httpget: status %q is not a number", args[1])
+	}
+	re := compile(ts, "(?m)"+args[2])
+	timeout := optTimeout(ts, args, 3, defaultWaitTimeout)
+	start := time.Now()
+	for {
+		code, body, err := get()
+		if err == nil && code == want && re.MatchString(body) {
+			ts.Logf("%s answered %d after %v", u, code, time.Since(start).Round(time.Millisecond))
+			fmt.Fprint(ts.Stdout(), body)
+			return
+		}
+		if time.Since(start) > timeout {
+			if err != nil {
+				ts.Fatalf("httpget: %s: no %d matching %q after %v; last error: %v", u, want, args[2], timeout, err)
+			}
+			ts.Logf("last answer: %d\n%s", code, body)
+			ts.Fatalf("httpget: %s: no %d matching %q after %v; last answer: %d", u, want, args[2], timeout, code)
+		}
+		time.Sleep(pollEvery)
+	}
 }

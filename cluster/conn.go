@@ -41,6 +41,16 @@ type conn struct {
 	gone     bool
 	refusals int  // requests refused before it authenticated
 	evicted  bool // closed to make room for a new connection
+	// For metrics (metrics.go): peer, it carries peer messages, not
+	// client requests; pending, its client requests not answered at once.
+	peer    bool
+	pending map[string][]pendingReq
+
+	// For the request duration (reader only): batches read, and when the
+	// batch being applied was read (since n.base), if it is timed.
+	batches uint32
+	readAt  time.Duration
+	timed   bool
 
 	outMu  sync.Mutex
 	queued int // bytes accepted and not yet written: out and the write in flight
@@ -109,6 +119,7 @@ func (c *conn) readLoop() {
 	for {
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
+			c.n.limitHit(limLineLength)
 			c.send(func(b []byte) []byte {
 				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
 			})
@@ -117,6 +128,7 @@ func (c *conn) readLoop() {
 		}
 		var bound errReadBound
 		if errors.As(err, &bound) {
+			c.n.limitHit(readBoundLimit(bound))
 			if len(batch) > 0 {
 				c.n.apply(c, batch)
 			}
@@ -145,6 +157,10 @@ func (c *conn) readLoop() {
 		// goroutine switch less per request for the common
 		// request-answer client. Not over TLS: a write that times out
 		// leaves a TLS connection unusable.
+		if c.batches%timedBatches == 0 {
+			c.readAt, c.timed = time.Since(c.n.base), true
+		}
+		c.batches++
 		if c.tls {
 			c.n.apply(c, batch)
 		} else {
@@ -359,6 +375,7 @@ func (c *conn) write(b []byte) bool {
 	if why := c.overLimit(); why != "" {
 		c.closeLocked()
 		c.outMu.Unlock()
+		c.n.limitHit(outputLimit(why))
 		c.n.refusedLog.log(c.n.log, "connection closed", "remote", c.remote, "why", why)
 		c.nc.Close()
 		c.signal()
@@ -418,5 +435,6 @@ func (n *Node) dropConn(c *conn) {
 	}
 	delete(n.conns, c.id)
 	n.core.ConnClosed(n.now(), core.ConnID(c.id))
+	n.countCancelled(c)
 	n.rearmLocked()
 }

@@ -77,6 +77,8 @@ type Node struct {
 	tlsConfig  *tls.Config
 	outBytes   atomic.Int64 // unread answers of every connection
 	refusedLog rateLog      // refused connections and requests
+	running    atomic.Bool  // serving: Run started and shutdown has not
+	limits     limitCounters
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -94,6 +96,7 @@ type Node struct {
 	evicting   int            // evicted connections not dropped yet
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
+	stats      shellStats       // what the shell counts (metrics.go)
 	follow     *followStream    // the replication stream this node reads, if any
 	closing    bool             // the listener is closing: refuse new connections
 	crashing   bool             // tests: stop as kill -9 would, without a handoff
@@ -129,6 +132,7 @@ func New(cfg Config) (*Node, error) {
 		perIP:   make(map[string]int),
 		links:   make(map[string]*link),
 	}
+	n.stats.init()
 	c, err := core.New(core.Config{
 		Self:           self,
 		Peers:          cfg.Peers,
@@ -212,12 +216,14 @@ func (n *Node) Run(ctx context.Context) error {
 		n.wg.Add(1)
 		go l.run()
 	}
+	n.running.Store(true)
 	<-ctx.Done()
 	n.shutdown()
 	return nil
 }
 
 func (n *Node) shutdown() {
+	n.running.Store(false)
 	n.mu.Lock()
 	crashing := n.crashing
 	if !crashing {
@@ -275,8 +281,12 @@ func (n *Node) acceptLoop() {
 		// has not proven who it is: a flood of strangers must not lock
 		// out the clients and peers that authenticate.
 		evicted := len(n.conns)-n.evicting >= n.cfg.Limits.MaxConns && n.evictUnauthLocked()
+		if evicted {
+			n.limitHit(limMaxConns)
+		}
 		if why := n.connLimitLocked(c.ip, evicted); why != "" {
 			n.mu.Unlock()
+			n.limitHit(connLimit(why))
 			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
 			if n.tlsConfig == nil {
 				// A fresh socket's buffer takes one line without blocking.
@@ -313,7 +323,9 @@ func (n *Node) timerLoop() {
 		}
 		n.mu.Lock()
 		n.armedAt = time.Time{}
-		n.core.Tick(n.now())
+		now := n.now()
+		n.core.Tick(now)
+		n.stats.seqs.sample(now, n.core.Seq(), n.core.Role())
 		n.rearmLocked()
 		n.mu.Unlock()
 	}
@@ -340,6 +352,7 @@ func (o *shellOut) Send(id core.ConnID, b []byte) bool {
 	if c == nil {
 		return false
 	}
+	n.countAnswer(c, b)
 	return c.write(b)
 }
 

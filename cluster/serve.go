@@ -29,6 +29,11 @@ func (n *Node) apply(c *conn, batch []item) {
 	}
 	id := core.ConnID(c.id)
 	now := n.now()
+	// answered: the requests of the batch answered at once, for the
+	// request duration if the batch is timed.
+	timed := c.timed
+	c.timed = false
+	answered := uint64(0)
 	for i := range batch {
 		it := &batch[i]
 		if it.err != nil {
@@ -36,18 +41,24 @@ func (n *Node) apply(c *conn, batch []item) {
 			if pe == nil {
 				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
 			}
+			n.stats.begin(c, pe.Op, pe.Key)
 			n.core.RequestError(id, pe)
+			answered += n.stats.end(c, now)
 			continue
 		}
 		req := &it.req
 		switch need := needs(req); {
 		case req.Op == proto.OpAuth:
 			n.authStep(c, req)
+			n.countAuth(c)
+			answered++
 		case c.role < need:
 			if need >= auth.Admin {
 				n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
 			}
+			n.stats.begin(c, req.Op, req.Key)
 			n.core.Refuse(id, req.Op, req.Key, n.gate.refusal(need, c.role))
+			answered += n.stats.end(c, now)
 			if c.role == auth.None {
 				if c.refusals++; c.refusals >= maxRefusals {
 					c.send(func(b []byte) []byte {
@@ -66,12 +77,21 @@ func (n *Node) apply(c *conn, batch []item) {
 				return
 			}
 			now = n.now()
+			answered++
 		default:
+			// Peer messages are no client requests: their connection's
+			// answers are not counted.
+			c.peer = c.peer || need == auth.Peer || opIndex[req.Op] < 0
+			n.stats.begin(c, req.Op, req.Key)
 			n.core.Request(now, id, *req)
+			answered += n.stats.end(c, now)
 			if req.Op == proto.OpSync && n.core.Syncing(id) {
 				n.startSnapshot(c)
 			}
 		}
+	}
+	if timed && answered > 0 {
+		n.stats.latency.add(time.Since(n.base)-c.readAt, answered)
 	}
 	n.rearmLocked()
 }
@@ -147,9 +167,13 @@ func (n *Node) listKeys(c *conn, pattern string) {
 		})
 		if !active {
 			to := n.core.RedirectTarget(n.now())
+			n.countShellAnswer(proto.OpKeys, outMoved)
 			n.mu.Unlock()
 			c.send(func(b []byte) []byte { return proto.AppendMoved(b, pattern, to) })
 			return
+		}
+		if cursor == 0 {
+			n.countShellAnswer(proto.OpKeys, outOK)
 		}
 		n.rearmLocked()
 		n.mu.Unlock()

@@ -15,7 +15,7 @@ function __lockd_node --description 'the lockd command being typed'
                 set node lockd_tls
             case 'lockd completion'
                 set node lockd_completion
-            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format'
+            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
                 set skip 1
             case 'lockd_tls ca'
                 set node lockd_tls_ca
@@ -65,6 +65,7 @@ complete -c lockd -n '__lockd_is lockd' -l max-conn-output -x -d 'SIZE of answer
 complete -c lockd -n '__lockd_is lockd' -l max-output -x -d 'SIZE of unread answers of all clients together'
 complete -c lockd -n '__lockd_is lockd' -l log-level -x -a 'debug info warn error' -d 'LEVEL of logs on stderr: debug, info, warn, error'
 complete -c lockd -n '__lockd_is lockd' -l log-format -x -a 'text json' -d 'FORMAT of logs: text or json'
+complete -c lockd -n '__lockd_is lockd' -l metrics-listen -x -d 'serve /metrics, /healthz and /readyz over plain HTTP on HOST:PORT'
 complete -c lockd -n '__lockd_is lockd' -l help -s h -d 'show help'
 complete -c lockd -n '__lockd_is lockd' -l version -s v -d 'print the version'
 

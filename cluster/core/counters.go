@@ -68,3 +68,20 @@ func handoffReason(sticky bool, reason string) string {
 	}
 	return "command"
 }
+
+// Following reports the replication stream this node follows: its
+// target ("" when none) and whether it is live (the snapshot applied and
+// the stream running). For readiness probes.
+func (c *Core) Following() (target string, live bool) {
+	if c.follow == nil {
+		return "", false
+	}
+	return c.follow.target, c.follow.live
+}
+
+// Paused reports whether this node is paused after it found it had not
+// run for a failure timeout: it decides nothing until it hears its peers.
+func (c *Core) Paused() bool { return !c.pausedSince.IsZero() }
+
+// Leaving reports whether this node is shutting down.
+func (c *Core) Leaving() bool { return c.leaving }

@@ -116,6 +116,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"LOCKD_LOG_LEVEL"}, Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LOCKD_LOG_FORMAT"}, Usage: "`FORMAT` of logs: text or json"},
+			metricsFlag(),
 		},
 		Commands: []*cli.Command{tlsCommand(), completionCommand()},
 		Action: func(c *cli.Context) error {
@@ -213,6 +214,11 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			if err := node.Listen(); err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
+			stopMetrics, err := startMetrics(c, node, logger)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if sec.TLS != nil {

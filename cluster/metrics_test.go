@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+func TestAnswerKey(t *testing.T) {
+	for _, tc := range []struct{ in, key string }{
+		{"A deploy 7532796687534784513\n", "deploy"},
+		{"T deploy\n", "deploy"},
+		{"R k notheld\n", "k"},
+		{"E k A: too many keys: 2 keys\n", "k"},
+		{"M k", "k"},
+	} {
+		if got := string(answerKey([]byte(tc.in))); got != tc.key {
+			t.Errorf("answerKey(%q) = %q, want %q", tc.in, got, tc.key)
+		}
+		if !hasKey([]byte(tc.in), tc.key) && strings.HasSuffix(tc.in, "\n") {
+			t.Errorf("hasKey(%q, %q) = false", tc.in, tc.key)
+		}
+		if hasKey([]byte(tc.in), tc.key[:len(tc.key)-1]) || hasKey([]byte(tc.in), tc.key+"x") {
+			t.Errorf("hasKey(%q) matches a key it does not echo", tc.in)
+		}
+	}
+}
+
+// TestSeqRingAge: the age of the oldest record a standby lacks is bounded
+// by the samples around its position.
+func TestSeqRingAge(t *testing.T) {
+	var r seqRing
+	t0 := time.Unix(1000, 0)
+	if _, ok := r.age(t0, 1, 2); ok {
+		t.Error("no samples, and an age")
+	}
+	// Position 10 at t0, 20 at t0+1s, 30 at t0+2s; a sample 5 ms after
+	// another is skipped.
+	r.sample(t0, 10, Active)
+	r.sample(t0.Add(5*time.Millisecond), 11, Active)
+	r.sample(t0.Add(time.Second), 20, Active)
+	r.sample(t0.Add(2*time.Second), 30, Active)
+	now := t0.Add(3 * time.Second)
+	for _, tc := range []struct {
+		seq, head uint64
+		want      time.Duration
+	}{
+		{30, 30, 0},               // caught up
+		{35, 30, 0},               // ahead of what this node heard: caught up
+		{30, 31, time.Second},     // lacks a record newer than the last sample
+		{25, 31, 2 * time.Second}, // lacks records made after the sample at 20
+		{10, 31, 3 * time.Second},
+		{5, 31, 3 * time.Second}, // older than every sample: at least their span
+	} {
+		if got, ok := r.age(now, tc.seq, tc.head); !ok || got != tc.want {
+			t.Errorf("age(seq %d, head %d) = %v, want %v", tc.seq, tc.head, got, tc.want)
+		}
+	}
+	// A new role starts over: a standby's samples say nothing of when
+	// this node produced its records as the active.
+	r.sample(now, 30, Standby)
+	if got, _ := r.age(now.Add(time.Second), 29, 31); got != time.Second {
+		t.Errorf("after a role change, age %v, want 1s", got)
+	}
+}
+
+// TestHealthReady covers the readiness rules.
+func TestHealthReady(t *testing.T) {
+	for _, tc := range []struct {
+		h    Health
+		want bool
+		why  string
+	}{
+		{Health{Running: false, Role: Active}, false, "not serving: starting or shutting down"},
+		{Health{Running: true, Role: Active}, true, "active"},
+		{Health{Running: true, Role: Active, Paused: true}, false, "paused: this node did not run for a failure timeout and waits to hear its peers"},
+		{Health{Running: true, Role: HandingOff}, false, "handing its role off"},
+		{Health{Running: true, Role: Joining}, false, "joining: still learning who is active"},
+		{Health{Running: true, Role: Standby}, false, "standby, and no active is known"},
+		{Health{Running: true, Role: Standby, Active: "a:1", Following: "a:1"}, false, "standby, not synced with the active a:1 yet"},
+		{Health{Running: true, Role: Standby, Active: "a:1", Following: "b:1", StreamLive: true}, false, "standby, not synced with the active a:1 yet"},
+		{Health{Running: true, Role: Standby, Active: "a:1", Following: "a:1", StreamLive: true, Lag: ReadyMaxLag + 1}, false, "standby, 1001 records behind the active a:1"},
+		{Health{Running: true, Role: Standby, Active: "a:1", Following: "a:1", StreamLive: true, Lag: 7}, true, "standby, caught up with the active a:1 (7 records behind)"},
+	} {
+		if ok, why := tc.h.Ready(); ok != tc.want || why != tc.why {
+			t.Errorf("%+v: Ready() = %v %q, want %v %q", tc.h, ok, why, tc.want, tc.why)
+		}
+	}
+}
+
+// BenchmarkCountRequest is what counting adds to a client that sends one
+// request at a time, per cycle of two requests (an acquire granted at
+// once, then its release), each a batch of its own: the shell's steps
+// around the core's work, one batch in timedBatches timed. The clock read
+// the node makes per batch anyway (n.now) is left out: BenchmarkClock.
+func BenchmarkCountRequest(b *testing.B) {
+	n := &Node{base: time.Now()}
+	n.stats.init()
+	c := &conn{n: n}
+	grant := []byte("A bench-17 7532796687534784513\n")
+	ok := []byte("R bench-17 ok\n")
+	now := n.now()
+	batch := func(op proto.Op, answer []byte) {
+		if c.batches%timedBatches == 0 {
+			c.readAt, c.timed = time.Since(n.base), true
+		}
+		c.batches++
+		timed := c.timed
+		c.timed = false
+		n.stats.begin(c, op, "bench-17")
+		n.countAnswer(c, answer)
+		answered := n.stats.end(c, now)
+		if timed && answered > 0 {
+			n.stats.latency.add(time.Since(n.base)-c.readAt, answered)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		batch(proto.OpAcquire, grant)
+		batch(proto.OpRelease, ok)
+	}
+	if n.stats.requests[0][outGranted] == 0 || len(c.pending) != 0 {
+		b.Fatal("not counted as answered at once")
+	}
+}
+
+// BenchmarkClock is the price of the clock read the node already makes
+// per batch (n.now), for comparison with BenchmarkCountRequest.
+func BenchmarkClock(b *testing.B) {
+	n := &Node{base: time.Now()}
+	var t time.Time
+	for b.Loop() {
+		t = n.now()
+	}
+	_ = t
+}
