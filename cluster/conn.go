@@ -434,6 +434,10 @@ func (n *Node) dropConn(c *conn) {
 		delete(n.perIP, c.ip)
 	}
 	delete(n.conns, c.id)
+	if n.connGone != nil {
+		close(n.connGone)
+		n.connGone = nil
+	}
 	n.core.ConnClosed(n.now(), core.ConnID(c.id))
 	n.countCancelled(c)
 	n.rearmLocked()

@@ -99,6 +99,9 @@ type Node struct {
 	stats      shellStats       // what the shell counts (metrics.go)
 	follow     *followStream    // the replication stream this node reads, if any
 	closing    bool             // the listener is closing: refuse new connections
+	// connGone, when not nil, is closed when a connection is dropped
+	// (drain waits on it).
+	connGone chan struct{}
 	crashing   bool             // tests: stop as kill -9 would, without a handoff
 	// testLoseTakeover makes this node, on taking a handoff, close the
 	// stream without confirming (O), as when the link breaks right then.
@@ -237,6 +240,7 @@ func (n *Node) shutdown() {
 		case <-time.After(core.DefaultHandoffTimeout + n.cfg.FailureTimeout + time.Second):
 			n.log.Warn("stopping before the handoff settled")
 		}
+		n.drain()
 	}
 	n.mu.Lock()
 	n.closing = true
@@ -252,6 +256,54 @@ func (n *Node) shutdown() {
 	}
 	n.wg.Wait()
 	n.log.Info("lockd stopped", "self", n.self)
+}
+
+// drain keeps a node that handed its role off reading its clients'
+// connections, answering every request with M to the new active, until
+// each client has closed its connection or a failure timeout has passed
+// (by then a client that checks its connections has noticed). A request
+// sent in the last moment before the handoff is thus answered, not met
+// with EOF. New connections are refused meanwhile: their clients try the
+// next address at once.
+func (n *Node) drain() {
+	n.mu.Lock()
+	to := n.core.Active()
+	handed := n.core.Role() != core.Active && to != "" && to != n.self
+	n.mu.Unlock()
+	if !handed {
+		return
+	}
+	n.ln.Close()
+	deadline := time.NewTimer(n.cfg.FailureTimeout)
+	defer deadline.Stop()
+	// A connection that has not spoken yet may be a peer's: look again
+	// every heartbeat.
+	tick := time.NewTicker(n.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		n.mu.Lock()
+		open := 0
+		for _, c := range n.conns {
+			if !c.peer {
+				open++
+			}
+		}
+		if n.connGone == nil {
+			n.connGone = make(chan struct{})
+		}
+		gone := n.connGone
+		n.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		select {
+		case <-gone:
+		case <-tick.C:
+		case <-deadline.C:
+			n.log.Info("closing client connections after the handoff", "self", n.self, "still_open", open, "active", to)
+			return
+		}
+	}
 }
 
 func (n *Node) acceptLoop() {

@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// SIGINT of the active under load: every request a plain-protocol client
+// sends it is answered (A, R, or M to the new active), none met with EOF,
+// even those sent in the last moment before the handoff. Each worker is a
+// raw connection that acquires and releases until it is redirected.
+func TestShutdownAnswersEveryRequest(t *testing.T) {
+	addrs := freeAddrs(t, 2)
+	a := startNode(t, addrs[0], addrs)
+	b := startNode(t, addrs[1], addrs)
+	waitFor(t, "a active, b synced", func() bool { return a.roleIs(Active) && b.isSynced() })
+
+	const workers = 32
+	var sent, answered, moved, unanswered atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr sync.Once
+	for i := range workers {
+		nc, err := net.Dial("tcp", addrs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer nc.Close()
+			r := bufio.NewReader(nc)
+			ask := func(line string) (string, bool) {
+				sent.Add(1)
+				if _, err := fmt.Fprintf(nc, "%s\n", line); err != nil {
+					// The node closed first: the request never left,
+					// which a client sees as a failed write.
+					sent.Add(-1)
+					return "", false
+				}
+				nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				ans, err := r.ReadString('\n')
+				if err != nil {
+					unanswered.Add(1)
+					firstErr.Do(func() { t.Errorf("%q got no answer: %v", line, err) })
+					return "", false
+				}
+				answered.Add(1)
+				if strings.HasPrefix(ans, "M ") {
+					moved.Add(1)
+					return ans, false
+				}
+				return ans, true
+			}
+			key := fmt.Sprintf("job-%d", i)
+			for {
+				ans, ok := ask("A " + key + " 5 0")
+				if !ok {
+					return
+				}
+				f := strings.Fields(ans)
+				if len(f) != 3 || f[0] != "A" {
+					t.Errorf("acquire answered %q", ans)
+					return
+				}
+				if _, ok := ask("R " + key + " " + f[2]); !ok {
+					return
+				}
+			}
+		}()
+	}
+	waitFor(t, "traffic", func() bool { return answered.Load() > 2000 })
+	a.shutdown()
+	wg.Wait()
+	if !b.roleIs(Active) {
+		t.Error("b is not active after the handoff")
+	}
+	t.Logf("%d requests, %d answered (%d with M), %d unanswered", sent.Load(), answered.Load(), moved.Load(), unanswered.Load())
+	if unanswered.Load() > 0 {
+		t.Fatalf("%d requests were not answered", unanswered.Load())
+	}
+	if moved.Load() != workers {
+		t.Fatalf("%d workers were redirected, want all %d", moved.Load(), workers)
+	}
+}
