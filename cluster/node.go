@@ -102,7 +102,7 @@ type Node struct {
 	// connGone, when not nil, is closed when a connection is dropped
 	// (drain waits on it).
 	connGone chan struct{}
-	crashing   bool             // tests: stop as kill -9 would, without a handoff
+	crashing bool // tests: stop as kill -9 would, without a handoff
 	// testLoseTakeover makes this node, on taking a handoff, close the
 	// stream without confirming (O), as when the link breaks right then.
 	testLoseTakeover atomic.Bool
