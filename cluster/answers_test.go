@@ -1,5 +1,8 @@
 package cluster
 
+// What a client is told holds: every request is answered, even across a
+// shutdown, and an answer lost with its connection can be had again.
+
 import (
 	"bufio"
 	"fmt"
@@ -87,4 +90,40 @@ func TestShutdownAnswersEveryRequest(t *testing.T) {
 	if moved.Load() != workers {
 		t.Fatalf("%d workers were redirected, want all %d", moved.Load(), workers)
 	}
+}
+
+// An acquire whose answer is lost with its connection is sent again with
+// the same id: it gets the grant it was already given (same token), on
+// the same node or, after a crash, on the node that took over, instead of
+// queueing behind its own grant until the lease runs out.
+func TestResentAcquireGetsItsGrant(t *testing.T) {
+	addrs := freeAddrs(t, 2)
+	a := startNode(t, addrs[0], addrs)
+	b := startNode(t, addrs[1], addrs)
+	waitFor(t, "a active, b in sync", func() bool { return a.roleIs(Active) && b.isSynced() })
+
+	first := dialWire(t, addrs[0])
+	first.send("A deploy 30 0 id=job-1")
+	tok := first.expect(`A deploy (\d+)`)[1]
+	first.nc.Close() // the answer "never arrived"
+
+	again := dialWire(t, addrs[0])
+	again.send("A deploy 30 0 id=job-1")
+	again.expect(`A deploy ` + tok)
+	// Another acquire queues behind it, as it should.
+	again.send("A deploy 30 0.1 id=job-2")
+	again.expect(`T deploy`)
+
+	// A second grant, whose answer is lost too, and the active crashes.
+	again.send("A backup 30 0 id=job-3")
+	tok2 := again.expect(`A backup (\d+)`)[1]
+	a.crash()
+	waitFor(t, "b active", func() bool { return b.roleIs(Active) })
+	onB := dialWire(t, addrs[1])
+	onB.send("A backup 30 0 id=job-3", "A deploy 30 0 id=job-1")
+	onB.expect(`A backup ` + tok2)
+	onB.expect(`A deploy ` + tok)
+	onB.send("R deploy "+tok, "R backup "+tok2)
+	onB.expect(`R deploy ok`)
+	onB.expect(`R backup ok`)
 }
