@@ -58,7 +58,8 @@ const (
 )
 
 // sampleCluster is a three-node cluster seen from its active: the second
-// node is catching up, the third is down.
+// node is catching up, the third is down, so the active (sync mode) has no
+// standby in sync: it is degraded.
 func sampleCluster() clusterView {
 	a, b, c := "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"
 	peers := []proto.PeerStatus{
@@ -68,9 +69,9 @@ func sampleCluster() clusterView {
 	}
 	return buildView([]nodeAnswer{
 		{Asked: a, Status: proto.Status{Self: a, Role: "active", Active: a, Token: tokA, Seq: 120,
-			Uptime: 26*time.Hour + 3*time.Minute, Peers: peers}},
+			Uptime: 26*time.Hour + 3*time.Minute, Replication: "sync", Degraded: true, Peers: peers}},
 		{Asked: b, Status: proto.Status{Self: b, Role: "standby", Active: a, Token: tokB, Seq: 117,
-			Uptime: 3*time.Minute + 7*time.Second, Sticky: true, Peers: peers}},
+			Uptime: 3*time.Minute + 7*time.Second, Sticky: true, Replication: "sync", Peers: peers}},
 		{Asked: c, Err: syscall.ECONNREFUSED},
 	})
 }

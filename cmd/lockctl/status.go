@@ -59,12 +59,14 @@ func (c *statusCommand) Command() *cli.Command {
 			"unreachable; that is an error only when no node answers, or with --check.\n\n" +
 			"--check makes status a health check for CI and monitors: it exits 1, naming\n" +
 			"each problem on stderr, when a node is down or unreachable, a standby is more\n" +
-			"than --max-lag changes behind, no node is active, or several are.\n\n" +
+			"than --max-lag changes behind, no node is active, or several are, or the\n" +
+			"active is degraded (no standby in sync: a crash may lose its last answers).\n\n" +
 			"--json prints one object:\n" +
 			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\"role\":\"active\",\n" +
 			"    \"reachable\":true,\"lag\":0,\"token\":123,\"uptime_seconds\":42.5,\"sticky\":false,\n" +
-			"    \"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
-			"priority, lag, token and uptime_seconds are null when unknown; error says why\n" +
+			"    \"replication\":\"sync\",\"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
+			"priority, lag, token, uptime_seconds and replication are null when unknown;\n" +
+			"degraded is true on a sync-mode active that no standby is in sync with; error says why\n" +
 			"an unreachable node did not answer; problems are what --check fails on.\n\n" +
 			"--watch redraws the view every --interval until Ctrl-C. Piped, it writes each\n" +
 			"survey as lines that start with the time (a TIME column, the header once), or\n" +
@@ -182,6 +184,8 @@ func (v clusterView) problems(maxLag uint64) []string {
 			out = append(out, fmt.Sprintf("%s does not answer lockctl (%s)", printable(n.Addr), networkCause(n.Err)))
 		case n.HasLag && n.Lag > maxLag:
 			out = append(out, fmt.Sprintf("%s is %d changes behind the active (more than %d)", printable(n.Addr), n.Lag, maxLag))
+		case n.Degraded:
+			out = append(out, printable(n.Addr)+" is degraded: no standby is in sync with it, so a crash of it may lose what it answered last")
 		}
 	}
 	return out
@@ -408,6 +412,10 @@ type nodeView struct {
 	HasUptime bool
 	Uptime    time.Duration
 	Sticky    bool
+	// Replication is the node's mode, sync or async ("" from an older
+	// node); Degraded, on a sync-mode active, says no standby is in sync.
+	Replication string
+	Degraded    bool
 	// Seq, Keys and Waiters are what the node says of itself, when it
 	// answered.
 	Seq     uint64
@@ -501,6 +509,7 @@ func buildView(answers []nodeAnswer) clusterView {
 			nv.HasToken, nv.Token = true, st.Token
 			nv.HasUptime, nv.Uptime = true, st.Uptime
 			nv.Sticky = st.Sticky
+			nv.Replication, nv.Degraded = st.Replication, st.Degraded
 			nv.Seq, nv.Keys, nv.Waiters = st.Seq, st.Keys, st.Waiters
 			for _, p := range st.Peers {
 				if p.Addr == st.Self {
@@ -581,6 +590,8 @@ type statusNodeJSON struct {
 	Token         *uint64  `json:"token"`
 	UptimeSeconds *float64 `json:"uptime_seconds"`
 	Sticky        bool     `json:"sticky"`
+	Replication   *string  `json:"replication"`
+	Degraded      bool     `json:"degraded"`
 	Error         *string  `json:"error"`
 }
 
@@ -594,7 +605,10 @@ func statusJSONOf(v clusterView, problems []string, at time.Time) statusJSON {
 		out.Active = &v.Active
 	}
 	for _, n := range v.Nodes {
-		j := statusNodeJSON{Addr: n.Addr, Role: n.Role, Reachable: n.Reachable, Sticky: n.Sticky}
+		j := statusNodeJSON{Addr: n.Addr, Role: n.Role, Reachable: n.Reachable, Sticky: n.Sticky, Degraded: n.Degraded}
+		if n.Replication != "" {
+			j.Replication = ptrTo(n.Replication)
+		}
 		if n.Priority > 0 {
 			j.Priority = ptrTo(n.Priority)
 		}
@@ -643,6 +657,9 @@ func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
 		if n.Sticky && !s.Table {
 			// A person reads it in the summary line, in words.
 			role += ",sticky"
+		}
+		if n.Degraded && !s.Table {
+			role += ",degraded"
 		}
 		active := claims[n.Addr] || (len(v.Claims) == 0 && n.Addr == v.Active)
 		reach := "yes"
@@ -744,6 +761,12 @@ func statusSummary(v clusterView, p *palette, s renderStyle) string {
 		}
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d nodes reachable", reachable, len(v.Nodes)))
+	mode, degraded := "", false // the active's replication
+	for _, n := range v.Nodes {
+		if n.Addr == v.Active {
+			mode, degraded = n.Replication, n.Degraded
+		}
+	}
 	var sticky []string
 	for _, n := range v.Nodes {
 		if n.Sticky {
@@ -757,7 +780,14 @@ func statusSummary(v clusterView, p *palette, s renderStyle) string {
 	case len(behind) > 0:
 		parts = append(parts, p.warn.Render("behind: "+strings.Join(behind, ", ")))
 	case standbys > 0 && known == standbys:
-		parts = append(parts, "standbys caught up")
+		caught := "standbys caught up"
+		if mode != "" && !degraded {
+			caught += " (" + mode + ")"
+		}
+		parts = append(parts, caught)
+	}
+	if degraded {
+		parts = append(parts, p.warn.Render("replication degraded")+": no standby in sync, a crash of the active may lose its last answers")
 	}
 	return summaryLine(parts, s)
 }
