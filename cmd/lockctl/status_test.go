@@ -496,15 +496,17 @@ func TestStatusCommandHostileNode(t *testing.T) {
 }
 
 // Issue 11, item 12: status --check is a health check: exit 1, with each
-// problem named, when a node is down, a standby lags, or there is no
-// single active; the same problems are in the JSON.
+// problem named, when a node is down, a standby lags, the active is
+// degraded, or there is no single active; the same problems are in the
+// JSON.
 func TestStatusCheckProblems(t *testing.T) {
 	v := sampleCluster()
+	degraded := "10.0.0.1:7070 is degraded: no standby is in sync with it, so a crash of it may lose what it answered last"
 	got := v.problems(defaultMaxLag)
-	if len(got) != 1 || got[0] != "10.0.0.3:7070 is down" {
-		t.Errorf("problems %q, want the down node", got)
+	if len(got) != 2 || got[0] != degraded || got[1] != "10.0.0.3:7070 is down" {
+		t.Errorf("problems %q, want the degraded active and the down node", got)
 	}
-	if got := v.problems(2); len(got) != 2 || got[0] != "10.0.0.2:7070 is 3 changes behind the active (more than 2)" {
+	if got := v.problems(2); len(got) != 3 || got[1] != "10.0.0.2:7070 is 3 changes behind the active (more than 2)" {
 		t.Errorf("with --max-lag 2: %q", got)
 	}
 	if got := hostileCluster().problems(defaultMaxLag); len(got) < 1 || !strings.HasPrefix(got[0], `2 nodes claim the active role (10.0.0.1:7070\u202e, `) {
