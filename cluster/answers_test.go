@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,4 +127,29 @@ func TestResentAcquireGetsItsGrant(t *testing.T) {
 	onB.send("R deploy "+tok, "R backup "+tok2)
 	onB.expect(`R deploy ok`)
 	onB.expect(`R backup ok`)
+}
+
+// After a failover a client may re-send, on one connection, a waiting
+// acquire of a key before the acquire that already holds it (each call
+// re-sends on its own). The held one is answered at once, not behind the
+// waiter, which waits for it: the two would otherwise stall until the
+// lease ran out, and the grant arrive after the next holder's.
+func TestResentGrantNotStuckBehindAWaiter(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNode(t, addr, nil)
+	first := dialWire(t, addr)
+	first.send("A k 30 0 id=one")
+	tok := first.expect(`A k (\d+)`)[1]
+	first.nc.Close()
+
+	c := dialWire(t, addr)
+	c.send("A k 30 0 id=two", "A k 30 0 id=one")
+	c.expect(`A k ` + tok)
+	// The release hands the key to the waiter: its grant and the
+	// release's answer, in either order (they differ in op).
+	c.send("R k " + tok)
+	got := c.expect(`[AR] k \S+`)[0] + " / " + c.expect(`[AR] k \S+`)[0]
+	if !regexp.MustCompile(`^(R k ok / A k \d+|A k \d+ / R k ok)$`).MatchString(got) {
+		t.Fatalf("after the release: %s", got)
+	}
 }

@@ -235,11 +235,14 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		c.count.Refusals++
 		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, err.Error()))
 	case granted:
-		if len(cn.pending[key]) == 0 {
-			c.send(cn, proto.AppendGranted(c.buf[:0], key, tok))
-		} else {
-			c.answerA(cn, key, seq, proto.AppendGranted(nil, key, tok))
-		}
+		// Written at once, even past an older acquire of key that waits
+		// on this connection: that can only be a re-sent acquire whose
+		// grant was made before (its id), and holding the answer behind
+		// the waiter, which waits for this very grant, would stall both
+		// until the lease ran out. The client gives the answer to its
+		// oldest acquire of key on the connection; the waiter's answer
+		// goes to the next, so every grant still has exactly one owner.
+		c.send(cn, proto.AppendGranted(c.buf[:0], key, tok))
 	default:
 		cn.wait(key, seq)
 	}
