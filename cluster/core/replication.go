@@ -314,7 +314,14 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		return errors.New("no longer following " + target)
 	}
 	if a.Kind == proto.KindMoved && a.Key != proto.WordNone {
-		// The answer to Y: that node is not active.
+		// The answer to Y: that node is not active, and names the one
+		// it follows. Trust that for a failure timeout, as a handoff
+		// record: promoting past it while the named active is only
+		// not heard yet would make two actives.
+		if len(a.Fields) > 0 && a.Fields[0] != c.self && a.Fields[0] != target && a.Fields[0] != proto.WordNone {
+			c.hint = a.Fields[0]
+			c.hintUntil = now.Add(c.cfg.FailureTimeout)
+		}
 		return fmt.Errorf("%s is not active (it points to %s)", target, answerText(a))
 	}
 	rec, err := proto.ParseRecord(a)

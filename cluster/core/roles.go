@@ -17,7 +17,9 @@ func (c *Core) supervise(now time.Time) {
 	// just have), the one that will stay is the one to follow.
 	var claims []*peer
 	for _, p := range c.peers {
-		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !now.Before(p.staleUntil) {
+		// Within staleUntil the role is the one a handoff told this
+		// node, not a heartbeat from before it: believed.
+		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) {
 			claims = append(claims, p)
 		}
 	}
@@ -79,6 +81,12 @@ func (c *Core) supervise(now time.Time) {
 					c.setRole(Standby, c.hint, "the previous active handed the role to "+c.hint)
 				}
 				c.ensureFollow(c.hint)
+				return
+			}
+			if !c.testNoWait {
+				// Not heard yet (it may have just restarted, or its
+				// dial failed before it took the role): wait for it,
+				// at most until the hint expires, rather than compete.
 				return
 			}
 		}
