@@ -550,6 +550,7 @@ type request struct {
 	lease time.Duration // A, N
 	wait  time.Duration // A: what is left of the wait at this send
 	addr  string        // H
+	limit int           // A: how many may hold the key at once (0 and 1: a lock)
 	// id (A) names the acquire on every send, so that a node that
 	// granted it, or queued it, before the request had to move answers
 	// that grant again, or keeps its place, instead of granting twice.
@@ -597,6 +598,10 @@ func (r *request) appendTo(b []byte) []byte {
 		b = proto.AppendSeconds(b, r.lease)
 		b = append(b, ' ')
 		b = proto.AppendSeconds(b, r.wait)
+		if r.limit > 1 {
+			b = append(b, " limit="...)
+			b = strconv.AppendInt(b, int64(r.limit), 10)
+		}
 		if r.id != "" {
 			b = append(b, " id="...)
 			b = append(b, r.id...)
