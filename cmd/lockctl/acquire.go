@@ -137,11 +137,13 @@ func limitMismatch(ctx context.Context, g *globals, cl queuer, ask lockAsk, err 
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Timeout)
 	defer cancel()
 	q, qerr := cl.Queue(qctx, ask.key)
+	// Q tells a held key's limit; a key only waited on, for the instant
+	// between a place freeing and its grant, does not say.
 	switch {
-	case qerr == nil && (q.Held || len(q.Waiters) > 0) && q.Limit > 1:
+	case qerr == nil && q.Held && q.Limit > 1:
 		e.what = fmt.Sprintf("%q is a semaphore of %d places, and this acquire asked for %s", ask.key, q.Limit, asked)
 		e.try = fmt.Sprintf("use --limit %d as its other users do; %s", q.Limit, e.try)
-	case qerr == nil && (q.Held || len(q.Waiters) > 0):
+	case qerr == nil && q.Held:
 		e.what = fmt.Sprintf("%q is a lock (limit 1), and this acquire asked for %s", ask.key, asked)
 		e.try = "leave --limit out, as its other users do; " + e.try
 	default:

@@ -182,3 +182,16 @@ func TestNameShowsInQueues(t *testing.T) {
 		t.Errorf("queues does not name the holders:\n%s", out)
 	}
 }
+
+// When lockd cannot say what the key is (freed since the refusal, or Q
+// failed), the refusal's own words are shown.
+func TestLimitMismatchFallsBackToLockdsWords(t *testing.T) {
+	refusal := &client.ServerError{Op: proto.OpAcquire, Key: "k", Msg: `limit mismatch: key "k" allows 2 holders; this acquire asked for 3: use the same --limit as the others`}
+	g := &globals{Timeout: time.Second}
+	err := acquireFailure(context.Background(), g, fakeQueues{}, lockAsk{key: "k", limit: 3}, refusal)
+	e, ok := err.(*exitError)
+	if !ok || e.code != exitFailed || e.what != `lockd refused acquiring "k" with --limit 3: `+refusal.Msg ||
+		!strings.HasPrefix(e.try, "every user of a key must give the same --limit") {
+		t.Errorf("got %#v", err)
+	}
+}
