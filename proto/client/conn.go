@@ -544,13 +544,16 @@ func (cl *call) abandon() (result, bool) {
 
 // request is one request line to send.
 type request struct {
-	op    proto.Op
+	op proto.Op
+	// limit (A) is how many may hold the key at once (0 and 1: a lock).
+	// Beside op it fills padding: a lock's request is no larger than it
+	// was before semaphores.
+	limit int32
 	key   string
 	token uint64        // R, N
 	lease time.Duration // A, N
 	wait  time.Duration // A: what is left of the wait at this send
 	addr  string        // H
-	limit int           // A: how many may hold the key at once (0 and 1: a lock)
 	// id (A) names the acquire on every send, so that a node that
 	// granted it, or queued it, before the request had to move answers
 	// that grant again, or keeps its place, instead of granting twice.

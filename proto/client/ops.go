@@ -48,7 +48,7 @@ func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.D
 	if limit < 1 || limit > proto.MaxLimit {
 		return Lock{}, fmt.Errorf("acquire %s: limit %d is out of range; a key allows 1 (a lock) to %d holders at once", key, limit, proto.MaxLimit)
 	}
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: limit, id: c.acquireID()}
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.acquireID()}
 	rctx := ctx
 	if wait > 0 {
 		// The server answers T when the wait ends, but holds that answer
