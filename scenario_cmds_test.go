@@ -17,6 +17,10 @@ package lockd_test
 //	waitrole ADDR ROLE [TIMEOUT]
 //	    waitanswer ADDR 'S -' ' role=ROLE( |$)': wait until the node at
 //	    ADDR reports ROLE (active, standby, joining, handoff).
+//	waitfile FILE REGEXP [TIMEOUT]
+//	    Wait until FILE exists and its contents match REGEXP (in
+//	    multi-line mode, like stdout), default 10s: for what a background
+//	    job writes, such as a marker that it started.
 //	wire open NAME ADDR
 //	wire nc NAME ADDR               a plain TCP connection, as nc makes, whatever the environment says
 //	wire send NAME WORD...          send the words joined by single spaces, then \n
@@ -82,6 +86,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -99,6 +104,7 @@ var scenarioCmds = map[string]func(ts *testscript.TestScript, neg bool, args []s
 	"waitport":     cmdWaitport,
 	"waitanswer":   cmdWaitanswer,
 	"waitrole":     cmdWaitrole,
+	"waitfile":     cmdWaitfile,
 	"wire":         cmdWire,
 	"capture":      cmdCapture,
 	"tokengt":      cmdTokengt,
@@ -287,6 +293,31 @@ func cmdWaitrole(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	re := compile(ts, " role="+regexp.QuoteMeta(args[1])+"( |$)")
 	waitAnswer(ts, args[0], "S -", re, optTimeout(ts, args, 2, defaultWaitTimeout))
+}
+
+func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "waitfile")
+	if len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: waitfile FILE REGEXP [TIMEOUT]")
+	}
+	re := compile(ts, "(?m)"+args[1])
+	timeout := optTimeout(ts, args, 2, defaultWaitTimeout)
+	path := ts.MkAbs(args[0])
+	start := time.Now()
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && re.Match(b) {
+			ts.Logf("%s matched %q after %v", args[0], args[1], time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > timeout {
+			if err != nil {
+				ts.Fatalf("waitfile: %s: %v after %v", args[0], err, timeout)
+			}
+			ts.Fatalf("waitfile: %s does not match %q after %v; it holds:\n%s", args[0], args[1], timeout, b)
+		}
+		time.Sleep(pollEvery)
+	}
 }
 
 // envFunc reads a script's environment.

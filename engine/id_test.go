@@ -77,3 +77,20 @@ func TestAcquireIDSurvivesReplication(t *testing.T) {
 		t.Fatalf("after failover: %+v, want the grant %d again", evs, tok)
 	}
 }
+
+// Inspect lists the id each holder and each waiter acquired with, so that
+// Q can say who holds a key and who waits for it.
+func TestInspectShowsIDs(t *testing.T) {
+	e := New(Config{}, t0)
+	acquireID(t, e, t0, "k", 2, 10*time.Second, 0, "alice#1", Waiter{1, 1})
+	acquireID(t, e, t0, "k", 2, 10*time.Second, 0, "", Waiter{2, 1})
+	acquireID(t, e, t0, "k", 2, 10*time.Second, 0, "bob#1", Waiter{3, 1})
+	acquireID(t, e, t0, "k", 2, 10*time.Second, 0, "", Waiter{4, 1})
+	hs, ws := e.Inspect(t0, "k")
+	if len(hs) != 2 || hs[0].ID != "alice#1" || hs[1].ID != "" {
+		t.Errorf("holders %+v", hs)
+	}
+	if len(ws) != 2 || ws[0].ID != "bob#1" || ws[1].ID != "" {
+		t.Errorf("waiters %+v", ws)
+	}
+}

@@ -86,6 +86,7 @@ type WaiterInfo struct {
 	Lease  time.Duration
 	// WaitLeft is how long it will still wait; 0 means forever.
 	WaitLeft time.Duration
+	ID       string // the id its acquire carried, "" when none
 }
 
 // Inspect returns every holder of key, in grant order (which is token
@@ -101,7 +102,7 @@ func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInf
 		hs = append(hs, ks.holderInfo(h, nanos))
 	}
 	for wt := ks.head; wt != nil; wt = wt.next {
-		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease}
+		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: wt.id}
 		if wt.deadline != 0 {
 			wi.WaitLeft = time.Duration(max(wt.deadline-nanos, 1))
 		}

@@ -272,7 +272,8 @@ func ParseStatus(a Answer) (Status, error) {
 // TOKEN and LEASE-LEFT are the oldest holder's and N counts every waiter,
 // the list holding the first MaxListKeys of them; a key that more than
 // one may hold adds "limit=N" and one "holder=TOKEN,LEASE-LEFT" word per
-// other holder.
+// other holder; then "id=TOKEN,ID" for each holder, and "wid=I,ID" for
+// each listed waiter (I counts from 1), whose acquire carried an id.
 type Queue struct {
 	Key       string
 	Held      bool
@@ -293,12 +294,14 @@ type Queue struct {
 type QueueHolder struct {
 	Token     uint64
 	LeaseLeft time.Duration
+	ID        string // the id its acquire carried, "" when none (IDName reads its name)
 }
 
 // QueueWaiter is one waiter of a Q answer.
 type QueueWaiter struct {
 	Waited time.Duration // how long it has waited so far
 	Addr   string        // the remote address of its connection
+	ID     string        // the id its acquire carried, "" when none
 }
 
 // AppendQueue writes the Q answer for q.
@@ -325,10 +328,17 @@ func AppendQueue(b []byte, q Queue) []byte {
 			b = append(b, w.Addr...)
 		}
 	}
+	// The holders written: the first alone for a lock.
+	holders := q.Holders
+	if !q.Held {
+		holders = nil
+	} else if q.Limit <= 1 && len(holders) > 1 {
+		holders = holders[:1]
+	}
 	if q.Limit > 1 {
 		b = append(b, " limit="...)
 		b = strconv.AppendInt(b, int64(q.Limit), 10)
-		for i, h := range q.Holders {
+		for i, h := range holders {
 			if i == 0 {
 				continue // it is TOKEN and LEASE-LEFT
 			}
@@ -336,6 +346,22 @@ func AppendQueue(b []byte, q Queue) []byte {
 			b = strconv.AppendUint(b, h.Token, 10)
 			b = append(b, ',')
 			b = AppendSeconds(b, h.LeaseLeft)
+		}
+	}
+	for _, h := range holders {
+		if h.ID != "" {
+			b = append(b, " id="...)
+			b = strconv.AppendUint(b, h.Token, 10)
+			b = append(b, ',')
+			b = append(b, h.ID...)
+		}
+	}
+	for i, w := range q.Waiters {
+		if w.ID != "" {
+			b = append(b, " wid="...)
+			b = strconv.AppendInt(b, int64(i+1), 10)
+			b = append(b, ',')
+			b = append(b, w.ID...)
 		}
 	}
 	return append(b, '\n')
@@ -348,7 +374,8 @@ func ParseQueue(a Answer) (Queue, error) {
 		return q, errors.New("malformed queue answer")
 	}
 	f := a.Fields
-	// The words of a semaphore come last: limit=N, holder=TOKEN,LEASE.
+	// The name=value words come last: limit=N, holder=TOKEN,LEASE,
+	// id=TOKEN,ID, wid=I,ID.
 	extra := len(f)
 	for extra > 3 && strings.Contains(f[extra-1], "=") {
 		extra--
@@ -363,7 +390,7 @@ func ParseQueue(a Answer) (Queue, error) {
 		if q.LeaseLeft, msg = ParseSeconds([]byte(f[1])); msg != "" {
 			return q, errors.New("queue answer lease " + msg)
 		}
-		q.Holders = append(q.Holders, QueueHolder{q.Token, q.LeaseLeft})
+		q.Holders = append(q.Holders, QueueHolder{Token: q.Token, LeaseLeft: q.LeaseLeft})
 	}
 	n, err := strconv.Atoi(f[2])
 	listed := extra - 3
@@ -390,7 +417,10 @@ func ParseQueue(a Answer) (Queue, error) {
 			if err != nil || l < 1 {
 				return q, errors.New("queue answer limit " + strconv.Quote(val))
 			}
-			q.Limit = l
+			if l > 1 {
+				// limit=1 is a lock, which AppendQueue writes without it.
+				q.Limit = l
+			}
 		case "holder":
 			tok, lease, _ := strings.Cut(val, ",")
 			t, err := strconv.ParseUint(tok, 10, 64)
@@ -398,9 +428,41 @@ func ParseQueue(a Answer) (Queue, error) {
 			if err != nil || msg != "" {
 				return q, errors.New("queue answer holder " + strconv.Quote(val))
 			}
-			q.Holders = append(q.Holders, QueueHolder{t, d})
+			q.Holders = append(q.Holders, QueueHolder{Token: t, LeaseLeft: d})
 		}
 		// Other words are for later versions.
+	}
+	if len(q.Holders) > max(q.Limit, 1) || (!q.Held && len(q.Holders) > 0) {
+		return q, errors.New("queue answer lists more holders than its limit allows, or holders of a key nobody holds")
+	}
+	// Ids name the holders and waiters read above, wherever they stand.
+	for _, w := range f[extra:] {
+		name, val, _ := strings.Cut(w, "=")
+		if name != "id" && name != "wid" {
+			continue
+		}
+		which, id, _ := strings.Cut(val, ",")
+		if CheckID(id) != "" {
+			return q, errors.New("queue answer " + name + " " + strconv.Quote(val) + ": " + CheckID(id))
+		}
+		var slot *string
+		if name == "id" {
+			t, err := strconv.ParseUint(which, 10, 64)
+			for i := range q.Holders {
+				if err == nil && q.Holders[i].Token == t {
+					slot = &q.Holders[i].ID
+				}
+			}
+		} else if i, err := strconv.Atoi(which); err == nil && i >= 1 && i <= len(q.Waiters) && which[0] != '+' {
+			slot = &q.Waiters[i-1].ID
+		}
+		if slot == nil {
+			return q, errors.New("queue answer " + name + " " + strconv.Quote(val) + " names no holder or waiter of the answer")
+		}
+		if *slot != "" {
+			return q, errors.New("queue answer " + name + " " + strconv.Quote(val) + ": a second id for the same place")
+		}
+		*slot = id
 	}
 	return q, nil
 }

@@ -1,8 +1,11 @@
 package proto
 
 import (
+	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -239,7 +242,7 @@ func TestQueue(t *testing.T) {
 		want := tt.q
 		want.Waiting = max(want.Waiting, len(want.Waiters))
 		if want.Held && len(want.Holders) == 0 {
-			want.Holders = []QueueHolder{{want.Token, want.LeaseLeft}}
+			want.Holders = []QueueHolder{{Token: want.Token, LeaseLeft: want.LeaseLeft}}
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("queue round trip\n got %+v\nwant %+v", got, want)
@@ -247,7 +250,7 @@ func TestQueue(t *testing.T) {
 	}
 	// A semaphore lists every holder, the oldest first.
 	sem := Queue{Key: "builds", Held: true, Token: 7, LeaseLeft: 30 * time.Second, Limit: 3,
-		Holders: []QueueHolder{{7, 30 * time.Second}, {9, 12500 * time.Millisecond}}, Waiting: 1,
+		Holders: []QueueHolder{{Token: 7, LeaseLeft: 30 * time.Second}, {Token: 9, LeaseLeft: 12500 * time.Millisecond}}, Waiting: 1,
 		Waiters: []QueueWaiter{{Waited: time.Second, Addr: "127.0.0.1:1"}}}
 	line := string(AppendQueue(nil, sem))
 	if line != "Q builds 7 30 1 1,127.0.0.1:1 limit=3 holder=9,12.5\n" {
@@ -276,6 +279,17 @@ func TestQueue(t *testing.T) {
 		"Q deploy 1 x 0",
 		"Q deploy - - 1 x,a",
 		"K deploy - - 0",
+		"Q deploy 1 1 0 holder=2,1",
+		"Q deploy - - 0 limit=2 holder=2,1",
+		"Q deploy 1 1 0 id=2,alice",
+		"Q deploy 1 1 0 id=x,alice",
+		"Q deploy 1 1 0 id=1,",
+		"Q deploy 1 1 0 id=1",
+		"Q deploy 1 1 0 id=1,a id=1,b",
+		"Q deploy 1 1 1 1,- wid=2,alice",
+		"Q deploy 1 1 1 1,- wid=0,alice",
+		"Q deploy 1 1 1 1,- wid=+1,alice",
+		"Q deploy 1 1 0 id=1," + strings.Repeat("x", MaxIDLen+1),
 	} {
 		a, err := ParseAnswer([]byte(line))
 		if err != nil {
@@ -283,6 +297,99 @@ func TestQueue(t *testing.T) {
 		}
 		if _, err := ParseQueue(a); err == nil {
 			t.Errorf("ParseQueue(%q) accepted it", line)
+		}
+	}
+}
+
+// TestQueueIDs: the ids of holders and waiters travel as name=value words
+// after everything else, so a plain lock's answer keeps its fixed words
+// and a reader that skips the names it does not know reads it unchanged.
+func TestQueueIDs(t *testing.T) {
+	lock := Queue{Key: "deploy", Held: true, Token: 7, LeaseLeft: 29500 * time.Millisecond,
+		Holders: []QueueHolder{{Token: 7, LeaseLeft: 29500 * time.Millisecond, ID: "alice@ci-1:4242#9f3c-1"}},
+		Waiting: 2,
+		Waiters: []QueueWaiter{
+			{Waited: 3200 * time.Millisecond, Addr: "127.0.0.1:51234", ID: "bob@ci-2:77#ab,c=d"},
+			{Waited: 400 * time.Millisecond, Addr: "127.0.0.1:51240"},
+		}}
+	sem := Queue{Key: "builds", Held: true, Token: 7, LeaseLeft: 30 * time.Second, Limit: 3,
+		Holders: []QueueHolder{{Token: 7, LeaseLeft: 30 * time.Second}, {Token: 9, LeaseLeft: 12500 * time.Millisecond, ID: "carol#1"}}}
+	for _, tt := range []struct {
+		q    Queue
+		line string
+	}{
+		{lock, "Q deploy 7 29.5 2 3.2,127.0.0.1:51234 0.4,127.0.0.1:51240 id=7,alice@ci-1:4242#9f3c-1 wid=1,bob@ci-2:77#ab,c=d\n"},
+		{sem, "Q builds 7 30 0 limit=3 holder=9,12.5 id=9,carol#1\n"},
+	} {
+		line := string(AppendQueue(nil, tt.q))
+		if line != tt.line {
+			t.Errorf("AppendQueue\n got %q\nwant %q", line, tt.line)
+		}
+		a, _ := ParseAnswer([]byte(line))
+		if got, err := ParseQueue(a); err != nil || !reflect.DeepEqual(got, tt.q) {
+			t.Errorf("ParseQueue(%q)\n got %+v, %v\nwant %+v", line, got, err, tt.q)
+		}
+		// What a plain reader of the fixed words sees is unchanged.
+		if f := a.Fields; f[0] != "7" || f[2] != strconv.Itoa(len(tt.q.Waiters)) {
+			t.Errorf("fixed words of %q: %q", line, f)
+		}
+	}
+	// Words a later version adds are skipped.
+	a, _ := ParseAnswer([]byte("Q deploy 7 1 0 id=7,a later=x wid-of-later=1,b"))
+	if got, err := ParseQueue(a); err != nil || got.Holders[0].ID != "a" {
+		t.Errorf("later words: %+v %v", got, err)
+	}
+}
+
+// TestQueueDoc: every Q answer of doc.go's sessions reads, and the ids
+// of the session with ids come out whole.
+func TestQueueDoc(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := 0
+	for line := range strings.Lines(string(src)) {
+		code, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "//\tQ ")
+		if !ok || strings.Count(code, " ") < 3 || strings.Contains(code, "TOKEN") {
+			continue
+		}
+		a, err := ParseAnswer([]byte("Q " + code))
+		if err != nil {
+			t.Fatalf("doc.go: %q: %v", code, err)
+		}
+		q, err := ParseQueue(a)
+		if err != nil {
+			t.Errorf("doc.go shows %q, which ParseQueue refuses: %v", "Q "+code, err)
+		}
+		for _, h := range q.Holders {
+			if h.ID != "" {
+				ids++
+			}
+		}
+		for _, w := range q.Waiters {
+			if w.ID != "" {
+				ids++
+				if IDName(w.ID) != "bob@ci-2:811" {
+					t.Errorf("doc.go: waiter id %q", w.ID)
+				}
+			}
+		}
+	}
+	if ids != 4 {
+		t.Errorf("doc.go's Q answers carry %d ids, want the 4 of its session", ids)
+	}
+}
+
+func TestIDName(t *testing.T) {
+	for id, want := range map[string]string{
+		"alice@ci-1:4242#9f3c2a7d1e5b6a70-1": "alice@ci-1:4242",
+		"a#b#9f3c-1":                         "a#b",
+		"deploy-job-7":                       "deploy-job-7",
+		"#9f3c-1":                            "",
+	} {
+		if got := IDName(id); got != want {
+			t.Errorf("IDName(%q) = %q, want %q", id, got, want)
 		}
 	}
 }

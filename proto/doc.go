@@ -92,7 +92,7 @@
 //	A key lease wait ...  A key token | T key | M key addr | E key A: words
 //	R key token           R key ok | R key notheld | M key addr | E key R: words
 //	N key token lease     N key ok | N key notheld | M key addr | E key N: words
-//	Q key                 Q key TOKEN|- LEASELEFT|- NWAITERS WAITED,ADDR ... | M | E
+//	Q key                 Q key TOKEN|- LEASELEFT|- NWAITERS WAITED,ADDR ... [name=value ...] | M | E
 //	K pattern             K pattern TOTAL KEY ... | M | E
 //	S label               S label self=ADDR role=ROLE ... peer=... | E
 //	H label [addr]        H label ok NEWACTIVE | M label addr | E label H: words
@@ -148,7 +148,9 @@
 // limit from the acquire that creates it; while it is held or waited on,
 // an acquire asking another limit is refused (E key A: limit mismatch:
 // ...). No limit is limit=1, a lock. Every token is still larger than
-// every earlier one: each holder's token is unique.
+// every earlier one: each holder's token is unique. The words of this
+// refusal start with "limit mismatch:", which a client may test for to
+// tell it from other refusals; the rest is for a person.
 //
 // id=ID (1 to 64 bytes) names this acquire, for re-sending it safely: an
 // acquire carrying the id of a grant that still holds key answers that
@@ -157,8 +159,11 @@
 // the queue (the earlier request on a connection that closed is answered
 // no more). A client that lost the answer to an acquire (a dropped
 // connection, a failover) re-sends it with the same id. Ids travel with
-// the grant to the standbys. A client picks ids that no other client
-// uses, for example 16 random bytes in hex.
+// the grant to the standbys, and Q shows them. A client picks ids that no
+// other client uses, for example 16 random bytes in hex. An id written
+// NAME#SUFFIX also says who acquired: NAME is for people (lockctl's
+// --name, user@host:pid by default), SUFFIX makes the id unique; tools
+// show the part before the last # (IDName), or a whole id without one.
 //
 //	A key token     granted: token is the fencing token, larger than every earlier one
 //	T key           the wait elapsed without a grant: nothing is held
@@ -240,7 +245,7 @@
 //
 //	Q key
 //
-//	Q key TOKEN LEASELEFT NWAITERS WAITED,ADDR ...
+//	Q key TOKEN LEASELEFT NWAITERS WAITED,ADDR ... [limit=N holder=TOKEN,LEASELEFT ...] [id=TOKEN,ID ...] [wid=I,ID ...]
 //
 // TOKEN holds key for LEASELEFT more seconds; both are - when nobody holds
 // it. NWAITERS counts the waiters; the first of them, at most MaxListKeys
@@ -249,11 +254,31 @@
 // (- when unknown). A key nobody holds or waits on
 // answers "Q key - - 0". M and E as for A. ParseQueue reads the answer.
 //
+// Words of the form name=value follow, in this order:
+//
+//	limit=N              the key is a semaphore that N may hold at once (no limit=: a lock)
+//	holder=TOKEN,LEFT    one per holder of a semaphore after the first (TOKEN above),
+//	                     oldest first: its token and lease left
+//	id=TOKEN,ID          the id the acquire of holder TOKEN carried, one per holder that had one
+//	wid=I,ID             the id of the I-th waiter listed (from 1), one per waiter that had one
+//
+// An ID runs to the end of its word and may itself hold , and =. A reader
+// skips the names it does not know, so later versions can add more; the
+// words before them never change, whatever follows.
+//
 //	$ nc 127.0.0.1 7070
 //	Q deploy
 //	Q deploy 7360982537641984001 29.5 2 3.2,127.0.0.1:51234 0.4,127.0.0.1:51240
 //	Q nothing
 //	Q nothing - - 0
+//
+//	$ nc 127.0.0.1 7070    # acquires that carry ids: the Go client's and lockctl's do
+//	A deploy 30 0 id=alice@ci-1:4242#9f3c2a7d1e5b6a70-1
+//	A deploy 7360982537641984005
+//	Q deploy
+//	Q deploy 7360982537641984005 29.9 1 2.1,127.0.0.1:51260 id=7360982537641984005,alice@ci-1:4242#9f3c2a7d1e5b6a70-1 wid=1,bob@ci-2:811#0c1d2e3f40516273-1
+//	Q builds
+//	Q builds 7360982537641984003 41.2 0 limit=2 holder=7360982537641984004,58.7 id=7360982537641984003,nightly#1 id=7360982537641984004,carol@ci-3:77#5e6f708192a3b4c5-1
 //
 // # K: keys
 //

@@ -307,6 +307,10 @@ func FuzzParseQueue(f *testing.F) {
 		"Q k - - -0\n",
 		"Q k - - +1 0.5,-\n",
 		"K k - - 0\n",
+		"Q deploy 7 29.5 1 3.2,127.0.0.1:51234 id=7,alice@ci-1:4242#9f3c-1 wid=1,bob#2\n",
+		"Q builds 7 30 1 1,- limit=3 holder=9,12.5 id=9,carol#1 id=7,a=b,c\n",
+		"Q k 7 1 0 id=7,a id=7,b\n",
+		"Q k - - 1 1,- wid=1,x later=1\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -23,7 +23,7 @@ const (
 // other.
 var docPeerLines = []struct {
 	line string
-	what string // beat, beat answer, sync, record, takeover, handoff, handoff answer
+	what string // beat, beat answer, sync, record, takeover, applied, handoff, handoff answer
 	val  any
 }{
 	{"P 127.0.0.1:7071 standby 7360982537641984003 42 synced", "beat",
@@ -41,6 +41,8 @@ var docPeerLines = []struct {
 	{"W - 7360982537641984004 44", "record", Record{Kind: RecMark, Token: docTok4, Seq: 44}},
 	{"H 127.0.0.1:7071 7360982537641984004 44", "record", Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44}},
 	{"O 127.0.0.1:7071 7360982537641984004", "takeover", uint64(docTok4)},
+	{"V 127.0.0.1:7071 42", "applied", uint64(42)},
+	{"V 127.0.0.1:7071 44", "applied", uint64(44)},
 }
 
 // TestPeerDoc keeps the "Peer messages" part of doc.go and the codec in
@@ -101,6 +103,13 @@ func TestPeerDoc(t *testing.T) {
 			if req.Key != standby {
 				t.Errorf("Parse(%q).Key = %q, want %q", tt.line, req.Key, standby)
 			}
+		case "applied":
+			req, err := Parse([]byte(tt.line))
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", tt.line, err)
+			}
+			back = req.Token
+			got = AppendApplied(nil, standby, tt.val.(uint64))
 		case "record":
 			if back, err = ParseRecord(mustAnswer(t, tt.line)); err != nil {
 				t.Fatalf("ParseRecord(%q): %v", tt.line, err)

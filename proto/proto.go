@@ -303,14 +303,36 @@ func parseAcquireOption(req *Request, w []byte) string {
 		if req.ID != "" {
 			return "id given twice"
 		}
-		if val == "" || len(val) > MaxIDLen || hasControl([]byte(val)) {
-			return fmt.Sprintf("id %q: want 1 to %d bytes, no control characters", clip([]byte(val)), MaxIDLen)
+		if msg := CheckID(val); msg != "" {
+			return fmt.Sprintf("id %q: %s", clip([]byte(val)), msg)
 		}
 		req.ID = val
 	default:
 		return fmt.Sprintf("%q: want limit=N or id=ID after the wait", clip(w))
 	}
 	return ""
+}
+
+// CheckID returns "" when id may be an acquire's id=ID, or why not.
+func CheckID(id string) string {
+	if id == "" || len(id) > MaxIDLen || hasControl([]byte(id)) {
+		return "want 1 to " + strconv.Itoa(MaxIDLen) + " bytes, no control characters"
+	}
+	return ""
+}
+
+// IDSep parts the two halves of an acquire id written as NAME#SUFFIX: the
+// name, for people, says who acquired (lockctl --name, the Go client's
+// Options.Name); the suffix makes the id unique.
+const IDSep = '#'
+
+// IDName is the name part of an acquire id: what comes before its last
+// IDSep, or the whole id when it has none (an id picked by hand).
+func IDName(id string) string {
+	if i := strings.LastIndexByte(id, IDSep); i >= 0 {
+		return id[:i]
+	}
+	return id
 }
 
 // AppendAcquire writes the request "A key lease wait [limit=N] [id=ID]".

@@ -139,14 +139,14 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 			q.Token, q.LeaseLeft, q.Limit = hs[0].Token, hs[0].LeaseLeft, hs[0].Limit
 		}
 		for _, h := range hs {
-			q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft})
+			q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft, ID: h.ID})
 		}
 		for _, w := range ws[:min(len(ws), proto.MaxListKeys)] {
 			addr := ""
 			if wc := c.conns[ConnID(w.Waiter.Conn)]; wc != nil {
 				addr = wc.remote
 			}
-			q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr})
+			q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr, ID: w.ID})
 		}
 		c.send(cn, proto.AppendQueue(c.buf[:0], q))
 	case proto.OpKeys:

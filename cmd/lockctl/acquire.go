@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -18,28 +19,30 @@ type acquireCommand struct {
 	lease    time.Duration
 	wait     lockWait
 	nonblock bool
+	limit    int
 }
 
 func (c *acquireCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "acquire",
 		Usage:     "take a lock and print its fencing token",
-		UsageText: "lockctl acquire --key KEY [--lease 30s] [-w DURATION | -n]",
+		UsageText: "lockctl acquire --key KEY [--lease 30s] [-w DURATION | -n] [--limit N]",
 		Description: "Waits in the key's FIFO queue until the lock is granted, prints the token\n" +
 			"(a number that grows with every grant) and exits, leaving the lock held.\n" +
 			"Release it with that token, or let the lease end. With --json it prints\n" +
-			"{\"key\":...,\"token\":...,\"lease_seconds\":...}.\n\n" +
-			waitHelp +
+			"{\"key\":...,\"token\":...,\"lease_seconds\":...,\"limit\":...,\"id\":...}.\n\n" +
+			waitHelp + limitHelp +
 			"Examples:\n" +
 			"   token=$(lockctl acquire --key deploy --lease 5m --wait 1m) || exit\n" +
 			"   ./deploy.sh --fencing-token \"$token\"\n" +
-			"   lockctl release --key deploy --token \"$token\"\n\n" +
+			"   lockctl release --key deploy --token \"$token\"\n" +
+			"   token=$(lockctl acquire --key builds --limit 3)   # one of 3 places\n\n" +
 			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
 				helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
-		Flags: append([]cli.Flag{
+		Flags: append(append([]cli.Flag{
 			keyFlag(&c.key),
 			leaseFlag(&c.lease, defaultLease),
-		}, waitFlags(&c.wait, &c.nonblock)...),
+		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
 		Action: c.Run,
 	}
 }
@@ -50,7 +53,7 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	ctx, stop := withSignals(cCtx.Context)
@@ -61,28 +64,52 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	lock, err := acquireShowingWait(ctx, g, cl, c.key, c.lease, c.wait)
+	lock, err := acquireShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
 	if err != nil {
 		return err
 	}
-	return printLock(g, c.key, lock.Token, c.lease)
+	return printLock(g, lock)
+}
+
+// lockAsk is what acquire, hold and exec ask lockd for.
+type lockAsk struct {
+	key   string
+	lease time.Duration
+	wait  lockWait
+	limit int // --limit: 1 for a lock
 }
 
 // acquireShowingWait asks for the lock with the wait indicator shown on a
 // terminal, and maps a failure to its exit code.
-func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, key string, lease time.Duration, wait lockWait) (client.Lock, error) {
-	waiting := startWaiting(ctx, g, key)
-	lock, err := cl.Acquire(ctx, key, lease, wait.wire())
+func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (client.Lock, error) {
+	waiting := startWaiting(ctx, g, ask.key)
+	lock, err := cl.AcquireWith(ctx, ask.key, ask.lease, ask.wait.wire(), client.Limit(ask.limit))
 	waiting()
 	if err != nil {
-		return lock, acquireFailure(ctx, g, key, wait, err)
+		return lock, acquireFailure(ctx, g, cl, ask, err)
 	}
 	return lock, nil
 }
 
 // acquireFailure explains a failed acquire; hold and exec share it.
-func acquireFailure(ctx context.Context, g *globals, key string, wait lockWait, err error) error {
+func acquireFailure(ctx context.Context, g *globals, cl queuer, ask lockAsk, err error) error {
+	key, wait := ask.key, ask.wait
+	if errors.Is(err, client.ErrLimitMismatch) {
+		return limitMismatch(ctx, g, cl, ask, err)
+	}
 	if errors.Is(err, client.ErrTimeout) {
+		if ask.limit > 1 {
+			if wait.atOnce() {
+				return &exitError{code: exitTimeout,
+					what: fmt.Sprintf("all %d places of %q are held (not waiting: --nonblock)", ask.limit, key),
+					try:  "wait for one with --wait DURATION, or see who holds them with `lockctl queues`",
+					err:  err}
+			}
+			return &exitError{code: exitTimeout,
+				what: fmt.Sprintf("all %d places of %q were still held after waiting %s", ask.limit, key, wait.d),
+				try:  "wait longer with --wait (leave it out to wait forever), or see who holds them with `lockctl queues`",
+				err:  err}
+		}
 		if wait.atOnce() {
 			return &exitError{code: exitTimeout,
 				what: fmt.Sprintf("%q is held by another client (not waiting: --nonblock)", key),
@@ -97,6 +124,53 @@ func acquireFailure(ctx context.Context, g *globals, key string, wait lockWait, 
 	return clientFailure(ctx, g, fmt.Sprintf("acquiring %q", key), err)
 }
 
+// limitMismatch explains an acquire refused because the key exists with
+// another limit: what the key allows, asked of lockd itself rather than
+// read from the refusal's words, and what to do.
+func limitMismatch(ctx context.Context, g *globals, cl queuer, ask lockAsk, err error) error {
+	asked := "a lock (no --limit)"
+	if ask.limit > 1 {
+		asked = fmt.Sprintf("--limit %d", ask.limit)
+	}
+	e := &exitError{code: exitFailed, err: err,
+		try: "every user of a key must give the same --limit; a key takes the limit of the acquire that creates it and keeps it while anyone holds or waits for it"}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Timeout)
+	defer cancel()
+	q, qerr := cl.Queue(qctx, ask.key)
+	// Q tells a held key's limit; a key only waited on, for the instant
+	// between a place freeing and its grant, does not say.
+	switch {
+	case qerr == nil && q.Held && q.Limit > 1:
+		e.what = fmt.Sprintf("%q is a semaphore of %d places, and this acquire asked for %s", ask.key, q.Limit, asked)
+		e.try = fmt.Sprintf("use --limit %d as its other users do; %s", q.Limit, e.try)
+	case qerr == nil && q.Held:
+		e.what = fmt.Sprintf("%q is a lock (limit 1), and this acquire asked for %s", ask.key, asked)
+		e.try = "leave --limit out, as its other users do; " + e.try
+	default:
+		// Freed since, or lockd could not say: its own words will do.
+		words := err.Error()
+		var srv *client.ServerError
+		if errors.As(err, &srv) {
+			words = srv.Msg
+		}
+		e.what = fmt.Sprintf("lockd refused acquiring %q with %s: %s", ask.key, asked, words)
+	}
+	return e
+}
+
+// queuer asks for a key's queue: a client, or a fake in tests.
+type queuer interface {
+	Queue(ctx context.Context, key string) (proto.Queue, error)
+}
+
+// limitHelp is the paragraph on --limit that acquire, hold and exec
+// share.
+const limitHelp = "--limit N makes KEY a semaphore: up to N hold it at once, each with its own\n" +
+	"token and lease, and the next waits its turn in the same FIFO queue. The\n" +
+	"acquire that creates the key sets N; while anyone holds or waits for it, an\n" +
+	"acquire with another --limit is refused (exit 1). `lockctl queues` shows\n" +
+	"2/3 held and every holder.\n\n"
+
 // waitHelp is the paragraph on --wait and --nonblock that acquire, hold
 // and exec share.
 const waitHelp = "-w/--wait and -n/--nonblock mean what they mean to flock(1): no --wait waits\n" +
@@ -107,18 +181,22 @@ const waitHelp = "-w/--wait and -n/--nonblock mean what they mean to flock(1): n
 	"is still granted.\n\n"
 
 // lockJSON is a held lock as acquire, renew and hold print it with --json.
+// Limit and ID are those of a grant: renew, which knows only the token,
+// leaves them out.
 type lockJSON struct {
 	Key          string  `json:"key"`
 	Token        uint64  `json:"token"`
 	LeaseSeconds float64 `json:"lease_seconds"`
+	Limit        int     `json:"limit,omitempty"`
+	ID           string  `json:"id,omitempty"`
 }
 
 // printLock writes a granted lock: the bare token, so that
 // token=$(lockctl acquire ...) works, or one JSON object.
-func printLock(g *globals, key string, token uint64, lease time.Duration) error {
+func printLock(g *globals, lock client.Lock) error {
 	if g.JSON {
-		return printJSON(g.Stdout, lockJSON{Key: key, Token: token, LeaseSeconds: seconds(lease)})
+		return printJSON(g.Stdout, lockJSON{Key: lock.Key, Token: lock.Token, LeaseSeconds: seconds(lock.Lease), Limit: lock.Limit, ID: lock.ID})
 	}
-	_, err := fmt.Fprintln(g.Stdout, token)
+	_, err := fmt.Fprintln(g.Stdout, lock.Token)
 	return err
 }

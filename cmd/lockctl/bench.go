@@ -28,6 +28,7 @@ type benchCommand struct {
 	lease    time.Duration
 	wait     lockWait
 	mode     string
+	limit    int
 }
 
 const (
@@ -40,7 +41,7 @@ func (c *benchCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "bench",
 		Usage:     "measure acquire+release cycles per second and their latency",
-		UsageText: "lockctl bench [--workers 200] [--duration 10s] [--keys unique|hot|N] [--mode pipelined|per-worker] [--conns N] [--lease 5s] [--wait DURATION]",
+		UsageText: "lockctl bench [--workers 200] [--duration 10s] [--keys unique|hot|N] [--limit N] [--mode pipelined|per-worker] [--conns N] [--lease 5s] [--wait DURATION]",
 		Description: "Each worker repeats one cycle, acquire then release, for --duration, and\n" +
 			"lockctl prints cycles per second, errors, timeouts and the cycle latency at\n" +
 			"p50, p99 and p99.9.\n\n" +
@@ -50,7 +51,9 @@ func (c *benchCommand) Command() *cli.Command {
 			"   --mode per-worker   each worker has its own client with one connection\n" +
 			"   --keys unique       each worker its own key: no contention\n" +
 			"   --keys hot          every worker on one key: the FIFO queue under load\n" +
-			"   --keys N            N keys shared round-robin by the workers\n\n" +
+			"   --keys N            N keys shared round-robin by the workers\n" +
+			"   --limit N           each key a semaphore of N places: up to N workers\n" +
+			"                       hold one key at once (default 1, a lock)\n\n" +
 			"A timeout is an acquire whose --wait elapsed before the run ended (with no\n" +
 			"--wait, workers wait until the run ends and none is counted). Keys are named\n" +
 			"bench-PID-..., so they do not collide with real ones. Stop early with Ctrl-C:\n" +
@@ -58,6 +61,7 @@ func (c *benchCommand) Command() *cli.Command {
 			"Examples:\n" +
 			"   lockctl bench\n" +
 			"   lockctl bench --keys hot --workers 50 --duration 30s\n" +
+			"   lockctl bench --keys hot --limit 8     # eight at a time on one key\n" +
 			"   lockctl --json bench --mode per-worker --workers 1000 | jq .cycles_per_second\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "no cycle completed (the first error is printed)"),
@@ -77,6 +81,8 @@ func (c *benchCommand) Command() *cli.Command {
 				Usage: "longest one acquire waits before it counts as a timeout, a `DURATION` or seconds; 0 does not wait"},
 			&cli.StringFlag{Name: "mode", Destination: &c.mode, Value: benchPipelined,
 				Usage: "`MODE`: pipelined (one shared client) or per-worker (a client each)"},
+			&cli.IntFlag{Name: "limit", Destination: &c.limit, Value: 1,
+				Usage: "make every key a semaphore that up to `N` workers hold at once"},
 		},
 		Action: c.Run,
 	}
@@ -90,6 +96,7 @@ type benchResult struct {
 	ConnsPerAddr    int            `json:"conns_per_addr"`
 	Keys            string         `json:"keys"`
 	KeyCount        int            `json:"key_count"`
+	Limit           int            `json:"limit"`
 	DurationSeconds float64        `json:"duration_seconds"`
 	Cycles          uint64         `json:"cycles"`
 	CyclesPerSecond float64        `json:"cycles_per_second"`
@@ -122,7 +129,7 @@ func (c *benchCommand) Run(cCtx *cli.Context) error {
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 
-	res := benchResult{Mode: c.mode, Workers: c.workers, Keys: c.keys, KeyCount: nkeys}
+	res := benchResult{Mode: c.mode, Workers: c.workers, Keys: c.keys, KeyCount: nkeys, Limit: c.limit}
 	clients := make([]*client.Client, 1)
 	opts := client.Options{ConnsPerAddr: c.conns}
 	if c.mode == benchPerWorker {
@@ -147,7 +154,7 @@ func (c *benchCommand) Run(cCtx *cli.Context) error {
 	prefix := fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	// One cycle before the clock starts: an unreachable or refusing server
 	// is reported at once, not as millions of errors.
-	if err := benchCycle(ctx, clients[0], prefix+"-probe", c.lease, time.Second, time.Now().Add(5*time.Second)); err != nil {
+	if err := benchCycle(ctx, clients[0], prefix+"-probe", c.lease, time.Second, time.Now().Add(5*time.Second), c.limit); err != nil {
 		return clientFailure(ctx, g, "running a first acquire+release cycle", err)
 	}
 
@@ -214,7 +221,7 @@ func (c *benchCommand) Run(cCtx *cli.Context) error {
 // check validates the flags and returns how many keys the workers share.
 func (c *benchCommand) check(cCtx *cli.Context) (int, error) {
 	const name = "bench"
-	if err := firstError(noArgs(cCtx), checkLease(name, c.lease), checkWait(name, &c.wait, false)); err != nil {
+	if err := firstError(noArgs(cCtx), checkLease(name, c.lease), checkWait(name, &c.wait, false), checkLimit(name, c.limit)); err != nil {
 		return 0, err
 	}
 	switch {
@@ -296,7 +303,7 @@ func (c *benchCommand) worker(ctx context.Context, cl *client.Client, key string
 			wait, cut = max(left.Truncate(time.Millisecond), time.Millisecond), true
 		}
 		began := time.Now()
-		err := benchCycle(ctx, cl, key, c.lease, wait, end.Add(c.lease))
+		err := benchCycle(ctx, cl, key, c.lease, wait, end.Add(c.lease), c.limit)
 		switch {
 		case err == nil:
 			st.cycles++
@@ -327,12 +334,12 @@ func (c *benchCommand) worker(ctx context.Context, cl *client.Client, key string
 	}
 }
 
-// benchCycle acquires key and releases it at once. deadline bounds the
-// acquire in case no answer comes; the release gets its own time so no
-// lock is left behind when the run ends mid-cycle.
-func benchCycle(ctx context.Context, cl *client.Client, key string, lease, wait time.Duration, deadline time.Time) error {
+// benchCycle acquires key (one of limit places) and releases it at once.
+// deadline bounds the acquire in case no answer comes; the release gets
+// its own time so no lock is left behind when the run ends mid-cycle.
+func benchCycle(ctx context.Context, cl *client.Client, key string, lease, wait time.Duration, deadline time.Time, limit int) error {
 	actx, cancel := context.WithDeadline(ctx, deadline)
-	lock, err := cl.Acquire(actx, key, lease, wait)
+	lock, err := cl.AcquireWith(actx, key, lease, wait, client.Limit(limit))
 	cancel()
 	if err != nil {
 		return err
@@ -351,9 +358,14 @@ func (r *benchResult) print(w io.Writer) error {
 	if r.Mode == benchPerWorker {
 		how = fmt.Sprintf("%d clients, %s per node each", r.Clients, conns)
 	}
-	keys := fmt.Sprintf("%s (%d keys)", r.Keys, r.KeyCount)
+	keys := fmt.Sprintf("%s (%d keys", r.Keys, r.KeyCount)
 	if r.KeyCount == 1 {
-		keys = fmt.Sprintf("%s (1 key)", r.Keys)
+		keys = fmt.Sprintf("%s (1 key", r.Keys)
+	}
+	if r.Limit > 1 {
+		keys += fmt.Sprintf(", each a semaphore of %d places)", r.Limit)
+	} else {
+		keys += ")"
 	}
 	lines := [][2]string{
 		{"mode", fmt.Sprintf("%s: %d workers, %s", r.Mode, r.Workers, how)},

@@ -53,6 +53,36 @@ func TestBenchRunsCycles(t *testing.T) {
 	}
 }
 
+// bench --limit 8 --keys hot: eight workers at a time on one key, a
+// semaphore, every acquire asking for the same limit.
+func TestBenchSemaphoreRow(t *testing.T) {
+	f := startFake(t)
+	code, stdout, stderr := lockctl(t, "--addr", f.addr, "--json", "bench", "--workers", "4", "--duration", "100ms", "--keys", "hot", "--limit", "8")
+	if code != 0 {
+		t.Fatalf("exit %d; stderr %q", code, stderr)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Limit != 8 || res.Cycles == 0 {
+		t.Fatalf("result %q, %v: want limit 8 and cycles", stdout, err)
+	}
+	for _, r := range f.requests() {
+		if strings.HasPrefix(r, "A ") && !strings.HasSuffix(r, " limit=8") {
+			t.Fatalf("acquire %q without the limit", r)
+		}
+	}
+	// Against a node, the eight places of the hot key are shared by more
+	// workers than places, and every cycle completes.
+	tc := startCluster(t, 1)
+	code, stdout, stderr = lockctl(t, "--addr", tc.addrs[0], "bench", "--workers", "16", "--duration", "300ms", "--keys", "hot", "--limit", "8")
+	if code != 0 || !strings.Contains(stdout, "hot (1 key, each a semaphore of 8 places)") || !strings.Contains(stdout, "errors       0\n") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = lockctl(t, "--addr", f.addr, "bench", "--limit", "0")
+	if code != exitUsage || !strings.Contains(stderr, "--limit 0: want how many may hold the key at once, from 1 (a lock, the default) to 65535") {
+		t.Errorf("--limit 0: exit %d, %q", code, stderr)
+	}
+}
+
 func TestBenchTextReport(t *testing.T) {
 	f := startFake(t)
 	code, stdout, stderr := lockctl(t, "--addr", f.addr, "bench", "--workers", "2", "--duration", "50ms")

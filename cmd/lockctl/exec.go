@@ -31,29 +31,32 @@ type execCommand struct {
 	nonblock    bool
 	grace       time.Duration
 	timeoutCode int
+	limit       int
 }
 
 func (c *execCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "exec",
 		Usage:     "run a command while holding a lock",
-		UsageText: "lockctl exec --key KEY [--lease 30s] [-w DURATION | -n] [-E CODE] [--grace 10s] -- COMMAND [ARGS...]",
+		UsageText: "lockctl exec --key KEY [--lease 30s] [-w DURATION | -n] [--limit N] [-E CODE] [--grace 10s] -- COMMAND [ARGS...]",
 		ArgsUsage: "-- COMMAND [ARGS...]",
 		Description: "Acquires KEY, runs COMMAND with stdin, stdout and stderr passed through,\n" +
 			"renews the lease every third of it while COMMAND runs, and releases the lock\n" +
 			"when COMMAND exits. COMMAND sees LOCKD_KEY, LOCKD_TOKEN (the fencing token\n" +
-			"to hand to whatever the lock protects) and LOCKD_ADDR in its environment.\n\n" +
+			"to hand to whatever the lock protects), LOCKD_LIMIT (--limit, 1 for a lock),\n" +
+			"LOCKD_NAME (--name) and LOCKD_ADDR in its environment.\n\n" +
 			"SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to COMMAND (those a\n" +
 			"terminal sends to its whole foreground group, like Ctrl-C, already reach it\n" +
 			"and are not sent twice). If the lock is lost while COMMAND runs, lockctl\n" +
 			"sends it SIGTERM, then SIGKILL after --grace, and exits 5.\n\n" +
-			waitHelp +
+			waitHelp + limitHelp +
 			"A lock still held when the wait ends exits 3, or -E/--timeout-code CODE (as\n" +
 			"flock -E); with -E 0, a busy lock skips COMMAND silently.\n\n" +
 			"Examples:\n" +
 			"   lockctl exec --key nightly-backup -- ./backup.sh --full\n" +
 			"   lockctl exec --key deploy -w 10m -- sh -c 'deploy --fence \"$LOCKD_TOKEN\"'\n" +
-			"   lockctl exec -n -E 0 --key cron-job -- ./job   # skip the run if busy\n\n" +
+			"   lockctl exec -n -E 0 --key cron-job -- ./job   # skip the run if busy\n" +
+			"   lockctl exec --key builds --limit 3 -- make   # at most 3 builds at once\n\n" +
 			exitCodesHelp(
 				exitLine("N", "COMMAND's own exit code, 0 when it succeeded"),
 				exitLine("1", "lockd refused the request"),
@@ -71,6 +74,7 @@ func (c *execCommand) Command() *cli.Command {
 			keyFlag(&c.key),
 			leaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...),
+			limitFlag(&c.limit),
 			&cli.DurationFlag{Name: "grace", Destination: &c.grace, Value: 10 * time.Second,
 				Usage: "after the lock is lost, the `DURATION` COMMAND has to exit on SIGTERM before SIGKILL"},
 			&cli.IntFlag{Name: "timeout-code", Aliases: []string{"E"}, Destination: &c.timeoutCode, Value: exitTimeout,
@@ -86,7 +90,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock)); err != nil {
+	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	if c.grace < 0 {
@@ -125,7 +129,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	cmd := &exec.Cmd{
 		Path:   path,
 		Args:   args,
-		Env:    commandEnv(g, c.key, token),
+		Env:    commandEnv(g, c.key, token, c.limit),
 		Stdin:  g.Stdin,
 		Stdout: g.Stdout,
 		Stderr: g.Stderr,
@@ -207,12 +211,13 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 		}
 	}()
 	waiting := startWaiting(ctx, g, c.key)
-	lock, err := cl.Acquire(ctx, c.key, c.lease, c.wait.wire())
+	ask := lockAsk{c.key, c.lease, c.wait, c.limit}
+	lock, err := cl.AcquireWith(ctx, c.key, c.lease, c.wait.wire(), client.Limit(c.limit))
 	waiting()
 	cancel(nil)
 	<-watched
 	if err != nil {
-		err = acquireFailure(ctx, g, c.key, c.wait, err)
+		err = acquireFailure(ctx, g, cl, ask, err)
 		var e *exitError
 		if errors.As(err, &e) && e.code == exitTimeout {
 			if c.timeoutCode == 0 {
@@ -250,10 +255,12 @@ func (c *execCommand) release(g *globals, cl *client.Client, token uint64) {
 // commandEnv is lockctl's environment plus what the command needs to
 // fence its writes or renew the lock itself. A later entry wins in
 // exec.Cmd.Env, so inherited LOCKD_* values are replaced.
-func commandEnv(g *globals, key string, token uint64) []string {
+func commandEnv(g *globals, key string, token uint64, limit int) []string {
 	env := append(os.Environ(),
 		"LOCKD_KEY="+key,
 		"LOCKD_TOKEN="+strconv.FormatUint(token, 10),
+		"LOCKD_LIMIT="+strconv.Itoa(limit),
+		"LOCKD_NAME="+g.Name,
 		"LOCKD_ADDR="+g.AddrList,
 	)
 	return append(env, g.SecurityEnv...)

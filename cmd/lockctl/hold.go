@@ -18,18 +18,19 @@ type holdCommand struct {
 	lease    time.Duration
 	wait     lockWait
 	nonblock bool
+	limit    int
 }
 
 func (c *holdCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "hold",
 		Usage:     "take a lock and keep it until Ctrl-C or SIGTERM",
-		UsageText: "lockctl hold --key KEY [--lease 30s] [-w DURATION | -n]",
+		UsageText: "lockctl hold --key KEY [--lease 30s] [-w DURATION | -n] [--limit N]",
 		Description: "Acquires KEY, prints the token as acquire does, then renews the lease every\n" +
 			"third of it. SIGINT (Ctrl-C) or SIGTERM releases the lock and exits 0. If\n" +
 			"lockd says the token no longer holds the key, or no renewal gets through\n" +
 			"before the lease ends, hold exits 5: from then on someone else may hold it.\n\n" +
-			waitHelp +
+			waitHelp + limitHelp +
 			"Examples:\n" +
 			"   lockctl hold --key maintenance          # in one terminal; Ctrl-C to let go\n" +
 			"   lockctl hold --key db-migrate --lease 10s > token & holder=$!\n" +
@@ -40,10 +41,10 @@ func (c *holdCommand) Command() *cli.Command {
 				exitLine("4", "no lockd node could be reached, to acquire or to release at the end"),
 				helpExitLost, helpExitNoAnswer,
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM) while still waiting for the lock")),
-		Flags: append([]cli.Flag{
+		Flags: append(append([]cli.Flag{
 			keyFlag(&c.key),
 			leaseFlag(&c.lease, defaultLease),
-		}, waitFlags(&c.wait, &c.nonblock)...),
+		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
 		Action: c.Run,
 	}
 }
@@ -54,7 +55,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	ctx, stop := withSignals(cCtx.Context)
@@ -65,17 +66,21 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	lock, err := acquireShowingWait(ctx, g, cl, c.key, c.lease, c.wait)
+	lock, err := acquireShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
 	if err != nil {
 		return err
 	}
 	k := keepLease(cl, c.key, lock.Token, c.lease, time.Now())
 	defer k.stop()
-	if err := printLock(g, c.key, lock.Token, c.lease); err != nil {
+	if err := printLock(g, lock); err != nil {
 		return err
 	}
 	if g.TTY && !g.JSON {
-		fmt.Fprintf(g.Stderr, "lockctl: holding %q, renewing every %s; Ctrl-C releases it\n", c.key, roundedDuration(c.lease/3))
+		what := fmt.Sprintf("%q", c.key)
+		if c.limit > 1 {
+			what = fmt.Sprintf("one of the %d places of %q", c.limit, c.key)
+		}
+		fmt.Fprintf(g.Stderr, "lockctl: holding %s, renewing every %s; Ctrl-C releases it\n", what, roundedDuration(c.lease/3))
 	}
 
 	select {

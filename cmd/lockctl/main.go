@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"os/user"
 	"regexp"
 	"slices"
 	"strconv"
@@ -297,6 +298,7 @@ const (
 	flagSecretFile    = "secret-file"
 	flagTimeout       = "timeout"
 	flagFailTimeout   = "failure-timeout"
+	flagName          = "name"
 )
 
 // Defaults of the time limits every command shares.
@@ -370,7 +372,12 @@ func globalFlags(app bool) []cli.Flag {
 		Usage: "a node silent this long (a frozen or vanished machine) is treated as down and requests move on, " +
 			"a `DURATION`; give lockd's --failure-timeout",
 	}
-	flags := []cli.Flag{addr, output, jsonOut, noHeaders, color, timeout, failTimeout, useTLS, tlsCA, tlsCert, tlsKey, tlsName, secret}
+	name := &cli.StringFlag{
+		Name: flagName,
+		Usage: "who is asking: a `NAME` that leads the id of every acquire, so that lockctl queues shows who holds and who waits; " +
+			"up to " + strconv.Itoa(client.MaxNameLen) + " bytes are kept, spaces and control characters become _",
+	}
+	flags := []cli.Flag{addr, output, jsonOut, noHeaders, color, timeout, failTimeout, name, useTLS, tlsCA, tlsCert, tlsKey, tlsName, secret}
 	if app {
 		addr.Value = defaultAddr
 		addr.EnvVars = []string{"LOCKD_ADDR"}
@@ -379,6 +386,8 @@ func globalFlags(app bool) []cli.Flag {
 		timeout.EnvVars = []string{"LOCKD_TIMEOUT"}
 		failTimeout.Value = defaultFailureTimeout
 		failTimeout.EnvVars = []string{"LOCKD_FAILURE_TIMEOUT"}
+		name.EnvVars = []string{"LOCKD_NAME"}
+		name.DefaultText = "USER@HOST:PID"
 		useTLS.EnvVars = []string{"LOCKD_TLS"}
 		tlsCA.EnvVars = []string{"LOCKD_TLS_CA"}
 		tlsCert.EnvVars = []string{"LOCKD_TLS_CERT"}
@@ -389,7 +398,8 @@ func globalFlags(app bool) []cli.Flag {
 		addr.Usage += " (default 127.0.0.1:7070, or $LOCKD_ADDR)"
 		timeout.DefaultText = "5s, or $LOCKD_TIMEOUT"
 		failTimeout.DefaultText = "1s, or $LOCKD_FAILURE_TIMEOUT"
-		timeout.Category, failTimeout.Category = globalCategory, globalCategory
+		name.DefaultText = "USER@HOST:PID, or $LOCKD_NAME"
+		timeout.Category, failTimeout.Category, name.Category = globalCategory, globalCategory, globalCategory
 		useTLS.Usage += " ($LOCKD_TLS)"
 		tlsCA.Usage += " ($LOCKD_TLS_CA)"
 		tlsCert.Usage += " ($LOCKD_TLS_CERT)"
@@ -421,11 +431,14 @@ type globals struct {
 	// FailureTimeout is how long a silent node keeps requests
 	// (client.Options.FailureTimeout).
 	FailureTimeout time.Duration
-	Color          bool // colour may be written to Stdout
-	TTY            bool // Stdout is a terminal: tables and decoration are welcome
-	Stdin          io.Reader
-	Stdout         io.Writer
-	Stderr         io.Writer
+	// Name is who is asking (--name, LOCKD_NAME, else USER@HOST:PID):
+	// client.Options.Name, shown by queues.
+	Name   string
+	Color  bool // colour may be written to Stdout
+	TTY    bool // Stdout is a terminal: tables and decoration are welcome
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
 
 	// Security is how every connection is set up: TLS and the secret
 	// (client.Options' TLS, Secret).
@@ -487,6 +500,10 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 	}
 	if g.FailureTimeout < 10*time.Millisecond {
 		return nil, usageError(cCtx.Command.Name, "--failure-timeout %s: must be at least 10ms", g.FailureTimeout)
+	}
+	g.Name = lookupGlobal(cCtx, flagName, "", (*cli.Context).String)
+	if g.Name == "" {
+		g.Name = defaultName()
 	}
 	if err := g.loadSecurity(cCtx); err != nil {
 		return nil, err
@@ -598,6 +615,7 @@ var errRequestTimeout = errors.New("no answer within --timeout")
 func (g *globals) client(opts client.Options) (*client.Client, error) {
 	opts.TLS, opts.Secret = g.Security.TLS, g.Security.Secret
 	opts.FailureTimeout = g.FailureTimeout
+	opts.Name = g.Name
 	if opts.ReleaseFor == 0 {
 		opts.ReleaseFor = g.Timeout
 	}
@@ -609,6 +627,31 @@ func (g *globals) client(opts client.Options) (*client.Client, error) {
 		return nil, usageError("", "cannot use --addr %s: %v", g.AddrList, err)
 	}
 	return c, nil
+}
+
+// defaultName is who lockctl says it is when --name is not given:
+// USER@HOST:PID, the host without its domain, so that a person reading
+// queues can find the process (and the machine) that holds a key.
+func defaultName() string {
+	who := os.Getenv("USER")
+	if who == "" {
+		who = os.Getenv("LOGNAME")
+	}
+	if who == "" {
+		if u, err := user.Current(); err == nil {
+			who = u.Username
+		} else {
+			who = strconv.Itoa(os.Getuid())
+		}
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		host = host[:i]
+	}
+	return who + "@" + host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // withSignals returns a context canceled by the first SIGINT or SIGTERM,
@@ -777,6 +820,20 @@ func waitFlags(dst *lockWait, nonblock *bool) []cli.Flag {
 		&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"}, Destination: nonblock,
 			Usage: "fail at once if the lock is held, as flock -n (the same as --wait 0)"},
 	}
+}
+
+// limitFlag is --limit: a semaphore of N places instead of a lock.
+func limitFlag(dst *int) cli.Flag {
+	return &cli.IntFlag{Name: "limit", Destination: dst, Value: 1,
+		Usage: "let up to `N` hold the key at once, each with its own token (a semaphore); every user of a key must give the same N"}
+}
+
+// checkLimit checks --limit.
+func checkLimit(cmd string, n int) error {
+	if n < 1 || n > proto.MaxLimit {
+		return usageError(cmd, "--limit %d: want how many may hold the key at once, from 1 (a lock, the default) to %d", n, proto.MaxLimit)
+	}
+	return nil
 }
 
 func tokenFlag(dst *string) cli.Flag {

@@ -356,7 +356,11 @@ func (f *fakeLockd) dropWaiters(fc *fakeConn) {
 func argsOf(req proto.Request) string {
 	switch req.Op {
 	case proto.OpAcquire:
-		return proto.FormatSeconds(req.Lease) + " " + proto.FormatSeconds(req.Wait)
+		args := proto.FormatSeconds(req.Lease) + " " + proto.FormatSeconds(req.Wait)
+		if req.Limit > 1 {
+			args += " limit=" + strconv.Itoa(req.Limit)
+		}
+		return args
 	case proto.OpRelease:
 		return strconv.FormatUint(req.Token, 10)
 	case proto.OpRenew:

@@ -32,18 +32,26 @@ const (
 func (c *queuesCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "queues",
-		Usage:     "show every held key with its holder and its waiters in queue order",
+		Usage:     "show every held key with its holders and its waiters in queue order",
 		UsageText: "lockctl queues [--key KEY | --prefix PREFIX]",
 		Description: "Lists the keys that are held or waited on (all of them, one, or those\n" +
-			"starting with a prefix), sorted by key, each with its holder's fencing token\n" +
-			"and remaining lease, and its waiters in the order they will be granted: how\n" +
-			"long each has waited and the address of its connection. Piped, it prints one\n" +
-			"line per waiter (the key repeated), so grep and awk work line by line.\n\n" +
+			"starting with a prefix), sorted by key. HELD is how many hold the key of how\n" +
+			"many may (1/1 a lock, 2/3 a semaphore of three places); each holder comes\n" +
+			"with its name (lockctl's --name, as it acquired), its fencing token and the\n" +
+			"lease it has left, and the waiters follow in the order they will be granted:\n" +
+			"how long each has waited and the address of its connection. Row i shows the\n" +
+			"i-th holder beside the i-th waiter. A table on a terminal leaves the tokens\n" +
+			"out to fit; piped output has them, one line per row with the key (and a\n" +
+			"lock's holder) repeated, so grep and awk work line by line; -o wide adds the\n" +
+			"waiters' names.\n\n" +
 			"--json prints one object:\n" +
 			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":123,\"lease_left_seconds\":29.5,\n" +
-			"    \"waiters\":[{\"position\":1,\"waited_seconds\":3.2,\"addr\":\"10.0.0.9:51234\"}]}],\n" +
-			"    \"total\":1}\n" +
-			"token and lease_left_seconds are null when nobody holds the key; total counts\n" +
+			"    \"limit\":1,\"holders\":[{\"token\":123,\"lease_left_seconds\":29.5,\n" +
+			"    \"name\":\"alice@ci-1:4242\",\"id\":\"alice@ci-1:4242#9f3c2a7d1e5b6a70-1\"}],\n" +
+			"    \"waiters\":[{\"position\":1,\"waited_seconds\":3.2,\"addr\":\"10.0.0.9:51234\",\n" +
+			"    \"name\":\"bob@ci-2:77\",\"id\":\"bob@ci-2:77#0c1d2e3f40516273-1\"}]}],\"total\":1}\n" +
+			"token and lease_left_seconds are the oldest holder's, null when nobody holds\n" +
+			"the key; name and id are null for an acquire that carried no id; total counts\n" +
 			"the matching keys, which can exceed the listed ones (lockd lists at most " +
 			strconv.Itoa(proto.MaxListKeys) + ").\n\n" +
 			"Examples:\n" +
@@ -172,33 +180,52 @@ type queuesJSON struct {
 	Total int            `json:"total"`
 }
 
+// queueKeyJSON is one key. Token and lease_left_seconds are its oldest
+// holder's, as before semaphores; holders lists every holder.
 type queueKeyJSON struct {
 	Key              string            `json:"key"`
 	Held             bool              `json:"held"`
 	Token            *uint64           `json:"token"`
 	LeaseLeftSeconds *float64          `json:"lease_left_seconds"`
+	Limit            int               `json:"limit"`
+	Holders          []queueHolderJSON `json:"holders"`
 	Waiters          []queueWaiterJSON `json:"waiters"`
+}
+
+type queueHolderJSON struct {
+	Token            uint64  `json:"token"`
+	LeaseLeftSeconds float64 `json:"lease_left_seconds"`
+	Name             *string `json:"name"`
+	ID               *string `json:"id"`
 }
 
 type queueWaiterJSON struct {
 	Position      int     `json:"position"`
 	WaitedSeconds float64 `json:"waited_seconds"`
 	Addr          *string `json:"addr"`
+	Name          *string `json:"name"`
+	ID            *string `json:"id"`
 }
 
 func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 	out := queuesJSON{Keys: []queueKeyJSON{}, Total: total}
 	for _, q := range list {
-		k := queueKeyJSON{Key: q.Key, Held: q.Held, Waiters: []queueWaiterJSON{}}
+		k := queueKeyJSON{Key: q.Key, Held: q.Held, Limit: limitOf(q), Holders: []queueHolderJSON{}, Waiters: []queueWaiterJSON{}}
 		if q.Held {
 			k.Token = ptrTo(q.Token)
 			k.LeaseLeftSeconds = ptrTo(secondsJSON(q.LeaseLeft))
+		}
+		for _, h := range holdersOf(q) {
+			hj := queueHolderJSON{Token: h.Token, LeaseLeftSeconds: secondsJSON(h.LeaseLeft)}
+			hj.Name, hj.ID = nameAndID(h.ID)
+			k.Holders = append(k.Holders, hj)
 		}
 		for i, w := range q.Waiters {
 			wj := queueWaiterJSON{Position: i + 1, WaitedSeconds: secondsJSON(w.Waited)}
 			if w.Addr != "" {
 				wj.Addr = ptrTo(w.Addr)
 			}
+			wj.Name, wj.ID = nameAndID(w.ID)
 			k.Waiters = append(k.Waiters, wj)
 		}
 		out.Keys = append(out.Keys, k)
@@ -206,60 +233,126 @@ func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 	return out
 }
 
-// renderQueues draws the queues: for a person, one row per key with its
-// waiters under it and a summary line; plain, one line per waiter (the
-// key and holder repeated, every cell filled), so that each line stands
-// on its own for grep and awk. An empty list draws nothing: the caller
-// says so on a terminal.
+// nameAndID are an acquire id and the name it leads with, for JSON: null
+// when the acquire carried no id, or its id names nobody.
+func nameAndID(id string) (name, full *string) {
+	if id == "" {
+		return nil, nil
+	}
+	if n := proto.IDName(id); n != "" {
+		name = ptrTo(n)
+	}
+	return name, ptrTo(id)
+}
+
+// limitOf is how many may hold q's key at once: 1 for a lock.
+func limitOf(q proto.Queue) int {
+	return max(q.Limit, 1)
+}
+
+// holdersOf lists q's holders, oldest first, whether the answer listed
+// them (every answer ParseQueue reads does) or only gave the first.
+func holdersOf(q proto.Queue) []proto.QueueHolder {
+	if !q.Held {
+		return nil
+	}
+	if len(q.Holders) == 0 {
+		return []proto.QueueHolder{{Token: q.Token, LeaseLeft: q.LeaseLeft}}
+	}
+	return q.Holders
+}
+
+// holderName is the name an acquire id leads with, for a table cell.
+func holderName(id string) string {
+	if n := proto.IDName(id); n != "" {
+		return printable(n)
+	}
+	return cellNone
+}
+
+// renderQueues draws the queues. Row i of a key shows its i-th holder
+// beside its i-th waiter, as many rows as it has of the more numerous.
+// For a person, the key and HELD (holders/limit) head its first row, and
+// a summary line follows; plain, every row repeats the key and HELD and
+// fills every cell, so that each line stands on its own for grep and
+// awk, and a lock's one holder is repeated beside each of its waiters.
+// A person's table leaves the tokens out, to fit the terminal; plain
+// text has them, and wide adds the waiter's name. An empty list draws
+// nothing: the caller says so on a terminal.
 func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) error {
 	if len(list) == 0 {
 		return nil
 	}
 	p := newPalette(w, s.Color)
-	t := grid{header: []string{"KEY", "HOLDER", "LEASE", "WAITER", "WAITED", "FROM"},
-		shrink: []shrinkable{{col: 5, middle: true}, {col: 0}}}
+	// Every column; show picks those of this style.
+	const colToken, colFrom, colWaiterName = 2, 7, 8
+	header := []string{"KEY", "HELD", "TOKEN", "HOLDER", "LEASE", "WAITER", "WAITED", "FROM", "WAITER-NAME"}
+	show := func(col int) bool {
+		switch col {
+		case colToken:
+			return !s.Table || s.Wide
+		case colWaiterName:
+			return s.Wide
+		}
+		return true
+	}
+	pick := func(cells []string) []string { return pickColumns(cells, show) }
+	t := grid{header: pick(header)}
+	// Cut FROM first, by its middle (the port tells connections from one
+	// host apart), then HOLDER, then KEY.
+	at := func(col int) int { return len(pick(header[:col])) }
+	t.shrink = []shrinkable{{col: at(colFrom), middle: true}, {col: at(3)}, {col: 0}}
+
 	strong := func(c string) string { return p.strong.Render(c) }
 	faint := func(c string) string { return p.faint.Render(c) }
 	warn := func(c string) string { return p.warn.Render(c) }
+	blank := cellNone
+	if s.Table {
+		blank = ""
+	}
 	held, waiters := 0, 0
 	var longest time.Duration
 	longestKey := ""
 	for _, q := range list {
 		// Escaped before anything measures it.
 		key := printable(q.Key)
-		token, lease := cellNone, cellNone
-		if q.Held {
+		hs := holdersOf(q)
+		if len(hs) > 0 {
 			held++
-			token = strconv.FormatUint(q.Token, 10)
-			lease = humanDuration(q.LeaseLeft)
 		}
-		if !s.Table {
-			if len(q.Waiters) == 0 {
-				t.add([]string{key, token, lease, cellNone, cellNone, cellNone})
+		count := strconv.Itoa(len(hs)) + "/" + strconv.Itoa(limitOf(q))
+		for i := range max(len(hs), len(q.Waiters), 1) {
+			row := []string{key, count, blank, blank, blank, blank, blank, blank, blank}
+			if s.Table && i > 0 {
+				row[0], row[1] = "", ""
 			}
-			for i, wt := range q.Waiters {
-				t.add([]string{key, token, lease, strconv.Itoa(i + 1), humanDuration(wt.Waited), addrOrNone(wt.Addr)})
+			h := -1
+			switch {
+			case i < len(hs):
+				h = i
+			case !s.Table && len(hs) == 1 && limitOf(q) == 1:
+				h = 0 // a lock's holder stands beside each of its waiters
 			}
-			continue
-		}
-		if len(q.Waiters) == 0 {
-			t.add([]string{key, token, lease, "", "", ""}, strong)
-		}
-		for i, wt := range q.Waiters {
-			waiters++
-			if wt.Waited > longest {
-				longest, longestKey = wt.Waited, key
+			if h >= 0 {
+				row[2], row[3], row[4] = strconv.FormatUint(hs[h].Token, 10), holderName(hs[h].ID), humanDuration(hs[h].LeaseLeft)
 			}
 			var waited func(string) string
-			if wt.Waited >= longWait {
-				waited = warn
+			if i < len(q.Waiters) {
+				wt := q.Waiters[i]
+				pos := strconv.Itoa(i + 1)
+				if s.Table {
+					pos = "#" + pos
+				}
+				row[5], row[6], row[7], row[8] = pos, humanDuration(wt.Waited), addrOrNone(wt.Addr), holderName(wt.ID)
+				waiters++
+				if wt.Waited > longest {
+					longest, longestKey = wt.Waited, key
+				}
+				if wt.Waited >= longWait {
+					waited = warn
+				}
 			}
-			k, tok, ls := "", "", ""
-			if i == 0 {
-				k, tok, ls = key, token, lease
-			}
-			t.add([]string{k, tok, ls, "#" + strconv.Itoa(i+1), humanDuration(wt.Waited), addrOrNone(wt.Addr)},
-				strong, nil, nil, nil, waited, faint)
+			t.add(pick(row), pickColumns([]func(string) string{strong, nil, nil, nil, nil, nil, waited, faint, faint}, show)...)
 		}
 	}
 	if err := t.draw(w, s, p); err != nil || !s.Table {
@@ -274,6 +367,17 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 	}
 	_, err := io.WriteString(w, summaryLine(parts, s))
 	return err
+}
+
+// pickColumns keeps the cells of the columns show keeps.
+func pickColumns[T any](cells []T, show func(col int) bool) []T {
+	var out []T
+	for i, c := range cells {
+		if show(i) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // emptyQueues is what queues says, on a terminal only, when nothing

@@ -62,7 +62,7 @@ func TestQueuesCommand(t *testing.T) {
 		t.Fatalf("empty --json: exit %d %q", code, out)
 	}
 
-	cl, err := client.New([]string{addr}, client.Options{})
+	cl, err := client.New([]string{addr}, client.Options{Name: "alice@ci-1:42"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestQueuesCommand(t *testing.T) {
 	}
 	// Two waiters, on connections of their own, in a known order.
 	for i := range 2 {
-		w, err := client.New([]string{addr}, client.Options{ConnsPerAddr: 1})
+		w, err := client.New([]string{addr}, client.Options{ConnsPerAddr: 1, Name: "waiter-" + strconv.Itoa(i+1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,8 +96,13 @@ func TestQueuesCommand(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[1], "backup ") || !strings.HasPrefix(lines[2], "deploy ") || !strings.HasPrefix(lines[3], "deploy ") {
 		t.Fatalf("queues:\n%s", out)
 	}
-	if f := strings.Fields(lines[2]); f[1] != strconv.FormatUint(held.Token, 10) || f[3] != "1" {
+	if f := strings.Fields(lines[2]); f[1] != "1/1" || f[2] != strconv.FormatUint(held.Token, 10) || f[3] != "alice@ci-1:42" || f[5] != "1" {
 		t.Errorf("first waiter line: %q", lines[2])
+	}
+	code, out, _ = lockctl(t, "--addr", addr, "-o", "wide", "queues", "--key", "deploy")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 3 ||
+		!strings.HasSuffix(lines[1], " waiter-1") || !strings.HasSuffix(lines[2], " waiter-2") {
+		t.Errorf("-o wide names the waiters: exit %d\n%s", code, out)
 	}
 
 	code, out, _ = lockctl(t, "--addr", addr, "queues", "--key", "deploy", "--json")
@@ -112,6 +117,10 @@ func TestQueuesCommand(t *testing.T) {
 	if k.Key != "deploy" || !k.Held || *k.Token != held.Token || len(k.Waiters) != 2 ||
 		k.Waiters[0].Position != 1 || k.Waiters[0].WaitedSeconds < k.Waiters[1].WaitedSeconds || k.Waiters[0].Addr == nil {
 		t.Errorf("deploy: %s", out)
+	}
+	if k.Limit != 1 || len(k.Holders) != 1 || k.Holders[0].Token != held.Token || *k.Holders[0].ID != held.ID ||
+		*k.Holders[0].Name != "alice@ci-1:42" || *k.Waiters[1].Name != "waiter-2" {
+		t.Errorf("deploy's holder and waiters by name: %s", out)
 	}
 
 	code, out, _ = lockctl(t, "--addr", addr, "queues", "--prefix", "back")
@@ -139,15 +148,19 @@ func waitQueueLen(t *testing.T, cl *client.Client, key string, n int) {
 	}
 }
 
-// hostileQueues holds keys and waiter addresses that must not reach a
-// terminal raw, and two that may (CJK, plain ASCII).
+// hostileQueues holds keys, waiter addresses and holder and waiter names
+// that must not reach a terminal raw, and two that may (CJK, plain
+// ASCII).
 func hostileQueues() []proto.Queue {
 	return []proto.Queue{
-		{Key: rlo, Held: true, Token: tokA, LeaseLeft: 29500 * time.Millisecond, Waiters: []proto.QueueWaiter{
-			{Waited: 14200 * time.Millisecond, Addr: "10.0.0.9:51234\u202e"},
-			{Waited: 400 * time.Millisecond, Addr: sgr + ":1"},
-		}},
-		{Key: cjk, Held: true, Token: tokB, LeaseLeft: 12 * time.Second},
+		{Key: rlo, Held: true, Token: tokA, LeaseLeft: 29500 * time.Millisecond,
+			Holders: []proto.QueueHolder{{Token: tokA, LeaseLeft: 29500 * time.Millisecond, ID: isolate + "#1"}},
+			Waiters: []proto.QueueWaiter{
+				{Waited: 14200 * time.Millisecond, Addr: "10.0.0.9:51234\u202e", ID: c1 + "#2"},
+				{Waited: 400 * time.Millisecond, Addr: sgr + ":1", ID: sgr + "#3"},
+			}},
+		{Key: cjk, Held: true, Token: tokB, LeaseLeft: 12 * time.Second,
+			Holders: []proto.QueueHolder{{Token: tokB, LeaseLeft: 12 * time.Second, ID: cjk + "#4"}}},
 		{Key: c1, Waiters: []proto.QueueWaiter{{Waited: 2 * time.Second, Addr: isolate}}},
 		{Key: invalid, Held: true, Token: 1, LeaseLeft: time.Second},
 		{Key: backslash, Held: true, Token: 2, LeaseLeft: time.Second},
@@ -162,7 +175,10 @@ func TestQueuesNeverPrintAHostileRune(t *testing.T) {
 	for _, q := range hostileQueues() {
 		words = append(words, q.Key)
 		for _, w := range q.Waiters {
-			words = append(words, w.Addr)
+			words = append(words, w.Addr, w.ID)
+		}
+		for _, h := range q.Holders {
+			words = append(words, h.ID)
 		}
 	}
 	for _, tc := range []struct {
@@ -172,6 +188,7 @@ func TestQueuesNeverPrintAHostileRune(t *testing.T) {
 		{"queues_hostile_table.golden", renderStyle{Table: true}},
 		{"queues_hostile_plain.golden", renderStyle{}},
 		{"", renderStyle{Table: true, Color: true}},
+		{"", renderStyle{Table: true, Wide: true}},
 	} {
 		var b bytes.Buffer
 		if err := renderQueues(&b, hostileQueues(), 7, tc.style); err != nil {
@@ -179,10 +196,14 @@ func TestQueuesNeverPrintAHostileRune(t *testing.T) {
 		}
 		out := b.String()
 		assertNoHostileBytes(t, fmt.Sprintf("%+v", tc.style), out, tc.style.Color, words...)
-		for _, want := range []string{`deploy\u202e`, `10.0.0.9:51234\u202e`, `\x1b[31mred:1`, `nel\u0085csi\u009b`, `inv\xffalid\xc3`, `back\\slash`, cjk, "plain"} {
+		for _, want := range []string{`deploy\u202e`, `10.0.0.9:51234\u202e`, `\x1b[31mred:1`, `nel\u0085csi\u009b`, `inv\xffalid\xc3`, `back\\slash`, cjk, "plain",
+			`\u2066yolped\u2069 `} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%+v lacks %s:\n%s", tc.style, want, out)
 			}
+		}
+		if tc.style.Wide && (!strings.Contains(out, `nel\u0085csi\u009b`+"\n") || !strings.Contains(out, `\x1b[31mred`+"\n")) {
+			t.Errorf("wide lacks the waiters' names, escaped:\n%s", out)
 		}
 		if tc.file != "" {
 			golden(t, tc.file, b.Bytes())

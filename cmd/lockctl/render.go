@@ -168,7 +168,8 @@ type grid struct {
 	rows   [][]string
 	paint  [][]func(string) string
 	// shrink lists the columns that may be cut to fit a width, in the
-	// order they are cut; each keeps at least minCut cells.
+	// order they are cut; each keeps at least minCut cells, or lastCut
+	// when that is not enough.
 	shrink []shrinkable
 }
 
@@ -180,8 +181,13 @@ type shrinkable struct {
 	middle bool
 }
 
-// minCut is the narrowest a column is cut to.
-const minCut = 10
+// minCut is the narrowest a column is cut to while others can give room,
+// and lastCut the narrowest when the table still does not fit: a few
+// characters and the ellipsis, enough to tell rows apart.
+const (
+	minCut  = 10
+	lastCut = 6
+)
 
 // cutTo shortens c to width cells, marking the cut with s's ellipsis: at
 // the end, or in the middle to keep what follows the last colon.
@@ -230,14 +236,18 @@ func (t *grid) draw(w io.Writer, s renderStyle, p *palette) error {
 			}
 			return sum
 		}
-		for _, sh := range t.shrink {
-			over := total() - s.Width
-			if over <= 0 {
-				break
-			}
-			if by := min(over, width[sh.col]-minCut); by > 0 {
-				width[sh.col] -= by
-				cut[sh.col] = true
+		// Each column is cut to minCut first, in turn; when that is not
+		// enough, to lastCut.
+		for _, floor := range []int{minCut, lastCut} {
+			for _, sh := range t.shrink {
+				over := total() - s.Width
+				if over <= 0 {
+					break
+				}
+				if by := min(over, width[sh.col]-floor); by > 0 {
+					width[sh.col] -= by
+					cut[sh.col] = true
+				}
 			}
 		}
 	}

@@ -76,13 +76,23 @@ func sampleCluster() clusterView {
 	})
 }
 
+// sampleQueues are a lock held by a client without a name, a lock held
+// and waited on by named lockctls, a semaphore of three places with two
+// holders and a waiter, and a key only waited on.
 func sampleQueues() []proto.Queue {
 	return []proto.Queue{
 		{Key: "backup", Held: true, Token: tokB, LeaseLeft: 12 * time.Second},
-		{Key: "deploy", Held: true, Token: tokA, LeaseLeft: 29500 * time.Millisecond, Waiters: []proto.QueueWaiter{
-			{Waited: 14200 * time.Millisecond, Addr: "10.0.0.9:51234"},
-			{Waited: 400 * time.Millisecond, Addr: "10.0.0.7:40112"},
-		}},
+		{Key: "builds", Held: true, Token: tokB + 1, LeaseLeft: 58200 * time.Millisecond, Limit: 3,
+			Holders: []proto.QueueHolder{
+				{Token: tokB + 1, LeaseLeft: 58200 * time.Millisecond, ID: "ci@runner-1:811#9f3c2a7d1e5b6a70-1"},
+				{Token: tokB + 2, LeaseLeft: 41 * time.Second, ID: "ci@runner-2:77#0c1d2e3f40516273-1"},
+			}},
+		{Key: "deploy", Held: true, Token: tokA, LeaseLeft: 29500 * time.Millisecond,
+			Holders: []proto.QueueHolder{{Token: tokA, LeaseLeft: 29500 * time.Millisecond, ID: "alice@ci-1:4242#5e6f708192a3b4c5-1"}},
+			Waiters: []proto.QueueWaiter{
+				{Waited: 14200 * time.Millisecond, Addr: "10.0.0.9:51234", ID: "bob@ci-2:7#a3b4c5d6e7f80912-1"},
+				{Waited: 400 * time.Millisecond, Addr: "10.0.0.7:40112"},
+			}},
 		{Key: "jobs/nightly", Waiters: []proto.QueueWaiter{{Waited: 2 * time.Second}}},
 	}
 }
@@ -125,10 +135,12 @@ func TestGoldenQueues(t *testing.T) {
 		style renderStyle
 	}{
 		{"queues_color.golden", renderStyle{Table: true, Color: true, Width: 80}},
+		{"queues_table.golden", renderStyle{Table: true, Width: 80}},
 		{"queues_plain.golden", renderStyle{}},
+		{"queues_wide.golden", renderStyle{Wide: true}},
 	} {
 		var b bytes.Buffer
-		if err := renderQueues(&b, sampleQueues(), 3, tc.style); err != nil {
+		if err := renderQueues(&b, sampleQueues(), 4, tc.style); err != nil {
 			t.Fatal(err)
 		}
 		if !tc.style.Color && bytes.Contains(b.Bytes(), []byte("\x1b[")) {
@@ -137,7 +149,7 @@ func TestGoldenQueues(t *testing.T) {
 		golden(t, tc.file, b.Bytes())
 	}
 	var b bytes.Buffer
-	if err := printJSON(&b, queuesJSONOf(sampleQueues(), 3)); err != nil {
+	if err := printJSON(&b, queuesJSONOf(sampleQueues(), 4)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "queues.json.golden", b.Bytes())
@@ -183,8 +195,8 @@ func TestPlainOutputIsAwkSafe(t *testing.T) {
 	}{
 		{"status", func(b *bytes.Buffer, s renderStyle) { renderStatus(b, sampleCluster(), s) }, 7,
 			[]string{"NODE", "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}},
-		{"queues", func(b *bytes.Buffer, s renderStyle) { renderQueues(b, sampleQueues(), 3, s) }, 6,
-			[]string{"KEY", "backup", "deploy", "deploy", "jobs/nightly"}},
+		{"queues", func(b *bytes.Buffer, s renderStyle) { renderQueues(b, sampleQueues(), 4, s) }, 8,
+			[]string{"KEY", "backup", "builds", "builds", "deploy", "deploy", "jobs/nightly"}},
 	} {
 		for _, noHeaders := range []bool{false, true} {
 			var b bytes.Buffer

@@ -165,7 +165,15 @@ func describePlace(q proto.Queue, waited time.Duration) string {
 	if pos > 0 {
 		parts = append(parts, fmt.Sprintf("#%d of %d in the queue", pos, of))
 	}
-	if q.Held {
+	switch hs := holdersOf(q); {
+	case len(hs) > 1 || limitOf(q) > 1:
+		// A place frees when the first of the holders' leases ends.
+		soonest := hs[0].LeaseLeft
+		for _, h := range hs {
+			soonest = min(soonest, h.LeaseLeft)
+		}
+		parts = append(parts, fmt.Sprintf("%d/%d held, the first lease ends in %s", len(hs), limitOf(q), humanDuration(soonest)))
+	case q.Held:
 		parts = append(parts, fmt.Sprintf("holder's lease ends in %s", humanDuration(q.LeaseLeft)))
 	}
 	return strings.Join(parts, " · ")
@@ -206,6 +214,9 @@ func queueOnce(ctx context.Context, addrs []string, key string) (proto.Queue, er
 	return proto.Queue{}, last
 }
 
+// maxAnswer bounds one answer askOnce reads, as the client bounds its own.
+const maxAnswer = 1 << 20
+
 // askOnce dials addr, sends one request line and reads one answer.
 func askOnce(ctx context.Context, addr, request string) (proto.Answer, error) {
 	d := net.Dialer{Timeout: waitingDial}
@@ -220,7 +231,9 @@ func askOnce(ctx context.Context, addr, request string) (proto.Answer, error) {
 	if _, err := io.WriteString(nc, request+"\n"); err != nil {
 		return proto.Answer{}, err
 	}
-	line, err := bufio.NewReader(nc).ReadSlice('\n')
+	// A Q answer lists up to 1000 waiters and their ids: far more than a
+	// bufio.Reader's own buffer, and still bounded.
+	line, err := bufio.NewReader(io.LimitReader(nc, maxAnswer)).ReadBytes('\n')
 	if err != nil {
 		return proto.Answer{}, err
 	}

@@ -30,6 +30,11 @@ func TestQueuePosition(t *testing.T) {
 	if got != "#2 of 3 in the queue · holder's lease ends in 12.0s" {
 		t.Errorf("describePlace: %q", got)
 	}
+	sem := proto.Queue{Held: true, Limit: 3, Waiters: q.Waiters, Holders: []proto.QueueHolder{
+		{Token: 1, LeaseLeft: 40 * time.Second}, {Token: 2, LeaseLeft: 7 * time.Second}, {Token: 3, LeaseLeft: time.Minute}}}
+	if got := describePlace(sem, 10*time.Second); got != "#1 of 3 in the queue · 3/3 held, the first lease ends in 7.0s" {
+		t.Errorf("describePlace of a semaphore: %q", got)
+	}
 }
 
 // lockedBuffer is a strings.Builder safe for one writer and one reader.
@@ -118,5 +123,23 @@ func TestQueueOnceFollowsRedirect(t *testing.T) {
 	}
 	if _, err := queueOnce(ctx, []string{freeLoopbackAddrs(t, 1)[0]}, "deploy"); err == nil {
 		t.Errorf("no error from a closed port")
+	}
+	// A queue whose answer is longer than a bufio.Reader's buffer: 200
+	// named waiters.
+	for i := range 200 {
+		w, err := client.New([]string{active}, client.Options{ConnsPerAddr: 1, Name: strings.Repeat("w", 30)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		wctx, wcancel := context.WithCancel(context.Background())
+		defer wcancel()
+		go w.Acquire(wctx, "deploy", time.Minute, 0)
+		if i == 199 {
+			waitQueueLen(t, cl, "deploy", 200)
+		}
+	}
+	if q, err := queueOnce(ctx, []string{standby}, "deploy"); err != nil || len(q.Waiters) != 200 || q.Waiters[199].ID == "" {
+		t.Fatalf("a long queue: %d waiters, %v", len(q.Waiters), err)
 	}
 }

@@ -70,6 +70,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
@@ -129,14 +130,65 @@ type Options struct {
 	// that the node knows it too.
 	Secret []byte
 	Role   auth.Role
+
+	// Name says who this client is, to whoever looks at a key's holders
+	// and waiters (Q, lockctl queues): it leads the id of every acquire,
+	// NAME#SUFFIX, the suffix keeping each id unique (see proto's A).
+	// lockctl uses user@host:pid. Spaces and control characters become
+	// '_', and a name longer than MaxNameLen bytes is cut. "" sends ids
+	// without a name.
+	Name string
 }
 
-// Lock is a granted lock. Token is its fencing token: hand it to the
-// protected resource, which refuses tokens smaller than the last it saw.
+// MaxNameLen is the longest Options.Name an acquire id has room for,
+// beside the suffix that makes it unique.
+const MaxNameLen = proto.MaxIDLen - idSuffixLen
+
+// idSuffixLen is the most an id adds to its name: '#', 16 hex digits of
+// the client's random prefix, '-' and a count of its acquires in base 36
+// (13 digits at most).
+const idSuffixLen = 1 + 16 + 1 + 13
+
+// cleanName makes name fit an acquire id: no byte that cannot stand in a
+// word of the protocol, at most MaxNameLen bytes, not cut inside a UTF-8
+// sequence.
+func cleanName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if c <= ' ' || c == 0x7f {
+			b[i] = '_'
+		}
+	}
+	if len(b) > MaxNameLen {
+		b = b[:MaxNameLen]
+		// Drop a rune cut in two.
+		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(b[i]) {
+				if !utf8.FullRune(b[i:]) {
+					b = b[:i]
+				}
+				break
+			}
+		}
+	}
+	return string(b)
+}
+
+// Lock is a granted lock, or one place of a semaphore. Token is its
+// fencing token: hand it to the protected resource, which refuses tokens
+// smaller than the last it saw (for a semaphore, see Limit).
 type Lock struct {
 	Key   string
 	Token uint64
 	Lease time.Duration
+	// Limit is how many may hold Key at once: 1 for a lock. The holders
+	// of a semaphore each have a token of their own, unique and larger
+	// than every earlier one; a resource fenced per place keys its fence
+	// by token (or by place), not by key alone.
+	Limit int
+	// ID is the id the acquire carried, as Q shows it: Options.Name, '#',
+	// and what makes it unique.
+	ID string
 }
 
 // Client talks to the lockd nodes at a fixed list of addresses, plus any
@@ -167,8 +219,8 @@ type Client struct {
 	// tests use it to know a call is blocked.
 	waits atomic.Int64
 
-	// idPrefix and ids make the acquire ids: random to this client, then
-	// a count of its acquires.
+	// idPrefix and ids make the acquire ids: Options.Name and '#' when
+	// named, then random to this client, then a count of its acquires.
 	idPrefix string
 	ids      atomic.Uint64
 }
@@ -240,6 +292,9 @@ func newClient(addrs []string, opts Options, h hooks) (*Client, error) {
 	var prefix [8]byte
 	rand.Read(prefix[:])
 	c.idPrefix = hex.EncodeToString(prefix[:])
+	if opts.Name != "" {
+		c.idPrefix = cleanName(opts.Name) + string(proto.IDSep) + c.idPrefix
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.Lock()
 	for _, a := range list {

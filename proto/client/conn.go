@@ -544,7 +544,11 @@ func (cl *call) abandon() (result, bool) {
 
 // request is one request line to send.
 type request struct {
-	op    proto.Op
+	op proto.Op
+	// limit (A) is how many may hold the key at once (0 and 1: a lock).
+	// Beside op it fills padding: a lock's request is no larger than it
+	// was before semaphores.
+	limit int32
 	key   string
 	token uint64        // R, N
 	lease time.Duration // A, N
@@ -597,6 +601,10 @@ func (r *request) appendTo(b []byte) []byte {
 		b = proto.AppendSeconds(b, r.lease)
 		b = append(b, ' ')
 		b = proto.AppendSeconds(b, r.wait)
+		if r.limit > 1 {
+			b = append(b, " limit="...)
+			b = strconv.AppendInt(b, int64(r.limit), 10)
+		}
 		if r.id != "" {
 			b = append(b, " id="...)
 			b = append(b, r.id...)

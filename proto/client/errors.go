@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/lockd-io/lockd/proto"
 )
@@ -31,6 +32,12 @@ var (
 	// active: the nodes disagree on which one is, which a retry a moment
 	// later usually finds settled.
 	ErrDisagree = errors.New("the nodes disagree on which one is active")
+	// ErrLimitMismatch: an acquire asked for a limit (Limit) other than
+	// the one the key has, set by the acquire that created it; the key
+	// keeps it while it is held or waited on. The error is the node's
+	// *ServerError, which matches ErrLimitMismatch with errors.Is; Queue
+	// tells the key's limit.
+	ErrLimitMismatch = errors.New("the key exists with another limit")
 )
 
 // ServerError is an E answer: the node refused the request and said why.
@@ -42,6 +49,15 @@ type ServerError struct {
 func (e *ServerError) Error() string {
 	return fmt.Sprintf("lockd refused %s %s: %s", opName(e.Op), e.Key, e.Msg)
 }
+
+// Is reports whether the refusal is a limit mismatch (proto's "E key A:
+// limit mismatch: ..."), for errors.Is(err, ErrLimitMismatch).
+func (e *ServerError) Is(target error) bool {
+	return target == ErrLimitMismatch && e.Op == proto.OpAcquire && strings.HasPrefix(e.Msg, limitMismatch)
+}
+
+// limitMismatch starts the words of proto's limit-mismatch refusal.
+const limitMismatch = "limit mismatch:"
 
 func opName(op proto.Op) string {
 	switch op {

@@ -22,6 +22,14 @@ import (
 // ErrUnavailable when no node could be reached, and ctx.Err() when ctx
 // ends first; a grant that arrives after that is released at once.
 func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (Lock, error) {
+	return c.AcquireWith(ctx, key, lease, wait)
+}
+
+// AcquireWith is Acquire with options that change what is asked for:
+// Limit(n) takes one of n places of a semaphore instead of a lock. With
+// no option it is Acquire. A refusal because the key exists with another
+// limit is a *ServerError that matches ErrLimitMismatch.
+func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.Duration, opts ...AcquireOption) (Lock, error) {
 	if err := checkKey("acquire", key); err != nil {
 		return Lock{}, err
 	}
@@ -31,7 +39,16 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, id: c.acquireID()}
+	limit := 1
+	for _, o := range opts {
+		if o.limit != 0 {
+			limit = o.limit
+		}
+	}
+	if limit < 1 || limit > proto.MaxLimit {
+		return Lock{}, fmt.Errorf("acquire %s: limit %d is out of range; a key allows 1 (a lock) to %d holders at once", key, limit, proto.MaxLimit)
+	}
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.acquireID()}
 	rctx := ctx
 	if wait > 0 {
 		// The server answers T when the wait ends, but holds that answer
@@ -56,13 +73,32 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	case proto.OpAcquire:
 		if len(a.Fields) == 1 {
 			if token, err := proto.ParseToken(a.Fields[0]); err == nil {
-				return Lock{Key: key, Token: token, Lease: lease}, nil
+				return Lock{Key: key, Token: token, Lease: lease, Limit: limit, ID: req.id}, nil
 			}
 		}
 	case proto.KindTimeout:
 		return Lock{}, timeoutErr(key, wait)
 	}
 	return Lock{}, badAnswer("acquire", key, cn, a)
+}
+
+// An AcquireOption changes what AcquireWith asks for. The zero value
+// changes nothing.
+type AcquireOption struct {
+	limit int
+}
+
+// Limit makes AcquireWith take one of n places of key, a semaphore: up to n
+// hold it at once, each with a token and a lease of its own, renewed and
+// released by that token as a lock is; the next acquire waits in the
+// same FIFO queue. Limit(1), like no option, is a lock. The first acquire
+// of a key sets its limit; while the key is held or waited on, an acquire
+// with another limit is refused with an error matching ErrLimitMismatch.
+func Limit(n int) AcquireOption {
+	if n == 0 {
+		n = -1 // out of range, not "no option"
+	}
+	return AcquireOption{limit: n}
 }
 
 // acquireGrace is how long past its wait an acquire waits for the
