@@ -15,7 +15,7 @@ function __lockd_node --description 'the lockd command being typed'
                 set node lockd_tls
             case 'lockd completion'
                 set node lockd_completion
-            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format'
+            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format'
                 set skip 1
             case 'lockd_tls ca'
                 set node lockd_tls_ca
@@ -43,6 +43,8 @@ complete -c lockd -n '__lockd_is lockd' -l peers -x -d 'every node of the cluste
 complete -c lockd -n '__lockd_is lockd' -l advertise -x -d 'this node\'s ADDR as written in --peers, when it differs from --listen'
 complete -c lockd -n '__lockd_is lockd' -l heartbeat -x -d 'DURATION between heartbeats to each peer'
 complete -c lockd -n '__lockd_is lockd' -l failure-timeout -x -d 'a peer silent this DURATION is considered down'
+complete -c lockd -n '__lockd_is lockd' -l replication -x -d 'MODE sync: the active answers a grant, release or renewal once the standbys...'
+complete -c lockd -n '__lockd_is lockd' -l sync-timeout -x -d 'in sync mode, a standby that has not acknowledged an answer within this...'
 complete -c lockd -n '__lockd_is lockd' -l max-keys -x -d 'most keys held or waited on at once, a number N'
 complete -c lockd -n '__lockd_is lockd' -l max-waiters -x -d 'most clients queued on one key, a number N'
 complete -c lockd -n '__lockd_is lockd' -l max-lease -x -d 'longest lease a client may ask for, a DURATION'
