@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -57,6 +58,23 @@ const (
 	drillReleaseFor = 6 * time.Second
 	// maxViolationsShown is how many fencing violations a report lists.
 	maxViolationsShown = 5
+	// drillProbeAfter is how long an acquire waits before the drill asks
+	// the active who holds its key (Q), and then again each as long while
+	// it still waits: on a healthy cluster a drill's acquire waits a few
+	// cycles of the holder, a millisecond or so, while a key held by a
+	// release the new active did not know of stays held until its lease
+	// ends. Leases shorter than four times this are probed at a quarter of
+	// the lease.
+	drillProbeAfter = 250 * time.Millisecond
+	// drillSweepFor bounds the last look at every key once the workload
+	// ended.
+	drillSweepFor = 5 * time.Second
+	// drillGhostAfter is how long a grant seen held must have gone
+	// unanswered before the end of the workload to count as a ghost when
+	// no later grant of its key shows that it ended: the client's failure
+	// timeout, by which an answer held up by a node that went has been
+	// asked for again elsewhere.
+	drillGhostAfter = time.Second
 )
 
 func (c *drillCommand) Command() *cli.Command {
@@ -75,8 +93,22 @@ func (c *drillCommand) Command() *cli.Command {
 			"   cycles   acquire+release cycles completed\n" +
 			"   errors   errors the client could not hide (it follows redirects and moves\n" +
 			"            requests off dropped connections by itself)\n" +
-			"   lost     grants the new active did not know of (release said notheld):\n" +
-			"            replication is asynchronous, so a failover may lose recent grants\n" +
+			"   lost     answers the new active did not know of, grants and releases:\n" +
+			"            a grant is lost when its release says notheld; a release is lost\n" +
+			"            when, after the old active answered it ok, the active still names\n" +
+			"            its token as the key's holder. The drill asks the active (Q) about\n" +
+			"            the key of any acquire that waits unusually long (250ms, or a\n" +
+			"            quarter of --lease), and about every key once the workload ended.\n" +
+			"            lockd --replication sync (the default) loses neither in a crash;\n" +
+			"            async may lose the last answers\n" +
+			"   in doubt releases in flight during the action that came back notheld: the\n" +
+			"            old active may have applied one and gone before its answer did\n" +
+			"            (the client re-sent it, and the token was gone), or its grant was\n" +
+			"            lost. No client can tell which, so they are not counted as lost\n" +
+			"   ghosts   keys held by a grant no worker received: its answer was lost,\n" +
+			"            and the acquire the client sent again waited behind it\n" +
+			"   stall    the longest a key stayed held by a lost release or a ghost: from\n" +
+			"            when it was freed to its next grant (or the drill's end)\n" +
 			"   gap      the longest time without any grant: what the disruption cost\n" +
 			"   takeover from the last grant by the old active to the first by the new\n" +
 			"            one (its tokens carry a newer epoch); null in JSON if none came\n" +
@@ -88,14 +120,21 @@ func (c *drillCommand) Command() *cli.Command {
 			"   {\"workers\":8,\"keys\":16,\"lease_seconds\":5,\"duration_seconds\":10,\n" +
 			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\"detail\":\"...\"},\n" +
 			"    \"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\"cycles\":48211,\"grants\":48211,\n" +
-			"    \"errors\":0,\"error_kinds\":{},\"first_error\":null,\"lost\":0,\n" +
+			"    \"errors\":0,\"error_kinds\":{},\"first_error\":null,\n" +
+			"    \"lost\":0,\"lost_grants\":0,\"lost_releases\":0,\"in_doubt\":0,\"ghosts\":0,\n" +
+			"    \"unchecked_keys\":0,\"stall_ms\":null,\"stall_key\":null,\"stall_cause\":null,\n" +
 			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\"gap_to_seconds\":3.015,\n" +
 			"    \"fencing\":{\"ok\":true,\"violations\":[]},\"pass\":true,\"failures\":[]}\n" +
 			"A violation reads {\"key\":K,\"token\":T,\"at_seconds\":S,\"after\":U,\"after_at_seconds\":R}:\n" +
-			"a client got token T at S, after another got the larger (or equal) U at R.\n\n" +
+			"a client got token T at S, after another got the larger (or equal) U at R.\n" +
+			"lost is lost_grants + lost_releases, what --max-lost bounds; unchecked_keys\n" +
+			"counts keys the last look could not ask about (a loss there would go unseen,\n" +
+			"so with --max-lost the drill fails); stall_cause is \"lost release\" or\n" +
+			"\"ghost grant\".\n\n" +
 			"Examples:\n" +
 			"   lockctl drill --max-gap 500ms --max-errors 0\n" +
 			"   lockctl drill --run 'kill $(cat /run/lockd-a.pid)' --at 2s --duration 8s --max-gap 3s\n" +
+			"   lockctl drill --run 'kill -9 $(cat /run/lockd-a.pid)' --max-lost 0   # a crash loses nothing\n" +
 			"   lockctl drill --action none --duration 5s   # a baseline without disruption\n\n" +
 			exitCodesHelp(
 				exitLine("0", "the drill passed"),
@@ -123,7 +162,7 @@ func (c *drillCommand) Command() *cli.Command {
 			&cli.IntFlag{Name: "max-errors", Destination: &c.maxErrors, DefaultText: "no bound",
 				Usage: "fail when the client saw more than `N` errors"},
 			&cli.IntFlag{Name: "max-lost", Destination: &c.maxLost, DefaultText: "no bound",
-				Usage: "fail when more than `N` grants were lost in the failover"},
+				Usage: "fail when more than `N` grants and releases together were lost in the failover"},
 		},
 		Action: c.Run,
 	}
@@ -284,13 +323,45 @@ type drillClient interface {
 	Acquire(ctx context.Context, key string, lease, wait time.Duration) (client.Lock, error)
 	Release(ctx context.Context, key string, token uint64) error
 	Handoff(ctx context.Context, to string) (string, error)
+	Queue(ctx context.Context, key string) (proto.Queue, error)
 }
 
-// drillGrant is one granted acquire: when (since the start) and which token.
+// drillGrant is one granted acquire: when (since the start) and which
+// token, and when its release was answered ok, if it was.
 type drillGrant struct {
-	At    time.Duration
+	At         time.Duration
+	Token      uint64
+	ReleasedAt time.Duration
+	Key        int32
+	Released   bool
+}
+
+// holderSeen is what the active answered when the drill asked who held a
+// key: the holders' tokens, as of a question sent At.
+type holderSeen struct {
+	At      time.Duration
+	Key     int32
+	Holders []uint64
+}
+
+// strandedHold is a key the active held by a token no worker held: a
+// release it answered ok and then forgot (a lost release), or a ghost
+// grant, whose answer no worker received (the client sent the acquire
+// again, and it waited behind the grant made for it).
+type strandedHold struct {
+	Key   string
 	Token uint64
-	Key   int32
+	Ghost bool
+	// FreedAt is when the key was freed: when the lost release was
+	// answered ok, or, for a ghost, when the key's holder before it
+	// released it (0 when none did).
+	FreedAt time.Duration
+	SeenAt  time.Duration // when the active was first asked and named Token
+	// Stall is how long the key stayed held once freed: to the first
+	// grant of the key after SeenAt, or to the end of the workload
+	// (Regranted false) when none came.
+	Stall     time.Duration
+	Regranted bool
 }
 
 // fenceViolation is a token that was not larger than an earlier one of the
@@ -310,6 +381,7 @@ type drillReport struct {
 	ActiveAfter  string
 
 	ActionAt     time.Duration
+	ActionEnd    time.Duration // when the action returned
 	ActionOK     bool
 	ActionDetail string
 
@@ -319,7 +391,21 @@ type drillReport struct {
 	Errors      int
 	ErrorKinds  map[string]int
 	FirstError  string
-	Lost        int
+	// LostGrants counts releases answered notheld that were not in
+	// flight during the action: the grant was lost.
+	LostGrants int
+	// InDoubt counts releases answered notheld that were in flight during
+	// the action: either the grant was lost, or the old active applied
+	// the release and went before its answer did, and the re-sent release
+	// found the token gone. A client cannot tell which.
+	InDoubt int
+	// LostReleases are the releases answered ok that the active forgot,
+	// and Ghosts the grants no worker received, in the order the keys
+	// were freed.
+	LostReleases []strandedHold
+	Ghosts       []strandedHold
+	// Unchecked counts keys the last look could not ask about.
+	Unchecked int
 
 	Gap     time.Duration
 	GapFrom time.Duration
@@ -364,15 +450,21 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 		}
 		mu.Unlock()
 	}
+	probe := newHolderProbe(cl, p, keyName, start)
+	var notHeldAll []drillSpan // releases answered notheld: sent and answered
 	grants := make([][]drillGrant, p.Workers)
 	var wg sync.WaitGroup
 	for w := range p.Workers {
 		wg.Go(func() {
 			var mine []drillGrant
-			cycles, lost := 0, 0
+			var notHeld []drillSpan
+			cycles := 0
+			waiting := &probe.waits[w]
 			for wctx.Err() == nil {
 				k := rand.IntN(p.Keys)
+				waiting.begin(k, time.Since(start))
 				lock, err := cl.Acquire(wctx, keyName(k), p.Lease, 0)
+				waiting.end()
 				if err != nil {
 					if wctx.Err() != nil {
 						break
@@ -386,13 +478,16 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 				// The release outlives the workload's end, so that a
 				// drill leaves no lock behind.
 				rctx, rcancel := context.WithTimeout(ctx, drillReleaseFor)
+				sent := time.Since(start)
 				err = cl.Release(rctx, keyName(k), lock.Token)
 				rcancel()
 				switch {
 				case err == nil:
 					cycles++
+					g := &mine[len(mine)-1]
+					g.Released, g.ReleasedAt = true, time.Since(start)
 				case errors.Is(err, client.ErrNotHeld):
-					lost++
+					notHeld = append(notHeld, drillSpan{From: sent, To: time.Since(start)})
 				case ctx.Err() != nil:
 				default:
 					fail(err)
@@ -402,10 +497,15 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 			grants[w] = mine
 			mu.Lock()
 			rep.Cycles += cycles
-			rep.Lost += lost
+			notHeldAll = append(notHeldAll, notHeld...)
 			mu.Unlock()
 		})
 	}
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		probe.run(wctx)
+	}()
 
 	// The action runs beside the workload; the report waits for it.
 	actionDone := make(chan struct{})
@@ -419,20 +519,35 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 		}
 		rep.ActionAt = time.Since(start)
 		rep.ActionOK, rep.ActionDetail = runAction(ctx, cl, ask, p)
+		rep.ActionEnd = time.Since(start)
 		detail := rep.ActionDetail
 		pr.action.Store(&detail)
 	}()
 	wg.Wait()
 	end := time.Since(start)
 	<-actionDone
+	cancel()
+	<-probeDone
 
 	var all []drillGrant
+	used := make(map[int32]bool)
 	for _, g := range grants {
 		all = append(all, g...)
+		for _, gr := range g {
+			if gr.Released {
+				used[gr.Key] = true
+			}
+		}
 	}
+	// The last look: every key the drill released, once every release
+	// was answered. It finds a lost release no acquire waited on long
+	// enough to probe.
+	rep.Unchecked = probe.sweep(ctx, slices.Sorted(maps.Keys(used)))
+
 	slices.SortStableFunc(all, func(a, b drillGrant) int { return cmp.Compare(a.At, b.At) })
 	rep.Grants = len(all)
-	rep.Gap, rep.GapFrom, rep.GapTo = longestGap(all, min(end, p.Duration))
+	end = min(end, p.Duration)
+	rep.Gap, rep.GapFrom, rep.GapTo = longestGap(all, end)
 	if p.Action != actionNone && rep.ActionOK {
 		rep.Takeover, rep.TookOver = takeover(all, rep.ActionAt)
 		for _, g := range all {
@@ -442,7 +557,219 @@ func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) 
 		}
 	}
 	rep.ViolationCount, rep.Violations = checkFencing(all, keyName)
+	rep.LostReleases, rep.Ghosts = strandedHolds(all, probe.seen, end, keyName)
+	acted := p.Action != actionNone && rep.ActionEnd > 0
+	rep.LostGrants, rep.InDoubt = sortNotHeld(notHeldAll, acted, rep.ActionAt, rep.ActionEnd)
 	return rep
+}
+
+// drillSpan is a request of the drill: when it was sent and when its
+// answer came, since the start.
+type drillSpan struct{ From, To time.Duration }
+
+// sortNotHeld sorts the releases answered notheld into lost grants and
+// those in doubt: a release in flight while the action ran (sent before
+// it ended, answered after it began) may have been applied by the old
+// active just before it went, its answer lost with the connection; the
+// client then re-sent it, and the node that answered no longer knew the
+// token. The old active could not apply a release sent after the action
+// ended (it was gone, frozen or no longer active), and one answered
+// before the action began owes nothing to it: their notheld means the
+// node that answered never knew the grant.
+func sortNotHeld(spans []drillSpan, acted bool, actionAt, actionEnd time.Duration) (lost, inDoubt int) {
+	for _, s := range spans {
+		if acted && s.From <= actionEnd && s.To >= actionAt {
+			inDoubt++
+		} else {
+			lost++
+		}
+	}
+	return lost, inDoubt
+}
+
+// holderProbe asks the active who holds the key of every acquire that
+// waits unusually long, and keeps the answers: the evidence of a lost
+// release or a ghost grant. One goroutine watches every worker, so that a
+// drill of many workers costs one timer, not one per acquire.
+type holderProbe struct {
+	cl      drillClient
+	keyName func(int) string
+	start   time.Time
+	after   time.Duration // an acquire waiting this long is probed
+	waits   []acquireWait // one per worker
+
+	mu   sync.Mutex
+	seen []holderSeen
+}
+
+// acquireWait is what a worker is waiting for, read by the probe.
+type acquireWait struct {
+	since   atomic.Int64 // time since the start plus one, in ns; 0 while not waiting
+	key     atomic.Int32
+	probing atomic.Bool // a question about this wait is in flight
+	asked   time.Duration
+}
+
+func (w *acquireWait) begin(key int, at time.Duration) {
+	w.key.Store(int32(key))
+	w.since.Store(int64(at) + 1)
+}
+
+func (w *acquireWait) end() { w.since.Store(0) }
+
+func newHolderProbe(cl drillClient, p drillPlan, keyName func(int) string, start time.Time) *holderProbe {
+	return &holderProbe{cl: cl, keyName: keyName, start: start,
+		after: min(drillProbeAfter, p.Lease/4), waits: make([]acquireWait, p.Workers)}
+}
+
+// run probes until ctx ends, and returns once every question it asked
+// was answered or given up.
+func (h *holderProbe) run(ctx context.Context) {
+	var asks sync.WaitGroup
+	defer asks.Wait()
+	tick := time.NewTicker(max(h.after/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Since(h.start)
+		for i := range h.waits {
+			w := &h.waits[i]
+			since := w.since.Load()
+			if since == 0 || now-time.Duration(since-1) < h.after || now-w.asked < h.after || w.probing.Load() {
+				continue
+			}
+			w.asked = now
+			w.probing.Store(true)
+			key := int(w.key.Load())
+			asks.Go(func() {
+				defer w.probing.Store(false)
+				h.ask(ctx, key)
+			})
+		}
+	}
+}
+
+// ask asks the active who holds key and keeps the answer; an error is
+// no answer (the acquire it was about reports its own).
+func (h *holderProbe) ask(ctx context.Context, key int) bool {
+	at := time.Since(h.start)
+	q, err := h.cl.Queue(ctx, h.keyName(key))
+	if err != nil {
+		return false
+	}
+	if !q.Held {
+		return true
+	}
+	seen := holderSeen{At: at, Key: int32(key), Holders: []uint64{q.Token}}
+	for _, hd := range q.Holders {
+		if hd.Token != q.Token {
+			seen.Holders = append(seen.Holders, hd.Token)
+		}
+	}
+	h.mu.Lock()
+	h.seen = append(h.seen, seen)
+	h.mu.Unlock()
+	return true
+}
+
+// sweep asks about every key of keys, a few at a time, within
+// drillSweepFor, and returns how many it could not ask about.
+func (h *holderProbe) sweep(ctx context.Context, keys []int32) int {
+	sctx, cancel := context.WithTimeout(ctx, drillSweepFor)
+	defer cancel()
+	var unchecked atomic.Int64
+	var wg sync.WaitGroup
+	next := make(chan int32)
+	for range min(len(h.waits), 16) {
+		wg.Go(func() {
+			for k := range next {
+				if !h.ask(sctx, int(k)) {
+					unchecked.Add(1)
+				}
+			}
+		})
+	}
+	for _, k := range keys {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	return int(unchecked.Load())
+}
+
+// strandedHolds finds, in the grants (sorted by time) and the holders
+// the active named, the keys it held by a token no worker held:
+//   - a lost release: a token named by a question sent after its release
+//     was answered ok;
+//   - a ghost grant: a token no worker ever received, named while a
+//     worker of the drill could still have received it, and either
+//     followed by a grant of its key (so it ended unreceived) or seen at
+//     least drillGhostAfter before the workload's end.
+//
+// Either keeps its key held until its lease ends. The stall of each runs
+// from when the key was freed to its first grant after it was seen held,
+// or to end when none came.
+func strandedHolds(grants []drillGrant, seen []holderSeen, end time.Duration, keyName func(int) string) (lost, ghosts []strandedHold) {
+	got := make(map[uint64]drillGrant, len(grants))
+	grantsOf := make(map[int32][]time.Duration)
+	releasesOf := make(map[int32][]time.Duration)
+	for _, g := range grants {
+		got[g.Token] = g
+		grantsOf[g.Key] = append(grantsOf[g.Key], g.At)
+		if g.Released {
+			releasesOf[g.Key] = append(releasesOf[g.Key], g.ReleasedAt)
+		}
+	}
+	for _, r := range releasesOf {
+		slices.Sort(r)
+	}
+	seen = slices.Clone(seen)
+	slices.SortStableFunc(seen, func(a, b holderSeen) int { return cmp.Compare(a.At, b.At) })
+	found := make(map[uint64]bool)
+	for _, s := range seen {
+		times := grantsOf[s.Key]
+		next, regranted := time.Duration(0), false
+		if i, _ := slices.BinarySearch(times, s.At+1); i < len(times) {
+			next, regranted = times[i], true
+		}
+		for _, tok := range s.Holders {
+			if found[tok] {
+				continue
+			}
+			h := strandedHold{Key: keyName(int(s.Key)), Token: tok, SeenAt: s.At, Regranted: regranted}
+			g, received := got[tok]
+			switch {
+			case received && g.Released && g.Key == s.Key && g.ReleasedAt <= s.At:
+				h.FreedAt = g.ReleasedAt
+			case !received && (regranted || s.At+drillGhostAfter <= end):
+				h.Ghost = true
+				rel := releasesOf[s.Key]
+				if i, _ := slices.BinarySearch(rel, s.At+1); i > 0 {
+					h.FreedAt = rel[i-1]
+				}
+			default:
+				continue
+			}
+			found[tok] = true
+			h.Stall = end - h.FreedAt
+			if regranted {
+				h.Stall = next - h.FreedAt
+			}
+			if h.Ghost {
+				ghosts = append(ghosts, h)
+			} else {
+				lost = append(lost, h)
+			}
+		}
+	}
+	byFreed := func(a, b strandedHold) int { return cmp.Compare(a.FreedAt, b.FreedAt) }
+	slices.SortStableFunc(lost, byFreed)
+	slices.SortStableFunc(ghosts, byFreed)
+	return lost, ghosts
 }
 
 // runAction performs the plan's action and says how it went.
@@ -596,9 +923,36 @@ func (r *drillReport) judge(p drillPlan) {
 	if p.MaxErrors >= 0 && r.Errors > p.MaxErrors {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d errors are over --max-errors %d", r.Errors, p.MaxErrors))
 	}
-	if p.MaxLost >= 0 && r.Lost > p.MaxLost {
-		r.Failures = append(r.Failures, fmt.Sprintf("%d lost grants are over --max-lost %d", r.Lost, p.MaxLost))
+	if p.MaxLost >= 0 && r.lost() > p.MaxLost {
+		r.Failures = append(r.Failures, fmt.Sprintf("lost %d (%s, %s) is over --max-lost %d", r.lost(),
+			countOf(r.LostGrants, "grant", "grants"), countOf(len(r.LostReleases), "release", "releases"), p.MaxLost))
 	}
+	if p.MaxLost >= 0 && r.Unchecked > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("%s could not be asked about at the end, so --max-lost %d is not proven: "+
+			"see that the cluster has an active (lockctl status) and run the drill again", countOf(r.Unchecked, "key", "keys"), p.MaxLost))
+	}
+}
+
+// lost counts the answers the cluster forgot: grants and releases.
+func (r *drillReport) lost() int { return r.LostGrants + len(r.LostReleases) }
+
+// longestStall is the lost release or ghost grant that kept its key held
+// longest; ok is false when there was none.
+func (r *drillReport) longestStall() (h strandedHold, ok bool) {
+	for _, x := range slices.Concat(r.LostReleases, r.Ghosts) {
+		if !ok || x.Stall > h.Stall {
+			h, ok = x, true
+		}
+	}
+	return h, ok
+}
+
+// cause names what kept the key held.
+func (h strandedHold) cause() string {
+	if h.Ghost {
+		return "ghost grant"
+	}
+	return "lost release"
 }
 
 // removedActive reports whether the action took the active role away
@@ -647,6 +1001,14 @@ type drillJSON struct {
 	ErrorKinds      map[string]int   `json:"error_kinds"`
 	FirstError      *string          `json:"first_error"`
 	Lost            int              `json:"lost"`
+	LostGrants      int              `json:"lost_grants"`
+	LostReleases    int              `json:"lost_releases"`
+	InDoubt         int              `json:"in_doubt"`
+	Ghosts          int              `json:"ghosts"`
+	UncheckedKeys   int              `json:"unchecked_keys"`
+	StallMs         *float64         `json:"stall_ms"`
+	StallKey        *string          `json:"stall_key"`
+	StallCause      *string          `json:"stall_cause"`
 	GapMs           float64          `json:"gap_ms"`
 	TakeoverMs      *float64         `json:"takeover_ms"`
 	GapFromSeconds  float64          `json:"gap_from_seconds"`
@@ -693,7 +1055,8 @@ func (r *drillReport) json(p drillPlan) drillJSON {
 			AtSeconds: secondsJSON(r.ActionAt), OK: r.ActionOK, Detail: r.ActionDetail},
 		ActiveBefore: nullIfEmpty(r.ActiveBefore), ActiveAfter: nullIfEmpty(r.ActiveAfter),
 		Cycles: r.Cycles, Grants: r.Grants, Errors: r.Errors, ErrorKinds: r.ErrorKinds,
-		FirstError: nullIfEmpty(r.FirstError), Lost: r.Lost,
+		FirstError: nullIfEmpty(r.FirstError),
+		Lost:       r.lost(), LostGrants: r.LostGrants, LostReleases: len(r.LostReleases), InDoubt: r.InDoubt, Ghosts: len(r.Ghosts), UncheckedKeys: r.Unchecked,
 		GapMs: millis(r.Gap), GapFromSeconds: secondsJSON(r.GapFrom), GapToSeconds: secondsJSON(r.GapTo),
 		Fencing:  drillFencingJSON{OK: r.ViolationCount == 0, Violations: []drillViolationJSON{}},
 		Pass:     len(r.Failures) == 0,
@@ -702,6 +1065,10 @@ func (r *drillReport) json(p drillPlan) drillJSON {
 	if r.TookOver {
 		ms := millis(r.Takeover)
 		out.TakeoverMs = &ms
+	}
+	if h, ok := r.longestStall(); ok {
+		ms, cause := millis(h.Stall), h.cause()
+		out.StallMs, out.StallKey, out.StallCause = &ms, &h.Key, &cause
 	}
 	if p.Action == actionNone {
 		out.Action.AtSeconds = 0
@@ -756,11 +1123,41 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 		errs = pal.warn.Render(errs) + " (" + strings.Join(kinds, ", ") + "); first: " + printableText(r.FirstError)
 	}
 	line("errors", errs+boundNote(p.MaxErrors >= 0, strconv.Itoa(p.MaxErrors)))
-	lost := strconv.Itoa(r.Lost)
-	if r.Lost > 0 {
-		lost = pal.warn.Render(lost) + " (release said notheld: the grant did not survive the failover)"
+	lost := strconv.Itoa(r.lost())
+	if r.lost() > 0 {
+		var what []string
+		if r.LostGrants > 0 {
+			what = append(what, countOf(r.LostGrants, "grant", "grants")+" (release said notheld)")
+		}
+		if n := len(r.LostReleases); n > 0 {
+			what = append(what, countOf(n, "release", "releases")+" (answered ok, then still held on the active)")
+		}
+		lost = pal.warn.Render(lost) + ": " + strings.Join(what, ", ")
+	}
+	if r.Unchecked > 0 {
+		lost += fmt.Sprintf("; %s could not be asked about at the end", countOf(r.Unchecked, "key", "keys"))
 	}
 	line("lost", lost+boundNote(p.MaxLost >= 0, strconv.Itoa(p.MaxLost)))
+	if r.InDoubt > 0 {
+		line("in doubt", countOf(r.InDoubt, "release", "releases")+" in flight during the action came back notheld: "+
+			"applied by the old active and answered too late, or their grants were lost (not counted as lost)")
+	}
+	if n := len(r.Ghosts); n > 0 {
+		line("ghosts", pal.warn.Render(countOf(n, "key", "keys"))+" held by a grant no worker received: its answer was lost, "+
+			"and the acquire sent again waited behind it")
+	}
+	if h, ok := r.longestStall(); ok {
+		freed := "released at " + shortDuration(h.FreedAt)
+		if h.Ghost {
+			freed = "freed at " + shortDuration(h.FreedAt)
+		}
+		until := "still held at the drill's end"
+		if h.Regranted {
+			until = "granted again at " + shortDuration(h.FreedAt+h.Stall)
+		}
+		line("stall", fmt.Sprintf("%s on key %s by a %s: %s, %s", pal.strong.Render(shortDuration(h.Stall)),
+			printable(h.Key), h.cause(), freed, until))
+	}
 	line("gap", fmt.Sprintf("%s without a grant, from %s to %s%s", pal.strong.Render(shortDuration(r.Gap)),
 		shortDuration(r.GapFrom), shortDuration(r.GapTo), boundNote(p.MaxGap >= 0, p.MaxGap.String())))
 	if p.Action != actionNone && r.ActionOK {

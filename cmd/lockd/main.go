@@ -485,18 +485,3 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(rb)]
 }
-
-// usageMessage rewrites the flag package's errors with the two dashes
-// people type ("-max-keys" reads like a typo of the flag they used).
-func usageMessage(err error) string {
-	msg := err.Error()
-	for _, prefix := range []string{"flag provided but not defined: -", "flag needs an argument: -"} {
-		if rest, ok := strings.CutPrefix(msg, prefix); ok {
-			return prefix + "-" + strings.TrimPrefix(rest, "-")
-		}
-	}
-	if i := strings.Index(msg, " for flag -"); i >= 0 && !strings.HasPrefix(msg[i+len(" for flag -"):], "-") {
-		return msg[:i] + " for flag --" + msg[i+len(" for flag -"):]
-	}
-	return msg
-}

@@ -263,10 +263,14 @@ func tlsNoArgs(c *cli.Context, sub string) error {
 	return nil
 }
 
+// tlsUsageError words a flag error of lockd tls (or of one of its
+// subcommands, sub) as lockd's own are worded: the flag as typed, the
+// nearest known flag for a typo, what a value should look like, and the
+// help that lists them.
 func tlsUsageError(sub string) cli.OnUsageErrorFunc {
 	help := strings.Join(strings.Fields("lockd tls "+sub+" --help"), " ")
-	return func(_ *cli.Context, err error, _ bool) error {
-		return cli.Exit(usageMessage(err)+" (see "+help+")", 2)
+	return func(c *cli.Context, err error, _ bool) error {
+		return cli.Exit(flagUsage(err, c.Command.Flags)+"; see `"+help+"`", 2)
 	}
 }
 

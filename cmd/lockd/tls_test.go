@@ -207,12 +207,20 @@ func TestTLSErrors(t *testing.T) {
 		{[]string{"cert", "--dir", withCA, "--host", "node 1"}, 2, `host "node 1" is neither an IP address nor a valid DNS name`},
 		{[]string{"cert", "--dir", withCA, "--host", "10.0.0.1:7070"}, 2, "give the host alone (10.0.0.1)"},
 		{[]string{"cert", "--dir", withCA, "--host", "10.0.0.1", "--days", "0"}, 2, "--days 0: must be between 1 and"},
-		{[]string{"cert", "--dir", withCA, "--bogus"}, 2, "flag provided but not defined: --bogus (see lockd tls cert --help)"},
+		// Flag errors read as lockd's own do (flagUsage), not as urfave's
+		// raw "flag provided but not defined".
+		{[]string{"cert", "--dir", withCA, "--bogus"}, 2, "unknown flag --bogus; see `lockd tls cert --help`"},
+		{[]string{"cert", "--dir", withCA, "--hots", "10.0.0.1"}, 2, "unknown flag --hots; did you mean --host?; see `lockd tls cert --help`"},
+		{[]string{"cert", "--dir", withCA, "--host"}, 2, "--host needs a value; see `lockd tls cert --help`"},
+		{[]string{"ca", "--dir", empty, "--days", "ten"}, 2, "--days \"ten\": want a whole number; see `lockd tls ca --help`"},
 		{[]string{"ca", "--dir", empty, "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"bogus"}, 2, `no command "bogus" under lockd tls: want ca or cert`},
-		{[]string{"--bogus"}, 2, "flag provided but not defined: --bogus (see lockd tls --help)"},
+		{[]string{"--bogus"}, 2, "unknown flag --bogus; see `lockd tls --help`"},
 	} {
 		_, msg, code := runTLS(t, tc.args...)
+		if strings.Contains(msg, "flag provided but not defined") {
+			t.Errorf("lockd tls %s: %q is urfave's wording, not lockd's", strings.Join(tc.args, " "), msg)
+		}
 		if code != tc.code || !strings.Contains(msg, tc.want) {
 			t.Errorf("lockd tls %s: exit %d, %q; want exit %d mentioning %q", strings.Join(tc.args, " "), code, msg, tc.code, tc.want)
 		}
