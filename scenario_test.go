@@ -13,6 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,5 +161,27 @@ func setupScenario(env *testscript.Env) error {
 	st := &scriptState{conns: make(map[string]*wireConn)}
 	env.Values[stateKey{}] = st
 	env.Defer(st.closeAll)
+	// Scripts that freeze a node (kill -STOP) write its pid to a *.pid
+	// file in their work directory. Whatever the script's outcome, those
+	// nodes run again before testscript stops its background processes:
+	// a stopped process never acts on the signal, and the script would
+	// wait for it forever.
+	work := env.WorkDir
+	env.Defer(func() { resumeFrozen(work) })
 	return nil
+}
+
+// resumeFrozen sends SIGCONT to every process named by a *.pid file in
+// dir.
+func resumeFrozen(dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
 }
