@@ -122,8 +122,16 @@ func TestSimSyncCrashLosesNoAnsweredGrant(t *testing.T) {
 //	      now waits for the stream from its active to end before promoting
 //	3864  a node shutting down whose handoff was cancelled served again just
 //	      to exit, granting tokens nobody replicated; now it steps back
+//	518   a node restarted and took its role back by handoff; a standby,
+//	      told by the old active's Y answer where the role went but not
+//	      hearing the restarted node yet, promoted itself (it was in sync
+//	      with the old active), and the old active, within the window in
+//	      which it did not believe heartbeats, followed that standby and
+//	      took the role back from it: two actives serving, a grant lost
+//	      when one yielded. A refused Y now counts as a hint to wait for,
+//	      and a role a handoff reported is believed at once
 func TestSimRegressionSeeds(t *testing.T) {
-	for _, seed := range []uint64{244, 2455, 3864} {
+	for _, seed := range []uint64{244, 518, 2455, 3864} {
 		if report := simulate(seed, ""); report != "" {
 			t.Error(report)
 		}
