@@ -27,9 +27,13 @@
 //
 // # Consistency
 //
-// Replication is asynchronous and promotion is not consensus: during a
-// failover or a partition two nodes can grant the same key, and grants not
-// yet replicated are lost with the node that made them. Tokens stay
+// By default (--replication sync) the active answers a change only once
+// every standby in sync has applied it, so a crash of the active loses
+// nothing a client was told while one of those standbys lives; with
+// --replication async, or an active with no standby in sync (degraded),
+// the last answers can be lost with the node that made them. Promotion is
+// not consensus: during a partition two nodes can grant the same key, and
+// the side that yields loses the grants it made meanwhile. Tokens stay
 // strictly increasing across all of it (see package engine), so a resource
 // that refuses tokens smaller than the last it saw stays safe. The rules
 // that decide roles, and what each guarantees, are in package core, whose
