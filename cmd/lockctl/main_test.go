@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +132,8 @@ type fakeLockd struct {
 	log       []string
 	wg        sync.WaitGroup
 	conns     map[net.Conn]bool
+	accepted  []string   // remote address of every connection, in accept order
+	acceptedC *sync.Cond // on mu: accepted grew
 }
 
 // fakeConn serialises the writes of one connection: grants to waiters
@@ -168,6 +171,7 @@ func startFake(t *testing.T) *fakeLockd {
 		busy:  make(map[string]bool),
 		conns: make(map[net.Conn]bool),
 	}
+	f.acceptedC = sync.NewCond(&f.mu)
 	f.wg.Add(1)
 	go f.accept()
 	t.Cleanup(f.close)
@@ -183,6 +187,8 @@ func (f *fakeLockd) accept() {
 		}
 		f.mu.Lock()
 		f.conns[c] = true
+		f.accepted = append(f.accepted, c.RemoteAddr().String())
+		f.acceptedC.Broadcast()
 		f.mu.Unlock()
 		f.wg.Add(1)
 		go f.serve(&fakeConn{c: c})
@@ -385,6 +391,29 @@ func (f *fakeLockd) count(prefix string) int {
 		}
 	}
 	return n
+}
+
+// connections counts the connections opened to the fake so far, once the
+// process that opened them is done with them: it opens one more itself and
+// counts those accepted before it. The kernel hands connections to accept
+// in the order their handshakes completed, so every earlier dial is
+// counted, without waiting for a time.
+func (f *fakeLockd) connections(t *testing.T) int {
+	t.Helper()
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	marker := c.LocalAddr().String()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		if i := slices.Index(f.accepted, marker); i >= 0 {
+			return i
+		}
+		f.acceptedC.Wait()
+	}
 }
 
 // holder returns the token holding key, if any.
