@@ -245,7 +245,7 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return usageError(name, "%s needs a value", dashed(strings.TrimPrefix(flag, "-")))
 	}
-	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+	if m := invalidValue().FindStringSubmatch(msg); m != nil {
 		value, flag := m[1], m[2]
 		// A value of lockctl's own type (lockWait) says what it wants.
 		want := strings.TrimPrefix(msg, m[0])
@@ -277,8 +277,11 @@ func dashed(flag string) string {
 	return "--" + flag
 }
 
-// invalidValue matches the flag package's complaint about a value.
-var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): `)
+// invalidValue matches the flag package's complaint about a value. It is
+// compiled on the first usage error, not at every start.
+var invalidValue = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): `)
+})
 
 // Global flags. They are declared on the app (with their environment twin
 // and default) and again on every command, so that `lockctl acquire --json`
