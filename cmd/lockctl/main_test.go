@@ -133,7 +133,7 @@ type fakeLockd struct {
 	wg        sync.WaitGroup
 	conns     map[net.Conn]bool
 	accepted  []string   // remote address of every connection, in accept order
-	acceptedC *sync.Cond // on mu: accepted grew
+	changed   *sync.Cond // on mu: accepted or log grew
 }
 
 // fakeConn serialises the writes of one connection: grants to waiters
@@ -171,7 +171,7 @@ func startFake(t *testing.T) *fakeLockd {
 		busy:  make(map[string]bool),
 		conns: make(map[net.Conn]bool),
 	}
-	f.acceptedC = sync.NewCond(&f.mu)
+	f.changed = sync.NewCond(&f.mu)
 	f.wg.Add(1)
 	go f.accept()
 	t.Cleanup(f.close)
@@ -188,7 +188,7 @@ func (f *fakeLockd) accept() {
 		f.mu.Lock()
 		f.conns[c] = true
 		f.accepted = append(f.accepted, c.RemoteAddr().String())
-		f.acceptedC.Broadcast()
+		f.changed.Broadcast()
 		f.mu.Unlock()
 		f.wg.Add(1)
 		go f.serve(&fakeConn{c: c})
@@ -258,6 +258,7 @@ func (f *fakeLockd) answer(fc *fakeConn, req proto.Request) []byte {
 	if req.Op != proto.OpStatus {
 		// S is the client's keep-alive: not worth a line of the log.
 		f.log = append(f.log, strings.TrimSpace(fmt.Sprintf("%s %s %s", req.Op, req.Key, argsOf(req))))
+		f.changed.Broadcast()
 	}
 	gate := f.renewGate
 	f.mu.Unlock()
@@ -412,8 +413,45 @@ func (f *fakeLockd) connections(t *testing.T) int {
 		if i := slices.Index(f.accepted, marker); i >= 0 {
 			return i
 		}
-		f.acceptedC.Wait()
+		f.changed.Wait()
 	}
+}
+
+// dropConns closes every connection from the server's side, as a node
+// whose network blinked would; the listener stays open.
+func (f *fakeLockd) dropConns() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		c.Close()
+	}
+}
+
+// waitRequest waits until the request log holds a line starting with
+// prefix at index from or later, and returns the number of connections
+// accepted by then. It fails the test after 10 seconds.
+func (f *fakeLockd) waitRequest(t *testing.T, prefix string, from int) int {
+	t.Helper()
+	expired := false
+	timer := time.AfterFunc(10*time.Second, func() {
+		f.mu.Lock()
+		expired = true
+		f.changed.Broadcast()
+		f.mu.Unlock()
+	})
+	defer timer.Stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for !expired {
+		for _, l := range f.log[min(from, len(f.log)):] {
+			if strings.HasPrefix(l, prefix) {
+				return len(f.accepted)
+			}
+		}
+		f.changed.Wait()
+	}
+	t.Fatalf("no request %q after the first %d of %q", prefix, from, f.log)
+	return 0
 }
 
 // holder returns the token holding key, if any.
