@@ -46,17 +46,22 @@ func TestMain(m *testing.M) {
 
 // child is a command for exec tests.
 func child(mode string) {
+	// A child waits on a signal nobody sends rather than on select {}: in
+	// a binary without cgo (the tags of make build) the runtime takes a
+	// process whose every goroutine blocks forever for a deadlock.
+	never := make(chan os.Signal, 1)
+	signal.Notify(never, syscall.SIGUSR2)
 	switch mode {
 	case "block":
 		// Say when ready, then wait for a signal: SIGTERM and SIGINT end
 		// the process by their default action.
 		fmt.Println("ready")
-		select {}
+		<-never
 	case "ignore-term":
 		// Only SIGKILL ends this one.
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ready")
-		select {}
+		<-never
 	}
 	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 	os.Exit(99)
