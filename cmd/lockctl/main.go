@@ -494,7 +494,7 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 	g.Timeout = lookupGlobal(cCtx, flagTimeout, defaultTimeout, (*cli.Context).Duration)
 	g.FailureTimeout = lookupGlobal(cCtx, flagFailTimeout, defaultFailureTimeout, (*cli.Context).Duration)
 	for _, c := range cCtx.Lineage() {
-		if c.Command != nil && c.IsSet(flagTimeout) {
+		if c.Command != nil && given(c, flagTimeout) {
 			g.TimeoutSet = true
 		}
 	}
@@ -534,11 +534,36 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 // twin), or returns def.
 func lookupGlobal[T any](cCtx *cli.Context, name string, def T, get func(*cli.Context, string) T) T {
 	for _, c := range cCtx.Lineage() {
-		if c.Command != nil && c.IsSet(name) {
+		if c.Command != nil && given(c, name) {
 			return get(c, name)
 		}
 	}
 	return def
+}
+
+// given reports whether the global flag name was given to c's command: on
+// its command line, or, for the app, by its environment twin. It answers
+// what c.IsSet(name) does, from the few flags that were given: IsSet,
+// for a flag that was not, looks through every flag of the lineage and
+// runs a regexp over each of their names, and asked for each global flag
+// in each context that was most of the flag handling of a lockctl run
+// (issue 10).
+func given(c *cli.Context, name string) bool {
+	for _, n := range c.LocalFlagNames() {
+		if n == name || globalName(n) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// globalName is the name of the global flag whose alias is alias
+// (TestGlobalAliases keeps it complete).
+func globalName(alias string) string {
+	if alias == "o" {
+		return flagOutput
+	}
+	return alias
 }
 
 // loadSecurity reads the TLS and secret flags.

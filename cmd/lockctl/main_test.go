@@ -737,3 +737,16 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// globalName knows every alias of a global flag, so that given finds a
+// flag by any of its names.
+func TestGlobalAliases(t *testing.T) {
+	for _, f := range globalFlags(true) {
+		names := f.Names()
+		for _, alias := range names[1:] {
+			if got := globalName(alias); got != names[0] {
+				t.Errorf("globalName(%q) = %q, want %q: add the alias to globalName", alias, got, names[0])
+			}
+		}
+	}
+}
