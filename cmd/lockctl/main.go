@@ -63,7 +63,7 @@ func commands() []*cli.Command {
 // run is lockctl with its process boundary passed in, so tests can drive it.
 // It returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	app, helpMiss := newApp(stdin, stdout, stderr)
+	app, helpMiss := newAppFor(args, stdin, stdout, stderr)
 	err := app.RunContext(ctx, args)
 	if err == nil && *helpMiss != "" {
 		err = noCommand(*helpMiss)
@@ -101,11 +101,27 @@ func wantsJSON(args []string) bool {
 // `lockctl help NAME` names no command: urfave/cli reports that through a
 // hook that cannot fail, and lockctl wants exit code 2 for it.
 func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
+	return newAppFor(nil, stdin, stdout, stderr)
+}
+
+// newAppFor is newApp for one run with args. Every command takes the
+// global flags too, in a category of their own that its help shows
+// apart. urfave/cli sorts each command's flags into their categories in
+// App.Setup, writing out the help line of every flag of every command to
+// do so: most of the work of a run that prints no help. So unless args
+// may ask for a command's help, Setup runs before the global flags are
+// added to the commands; they parse the same, and no help line is
+// written (issue 10).
+func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	helpMiss := new(string)
 	cmds := commands()
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
-		c.Flags = append(c.Flags, globalFlags(false)...)
+	}
+	addGlobals := func() {
+		for _, c := range cmds {
+			c.Flags = append(c.Flags, globalFlags(false)...)
+		}
 	}
 	app := &cli.App{
 		Name:  "lockctl",
@@ -145,7 +161,27 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	}
 	// --version (and -v) print what `lockctl version` prints.
 	cli.VersionPrinter = func(cCtx *cli.Context) { fmt.Fprintln(cCtx.App.Writer, versionLine()) }
+	if args != nil && !mayShowHelp(args) {
+		app.Setup()
+	}
+	addGlobals()
 	return app, helpMiss
+}
+
+// mayShowHelp reports whether args may ask for a command's help: a help
+// flag (-h, --help) or the help command (or its alias h) anywhere before
+// a "--". A false alarm costs only the time newAppFor saves.
+func mayShowHelp(args []string) bool {
+	for _, a := range args[min(1, len(args)):] {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "help" || name == "h" {
+			return true
+		}
+	}
+	return false
 }
 
 // noCommand is the usage error for a command lockctl does not have, with

@@ -750,3 +750,39 @@ func TestGlobalAliases(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10: a run that prints no help skips the sorting of every
+// command's flags into categories; every way of asking for a command's
+// help still shows its global flags apart.
+func TestCommandHelpShowsGlobalFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"exec", "--help"}, {"exec", "-h"}, {"exec", "--help=true"}, {"help", "exec"}, {"h", "exec"},
+		{"--addr", "127.0.0.1:1", "acquire", "--key", "k", "--help"}, {"--json", "help", "status"},
+	} {
+		code, stdout, stderr := lockctl(t, args...)
+		if code != 0 || !strings.Contains(stdout, "\n   "+globalCategory+"\n\n   --addr NODES") {
+			t.Errorf("lockctl %q: exit %d, no %q section in the help:\n%s%s", args, code, globalCategory, stdout, stderr)
+		}
+	}
+}
+
+func TestMayShowHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"lockctl"}, false},
+		{nil, false},
+		{[]string{"lockctl", "exec", "--key", "k", "--", "sh", "-c", "x --help"}, false},
+		{[]string{"lockctl", "--addr", "h:1", "acquire", "--key", "hh"}, false},
+		{[]string{"lockctl", "exec", "--help"}, true},
+		{[]string{"lockctl", "exec", "-h"}, true},
+		{[]string{"lockctl", "exec", "--help=true"}, true},
+		{[]string{"lockctl", "help", "exec"}, true},
+		{[]string{"lockctl", "h", "exec"}, true},
+	} {
+		if got := mayShowHelp(tc.args); got != tc.want {
+			t.Errorf("mayShowHelp(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
