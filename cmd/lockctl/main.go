@@ -695,14 +695,15 @@ func (g *globals) client(opts client.Options) (*client.Client, error) {
 
 // lockClient is the client of the lock commands (acquire, release, renew,
 // hold, exec, queues): one connection per node, also when --addr names
-// only one. Each sends one request at a time (hold and exec a renewal
-// every third of the lease; queues pipelines its Q requests). The client
-// library's second connection to a lone node is for a process that many
-// goroutines share and that must not stall while one connection is
-// re-dialled; here a call that finds its connection down re-dials it at
-// once, and redirects, re-sends and failover across several nodes work
-// as before. A second dial, its status exchange and its goroutines would
-// be start-up work every run pays for nothing (issue 10).
+// only one. Each is a single caller (hold and exec renew every third of
+// the lease; queues pipelines its Q requests on the one connection). The
+// client library's second connection to a lone node is for a process
+// that many goroutines share and that must not stall while one
+// connection is re-dialled; here a call that finds its connection down
+// re-dials it at once, and redirects, re-sends and failover across
+// several nodes work as before. A second dial, its status exchange and
+// its goroutines would be start-up work every run pays for nothing
+// (issue 10).
 func (g *globals) lockClient() (*client.Client, error) {
 	return g.client(client.Options{ConnsPerAddr: 1})
 }
