@@ -49,9 +49,10 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 
-	// A race-enabled test run builds race-enabled binaries, so that the
-	// scenarios also hunt for data races in the server and the client.
-	args := []string{"build", "-o", dir}
+	// The scenarios run the binaries make build ships: with its build
+	// tags, and race-enabled in a race-enabled test run, so that they also
+	// hunt for data races in the server and the client.
+	args := []string{"build", "-tags", buildTags, "-o", dir}
 	if raceEnabled() {
 		args = append(args, "-race")
 	}
@@ -65,6 +66,27 @@ func buildAndRun(m *testing.M) int {
 	}
 	binDir = dir
 	return m.Run()
+}
+
+// buildTags are the Makefile's TAGS (see there why);
+// TestBuildTagsMatchMakefile keeps the two the same.
+const buildTags = "urfave_cli_no_docs,netgo,osusergo"
+
+func TestBuildTagsMatchMakefile(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mk), "\n") {
+		name, value, ok := strings.Cut(line, "?=")
+		if ok && strings.TrimSpace(name) == "TAGS" {
+			if got := strings.TrimSpace(value); got != buildTags {
+				t.Errorf("the Makefile builds with TAGS %q, the scenarios with %q: make them the same", got, buildTags)
+			}
+			return
+		}
+	}
+	t.Error("the Makefile sets no TAGS")
 }
 
 func raceEnabled() bool {

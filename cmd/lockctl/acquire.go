@@ -58,7 +58,7 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	}
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
-	cl, err := g.client(client.Options{})
+	cl, err := g.lockClient()
 	if err != nil {
 		return err
 	}

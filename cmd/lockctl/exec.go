@@ -115,7 +115,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	cl, err := g.client(client.Options{})
+	cl, err := g.lockClient()
 	if err != nil {
 		return err
 	}

@@ -175,3 +175,30 @@ func TestExecForwardsSignals(t *testing.T) {
 		})
 	}
 }
+
+// Issue 10: a lock command against a single node opens one connection,
+// not the client library's two: the second dial and its status exchange
+// cost exec as much as the rest of its start-up.
+func TestLockCommandsOpenOneConnection(t *testing.T) {
+	const token = "7360982537641984001"
+	for _, tc := range []struct {
+		args []string
+		sent string // the request the command sends
+	}{
+		{[]string{"exec", "--key", "job", "--", "true"}, "A job "},
+		{[]string{"acquire", "--key", "job"}, "A job "},
+		{[]string{"release", "--key", "job", "--token", token}, "R job "},
+		{[]string{"renew", "--key", "job", "--token", token}, "N job "},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			f := startFake(t)
+			_, _, stderr := lockctl(t, append([]string{"--addr", f.addr}, tc.args...)...)
+			if f.count(tc.sent) != 1 {
+				t.Fatalf("requests %q, want one %q; stderr %q", f.requests(), tc.sent, stderr)
+			}
+			if n := f.connections(t); n != 1 {
+				t.Errorf("lockctl %s opened %d connections to one node, want 1", tc.args[0], n)
+			}
+		})
+	}
+}

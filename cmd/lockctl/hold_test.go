@@ -96,3 +96,30 @@ func TestHoldTimeoutExit3(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// Issue 10: hold keeps one connection to a lone node. When it drops, the
+// next renewal dials again at once and gets through: one connection is
+// enough for a lock held for long.
+func TestHoldRenewsOnANewConnectionAfterADrop(t *testing.T) {
+	f := startFake(t)
+	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "hold", "--key", "k", "--lease", "1500ms")
+	line, err := stdout.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no token printed: %v; stderr %q", err, stderr)
+	}
+	token := strings.TrimSpace(line)
+	f.mu.Lock()
+	before := len(f.log)
+	f.mu.Unlock()
+	f.dropConns()
+	if n := f.waitRequest(t, "N k "+token+" ", before); n != 2 {
+		t.Errorf("%d connections when the renewal after the drop came, want 2 (the first, then one dialled again)", n)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := exitStatus(t, cmd); code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %q", code, stderr)
+	}
+	if _, held := f.holder("k"); held {
+		t.Errorf("hold did not release k after the drop; requests %q, stderr %q", f.requests(), stderr)
+	}
+}

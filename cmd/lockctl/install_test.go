@@ -1,9 +1,11 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,6 +38,25 @@ func TestMakeInstall(t *testing.T) {
 	} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
 			t.Errorf("make install did not install %s: %v", f, err)
+		}
+	}
+	// Issue 10: release builds leave out urfave/cli's man-page generator
+	// and need no cgo (static binaries start faster).
+	for _, b := range []string{"lockd", "lockctl"} {
+		info, err := buildinfo.ReadFile(filepath.Join(prefix, "bin", b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags := ""
+		for _, s := range info.Settings {
+			if s.Key == "-tags" {
+				tags = s.Value
+			}
+		}
+		for _, want := range []string{"urfave_cli_no_docs", "netgo", "osusergo"} {
+			if !slices.Contains(strings.Split(tags, ","), want) {
+				t.Errorf("make install built %s with -tags %q, want %s among them", b, tags, want)
+			}
 		}
 	}
 	out, err := exec.Command(filepath.Join(prefix, "bin", "lockctl"), "--version").Output()

@@ -63,7 +63,7 @@ func commands() []*cli.Command {
 // run is lockctl with its process boundary passed in, so tests can drive it.
 // It returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	app, helpMiss := newApp(stdin, stdout, stderr)
+	app, helpMiss := newAppFor(args, stdin, stdout, stderr)
 	err := app.RunContext(ctx, args)
 	if err == nil && *helpMiss != "" {
 		err = noCommand(*helpMiss)
@@ -101,11 +101,27 @@ func wantsJSON(args []string) bool {
 // `lockctl help NAME` names no command: urfave/cli reports that through a
 // hook that cannot fail, and lockctl wants exit code 2 for it.
 func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
+	return newAppFor(nil, stdin, stdout, stderr)
+}
+
+// newAppFor is newApp for one run with args. Every command takes the
+// global flags too, in a category of their own that its help shows
+// apart. urfave/cli sorts each command's flags into their categories in
+// App.Setup, writing out the help line of every flag of every command to
+// do so: two fifths of the allocations of parsing a command line that
+// asks for no help. So unless args may ask for a command's help, Setup
+// runs before the global flags are added to the commands; they parse the
+// same, and no help line is written (issue 10).
+func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	helpMiss := new(string)
 	cmds := commands()
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
-		c.Flags = append(c.Flags, globalFlags(false)...)
+	}
+	addGlobals := func() {
+		for _, c := range cmds {
+			c.Flags = append(c.Flags, globalFlags(false)...)
+		}
 	}
 	app := &cli.App{
 		Name:  "lockctl",
@@ -145,7 +161,27 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	}
 	// --version (and -v) print what `lockctl version` prints.
 	cli.VersionPrinter = func(cCtx *cli.Context) { fmt.Fprintln(cCtx.App.Writer, versionLine()) }
+	if args != nil && !mayShowHelp(args) {
+		app.Setup()
+	}
+	addGlobals()
 	return app, helpMiss
+}
+
+// mayShowHelp reports whether args may ask for a command's help: a help
+// flag (-h, --help) or the help command (or its alias h) anywhere before
+// a "--". A false alarm costs only the time newAppFor saves.
+func mayShowHelp(args []string) bool {
+	for _, a := range args[min(1, len(args)):] {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "help" || name == "h" {
+			return true
+		}
+	}
+	return false
 }
 
 // noCommand is the usage error for a command lockctl does not have, with
@@ -245,7 +281,7 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return usageError(name, "%s needs a value", dashed(strings.TrimPrefix(flag, "-")))
 	}
-	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+	if m := invalidValue().FindStringSubmatch(msg); m != nil {
 		value, flag := m[1], m[2]
 		// A value of lockctl's own type (lockWait) says what it wants.
 		want := strings.TrimPrefix(msg, m[0])
@@ -277,8 +313,11 @@ func dashed(flag string) string {
 	return "--" + flag
 }
 
-// invalidValue matches the flag package's complaint about a value.
-var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): `)
+// invalidValue matches the flag package's complaint about a value. It is
+// compiled on the first usage error, not at every start.
+var invalidValue = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): `)
+})
 
 // Global flags. They are declared on the app (with their environment twin
 // and default) and again on every command, so that `lockctl acquire --json`
@@ -491,7 +530,7 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 	g.Timeout = lookupGlobal(cCtx, flagTimeout, defaultTimeout, (*cli.Context).Duration)
 	g.FailureTimeout = lookupGlobal(cCtx, flagFailTimeout, defaultFailureTimeout, (*cli.Context).Duration)
 	for _, c := range cCtx.Lineage() {
-		if c.Command != nil && c.IsSet(flagTimeout) {
+		if c.Command != nil && given(c, flagTimeout) {
 			g.TimeoutSet = true
 		}
 	}
@@ -531,11 +570,36 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 // twin), or returns def.
 func lookupGlobal[T any](cCtx *cli.Context, name string, def T, get func(*cli.Context, string) T) T {
 	for _, c := range cCtx.Lineage() {
-		if c.Command != nil && c.IsSet(name) {
+		if c.Command != nil && given(c, name) {
 			return get(c, name)
 		}
 	}
 	return def
+}
+
+// given reports whether the global flag name was given to c's command: on
+// its command line, or, for the app, by its environment twin. It answers
+// what c.IsSet(name) does, from the few flags that were given: IsSet,
+// for a flag that was not, looks through every flag of the lineage and
+// runs a regexp over each of their names: asked for each global flag in
+// each context, that was a quarter of the allocations of parsing a
+// command line (issue 10).
+func given(c *cli.Context, name string) bool {
+	for _, n := range c.LocalFlagNames() {
+		if n == name || globalName(n) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// globalName is the name of the global flag whose alias is alias
+// (TestGlobalAliases keeps it complete).
+func globalName(alias string) string {
+	if alias == "o" {
+		return flagOutput
+	}
+	return alias
 }
 
 // loadSecurity reads the TLS and secret flags.
@@ -627,6 +691,21 @@ func (g *globals) client(opts client.Options) (*client.Client, error) {
 		return nil, usageError("", "cannot use --addr %s: %v", g.AddrList, err)
 	}
 	return c, nil
+}
+
+// lockClient is the client of the lock commands (acquire, release, renew,
+// hold, exec, queues): one connection per node, also when --addr names
+// only one. Each is a single caller (hold and exec renew every third of
+// the lease; queues pipelines its Q requests on the one connection). The
+// client library's second connection to a lone node is for a process
+// that many goroutines share and that must not stall while one
+// connection is re-dialled; here a call that finds its connection down
+// re-dials it at once, and redirects, re-sends and failover across
+// several nodes work as before. A second dial, its status exchange and
+// its goroutines would be start-up work every run pays for nothing
+// (issue 10).
+func (g *globals) lockClient() (*client.Client, error) {
+	return g.client(client.Options{ConnsPerAddr: 1})
 }
 
 // defaultName is who lockctl says it is when --name is not given:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,17 +46,22 @@ func TestMain(m *testing.M) {
 
 // child is a command for exec tests.
 func child(mode string) {
+	// A child waits on a signal nobody sends rather than on select {}: in
+	// a binary without cgo (the tags of make build) the runtime takes a
+	// process whose every goroutine blocks forever for a deadlock.
+	never := make(chan os.Signal, 1)
+	signal.Notify(never, syscall.SIGUSR2)
 	switch mode {
 	case "block":
 		// Say when ready, then wait for a signal: SIGTERM and SIGINT end
 		// the process by their default action.
 		fmt.Println("ready")
-		select {}
+		<-never
 	case "ignore-term":
 		// Only SIGKILL ends this one.
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ready")
-		select {}
+		<-never
 	}
 	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 	os.Exit(99)
@@ -131,6 +137,8 @@ type fakeLockd struct {
 	log       []string
 	wg        sync.WaitGroup
 	conns     map[net.Conn]bool
+	accepted  []string   // remote address of every connection, in accept order
+	changed   *sync.Cond // on mu: accepted or log grew
 }
 
 // fakeConn serialises the writes of one connection: grants to waiters
@@ -168,6 +176,7 @@ func startFake(t *testing.T) *fakeLockd {
 		busy:  make(map[string]bool),
 		conns: make(map[net.Conn]bool),
 	}
+	f.changed = sync.NewCond(&f.mu)
 	f.wg.Add(1)
 	go f.accept()
 	t.Cleanup(f.close)
@@ -183,6 +192,8 @@ func (f *fakeLockd) accept() {
 		}
 		f.mu.Lock()
 		f.conns[c] = true
+		f.accepted = append(f.accepted, c.RemoteAddr().String())
+		f.changed.Broadcast()
 		f.mu.Unlock()
 		f.wg.Add(1)
 		go f.serve(&fakeConn{c: c})
@@ -252,6 +263,7 @@ func (f *fakeLockd) answer(fc *fakeConn, req proto.Request) []byte {
 	if req.Op != proto.OpStatus {
 		// S is the client's keep-alive: not worth a line of the log.
 		f.log = append(f.log, strings.TrimSpace(fmt.Sprintf("%s %s %s", req.Op, req.Key, argsOf(req))))
+		f.changed.Broadcast()
 	}
 	gate := f.renewGate
 	f.mu.Unlock()
@@ -385,6 +397,66 @@ func (f *fakeLockd) count(prefix string) int {
 		}
 	}
 	return n
+}
+
+// connections counts the connections opened to the fake so far, once the
+// process that opened them is done with them: it opens one more itself and
+// counts those accepted before it. The kernel hands connections to accept
+// in the order their handshakes completed, so every earlier dial is
+// counted, without waiting for a time.
+func (f *fakeLockd) connections(t *testing.T) int {
+	t.Helper()
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	marker := c.LocalAddr().String()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		if i := slices.Index(f.accepted, marker); i >= 0 {
+			return i
+		}
+		f.changed.Wait()
+	}
+}
+
+// dropConns closes every connection from the server's side, as a node
+// whose network blinked would; the listener stays open.
+func (f *fakeLockd) dropConns() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		c.Close()
+	}
+}
+
+// waitRequest waits until the request log holds a line starting with
+// prefix at index from or later, and returns the number of connections
+// accepted by then. It fails the test after 10 seconds.
+func (f *fakeLockd) waitRequest(t *testing.T, prefix string, from int) int {
+	t.Helper()
+	expired := false
+	timer := time.AfterFunc(10*time.Second, func() {
+		f.mu.Lock()
+		expired = true
+		f.changed.Broadcast()
+		f.mu.Unlock()
+	})
+	defer timer.Stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for !expired {
+		for _, l := range f.log[min(from, len(f.log)):] {
+			if strings.HasPrefix(l, prefix) {
+				return len(f.accepted)
+			}
+		}
+		f.changed.Wait()
+	}
+	t.Fatalf("no request %q after the first %d of %q", prefix, from, f.log)
+	return 0
 }
 
 // holder returns the token holding key, if any.
@@ -662,6 +734,55 @@ func TestEditDistance(t *testing.T) {
 	}{{"aquire", "acquire", 1}, {"kye", "key", 1}, {"stauts", "status", 1}, {"", "abc", 3}, {"hold", "hold", 0}, {"drill", "bench", 5}} {
 		if d := editDistance(tc.a, tc.b); d != tc.d {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, d, tc.d)
+		}
+	}
+}
+
+// globalName knows every alias of a global flag, so that given finds a
+// flag by any of its names.
+func TestGlobalAliases(t *testing.T) {
+	for _, f := range globalFlags(true) {
+		names := f.Names()
+		for _, alias := range names[1:] {
+			if got := globalName(alias); got != names[0] {
+				t.Errorf("globalName(%q) = %q, want %q: add the alias to globalName", alias, got, names[0])
+			}
+		}
+	}
+}
+
+// Issue 10: a run that prints no help skips the sorting of every
+// command's flags into categories; every way of asking for a command's
+// help still shows its global flags apart.
+func TestCommandHelpShowsGlobalFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"exec", "--help"}, {"exec", "-h"}, {"exec", "--help=true"}, {"help", "exec"}, {"h", "exec"},
+		{"--addr", "127.0.0.1:1", "acquire", "--key", "k", "--help"}, {"--json", "help", "status"},
+	} {
+		code, stdout, stderr := lockctl(t, args...)
+		if code != 0 || !strings.Contains(stdout, "\n   "+globalCategory+"\n\n   --addr NODES") {
+			t.Errorf("lockctl %q: exit %d, no %q section in the help:\n%s%s", args, code, globalCategory, stdout, stderr)
+		}
+	}
+}
+
+func TestMayShowHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"lockctl"}, false},
+		{nil, false},
+		{[]string{"lockctl", "exec", "--key", "k", "--", "sh", "-c", "x --help"}, false},
+		{[]string{"lockctl", "--addr", "h:1", "acquire", "--key", "hh"}, false},
+		{[]string{"lockctl", "exec", "--help"}, true},
+		{[]string{"lockctl", "exec", "-h"}, true},
+		{[]string{"lockctl", "exec", "--help=true"}, true},
+		{[]string{"lockctl", "help", "exec"}, true},
+		{[]string{"lockctl", "h", "exec"}, true},
+	} {
+		if got := mayShowHelp(tc.args); got != tc.want {
+			t.Errorf("mayShowHelp(%q) = %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }

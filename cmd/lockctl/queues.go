@@ -13,7 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/proto"
-	"github.com/lockd-io/lockd/proto/client"
 )
 
 // queuesCommand shows who holds which key and who waits for it.
@@ -102,7 +101,7 @@ func (c *queuesCommand) Run(cCtx *cli.Context) error {
 	defer stop()
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	cl, err := g.client(client.Options{})
+	cl, err := g.lockClient()
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func (c *releaseCommand) Run(cCtx *cli.Context) error {
 	// --timeout; a second more lets it say why it gave up.
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout+time.Second)
 	defer cancel()
-	cl, err := g.client(client.Options{})
+	cl, err := g.lockClient()
 	if err != nil {
 		return err
 	}

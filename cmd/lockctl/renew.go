@@ -59,7 +59,7 @@ func (c *renewCommand) Run(cCtx *cli.Context) error {
 	defer stop()
 	ctx, cancel := g.withTimeout(ctx)
 	defer cancel()
-	cl, err := g.client(client.Options{})
+	cl, err := g.lockClient()
 	if err != nil {
 		return err
 	}
