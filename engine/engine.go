@@ -75,6 +75,8 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -203,13 +205,22 @@ var (
 
 // keyState is one key held or waited on. Its first holder lives inside
 // it, so that a lock (limit 1) costs one allocation, as it did before
-// semaphores; only a second holder at once allocates.
+// semaphores; only a second holder at once, or a waiter, allocates the
+// key's extra. A held lock is the common case and the one a million keys
+// are made of: 80 bytes, one size class, where the queue and the crowd
+// inline took 128.
 type keyState struct {
 	key   string
-	first holder // free when first.heapIdx is -1
-	more  *crowd // the holders beside first; nil until the key has had two
-	limit int
-	idx   int // position in Engine.all
+	first holder    // free when first.heapIdx is -1
+	ext   *keyExtra // the crowd and the queue; nil until the key needs one
+	limit int32     // Config.MaxLimit is at most math.MaxInt32
+	idx   int32     // position in Engine.all
+}
+
+// keyExtra is what a key needs beyond one holder: the holders beside
+// the first, and the queue.
+type keyExtra struct {
+	more  crowd // the holders beside first
 	head  *waiter
 	tail  *waiter
 	nwait int
@@ -232,36 +243,43 @@ type crowd []*holder
 // that reuses it.
 const maxKeptCrowd = 64
 
+// waiter is one queued acquire: 80 bytes, one size class, where it took
+// 96 with its deadline in it and a 64-bit count of arrivals. The deadline
+// of a finite wait is kept in the wait heap, beside its waiter.
 type waiter struct {
-	w        Waiter
-	ks       *keyState
-	id       string // the acquire's id, "" when it had none
-	prev     *waiter
-	next     *waiter
-	lease    time.Duration
-	since    int64
-	deadline int64  // wait end, 0 when waiting forever
-	heapIdx  int    // position in the wait heap, -1 when waiting forever
-	arrival  uint64 // order of arrival, breaks ties between equal since
+	w       Waiter
+	ks      *keyState
+	id      string // the acquire's id, "" when it had none
+	prev    *waiter
+	next    *waiter
+	lease   time.Duration
+	since   int64  // when it was queued, unix nanoseconds
+	heapIdx int32  // position in the wait heap, -1 when waiting forever
+	arrival uint32 // order of arrival, breaks ties between equal since
 }
 
 // Engine is the lock state machine. It is not safe for concurrent use.
 type Engine struct {
-	cfg      Config
-	keys     map[string]*keyState
-	all      []*keyState // the values of keys, in no order, for Scan
-	waiters  map[Waiter]*waiter
-	byID     map[string]*waiter // the waiters whose acquire has an id
-	leases   leaseHeap
-	waits    waitHeap
-	epoch    uint64
-	counter  uint64
-	last     uint64 // highest token issued by this engine
-	seen     uint64 // highest token known from anywhere
-	freeKeys []*keyState
-	freeWait []*waiter
-	freeHold []*holder
-	arrivals uint64 // waiters queued so far
+	cfg     Config
+	slots   []int32 // the keys' index by name (index.go)
+	seed    maphash.Seed
+	all     []*keyState // every key, in no order: the index's entries, and Scan's
+	waiters map[Waiter]*waiter
+	byID    map[string]*waiter // the waiters whose acquire has an id
+	// The most entries waiters and byID have had since they were last
+	// made anew (shrinkMap).
+	waitersPeak int
+	byIDPeak    int
+	leases      leaseHeap
+	waits       waitHeap
+	epoch       uint64
+	counter     uint64
+	last        uint64 // highest token issued by this engine
+	seen        uint64 // highest token known from anywhere
+	freeKeys    []*keyState
+	freeWait    []*waiter
+	freeHold    []*holder
+	arrivals    uint32 // waiters queued so far, wrapping: ties of since are rare
 }
 
 // Check reports a configuration that New would refuse (a Node out of
@@ -319,9 +337,11 @@ func New(cfg Config, now time.Time) *Engine {
 	if cfg.MaxEpochAhead <= 0 {
 		cfg.MaxEpochAhead = DefaultConfig.MaxEpochAhead
 	}
+	cfg.MaxKeys = min(cfg.MaxKeys, math.MaxInt32)
+	cfg.MaxLimit = min(cfg.MaxLimit, math.MaxInt32)
 	return &Engine{
 		cfg:     cfg,
-		keys:    make(map[string]*keyState),
+		seed:    maphash.MakeSeed(),
 		waiters: make(map[Waiter]*waiter),
 		epoch:   uint64(max(now.UnixMilli(), 1)),
 	}
@@ -368,15 +388,15 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 	if _, dup := e.waiters[w]; dup {
 		return out, fmt.Errorf("%w: request %d of connection %d is already waiting", ErrDuplicateWaitr, w.Seq, w.Conn)
 	}
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
-		if len(e.keys) >= e.cfg.MaxKeys {
+		if len(e.all) >= e.cfg.MaxKeys {
 			return out, fmt.Errorf("%w: %d keys are held or waited on; release some or raise --max-keys", ErrTooManyKeys, e.cfg.MaxKeys)
 		}
 		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
 	}
-	if ks.limit != limit {
-		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(ks.limit), limit)
+	if int(ks.limit) != limit {
+		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(int(ks.limit)), limit)
 	}
 	nanos := now.UnixNano()
 	if id != "" {
@@ -384,10 +404,10 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 			return out, nil
 		}
 	}
-	if ks.nheld() < ks.limit {
+	if ks.nheld() < int(ks.limit) {
 		return e.grant(now, ks, lease, w, id, out), nil
 	}
-	if ks.nwait >= e.cfg.MaxWaitersPerKey {
+	if ks.nwait() >= e.cfg.MaxWaitersPerKey {
 		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
 	}
 	if len(e.waiters) >= e.cfg.MaxWaiters {
@@ -401,20 +421,22 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 			e.byID = make(map[string]*waiter)
 		}
 		e.byID[id] = wt
+		e.byIDPeak = max(e.byIDPeak, len(e.byID))
 	}
 	if wait > 0 {
-		wt.deadline = nanos + int64(wait)
-		heap.Push(&e.waits, wt)
+		e.waits.push(waitEntry{deadline: nanos + int64(wait), wt: wt})
 	}
-	if ks.tail == nil {
-		ks.head = wt
+	x := e.extra(ks)
+	if x.tail == nil {
+		x.head = wt
 	} else {
-		ks.tail.next = wt
-		wt.prev = ks.tail
+		x.tail.next = wt
+		wt.prev = x.tail
 	}
-	ks.tail = wt
-	ks.nwait++
+	x.tail = wt
+	x.nwait++
 	e.waiters[w] = wt
+	e.waitersPeak = max(e.waitersPeak, len(e.waiters))
 	return out, nil
 }
 
@@ -426,7 +448,7 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 		if h.id == id {
 			h.deadline = now.UnixNano() + int64(lease)
 			heap.Fix(&e.leases, h.heapIdx)
-			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit}), true
+			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: int(ks.limit)}), true
 		}
 	}
 	wt := e.byID[id]
@@ -454,7 +476,7 @@ func pluralHolders(n int) string {
 // lease expired).
 func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) ([]Event, bool) {
 	out = e.Advance(now, out)
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
 		return out, false
 	}
@@ -474,7 +496,7 @@ func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Durat
 	if lease <= 0 || lease > e.cfg.MaxLease {
 		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
 		return out, ErrNotHeld
 	}
@@ -484,7 +506,7 @@ func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Durat
 	}
 	h.deadline = now.UnixNano() + int64(lease)
 	heap.Fix(&e.leases, h.heapIdx)
-	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit}), nil
+	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: int(ks.limit)}), nil
 }
 
 // ErrNotHeld is returned by Renew when the token does not hold the key.
@@ -520,7 +542,7 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 		case wt >= 0 && (lt < 0 || wt <= lt):
 			// A wait ending at the same instant as a lease times out
 			// first: the waiter's wait was [since, deadline).
-			w := e.waits[0]
+			w := e.waits[0].wt
 			out = append(out, Event{Kind: TimedOut, Key: w.ks.key, Waiter: w.w})
 			e.leave(w)
 		default:
@@ -578,7 +600,7 @@ func (e *Engine) grant(now time.Time, ks *keyState, lease time.Duration, w Waite
 	h.id = id
 	h.deadline = now.UnixNano() + int64(lease)
 	heap.Push(&e.leases, h)
-	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit, ID: id})
+	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: int(ks.limit), ID: id})
 }
 
 // handOn frees the place of h and grants it to the head of its key's
@@ -593,11 +615,11 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 	if h != &ks.first {
 		e.leaveCrowd(h)
 	}
-	if wt := ks.head; wt != nil {
+	if wt := ks.head(); wt != nil {
 		w, lease, id := wt.w, wt.lease, wt.id
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
-		if ks.head != nil && ks.nheld() < ks.limit {
+		if ks.head() != nil && ks.nheld() < int(ks.limit) {
 			out = e.fill(now, ks, out)
 		}
 		return out
@@ -613,8 +635,8 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 // (ApplyFree, ApplyHeld raising the limit), and a standby has no queue:
 // fill is there so that the engine stays right if one ever has.
 func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
-	for ks.head != nil && ks.nheld() < ks.limit {
-		wt := ks.head
+	for ks.head() != nil && ks.nheld() < int(ks.limit) {
+		wt := ks.head()
 		w, lease, id := wt.w, wt.lease, wt.id
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
@@ -628,10 +650,42 @@ func (ks *keyState) nheld() int {
 	if ks.first.heapIdx >= 0 {
 		n = 1
 	}
-	if ks.more != nil {
-		n += len(*ks.more)
+	if ks.ext != nil {
+		n += len(ks.ext.more)
 	}
 	return n
+}
+
+// head is the first waiter of ks, nil if none.
+func (ks *keyState) head() *waiter {
+	if ks.ext == nil {
+		return nil
+	}
+	return ks.ext.head
+}
+
+// nwait counts the waiters of ks.
+func (ks *keyState) nwait() int {
+	if ks.ext == nil {
+		return 0
+	}
+	return ks.ext.nwait
+}
+
+// crowd is the crowd of ks, nil if it has none.
+func (ks *keyState) crowd() *crowd {
+	if ks.ext == nil {
+		return nil
+	}
+	return &ks.ext.more
+}
+
+// extra returns the extra of ks, adding one if it has none.
+func (e *Engine) extra(ks *keyState) *keyExtra {
+	if ks.ext == nil {
+		ks.ext = new(keyExtra)
+	}
+	return ks.ext
 }
 
 // find returns the holder of ks with token, nil if none. It is small
@@ -640,14 +694,14 @@ func (ks *keyState) find(token uint64) *holder {
 	if ks.first.token == token && ks.first.heapIdx >= 0 {
 		return &ks.first
 	}
-	return ks.more.find(token)
+	return ks.crowd().find(token)
 }
 
 // holders yields the holders of ks in token order, which is grant order.
 func (ks *keyState) holders(yield func(*holder) bool) {
 	first := ks.first.heapIdx >= 0
-	if ks.more != nil {
-		for _, h := range *ks.more {
+	if ks.ext != nil {
+		for _, h := range ks.ext.more {
 			if first && ks.first.token < h.token {
 				if !yield(&ks.first) {
 					return
@@ -689,10 +743,7 @@ func (e *Engine) joinCrowd(ks *keyState, token uint64) *holder {
 		h = new(holder)
 	}
 	*h = holder{ks: ks, token: token, heapIdx: -1}
-	if ks.more == nil {
-		ks.more = new(crowd)
-	}
-	ks.more.add(h)
+	e.extra(ks).more.add(h)
 	return h
 }
 
@@ -709,7 +760,7 @@ func (e *Engine) unhold(h *holder) {
 
 // leaveCrowd removes h, out of the lease heap, from the crowd of its key.
 func (e *Engine) leaveCrowd(h *holder) {
-	h.ks.more.remove(h)
+	h.ks.ext.more.remove(h)
 	*h = holder{heapIdx: -1}
 	if len(e.freeHold) < 4096 {
 		e.freeHold = append(e.freeHold, h)
@@ -722,9 +773,9 @@ func (ks *keyState) retoken(h *holder, token uint64) {
 		h.token = token
 		return
 	}
-	ks.more.remove(h)
+	ks.ext.more.remove(h)
 	h.token = token
-	ks.more.add(h)
+	ks.ext.more.add(h)
 }
 
 // find returns the holder with token, nil if none; c may be nil.
@@ -749,24 +800,26 @@ func (c *crowd) remove(h *holder) {
 }
 
 func (e *Engine) unlink(wt *waiter) {
-	ks := wt.ks
+	x := wt.ks.ext
 	if wt.prev == nil {
-		ks.head = wt.next
+		x.head = wt.next
 	} else {
 		wt.prev.next = wt.next
 	}
 	if wt.next == nil {
-		ks.tail = wt.prev
+		x.tail = wt.prev
 	} else {
 		wt.next.prev = wt.prev
 	}
-	ks.nwait--
+	x.nwait--
 	if wt.heapIdx >= 0 {
-		heap.Remove(&e.waits, wt.heapIdx)
+		heap.Remove(&e.waits, int(wt.heapIdx))
 	}
 	delete(e.waiters, wt.w)
+	e.waiters = shrinkMap(e.waiters, &e.waitersPeak)
 	if wt.id != "" && e.byID[wt.id] == wt {
 		delete(e.byID, wt.id)
+		e.byID = shrinkMap(e.byID, &e.byIDPeak)
 	}
 	*wt = waiter{}
 	if len(e.freeWait) < 4096 {
@@ -795,36 +848,41 @@ func (e *Engine) newKey(key string, limit int) *keyState {
 	ks.key = key
 	ks.first.ks = ks
 	ks.first.heapIdx = -1
-	ks.limit = limit
-	ks.idx = len(e.all)
-	e.keys[key] = ks
+	ks.limit = int32(limit)
+	ks.idx = int32(len(e.all))
 	e.all = append(e.all, ks)
+	e.index(ks)
 	return ks
 }
 
 func (e *Engine) dropKey(ks *keyState) {
 	// Only a key still in e.all (not dropped already) is dropped; the
 	// slice answers that without hashing the key.
-	if ks.first.heapIdx >= 0 || ks.more != nil && len(*ks.more) > 0 || ks.nwait > 0 || ks.idx >= len(e.all) || e.all[ks.idx] != ks {
+	if ks.first.heapIdx >= 0 || ks.ext != nil && (len(ks.ext.more) > 0 || ks.ext.nwait > 0) || int(ks.idx) >= len(e.all) || e.all[ks.idx] != ks {
 		return
 	}
-	delete(e.keys, ks.key)
 	// The last key fills the hole, so that a key's index only ever
 	// decreases while it stays: Scan depends on it.
 	last := len(e.all) - 1
+	e.unindex(ks, e.all[last])
 	e.all[ks.idx] = e.all[last]
 	e.all[ks.idx].idx = ks.idx
 	e.all[last] = nil
-	e.all = e.all[:last]
+	e.all = shrink(e.all[:last])
+	e.shrinkIndex()
 	// An empty crowd stays for the next key to use this keyState, so a
 	// semaphore that comes and goes does not allocate one each time.
-	more := ks.more
-	if more != nil && cap(*more) > maxKeptCrowd {
-		more = nil
+	ext := ks.ext
+	if ext != nil {
+		if cap(ext.more) > maxKeptCrowd {
+			ext = nil
+		} else {
+			*ext = keyExtra{more: ext.more[:0]}
+		}
 	}
 	*ks = keyState{}
 	ks.first.heapIdx = -1
-	ks.more = more
+	ks.ext = ext
 	if len(e.freeKeys) < 4096 {
 		e.freeKeys = append(e.freeKeys, ks)
 	}
@@ -837,6 +895,31 @@ func (e *Engine) newWaiter() *waiter {
 		return wt
 	}
 	return new(waiter)
+}
+
+// shrink gives s a smaller array once it uses less than a quarter of a
+// large one: after a million keys come and go, the slices that listed
+// them do not keep their peak for the life of the process.
+func shrink[T any](s []T) []T {
+	if cap(s) <= 1024 || len(s) >= cap(s)/4 {
+		return s
+	}
+	return append(make([]T, 0, 2*len(s)), s...)
+}
+
+// shrinkMap gives m a smaller table once it holds less than an eighth
+// of the peak it grew to, which it then becomes; a Go map never gives
+// back the room it grew. It returns m, or its copy.
+func shrinkMap[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	if *peak <= 1024 || len(m) >= *peak/8 {
+		return m
+	}
+	small := make(map[K]V, len(m))
+	for k, v := range m {
+		small[k] = v
+	}
+	*peak = len(m)
+	return small
 }
 
 type leaseHeap []*holder
@@ -857,30 +940,45 @@ func (h *leaseHeap) Pop() any {
 	old := *h
 	hd := old[len(old)-1]
 	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	*h = shrink(old[:len(old)-1])
 	hd.heapIdx = -1
 	return hd
 }
 
-type waitHeap []*waiter
+// waitEntry is a finite wait in the wait heap: its deadline beside its
+// waiter, so that the waiters that wait forever, the most, do not carry
+// one.
+type waitEntry struct {
+	deadline int64 // wait end, unix nanoseconds
+	wt       *waiter
+}
+
+type waitHeap []waitEntry
 
 func (h waitHeap) Len() int           { return len(h) }
 func (h waitHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
 func (h waitHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
+	h[i].wt.heapIdx = int32(i)
+	h[j].wt.heapIdx = int32(j)
 }
-func (h *waitHeap) Push(x any) {
-	wt := x.(*waiter)
-	wt.heapIdx = len(*h)
-	*h = append(*h, wt)
+
+// Push is heap.Interface's; the engine pushes with push, which does not
+// box the entry.
+func (h *waitHeap) Push(x any) { h.push(x.(waitEntry)) }
+
+func (h *waitHeap) push(we waitEntry) {
+	we.wt.heapIdx = int32(len(*h))
+	*h = append(*h, we)
+	heap.Fix(h, len(*h)-1)
 }
+
+// Pop returns nil: heap.Remove's callers here do not use it, and a
+// waitEntry returned as an any would be allocated.
 func (h *waitHeap) Pop() any {
 	old := *h
-	wt := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	wt.heapIdx = -1
-	return wt
+	old[len(old)-1].wt.heapIdx = -1
+	old[len(old)-1] = waitEntry{}
+	*h = shrink(old[:len(old)-1])
+	return nil
 }

@@ -203,7 +203,7 @@ func scanWalk(t *testing.T, limitOf func(int) int) {
 					for range rng.IntN(6) {
 						step(func() {
 							for k := range throughout {
-								if e.keys[k] == nil {
+								if e.lookup(k) == nil {
 									delete(throughout, k)
 								}
 							}

@@ -93,7 +93,7 @@ type WaiterInfo struct {
 // order), and its waiters in queue order. A key neither held nor waited
 // on has neither.
 func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInfo) {
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
 		return nil, nil
 	}
@@ -101,10 +101,10 @@ func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInf
 	for h := range ks.holders {
 		hs = append(hs, ks.holderInfo(h, nanos))
 	}
-	for wt := ks.head; wt != nil; wt = wt.next {
+	for wt := ks.head(); wt != nil; wt = wt.next {
 		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: wt.id}
-		if wt.deadline != 0 {
-			wi.WaitLeft = time.Duration(max(wt.deadline-nanos, 1))
+		if wt.heapIdx >= 0 {
+			wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
 		}
 		ws = append(ws, wi)
 	}
@@ -113,7 +113,7 @@ func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInf
 
 // holderInfo lists h, a holder of ks, as of nanos.
 func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
-	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit, ID: h.id}
+	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: int(ks.limit), ID: h.id}
 }
 
 // Keys returns the keys held or waited on that match, sorted, at most
@@ -123,8 +123,8 @@ func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
 func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 	var out []string
 	total := 0
-	for k := range e.keys {
-		if match(k) {
+	for _, ks := range e.all {
+		if k := ks.key; match(k) {
 			total++
 			out = append(out, k)
 		}
@@ -137,7 +137,7 @@ func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 }
 
 // Stats counts the keys held or waited on, and the waiters.
-func (e *Engine) Stats() (keys, waiters int) { return len(e.keys), len(e.waiters) }
+func (e *Engine) Stats() (keys, waiters int) { return len(e.all), len(e.waiters) }
 
 // Held counts the holders over all keys: a key with three holders counts
 // three.
@@ -249,12 +249,12 @@ func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64,
 	if token > e.seen {
 		e.seen = token
 	}
-	limit = max(limit, 1)
-	ks := e.keys[key]
+	limit = min(max(limit, 1), math.MaxInt32)
+	ks := e.lookup(key)
 	if ks == nil {
 		ks = e.newKey(key, limit)
 	}
-	ks.limit = limit
+	ks.limit = int32(limit)
 	deadline := now.UnixNano() + int64(leaseLeft)
 	h := ks.find(token)
 	if h == nil && ks.nheld() >= limit {
@@ -294,7 +294,7 @@ func (ks *keyState) oldest(token uint64) *holder {
 // active. A stale record (token does not hold key) changes nothing. The
 // place that frees is not handed on: a standby has no waiters.
 func (e *Engine) ApplyFree(key string, token uint64) {
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
 		return
 	}
