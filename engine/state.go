@@ -93,22 +93,30 @@ type WaiterInfo struct {
 // order), and its waiters in queue order. A key neither held nor waited
 // on has neither.
 func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInfo) {
+	hs, ws, _ = e.InspectN(now, key, math.MaxInt)
+	return hs, ws
+}
+
+// InspectN is Inspect listing the first n waiters at most, and counting
+// them all: a Q answer lists some, and a key with 100k waiters would
+// otherwise copy them all at each Q.
+func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []WaiterInfo, nwait int) {
 	ks := e.lookup(key)
 	if ks == nil {
-		return nil, nil
+		return nil, nil, 0
 	}
 	nanos := now.UnixNano()
 	for h := range ks.holders {
 		hs = append(hs, ks.holderInfo(h, nanos))
 	}
-	for wt := ks.head(); wt != nil; wt = wt.next {
+	for wt := ks.head(); wt != nil && len(ws) < n; wt = wt.next {
 		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: wt.id}
 		if wt.heapIdx >= 0 {
 			wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
 		}
 		ws = append(ws, wi)
 	}
-	return hs, ws
+	return hs, ws, ks.nwait()
 }
 
 // holderInfo lists h, a holder of ks, as of nanos.
