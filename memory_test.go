@@ -110,8 +110,7 @@ func TestMemoryRSS(t *testing.T) {
 
 		// Waiters on one key.
 		nd = startMemNode(t, b.path)
-		nd.queueWaiters(t, waiters, 100)
-		r.waiters = nd.rss(t)
+		r.waiters = nd.queueWaiters(t, waiters, 100)
 		t.Logf("%s: %d waiters on one key over 100 connections: RSS %s", b.name, waiters, mb(r.waiters))
 		nd.stop(t)
 
@@ -195,7 +194,7 @@ func startMemNode(t *testing.T, path string) *memNode {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		args := []string{"--listen", addr, "--log-level", "error",
+		args := []string{"--listen", addr, "--log-level", logLevel(),
 			"--max-keys", "2000000", "--max-waiters", "1000000", "--max-total-waiters", "2000000",
 			"--max-conns", "100000", "--max-conn-output", "64MiB", "--max-output", "1GiB"}
 		metrics := ""
@@ -414,8 +413,9 @@ func (nd *memNode) releaseAll(t *testing.T, tokens []uint64) {
 }
 
 // queueWaiters holds one key and queues n acquires of it over conns
-// connections, waiting forever, and returns once the node has them all.
-func (nd *memNode) queueWaiters(t *testing.T, n, conns int) {
+// connections, waiting forever, and returns the node's RSS once it has
+// them all.
+func (nd *memNode) queueWaiters(t *testing.T, n, conns int) int64 {
 	c, r := nd.dial(t, 64<<10)
 	ask := func(req string) string {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -431,28 +431,30 @@ func (nd *memNode) queueWaiters(t *testing.T, n, conns int) {
 	if ans := ask("A hot 3600 0"); !strings.HasPrefix(ans, "A hot ") {
 		t.Fatalf("acquire hot: %q", ans)
 	}
+	// Each connection's S is answered once its acquires before it are
+	// applied (waiting acquires delay no later answer): no polling, and
+	// no Q listing the queue while it grows.
 	for k := range conns {
-		wc, _ := nd.dial(t, 16)
+		wc, wr := nd.dial(t, 4096)
 		var b []byte
 		for range n*(k+1)/conns - n*k/conns {
 			b = append(b, "A hot 3600 0\n"...)
 		}
+		b = append(b, "S -\n"...)
+		wc.SetDeadline(time.Now().Add(time.Minute))
 		if _, err := wc.Write(b); err != nil {
 			t.Fatal(err)
 		}
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		// Q hot TOKEN LEASELEFT NWAITERS ...
-		f := strings.Fields(ask("Q hot"))
-		if len(f) >= 5 && f[4] == strconv.Itoa(n) {
-			return
+		if line, err := wr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "S - ") {
+			t.Fatalf("status after the acquires: %q %v", line, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiters not all queued: %q", f[:min(len(f), 6)])
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	rss := nd.rss(t)
+	// Q hot TOKEN LEASELEFT NWAITERS ...
+	if f := strings.Fields(ask("Q hot")); len(f) < 5 || f[4] != strconv.Itoa(n) {
+		t.Fatalf("waiters not all queued: %q", f[:min(len(f), 6)])
+	}
+	return rss
 }
 
 // idleConns opens n connections, each acquiring and releasing a key of
@@ -501,4 +503,12 @@ func cycle(t *testing.T, c net.Conn, r *bufio.Reader, key string) {
 	if line, err := r.ReadString('\n'); err != nil || !strings.HasSuffix(line, " ok\n") {
 		t.Fatalf("release %s: %q %v", key, line, err)
 	}
+}
+
+// logLevel is the measured nodes' log level: LOCKD_MEM_LOG, or error.
+func logLevel() string {
+	if l := os.Getenv("LOCKD_MEM_LOG"); l != "" {
+		return l
+	}
+	return "error"
 }

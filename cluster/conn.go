@@ -44,7 +44,7 @@ type conn struct {
 	// For metrics (metrics.go): peer, it carries peer messages, not
 	// client requests; pending, its client requests not answered at once.
 	peer    bool
-	pending map[string][]pendingReq
+	pending map[string]pendingQueue
 
 	// For the request duration (reader only): batches read, and when the
 	// batch being applied was read (since n.base), if it is timed.
@@ -113,11 +113,19 @@ func (c *conn) readLoop() {
 	c.n.wg.Add(1)
 	go c.writeLoop()
 	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
-	r := bufio.NewReaderSize(dr, 2*proto.MaxLineLen)
+	r := &lineReader{rd: dr}
+	defer r.release()
 	dr.br = r
-	batch := make([]item, 0, 16)
+	var bb *batchBuf // from batches, while lines are being gathered
+	var batch []item
+	defer func() {
+		if bb != nil {
+			clear(bb.items[:cap(bb.items)])
+			putBatch(bb)
+		}
+	}()
 	for {
-		line, err := r.ReadSlice('\n')
+		line, err := r.ReadSlice()
 		if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
 			c.n.limitHit(limLineLength)
 			c.send(func(b []byte) []byte {
@@ -147,11 +155,13 @@ func (c *conn) readLoop() {
 		}
 		dr.lineDone()
 		req, perr := proto.Parse(line)
+		if bb == nil {
+			bb = batches.Get().(*batchBuf)
+			batch = bb.items[:0]
+		}
 		batch = append(batch, item{req, perr})
-		if len(batch) < maxBatch && r.Buffered() > 0 {
-			if buf, _ := r.Peek(r.Buffered()); bytes.IndexByte(buf, '\n') >= 0 {
-				continue
-			}
+		if len(batch) < maxBatch && r.hasLine() {
+			continue
 		}
 		// The reader writes its own answers when the writer is idle: one
 		// goroutine switch less per request for the common
@@ -171,6 +181,11 @@ func (c *conn) readLoop() {
 		}
 		clear(batch)
 		batch = batch[:0]
+		if r.Buffered() == 0 {
+			bb.items = batch
+			putBatch(bb)
+			bb, batch = nil, nil
+		}
 		if !c.waitDrained() {
 			return
 		}
@@ -320,6 +335,7 @@ func (c *conn) flush(inline bool) bool {
 		if cap(buf) <= 1<<20 {
 			c.spare = buf[:0]
 		}
+		c.idleOut()
 		if err != nil {
 			c.closeLocked()
 			c.outMu.Unlock()
@@ -370,6 +386,9 @@ func (c *conn) write(b []byte) bool {
 		return false
 	}
 	was := len(c.out)
+	if cap(c.out) == 0 {
+		c.out = outBuf()
+	}
 	c.out = append(c.out, b...)
 	c.account(len(c.out) - was)
 	if why := c.overLimit(); why != "" {

@@ -144,11 +144,21 @@ type shellStats struct {
 }
 
 // pendingReq is a client request of a connection not answered at once: a
-// waiting acquire, or a request held back during a handoff.
+// waiting acquire, or a request held back during a handoff: 16 bytes a
+// waiter, where its key and a time.Time beside it took 48. The key is
+// its queue's.
 type pendingReq struct {
-	op  proto.Op
-	key string
-	at  time.Time // when the node took it up
+	at time.Duration // when the node took it up, since Node.base
+	op proto.Op
+}
+
+// pendingQueue is a connection's requests not answered at once with one
+// key, in the order sent. It keeps the key, so that a queue that moves
+// on is stored back under it without making it again from an answer's
+// bytes.
+type pendingQueue struct {
+	key  string
+	reqs []pendingReq
 }
 
 func (s *shellStats) init() {
@@ -181,9 +191,11 @@ func (s *shellStats) end(c *conn, now time.Time) uint64 {
 		return 0
 	}
 	if c.pending == nil {
-		c.pending = make(map[string][]pendingReq)
+		c.pending = make(map[string]pendingQueue)
 	}
-	c.pending[cur.key] = append(c.pending[cur.key], pendingReq{op: cur.op, key: cur.key, at: now})
+	q := c.pending[cur.key]
+	q.key, q.reqs = cur.key, append(q.reqs, pendingReq{op: cur.op, at: now.Sub(c.n.base)})
+	c.pending[cur.key] = q
 	return 0
 }
 
@@ -245,7 +257,7 @@ func (n *Node) countAnswer(c *conn, b []byte) {
 			}
 		}
 		if ok {
-			d := time.Since(p.at)
+			d := time.Since(n.base) - p.at
 			switch {
 			case outcome == outGranted:
 				s.wait.add(d, 1)
@@ -306,18 +318,20 @@ func (n *Node) noteRefusal(rest []byte) {
 // answer op (0: any) can answer. n.mu is held.
 func (c *conn) takePending(op proto.Op, key []byte) (pendingReq, bool) {
 	q := c.pending[string(key)]
-	for i, p := range q {
+	for i, p := range q.reqs {
 		if op != 0 && p.op != op {
 			continue
 		}
 		switch {
-		case len(q) == 1:
-			delete(c.pending, p.key)
+		case len(q.reqs) == 1:
+			delete(c.pending, q.key)
+			return p, true
 		case i == 0:
-			c.pending[p.key] = q[1:] // FIFO: the usual case, no copy
+			q.reqs = q.reqs[1:] // FIFO: the usual case, no copy
 		default:
-			c.pending[p.key] = append(q[:i], q[i+1:]...)
+			q.reqs = append(q.reqs[:i], q.reqs[i+1:]...)
 		}
+		c.pending[q.key] = q
 		return p, true
 	}
 	return pendingReq{}, false
@@ -327,7 +341,7 @@ func (c *conn) takePending(op proto.Op, key []byte) (pendingReq, bool) {
 // waiters leave their queues. n.mu is held.
 func (n *Node) countCancelled(c *conn) {
 	for _, q := range c.pending {
-		for _, p := range q {
+		for _, p := range q.reqs {
 			if i := opIndex[p.op]; i >= 0 {
 				n.stats.requests[i][outCancelled]++
 			}

@@ -290,7 +290,7 @@ func isTimeout(err error) bool {
 type deadlineReader struct {
 	c  *conn
 	nc net.Conn
-	br *bufio.Reader // whose Buffered bytes are a partial line when it reads
+	br *lineReader // whose Buffered bytes are a partial line when it reads
 
 	start        time.Time
 	partialSince time.Time
