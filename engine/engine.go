@@ -80,6 +80,7 @@ import (
 	"slices"
 	"sort"
 	"time"
+	"unsafe"
 )
 
 // CounterBits is the width of everything below the epoch in a token, the
@@ -205,34 +206,53 @@ var (
 
 // keyState is one key held or waited on. Its first holder lives inside
 // it, so that a lock (limit 1) costs one allocation, as it did before
-// semaphores; only a second holder at once, or a waiter, allocates the
-// key's extra. A held lock is the common case and the one a million keys
-// are made of: 80 bytes, one size class, where the queue and the crowd
-// inline took 128.
+// semaphores; only a second holder at once, a waiter, or a limit other
+// than 1 allocates the key's extra. A held lock is the common case and
+// the one a million keys are made of: 64 bytes, where the queue and the
+// crowd inline, and a pointer back from the holder, took 128.
+//
+// first is the first field: a first holder finds its key at its own
+// address (holder.keyOf), with no pointer back.
 type keyState struct {
+	first holder // free when first.heapIdx is -1
 	key   string
-	first holder    // free when first.heapIdx is -1
-	ext   *keyExtra // the crowd and the queue; nil until the key needs one
-	limit int32     // Config.MaxLimit is at most math.MaxInt32
-	idx   int32     // position in Engine.all
+	ext   *keyExtra // the crowd, the queue, a limit; nil for a lock that has none
 }
 
 // keyExtra is what a key needs beyond one holder: the holders beside
-// the first, and the queue.
+// the first, the queue, and its limit when it is not 1.
 type keyExtra struct {
 	more  crowd // the holders beside first
 	head  *waiter
 	tail  *waiter
 	nwait int
+	limit int
 }
 
 // holder is one holder of a key, and an entry of the lease heap.
 type holder struct {
-	ks       *keyState
 	id       string // the acquire's id, "" when it had none
 	token    uint64
 	deadline int64 // lease end, unix nanoseconds
-	heapIdx  int   // position in the lease heap, -1 when not held
+	heapIdx  int32 // position in the lease heap, -1 when not held
+	// idx is, for a key's first holder, the key's position in
+	// Engine.all; -1 for a holder of the crowd, a crowdHolder.
+	idx int32
+}
+
+// crowdHolder is a holder beside a key's first: it names its key.
+type crowdHolder struct {
+	holder // first: a crowd's *holder is its crowdHolder's address
+	ks     *keyState
+}
+
+// keyOf returns the key h holds.
+func (h *holder) keyOf() *keyState {
+	if h.idx >= 0 {
+		// h is the first field of its keyState.
+		return (*keyState)(unsafe.Pointer(h))
+	}
+	return (*crowdHolder)(unsafe.Pointer(h)).ks
 }
 
 // crowd is the holders of a key beside its first, sorted by token so that
@@ -278,7 +298,7 @@ type Engine struct {
 	seen        uint64 // highest token known from anywhere
 	freeKeys    []*keyState
 	freeWait    []*waiter
-	freeHold    []*holder
+	freeHold    []*crowdHolder
 	arrivals    uint32 // waiters queued so far, wrapping: ties of since are rare
 }
 
@@ -395,8 +415,8 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 		}
 		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
 	}
-	if int(ks.limit) != limit {
-		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(int(ks.limit)), limit)
+	if ks.limit() != limit {
+		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(ks.limit()), limit)
 	}
 	nanos := now.UnixNano()
 	if id != "" {
@@ -404,7 +424,7 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 			return out, nil
 		}
 	}
-	if ks.nheld() < int(ks.limit) {
+	if ks.nheld() < ks.limit() {
 		return e.grant(now, ks, lease, w, id, out), nil
 	}
 	if ks.nwait() >= e.cfg.MaxWaitersPerKey {
@@ -447,8 +467,8 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 	for h := range ks.holders {
 		if h.id == id {
 			h.deadline = now.UnixNano() + int64(lease)
-			heap.Fix(&e.leases, h.heapIdx)
-			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: int(ks.limit)}), true
+			heap.Fix(&e.leases, int(h.heapIdx))
+			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit()}), true
 		}
 	}
 	wt := e.byID[id]
@@ -505,8 +525,8 @@ func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Durat
 		return out, ErrNotHeld
 	}
 	h.deadline = now.UnixNano() + int64(lease)
-	heap.Fix(&e.leases, h.heapIdx)
-	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: int(ks.limit)}), nil
+	heap.Fix(&e.leases, int(h.heapIdx))
+	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit()}), nil
 }
 
 // ErrNotHeld is returned by Renew when the token does not hold the key.
@@ -547,7 +567,7 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			e.leave(w)
 		default:
 			h := e.leases[0]
-			out = append(out, Event{Kind: Freed, Key: h.ks.key, Token: h.token, Expired: true})
+			out = append(out, Event{Kind: Freed, Key: h.keyOf().key, Token: h.token, Expired: true})
 			// The place is handed on as of its deadline, not as of
 			// now, so a late Advance does not shorten the next lease.
 			out = e.handOn(time.Unix(0, h.deadline), h, out)
@@ -600,17 +620,17 @@ func (e *Engine) grant(now time.Time, ks *keyState, lease time.Duration, w Waite
 	h.id = id
 	h.deadline = now.UnixNano() + int64(lease)
 	heap.Push(&e.leases, h)
-	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: int(ks.limit), ID: id})
+	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id})
 }
 
 // handOn frees the place of h and grants it to the head of its key's
 // queue, if any: one place, one waiter. A key never has more holders than
 // its limit, so the place is there to give.
 func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
-	ks := h.ks
+	ks := h.keyOf()
 	// unhold, written out, as hold is in grant.
 	if h.heapIdx >= 0 {
-		heap.Remove(&e.leases, h.heapIdx)
+		heap.Remove(&e.leases, int(h.heapIdx))
 	}
 	if h != &ks.first {
 		e.leaveCrowd(h)
@@ -619,7 +639,7 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 		w, lease, id := wt.w, wt.lease, wt.id
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
-		if ks.head() != nil && ks.nheld() < int(ks.limit) {
+		if ks.head() != nil && ks.nheld() < ks.limit() {
 			out = e.fill(now, ks, out)
 		}
 		return out
@@ -635,7 +655,7 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 // (ApplyFree, ApplyHeld raising the limit), and a standby has no queue:
 // fill is there so that the engine stays right if one ever has.
 func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
-	for ks.head() != nil && ks.nheld() < int(ks.limit) {
+	for ks.head() != nil && ks.nheld() < ks.limit() {
 		wt := ks.head()
 		w, lease, id := wt.w, wt.lease, wt.id
 		e.unlink(wt)
@@ -683,9 +703,29 @@ func (ks *keyState) crowd() *crowd {
 // extra returns the extra of ks, adding one if it has none.
 func (e *Engine) extra(ks *keyState) *keyExtra {
 	if ks.ext == nil {
-		ks.ext = new(keyExtra)
+		ks.ext = &keyExtra{limit: 1}
 	}
 	return ks.ext
+}
+
+// limit is how many may hold ks at once.
+func (ks *keyState) limit() int {
+	if ks.ext == nil {
+		return 1
+	}
+	return ks.ext.limit
+}
+
+// setLimit makes limit the limit of ks: a key without an extra is a
+// lock, so a key of another limit needs one.
+func (ks *keyState) setLimit(limit int) {
+	if ks.ext == nil {
+		if limit == 1 {
+			return
+		}
+		ks.ext = &keyExtra{}
+	}
+	ks.ext.limit = limit
 }
 
 // find returns the holder of ks with token, nil if none. It is small
@@ -735,35 +775,36 @@ func (e *Engine) hold(ks *keyState, token uint64, deadline int64) *holder {
 
 // joinCrowd adds a holder with token to the crowd of ks.
 func (e *Engine) joinCrowd(ks *keyState, token uint64) *holder {
-	var h *holder
+	var ch *crowdHolder
 	if n := len(e.freeHold); n > 0 {
-		h = e.freeHold[n-1]
+		ch = e.freeHold[n-1]
 		e.freeHold = e.freeHold[:n-1]
 	} else {
-		h = new(holder)
+		ch = new(crowdHolder)
 	}
-	*h = holder{ks: ks, token: token, heapIdx: -1}
-	e.extra(ks).more.add(h)
-	return h
+	*ch = crowdHolder{holder: holder{token: token, heapIdx: -1, idx: -1}, ks: ks}
+	e.extra(ks).more.add(&ch.holder)
+	return &ch.holder
 }
 
 // unhold removes h from the lease heap and from its key, which it leaves
 // in place even when nothing holds or waits on it any more.
 func (e *Engine) unhold(h *holder) {
 	if h.heapIdx >= 0 {
-		heap.Remove(&e.leases, h.heapIdx)
+		heap.Remove(&e.leases, int(h.heapIdx))
 	}
-	if h != &h.ks.first {
+	if h.idx < 0 {
 		e.leaveCrowd(h)
 	}
 }
 
 // leaveCrowd removes h, out of the lease heap, from the crowd of its key.
 func (e *Engine) leaveCrowd(h *holder) {
-	h.ks.ext.more.remove(h)
-	*h = holder{heapIdx: -1}
+	ch := (*crowdHolder)(unsafe.Pointer(h))
+	ch.ks.ext.more.remove(h)
+	*ch = crowdHolder{holder: holder{heapIdx: -1, idx: -1}}
 	if len(e.freeHold) < 4096 {
-		e.freeHold = append(e.freeHold, h)
+		e.freeHold = append(e.freeHold, ch)
 	}
 }
 
@@ -846,10 +887,9 @@ func (e *Engine) newKey(key string, limit int) *keyState {
 	// Field by field, on a keyState as new or as dropKey left it: a
 	// literal would be built in a temporary and copied.
 	ks.key = key
-	ks.first.ks = ks
 	ks.first.heapIdx = -1
-	ks.limit = int32(limit)
-	ks.idx = int32(len(e.all))
+	ks.first.idx = int32(len(e.all))
+	ks.setLimit(limit)
 	e.all = append(e.all, ks)
 	e.index(ks)
 	return ks
@@ -858,15 +898,15 @@ func (e *Engine) newKey(key string, limit int) *keyState {
 func (e *Engine) dropKey(ks *keyState) {
 	// Only a key still in e.all (not dropped already) is dropped; the
 	// slice answers that without hashing the key.
-	if ks.first.heapIdx >= 0 || ks.ext != nil && (len(ks.ext.more) > 0 || ks.ext.nwait > 0) || int(ks.idx) >= len(e.all) || e.all[ks.idx] != ks {
+	if ks.first.heapIdx >= 0 || ks.ext != nil && (len(ks.ext.more) > 0 || ks.ext.nwait > 0) || int(ks.first.idx) >= len(e.all) || e.all[ks.first.idx] != ks {
 		return
 	}
 	// The last key fills the hole, so that a key's index only ever
 	// decreases while it stays: Scan depends on it.
 	last := len(e.all) - 1
 	e.unindex(ks, e.all[last])
-	e.all[ks.idx] = e.all[last]
-	e.all[ks.idx].idx = ks.idx
+	e.all[ks.first.idx] = e.all[last]
+	e.all[ks.first.idx].first.idx = ks.first.idx
 	e.all[last] = nil
 	e.all = shrink(e.all[:last])
 	e.shrinkIndex()
@@ -928,12 +968,12 @@ func (h leaseHeap) Len() int           { return len(h) }
 func (h leaseHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
 func (h leaseHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
+	h[i].heapIdx = int32(i)
+	h[j].heapIdx = int32(j)
 }
 func (h *leaseHeap) Push(x any) {
 	hd := x.(*holder)
-	hd.heapIdx = len(*h)
+	hd.heapIdx = int32(len(*h))
 	*h = append(*h, hd)
 }
 func (h *leaseHeap) Pop() any {

@@ -39,7 +39,7 @@ func (e *Engine) index(ks *keyState) {
 		e.rehash(max(2*len(e.slots), minSlots))
 		return
 	}
-	e.put(ks.key, ks.idx+1)
+	e.put(ks.key, ks.first.idx+1)
 }
 
 // put stores s in the first free slot of key's probe sequence.
@@ -56,7 +56,7 @@ func (e *Engine) put(key string, s int32) {
 func (e *Engine) slotOf(ks *keyState) uint64 {
 	mask := uint64(len(e.slots) - 1)
 	i := e.hash(ks.key) & mask
-	for e.slots[i] != ks.idx+1 {
+	for e.slots[i] != ks.first.idx+1 {
 		i = (i + 1) & mask
 	}
 	return i
@@ -81,7 +81,7 @@ func (e *Engine) unindex(ks, last *keyState) {
 	}
 	e.slots[hole] = 0
 	if last != ks {
-		e.slots[e.slotOf(last)] = ks.idx + 1
+		e.slots[e.slotOf(last)] = ks.first.idx + 1
 	}
 }
 
@@ -97,6 +97,6 @@ func (e *Engine) shrinkIndex() {
 func (e *Engine) rehash(n int) {
 	e.slots = make([]int32, n)
 	for _, ks := range e.all {
-		e.put(ks.key, ks.idx+1)
+		e.put(ks.key, ks.first.idx+1)
 	}
 }

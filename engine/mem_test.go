@@ -100,7 +100,8 @@ func TestStateSizes(t *testing.T) {
 		name      string
 		size, max uintptr
 	}{
-		{"keyState", unsafe.Sizeof(keyState{}), 80},
+		{"keyState", unsafe.Sizeof(keyState{}), 64},
+		{"crowdHolder", unsafe.Sizeof(crowdHolder{}), 48},
 		{"waiter", unsafe.Sizeof(waiter{}), 80},
 	} {
 		if s.size > s.max {

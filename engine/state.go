@@ -121,7 +121,7 @@ func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []W
 
 // holderInfo lists h, a holder of ks, as of nanos.
 func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
-	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: int(ks.limit), ID: h.id}
+	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id}
 }
 
 // Keys returns the keys held or waited on that match, sorted, at most
@@ -214,7 +214,7 @@ func (e *Engine) Snapshot(now time.Time) Snapshot {
 	nanos := now.UnixNano()
 	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, len(e.leases))}
 	for _, h := range e.leases {
-		s.Holders = append(s.Holders, h.ks.holderInfo(h, nanos))
+		s.Holders = append(s.Holders, h.keyOf().holderInfo(h, nanos))
 	}
 	slices.SortFunc(s.Holders, func(a, b Holder) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Token, b.Token))
@@ -230,7 +230,7 @@ func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
 	out = e.DropWaiters(out)
 	for len(e.leases) > 0 {
 		h := e.leases[len(e.leases)-1]
-		ks := h.ks
+		ks := h.keyOf()
 		e.unhold(h)
 		e.dropKey(ks)
 	}
@@ -262,7 +262,7 @@ func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64,
 	if ks == nil {
 		ks = e.newKey(key, limit)
 	}
-	ks.limit = int32(limit)
+	ks.setLimit(limit)
 	deadline := now.UnixNano() + int64(leaseLeft)
 	h := ks.find(token)
 	if h == nil && ks.nheld() >= limit {
@@ -275,7 +275,7 @@ func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64,
 		h = e.hold(ks, token, deadline)
 	} else {
 		h.deadline = deadline
-		heap.Fix(&e.leases, h.heapIdx)
+		heap.Fix(&e.leases, int(h.heapIdx))
 	}
 	if id != "" {
 		// A renewal travels without the id: the holder keeps its own.

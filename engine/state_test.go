@@ -975,7 +975,7 @@ func (m *model) checkIndex(e *Engine) {
 		t.Fatalf("%d keys in an index of %d slots", len(e.all), len(e.slots))
 	}
 	for i, ks := range e.all {
-		if ks == nil || int(ks.idx) != i || e.lookup(ks.key) != ks {
+		if ks == nil || int(ks.first.idx) != i || e.lookup(ks.key) != ks {
 			t.Fatalf("slice entry %d = %+v; not the index's entry for its key, or not at its recorded index", i, ks)
 		}
 	}
