@@ -17,8 +17,9 @@ package lockd_test
 //
 // or `make bench-mem MEM_OLD=/tmp/old/lockd`. Without LOCKD_MEM_BINS the
 // test is skipped: it takes minutes and a few hundred MB. LOCKD_MEM_KEYS,
-// LOCKD_MEM_WAITERS, LOCKD_MEM_IDLE and LOCKD_MEM_FALL (seconds) scale it
-// down for a quick look.
+// LOCKD_MEM_WAITERS, LOCKD_MEM_IDLE, LOCKD_MEM_FALL (seconds watched
+// after the release) and LOCKD_MEM_SETTLE (seconds the idle connections
+// are left idle) scale it down for a quick look.
 
 import (
 	"bufio"
@@ -63,9 +64,11 @@ func TestMemoryRSS(t *testing.T) {
 	waiters := envInt(t, "LOCKD_MEM_WAITERS", 100_000)
 	idle := envInt(t, "LOCKD_MEM_IDLE", 5000)
 	fall := time.Duration(envInt(t, "LOCKD_MEM_FALL", 60)) * time.Second
+	settle := time.Duration(envInt(t, "LOCKD_MEM_SETTLE", 12)) * time.Second
 
 	type result struct {
 		base, held, heldPeak, released, waiters, idleBefore, idleAfter int64
+		freshBefore, freshAfter                                          int64
 		fallAt                                                         time.Duration
 		fallSeries                                                     []int64
 	}
@@ -116,8 +119,14 @@ func TestMemoryRSS(t *testing.T) {
 
 		// Idle connections.
 		nd = startMemNode(t, b.path)
-		r.idleBefore, r.idleAfter = nd.idleConns(t, idle)
+		r.idleBefore, r.idleAfter = nd.idleConns(t, idle, settle)
 		t.Logf("%s: %d idle connections: RSS %s -> %s, %.2f KB each", b.name, idle, mb(r.idleBefore), mb(r.idleAfter), float64(r.idleAfter-r.idleBefore)/1024/float64(idle))
+		nd.stop(t)
+
+		// Idle connections that never sent anything.
+		nd = startMemNode(t, b.path)
+		r.freshBefore, r.freshAfter = nd.freshConns(t, idle)
+		t.Logf("%s: %d connections that never sent a request: RSS %s -> %s, %.2f KB each", b.name, idle, mb(r.freshBefore), mb(r.freshAfter), float64(r.freshAfter-r.freshBefore)/1024/float64(idle))
 		nd.stop(t)
 	}
 
@@ -149,7 +158,8 @@ func TestMemoryRSS(t *testing.T) {
 	row("peak RSS (VmHWM), held keys", func(r result) float64 { return float64(r.heldPeak) / (1 << 20) }, "MB")
 	row("per held key, over the idle node", func(r result) float64 { return float64(r.held-r.base) / float64(keys) }, "B")
 	row(fmt.Sprintf("RSS, %d waiters on one key, 100 connections", waiters), func(r result) float64 { return float64(r.waiters) / (1 << 20) }, "MB")
-	row("per idle connection", func(r result) float64 { return float64(r.idleAfter-r.idleBefore) / 1024 / float64(idle) }, "KB")
+	row("per idle connection, after an acquire and a release", func(r result) float64 { return float64(r.idleAfter-r.idleBefore) / 1024 / float64(idle) }, "KB")
+	row("per idle connection, never used", func(r result) float64 { return float64(r.freshAfter-r.freshBefore) / 1024 / float64(idle) }, "KB")
 	row("RSS just after releasing every key", func(r result) float64 { return float64(r.released) / (1 << 20) }, "MB")
 	row(fmt.Sprintf("RSS %v after releasing", fall), func(r result) float64 { return float64(r.fallSeries[len(r.fallSeries)-1]) / (1 << 20) }, "MB")
 	row("seconds until within 25% of the rise (-1: not in time)", func(r result) float64 {
@@ -417,6 +427,7 @@ func (nd *memNode) releaseAll(t *testing.T, tokens []uint64) {
 // them all.
 func (nd *memNode) queueWaiters(t *testing.T, n, conns int) int64 {
 	c, r := nd.dial(t, 64<<10)
+	defer c.Close()
 	ask := func(req string) string {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := c.Write([]byte(req + "\n")); err != nil {
@@ -436,6 +447,7 @@ func (nd *memNode) queueWaiters(t *testing.T, n, conns int) int64 {
 	// no Q listing the queue while it grows.
 	for k := range conns {
 		wc, wr := nd.dial(t, 4096)
+		defer wc.Close()
 		var b []byte
 		for range n*(k+1)/conns - n*k/conns {
 			b = append(b, "A hot 3600 0\n"...)
@@ -460,7 +472,7 @@ func (nd *memNode) queueWaiters(t *testing.T, n, conns int) int64 {
 // idleConns opens n connections, each acquiring and releasing a key of
 // its own once, and returns the node's RSS before and after, once every
 // connection has had its answers.
-func (nd *memNode) idleConns(t *testing.T, n int) (before, after int64) {
+func (nd *memNode) idleConns(t *testing.T, n int, settle time.Duration) (before, after int64) {
 	// Warm the node up first with the same work on one connection, so
 	// that what follows is what connections cost, not first use.
 	c, r := nd.dial(t, 256)
@@ -471,16 +483,37 @@ func (nd *memNode) idleConns(t *testing.T, n int) (before, after int64) {
 	before = nd.rss(t)
 	for i := range n {
 		c, r := nd.dial(t, 256)
+		defer c.Close()
 		cycle(t, c, r, "idle-"+strconv.Itoa(i))
 	}
-	// Let the node finish with the last ones (its writers' spare buffers,
-	// the read path's last wake-up): poll until RSS holds still.
+	// An idle connection is one that has been idle a while: lockd moves
+	// a reader idle for 5 s to a new goroutine with a small stack. Watch
+	// RSS for a while after the last connection's answers.
 	after = nd.rss(t)
-	for range 20 {
-		time.Sleep(100 * time.Millisecond)
+	for end := time.Now().Add(settle); time.Now().Before(end); {
+		time.Sleep(time.Second)
+		after = nd.rss(t)
+	}
+	return before, after
+}
+
+// freshConns opens n connections that send nothing, and returns the
+// node's RSS before and after, once it holds still (the node has taken
+// them all).
+func (nd *memNode) freshConns(t *testing.T, n int) (before, after int64) {
+	before = nd.rss(t)
+	for range n {
+		c, _ := nd.dial(t, 16)
+		defer c.Close()
+	}
+	after = nd.rss(t)
+	for still := 0; still < 5; {
+		time.Sleep(200 * time.Millisecond)
 		now := nd.rss(t)
 		if now == after {
-			break
+			still++
+		} else {
+			still = 0
 		}
 		after = now
 	}

@@ -33,6 +33,7 @@ type lineReader struct {
 	rd    io.Reader
 	buf   *[readBufSize]byte // nil while nothing is buffered
 	r, w  int                // buf[r:w] is buffered
+	err   error              // what await's read ended with, for the next fill
 	small [idleReadSize]byte
 }
 
@@ -72,17 +73,44 @@ func (lr *lineReader) ReadSlice() ([]byte, error) {
 	}
 }
 
+// await blocks until nc has bytes to read, reading them straight from
+// nc into the small array, with nothing buffered: a goroutine blocked
+// here has only a few frames on its stack, where one blocked under the
+// reader's loop has the loop's (conn.serve) and the read bounds' too,
+// and a stack of twice the size. The read deadline armed is the read
+// bounds' (rest.go): a timeout is left to them, on the next fill.
+func (lr *lineReader) await(nc io.Reader) {
+	if lr.r != lr.w {
+		return
+	}
+	lr.release()
+	n, err := nc.Read(lr.small[:])
+	lr.took(n)
+	if err != nil && !isTimeout(err) {
+		lr.err = err
+	}
+}
+
+// took moves n bytes read into the small array to a buffer of the pool.
+func (lr *lineReader) took(n int) {
+	if n > 0 {
+		lr.buf = readBufs.Get().(*[readBufSize]byte)
+		lr.r, lr.w = 0, copy(lr.buf[:], lr.small[:n])
+	}
+}
+
 // fill reads once. With nothing buffered, the buffer goes back to the
 // pool first and the read goes to the small array; what it gets is
 // copied into a buffer of the pool.
 func (lr *lineReader) fill() error {
+	if err := lr.err; err != nil {
+		lr.err = nil
+		return err
+	}
 	if lr.r == lr.w {
 		lr.release()
 		n, err := lr.rd.Read(lr.small[:])
-		if n > 0 {
-			lr.buf = readBufs.Get().(*[readBufSize]byte)
-			lr.r, lr.w = 0, copy(lr.buf[:], lr.small[:n])
-		}
+		lr.took(n)
 		if n == 0 && err == nil {
 			return io.ErrNoProgress
 		}

@@ -104,18 +104,39 @@ func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 }
 
 func (c *conn) readLoop() {
-	defer c.n.wg.Done()
-	defer c.n.dropConn(c)
 	if c.tls && !c.handshakeTLS(c.n.tlsConfig) {
+		c.n.dropConn(c)
+		c.n.wg.Done()
 		return
 	}
 	// The writer starts once c.nc is the connection it writes to.
 	c.n.wg.Add(1)
 	go c.writeLoop()
 	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
-	r := &lineReader{rd: dr}
-	defer r.release()
-	dr.br = r
+	dr.br = &lineReader{rd: dr}
+	c.readOn(dr)
+}
+
+// readOn waits for c's first bytes on a shallow stack, then reads and
+// applies c's requests until the connection ends, or until it has
+// rested (rest.go): then a new goroutine goes on with them. The
+// goroutine that sees the end forgets c and counts the reader done.
+func (c *conn) readOn(dr *deadlineReader) {
+	dr.br.await(dr.nc)
+	if c.serve(dr) {
+		go c.readOn(dr)
+		return
+	}
+	dr.br.release()
+	c.n.dropConn(c)
+	c.n.wg.Done()
+}
+
+// serve reads and applies c's requests until the connection ends, and
+// reports false; or until its reader is to rest, with nothing buffered,
+// and reports true.
+func (c *conn) serve(dr *deadlineReader) bool {
+	r := dr.br
 	var bb *batchBuf // from batches, while lines are being gathered
 	var batch []item
 	defer func() {
@@ -126,13 +147,16 @@ func (c *conn) readLoop() {
 	}()
 	for {
 		line, err := r.ReadSlice()
+		if err == errRest {
+			return true
+		}
 		if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
 			c.n.limitHit(limLineLength)
 			c.send(func(b []byte) []byte {
 				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
 			})
 			c.flushAndClose()
-			return
+			return false
 		}
 		var bound errReadBound
 		if errors.As(err, &bound) {
@@ -143,7 +167,7 @@ func (c *conn) readLoop() {
 			c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
 			c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
 			c.flushAndClose()
-			return
+			return false
 		}
 		if err != nil {
 			// A last line without its '\n' is not a request: the
@@ -151,7 +175,7 @@ func (c *conn) readLoop() {
 			if len(batch) > 0 {
 				c.n.apply(c, batch)
 			}
-			return
+			return false
 		}
 		dr.lineDone()
 		req, perr := proto.Parse(line)
@@ -187,7 +211,7 @@ func (c *conn) readLoop() {
 			bb, batch = nil, nil
 		}
 		if !c.waitDrained() {
-			return
+			return false
 		}
 	}
 }
