@@ -68,7 +68,7 @@ func TestMemoryRSS(t *testing.T) {
 
 	type result struct {
 		base, held, heldPeak, released, waiters, idleBefore, idleAfter int64
-		freshBefore, freshAfter                                          int64
+		freshBefore, freshAfter                                        int64
 		fallAt                                                         time.Duration
 		fallSeries                                                     []int64
 	}

@@ -144,12 +144,24 @@ type shellStats struct {
 }
 
 // pendingReq is a client request of a connection not answered at once: a
-// waiting acquire, or a request held back during a handoff: 16 bytes a
-// waiter, where its key and a time.Time beside it took 48. The key is
-// its queue's.
-type pendingReq struct {
-	at time.Duration // when the node took it up, since Node.base
-	op proto.Op
+// waiting acquire, or a request held back during a handoff. It is its op
+// in the top 8 bits, and below them when the node took it up, in
+// nanoseconds since Node.base modulo 2^56 (2.2 years: a wait is shorter,
+// and since is computed modulo the same). 8 bytes a waiter, where its
+// key and a time.Time beside its op took 48. The key is its queue's.
+type pendingReq uint64
+
+const pendingAtMask = 1<<56 - 1
+
+func newPendingReq(op proto.Op, at time.Duration) pendingReq {
+	return pendingReq(uint64(op)<<56 | uint64(at)&pendingAtMask)
+}
+
+func (p pendingReq) op() proto.Op { return proto.Op(p >> 56) }
+
+// since is how long ago, now being now (since Node.base), p was taken up.
+func (p pendingReq) since(now time.Duration) time.Duration {
+	return time.Duration((uint64(now) - uint64(p)) & pendingAtMask)
 }
 
 // pendingQueue is a connection's requests not answered at once with one
@@ -194,7 +206,7 @@ func (s *shellStats) end(c *conn, now time.Time) uint64 {
 		c.pending = make(map[string]pendingQueue)
 	}
 	q := c.pending[cur.key]
-	q.key, q.reqs = cur.key, append(q.reqs, pendingReq{op: cur.op, at: now.Sub(c.n.base)})
+	q.key, q.reqs = cur.key, append(q.reqs, newPendingReq(cur.op, now.Sub(c.n.base)))
 	c.pending[cur.key] = q
 	return 0
 }
@@ -253,11 +265,11 @@ func (n *Node) countAnswer(c *conn, b []byte) {
 		if op == 0 {
 			op = proto.OpAcquire // a waiter redirected when the role moved
 			if ok {
-				op = p.op
+				op = p.op()
 			}
 		}
 		if ok {
-			d := time.Since(n.base) - p.at
+			d := p.since(time.Since(n.base))
 			switch {
 			case outcome == outGranted:
 				s.wait.add(d, 1)
@@ -319,7 +331,7 @@ func (n *Node) noteRefusal(rest []byte) {
 func (c *conn) takePending(op proto.Op, key []byte) (pendingReq, bool) {
 	q := c.pending[string(key)]
 	for i, p := range q.reqs {
-		if op != 0 && p.op != op {
+		if op != 0 && p.op() != op {
 			continue
 		}
 		switch {
@@ -334,7 +346,7 @@ func (c *conn) takePending(op proto.Op, key []byte) (pendingReq, bool) {
 		c.pending[q.key] = q
 		return p, true
 	}
-	return pendingReq{}, false
+	return 0, false
 }
 
 // countCancelled counts the requests c leaves unanswered as it closes: its
@@ -342,7 +354,7 @@ func (c *conn) takePending(op proto.Op, key []byte) (pendingReq, bool) {
 func (n *Node) countCancelled(c *conn) {
 	for _, q := range c.pending {
 		for _, p := range q.reqs {
-			if i := opIndex[p.op]; i >= 0 {
+			if i := opIndex[p.op()]; i >= 0 {
 				n.stats.requests[i][outCancelled]++
 			}
 		}

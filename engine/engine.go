@@ -284,22 +284,21 @@ type Engine struct {
 	slots   []int32 // the keys' index by name (index.go)
 	seed    maphash.Seed
 	all     []*keyState // every key, in no order: the index's entries, and Scan's
-	waiters map[Waiter]*waiter
+	waiters waiterTable
 	byID    map[string]*waiter // the waiters whose acquire has an id
-	// The most entries waiters and byID have had since they were last
-	// made anew (shrinkMap).
-	waitersPeak int
-	byIDPeak    int
-	leases      leaseHeap
-	waits       waitHeap
-	epoch       uint64
-	counter     uint64
-	last        uint64 // highest token issued by this engine
-	seen        uint64 // highest token known from anywhere
-	freeKeys    []*keyState
-	freeWait    []*waiter
-	freeHold    []*crowdHolder
-	arrivals    uint32 // waiters queued so far, wrapping: ties of since are rare
+	// The most entries byID has had since it was last made anew
+	// (shrinkMap).
+	byIDPeak int
+	leases   leaseHeap
+	waits    waitHeap
+	epoch    uint64
+	counter  uint64
+	last     uint64 // highest token issued by this engine
+	seen     uint64 // highest token known from anywhere
+	freeKeys []*keyState
+	freeWait []*waiter
+	freeHold []*crowdHolder
+	arrivals uint32 // waiters queued so far, wrapping: ties of since are rare
 }
 
 // Check reports a configuration that New would refuse (a Node out of
@@ -360,10 +359,9 @@ func New(cfg Config, now time.Time) *Engine {
 	cfg.MaxKeys = min(cfg.MaxKeys, math.MaxInt32)
 	cfg.MaxLimit = min(cfg.MaxLimit, math.MaxInt32)
 	return &Engine{
-		cfg:     cfg,
-		seed:    maphash.MakeSeed(),
-		waiters: make(map[Waiter]*waiter),
-		epoch:   uint64(max(now.UnixMilli(), 1)),
+		cfg:   cfg,
+		seed:  maphash.MakeSeed(),
+		epoch: uint64(max(now.UnixMilli(), 1)),
 	}
 }
 
@@ -405,7 +403,7 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 		}
 		limit = 1
 	}
-	if _, dup := e.waiters[w]; dup {
+	if e.waiters.get(w) != nil {
 		return out, fmt.Errorf("%w: request %d of connection %d is already waiting", ErrDuplicateWaitr, w.Seq, w.Conn)
 	}
 	ks := e.lookup(key)
@@ -430,7 +428,7 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 	if ks.nwait() >= e.cfg.MaxWaitersPerKey {
 		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
 	}
-	if len(e.waiters) >= e.cfg.MaxWaiters {
+	if e.waiters.len() >= e.cfg.MaxWaiters {
 		return out, fmt.Errorf("%w: %d clients already wait on this server; retry later or raise --max-total-waiters", ErrTooManyWaiters, e.cfg.MaxWaiters)
 	}
 	wt := e.newWaiter()
@@ -455,8 +453,7 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 	}
 	x.tail = wt
 	x.nwait++
-	e.waiters[w] = wt
-	e.waitersPeak = max(e.waitersPeak, len(e.waiters))
+	e.waiters.add(wt)
 	return out, nil
 }
 
@@ -476,9 +473,9 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 		return out, false
 	}
 	out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w})
-	delete(e.waiters, wt.w)
+	e.waiters.remove(wt)
 	wt.w, wt.lease = w, lease
-	e.waiters[w] = wt
+	e.waiters.add(wt)
 	return out, true
 }
 
@@ -535,7 +532,7 @@ var ErrNotHeld = errors.New("token does not hold the key")
 // Cancel removes w from its queue, as when its connection closes. It
 // reports whether w was waiting.
 func (e *Engine) Cancel(w Waiter) bool {
-	wt := e.waiters[w]
+	wt := e.waiters.get(w)
 	if wt == nil {
 		return false
 	}
@@ -591,8 +588,8 @@ func (e *Engine) NextDeadline() (time.Time, bool) {
 // DropWaiters removes every waiter and returns them with their keys, as
 // when the node stops being active and its waiters must go elsewhere.
 func (e *Engine) DropWaiters(out []Event) []Event {
-	ws := make([]*waiter, 0, len(e.waiters))
-	for _, wt := range e.waiters {
+	ws := make([]*waiter, 0, e.waiters.len())
+	for wt := range e.waiters.all {
 		ws = append(ws, wt)
 	}
 	sort.Slice(ws, func(i, j int) bool {
@@ -856,8 +853,7 @@ func (e *Engine) unlink(wt *waiter) {
 	if wt.heapIdx >= 0 {
 		heap.Remove(&e.waits, int(wt.heapIdx))
 	}
-	delete(e.waiters, wt.w)
-	e.waiters = shrinkMap(e.waiters, &e.waitersPeak)
+	e.waiters.remove(wt)
 	if wt.id != "" && e.byID[wt.id] == wt {
 		delete(e.byID, wt.id)
 		e.byID = shrinkMap(e.byID, &e.byIDPeak)

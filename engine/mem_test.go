@@ -140,8 +140,41 @@ func TestReleaseGivesBackRoom(t *testing.T) {
 		}
 	}
 	wantStats(t, e, 0, 0)
-	if len(e.slots) > minSlots || cap(e.all) > 1024 || cap(e.leases) > 1024 || cap(e.waits) > 1024 || e.waitersPeak > 1024 {
-		t.Fatalf("after the release: index %d slots, room for %d keys, %d leases, %d waits; waiters' map grown to %d",
-			len(e.slots), cap(e.all), cap(e.leases), cap(e.waits), e.waitersPeak)
+	if len(e.slots) > minSlots || cap(e.all) > 1024 || cap(e.leases) > 1024 || cap(e.waits) > 1024 || len(e.waiters.slots) > minSlots {
+		t.Fatalf("after the release: index %d slots, room for %d keys, %d leases, %d waits; waiters' table %d slots",
+			len(e.slots), cap(e.all), cap(e.leases), cap(e.waits), len(e.waiters.slots))
+	}
+}
+
+// TestWaiterMemory bounds what a waiter costs the engine: 100k waiters
+// on one key, over 100 connections, must fit in 30 MB of RSS with the
+// node's own and the connections'. A waiter took 96 bytes and a
+// map[Waiter]*waiter entry about 38 before the bound (about 134 in all);
+// now 80 and 11 to 21 in the waiter table.
+func TestWaiterMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 100k waiters")
+	}
+	const n = 100_000
+	now := time.Unix(1_700_000_000, 0)
+	e := New(Config{MaxWaitersPerKey: n, MaxWaiters: n}, now)
+	if _, err := e.Acquire(now, "hot", 1, time.Hour, 0, Waiter{Conn: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		if _, err := e.Acquire(now, "hot", 1, time.Hour, 0, Waiter{Conn: uint64(2 + i%100), Seq: uint64(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(e)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%.1f bytes a waiter", per)
+	if per > 110 {
+		t.Fatalf("a waiter costs %.1f bytes of heap; want at most 110", per)
 	}
 }

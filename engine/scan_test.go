@@ -176,8 +176,8 @@ func scanWalk(t *testing.T, limitOf func(int) int) {
 					// The waiter with the lowest Seq: map order would
 					// make the walk differ from run to run.
 					var first *Waiter
-					for w := range e.waiters {
-						if first == nil || w.Seq < first.Seq {
+					for wt := range e.waiters.all {
+						if w := wt.w; first == nil || w.Seq < first.Seq {
 							first = &w
 						}
 					}

@@ -145,7 +145,7 @@ func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 }
 
 // Stats counts the keys held or waited on, and the waiters.
-func (e *Engine) Stats() (keys, waiters int) { return len(e.all), len(e.waiters) }
+func (e *Engine) Stats() (keys, waiters int) { return len(e.all), e.waiters.len() }
 
 // Held counts the holders over all keys: a key with three holders counts
 // three.
