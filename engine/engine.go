@@ -283,7 +283,7 @@ type Engine struct {
 	cfg     Config
 	slots   []int32 // the keys' index by name (index.go)
 	seed    maphash.Seed
-	all     []*keyState // every key, in no order: the index's entries, and Scan's
+	all     chunks[*keyState] // every key, in no order: the index's entries, and Scan's
 	waiters waiterTable
 	byID    map[string]*waiter // the waiters whose acquire has an id
 	// The most entries byID has had since it was last made anew
@@ -408,7 +408,7 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 	}
 	ks := e.lookup(key)
 	if ks == nil {
-		if len(e.all) >= e.cfg.MaxKeys {
+		if e.all.len() >= e.cfg.MaxKeys {
 			return out, fmt.Errorf("%w: %d keys are held or waited on; release some or raise --max-keys", ErrTooManyKeys, e.cfg.MaxKeys)
 		}
 		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
@@ -547,8 +547,8 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 	nanos := now.UnixNano()
 	for {
 		lt, wt := int64(-1), int64(-1)
-		if len(e.leases) > 0 && e.leases[0].deadline <= nanos {
-			lt = e.leases[0].deadline
+		if e.leases.n > 0 && e.leases.top().deadline <= nanos {
+			lt = e.leases.top().deadline
 		}
 		if len(e.waits) > 0 && e.waits[0].deadline <= nanos {
 			wt = e.waits[0].deadline
@@ -563,7 +563,7 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			out = append(out, Event{Kind: TimedOut, Key: w.ks.key, Waiter: w.w})
 			e.leave(w)
 		default:
-			h := e.leases[0]
+			h := e.leases.top()
 			out = append(out, Event{Kind: Freed, Key: h.keyOf().key, Token: h.token, Expired: true})
 			// The place is handed on as of its deadline, not as of
 			// now, so a late Advance does not shorten the next lease.
@@ -576,8 +576,8 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 func (e *Engine) NextDeadline() (time.Time, bool) {
 	var d int64
 	ok := false
-	if len(e.leases) > 0 {
-		d, ok = e.leases[0].deadline, true
+	if e.leases.n > 0 {
+		d, ok = e.leases.top().deadline, true
 	}
 	if len(e.waits) > 0 && (!ok || e.waits[0].deadline < d) {
 		d, ok = e.waits[0].deadline, true
@@ -884,9 +884,9 @@ func (e *Engine) newKey(key string, limit int) *keyState {
 	// literal would be built in a temporary and copied.
 	ks.key = key
 	ks.first.heapIdx = -1
-	ks.first.idx = int32(len(e.all))
+	ks.first.idx = int32(e.all.len())
 	ks.setLimit(limit)
-	e.all = append(e.all, ks)
+	e.all.push(ks)
 	e.index(ks)
 	return ks
 }
@@ -894,17 +894,18 @@ func (e *Engine) newKey(key string, limit int) *keyState {
 func (e *Engine) dropKey(ks *keyState) {
 	// Only a key still in e.all (not dropped already) is dropped; the
 	// slice answers that without hashing the key.
-	if ks.first.heapIdx >= 0 || ks.ext != nil && (len(ks.ext.more) > 0 || ks.ext.nwait > 0) || int(ks.first.idx) >= len(e.all) || e.all[ks.first.idx] != ks {
+	if ks.first.heapIdx >= 0 || ks.ext != nil && (len(ks.ext.more) > 0 || ks.ext.nwait > 0) || int(ks.first.idx) >= e.all.len() || *e.all.at(int(ks.first.idx)) != ks {
 		return
 	}
 	// The last key fills the hole, so that a key's index only ever
 	// decreases while it stays: Scan depends on it.
-	last := len(e.all) - 1
-	e.unindex(ks, e.all[last])
-	e.all[ks.first.idx] = e.all[last]
-	e.all[ks.first.idx].first.idx = ks.first.idx
-	e.all[last] = nil
-	e.all = shrink(e.all[:last])
+	last := *e.all.at(e.all.len() - 1)
+	e.unindex(ks, last)
+	e.all.pop()
+	if last != ks {
+		*e.all.at(int(ks.first.idx)) = last
+		last.first.idx = ks.first.idx
+	}
 	e.shrinkIndex()
 	// An empty crowd stays for the next key to use this keyState, so a
 	// semaphore that comes and goes does not allocate one each time.
@@ -958,25 +959,25 @@ func shrinkMap[K comparable, V any](m map[K]V, peak *int) map[K]V {
 	return small
 }
 
-type leaseHeap []*holder
+// leaseHeap is the holders by lease end, a binary heap in chunks.
+type leaseHeap struct{ chunks[*holder] }
 
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = int32(i)
-	h[j].heapIdx = int32(j)
+func (h *leaseHeap) top() *holder       { return h.c[0][0] }
+func (h *leaseHeap) Len() int           { return h.n }
+func (h *leaseHeap) Less(i, j int) bool { return (*h.at(i)).deadline < (*h.at(j)).deadline }
+func (h *leaseHeap) Swap(i, j int) {
+	a, b := h.at(i), h.at(j)
+	*a, *b = *b, *a
+	(*a).heapIdx = int32(i)
+	(*b).heapIdx = int32(j)
 }
 func (h *leaseHeap) Push(x any) {
 	hd := x.(*holder)
-	hd.heapIdx = int32(len(*h))
-	*h = append(*h, hd)
+	hd.heapIdx = int32(h.n)
+	h.push(hd)
 }
 func (h *leaseHeap) Pop() any {
-	old := *h
-	hd := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = shrink(old[:len(old)-1])
+	hd := h.pop()
 	hd.heapIdx = -1
 	return hd
 }

@@ -27,7 +27,7 @@ func (e *Engine) lookup(key string) *keyState {
 		if s == 0 {
 			return nil
 		}
-		if ks := e.all[s-1]; ks.key == key {
+		if ks := *e.all.at(int(s - 1)); ks.key == key {
 			return ks
 		}
 	}
@@ -35,7 +35,7 @@ func (e *Engine) lookup(key string) *keyState {
 
 // index adds ks, just appended to e.all, to the index.
 func (e *Engine) index(ks *keyState) {
-	if 4*len(e.all) > 3*len(e.slots) {
+	if 4*e.all.len() > 3*len(e.slots) {
 		e.rehash(max(2*len(e.slots), minSlots))
 		return
 	}
@@ -71,7 +71,7 @@ func (e *Engine) unindex(ks, last *keyState) {
 	// Backward-shift deletion: every entry after the hole, up to the
 	// next empty slot, that may not be found past the hole moves into it.
 	for i := (hole + 1) & mask; e.slots[i] != 0; i = (i + 1) & mask {
-		home := e.hash(e.all[e.slots[i]-1].key) & mask
+		home := e.hash((*e.all.at(int(e.slots[i] - 1))).key) & mask
 		// The entry at i stays if its home is cyclically in (hole, i].
 		if (i-home)&mask < (i-hole)&mask {
 			continue
@@ -88,7 +88,7 @@ func (e *Engine) unindex(ks, last *keyState) {
 // shrinkIndex halves the index once the keys fall to an eighth of its
 // slots, and e.all is up to date.
 func (e *Engine) shrinkIndex() {
-	if len(e.slots) > minSlots && 8*len(e.all) < len(e.slots) {
+	if len(e.slots) > minSlots && 8*e.all.len() < len(e.slots) {
 		e.rehash(len(e.slots) / 2)
 	}
 }
@@ -96,7 +96,7 @@ func (e *Engine) shrinkIndex() {
 // rehash makes an index of n slots, a power of two, over e.all.
 func (e *Engine) rehash(n int) {
 	e.slots = make([]int32, n)
-	for _, ks := range e.all {
+	for _, ks := range e.all.all {
 		e.put(ks.key, ks.first.idx+1)
 	}
 }

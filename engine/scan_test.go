@@ -138,7 +138,7 @@ func scanWalk(t *testing.T, limitOf func(int) int) {
 			seq := uint64(0)
 			present := func() map[string]bool {
 				s := map[string]bool{}
-				e.Scan(now, ScanStart, len(e.all)+1, func(h Holder, _ bool) { s[h.Key] = true })
+				e.Scan(now, ScanStart, e.all.len()+1, func(h Holder, _ bool) { s[h.Key] = true })
 				return s
 			}
 			// step makes one random change, calling settled after its

@@ -131,7 +131,7 @@ func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
 func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 	var out []string
 	total := 0
-	for _, ks := range e.all {
+	for _, ks := range e.all.all {
 		if k := ks.key; match(k) {
 			total++
 			out = append(out, k)
@@ -145,11 +145,11 @@ func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 }
 
 // Stats counts the keys held or waited on, and the waiters.
-func (e *Engine) Stats() (keys, waiters int) { return len(e.all), e.waiters.len() }
+func (e *Engine) Stats() (keys, waiters int) { return e.all.len(), e.waiters.len() }
 
 // Held counts the holders over all keys: a key with three holders counts
 // three.
-func (e *Engine) Held() int { return len(e.leases) }
+func (e *Engine) Held() int { return e.leases.n }
 
 // ScanStart is the cursor that begins a Scan.
 const ScanStart = math.MaxInt
@@ -181,11 +181,11 @@ func (e *Engine) Scan(now time.Time, cursor, n int, fn func(h Holder, held bool)
 	// below the length. Each call visits the keys just below the cursor
 	// and moves the cursor down past them, so when it reaches 0, every
 	// key that was below it all along has been visited.
-	i := max(min(cursor, len(e.all)), 0)
+	i := max(min(cursor, e.all.len()), 0)
 	nanos := now.UnixNano()
 	for stop := max(i-max(n, 1), 0); i > stop; {
 		i--
-		ks := e.all[i]
+		ks := *e.all.at(i)
 		held := false
 		for h := range ks.holders {
 			fn(ks.holderInfo(h, nanos), true)
@@ -212,8 +212,8 @@ type Snapshot struct {
 // them a slice at a time.
 func (e *Engine) Snapshot(now time.Time) Snapshot {
 	nanos := now.UnixNano()
-	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, len(e.leases))}
-	for _, h := range e.leases {
+	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, e.leases.n)}
+	for _, h := range e.leases.all {
 		s.Holders = append(s.Holders, h.keyOf().holderInfo(h, nanos))
 	}
 	slices.SortFunc(s.Holders, func(a, b Holder) int {
@@ -228,8 +228,8 @@ func (e *Engine) Snapshot(now time.Time) Snapshot {
 // returned as TimedOut events appended to out; a standby has none.
 func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
 	out = e.DropWaiters(out)
-	for len(e.leases) > 0 {
-		h := e.leases[len(e.leases)-1]
+	for e.leases.n > 0 {
+		h := *e.leases.at(e.leases.n - 1)
 		ks := h.keyOf()
 		e.unhold(h)
 		e.dropKey(ks)

@@ -968,20 +968,20 @@ func (m *model) checkIndex(e *Engine) {
 			used++
 		}
 	}
-	if used != len(e.all) {
-		t.Fatalf("%d keys in the slice, %d in the index", len(e.all), used)
+	if used != e.all.len() {
+		t.Fatalf("%d keys in the slice, %d in the index", e.all.len(), used)
 	}
-	if len(e.slots) > minSlots && 8*len(e.all) < len(e.slots) || 4*len(e.all) > 3*len(e.slots) {
-		t.Fatalf("%d keys in an index of %d slots", len(e.all), len(e.slots))
+	if len(e.slots) > minSlots && 8*e.all.len() < len(e.slots) || 4*e.all.len() > 3*len(e.slots) {
+		t.Fatalf("%d keys in an index of %d slots", e.all.len(), len(e.slots))
 	}
-	for i, ks := range e.all {
+	for i, ks := range e.all.all {
 		if ks == nil || int(ks.first.idx) != i || e.lookup(ks.key) != ks {
 			t.Fatalf("slice entry %d = %+v; not the index's entry for its key, or not at its recorded index", i, ks)
 		}
 	}
-	for i, ks := range e.all[len(e.all):cap(e.all)] {
-		if ks != nil {
-			t.Fatalf("slot %d past the slice's length %d keeps a removed key alive", len(e.all)+i, len(e.all))
+	for i := e.all.len(); i < len(e.all.c)*chunkLen; i++ {
+		if *e.all.at(i) != nil {
+			t.Fatalf("slot %d past the list's length %d keeps a removed key alive", i, e.all.len())
 		}
 	}
 }
