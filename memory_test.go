@@ -145,13 +145,20 @@ func TestMemoryRSS(t *testing.T) {
 	if len(bins) == 2 {
 		fmt.Fprintf(&out, "---|")
 	}
+	// A measure of -1 is "not in time", and has no ratio.
 	row := func(name string, f func(r result) float64, unit string) {
 		fmt.Fprintf(&out, "\n| %s |", name)
 		for _, r := range res {
+			if f(r) < 0 {
+				fmt.Fprintf(&out, " not in time |")
+				continue
+			}
 			fmt.Fprintf(&out, " %.1f %s |", f(r), unit)
 		}
-		if len(res) == 2 && f(res[0]) != 0 {
+		if len(res) == 2 && f(res[0]) > 0 && f(res[1]) >= 0 {
 			fmt.Fprintf(&out, " %.2f |", f(res[1])/f(res[0]))
+		} else if len(res) == 2 {
+			fmt.Fprintf(&out, " |")
 		}
 	}
 	row(fmt.Sprintf("RSS, %d held keys", keys), func(r result) float64 { return float64(r.held) / (1 << 20) }, "MB")
@@ -162,7 +169,7 @@ func TestMemoryRSS(t *testing.T) {
 	row("per idle connection, never used", func(r result) float64 { return float64(r.freshAfter-r.freshBefore) / 1024 / float64(idle) }, "KB")
 	row("RSS just after releasing every key", func(r result) float64 { return float64(r.released) / (1 << 20) }, "MB")
 	row(fmt.Sprintf("RSS %v after releasing", fall), func(r result) float64 { return float64(r.fallSeries[len(r.fallSeries)-1]) / (1 << 20) }, "MB")
-	row("seconds until within 25% of the rise (-1: not in time)", func(r result) float64 {
+	row("time until within 25% of the rise, watched every 5 s", func(r result) float64 {
 		if r.fallAt < 0 {
 			return -1
 		}

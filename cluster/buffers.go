@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"sync"
 
@@ -144,11 +145,22 @@ type batchBuf struct{ items []item }
 var batches = sync.Pool{New: func() any { return &batchBuf{items: make([]item, 0, 16)} }}
 
 // putBatch returns bb, whose items are cleared, to batches; bb may be
-// nil.
+// nil. A slice grown to a full batch goes back too: a pipelining client
+// fills one at every read, and would otherwise grow a new one each time.
 func putBatch(bb *batchBuf) {
-	if bb != nil && cap(bb.items) <= 64 {
+	if bb != nil && cap(bb.items) <= maxBatch {
 		batches.Put(bb)
 	}
+}
+
+// readBound returns the bound err reports, if it is one.
+func readBound(err error) (errReadBound, bool) {
+	if err == nil {
+		return errReadBound{}, false
+	}
+	var bound errReadBound
+	ok := errors.As(err, &bound)
+	return bound, ok
 }
 
 // outBufSize is the size of an output buffer of the pool: the answers to

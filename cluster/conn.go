@@ -158,8 +158,9 @@ func (c *conn) serve(dr *deadlineReader) bool {
 			c.flushAndClose()
 			return false
 		}
-		var bound errReadBound
-		if errors.As(err, &bound) {
+		// Only an error is looked into: bound escapes to errors.As,
+		// and was allocated for every line read.
+		if bound, ok := readBound(err); ok {
 			c.n.limitHit(readBoundLimit(bound))
 			if len(batch) > 0 {
 				c.n.apply(c, batch)
