@@ -25,7 +25,7 @@ TAGS    ?= urfave_cli_no_docs,netgo,osusergo
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build run install uninstall test vet bench bench-e2e fuzz simulate completions clean
+.PHONY: all build run install uninstall test vet bench bench-e2e bench-mem fuzz simulate completions clean
 
 all: build
 
@@ -83,6 +83,14 @@ bench-e2e: build
 	for i in $$(seq 50); do ./$(BIN)/lockctl --addr $(BENCH_ADDR) status >/dev/null 2>&1 && break; sleep 0.1; done; \
 	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode pipelined; \
 	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode per-worker
+
+# bench-mem measures lockd's resident memory (memory_test.go): 1M held
+# keys, 100k waiters on one key, idle connections, and the fall after a
+# mass release, each on a fresh node, for bin/lockd and, if MEM_OLD names
+# another lockd binary, for it too in the same run (old vs new).
+MEM_OLD ?=
+bench-mem: build
+	LOCKD_MEM_BINS="$(if $(MEM_OLD),old=$(MEM_OLD) )new=$(BIN)/lockd" $(GO) test -count=1 -run 'TestMemoryRSS$$' -v -timeout 30m .
 
 # fuzz runs every fuzz target for FUZZTIME each, one at a time (go test
 # -fuzz takes one target per run, and its pattern is a regexp, so each is

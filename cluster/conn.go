@@ -44,7 +44,7 @@ type conn struct {
 	// For metrics (metrics.go): peer, it carries peer messages, not
 	// client requests; pending, its client requests not answered at once.
 	peer    bool
-	pending map[string][]pendingReq
+	pending map[string]pendingQueue
 
 	// For the request duration (reader only): batches read, and when the
 	// batch being applied was read (since n.base), if it is timed.
@@ -104,30 +104,63 @@ func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 }
 
 func (c *conn) readLoop() {
-	defer c.n.wg.Done()
-	defer c.n.dropConn(c)
 	if c.tls && !c.handshakeTLS(c.n.tlsConfig) {
+		c.n.dropConn(c)
+		c.n.wg.Done()
 		return
 	}
 	// The writer starts once c.nc is the connection it writes to.
 	c.n.wg.Add(1)
 	go c.writeLoop()
 	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
-	r := bufio.NewReaderSize(dr, 2*proto.MaxLineLen)
-	dr.br = r
-	batch := make([]item, 0, 16)
+	dr.br = &lineReader{rd: dr}
+	c.readOn(dr)
+}
+
+// readOn waits for c's first bytes on a shallow stack, then reads and
+// applies c's requests until the connection ends, or until it has
+// rested (rest.go): then a new goroutine goes on with them. The
+// goroutine that sees the end forgets c and counts the reader done.
+func (c *conn) readOn(dr *deadlineReader) {
+	dr.br.await(dr.nc)
+	if c.serve(dr) {
+		go c.readOn(dr)
+		return
+	}
+	dr.br.release()
+	c.n.dropConn(c)
+	c.n.wg.Done()
+}
+
+// serve reads and applies c's requests until the connection ends, and
+// reports false; or until its reader is to rest, with nothing buffered,
+// and reports true.
+func (c *conn) serve(dr *deadlineReader) bool {
+	r := dr.br
+	var bb *batchBuf // from batches, while lines are being gathered
+	var batch []item
+	defer func() {
+		if bb != nil {
+			clear(bb.items[:cap(bb.items)])
+			putBatch(bb)
+		}
+	}()
 	for {
-		line, err := r.ReadSlice('\n')
+		line, err := r.ReadSlice()
+		if err == errRest {
+			return true
+		}
 		if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
 			c.n.limitHit(limLineLength)
 			c.send(func(b []byte) []byte {
 				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
 			})
 			c.flushAndClose()
-			return
+			return false
 		}
-		var bound errReadBound
-		if errors.As(err, &bound) {
+		// Only an error is looked into: bound escapes to errors.As,
+		// and was allocated for every line read.
+		if bound, ok := readBound(err); ok {
 			c.n.limitHit(readBoundLimit(bound))
 			if len(batch) > 0 {
 				c.n.apply(c, batch)
@@ -135,7 +168,7 @@ func (c *conn) readLoop() {
 			c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
 			c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
 			c.flushAndClose()
-			return
+			return false
 		}
 		if err != nil {
 			// A last line without its '\n' is not a request: the
@@ -143,15 +176,17 @@ func (c *conn) readLoop() {
 			if len(batch) > 0 {
 				c.n.apply(c, batch)
 			}
-			return
+			return false
 		}
 		dr.lineDone()
 		req, perr := proto.Parse(line)
+		if bb == nil {
+			bb = batches.Get().(*batchBuf)
+			batch = bb.items[:0]
+		}
 		batch = append(batch, item{req, perr})
-		if len(batch) < maxBatch && r.Buffered() > 0 {
-			if buf, _ := r.Peek(r.Buffered()); bytes.IndexByte(buf, '\n') >= 0 {
-				continue
-			}
+		if len(batch) < maxBatch && r.hasLine() {
+			continue
 		}
 		// The reader writes its own answers when the writer is idle: one
 		// goroutine switch less per request for the common
@@ -171,8 +206,13 @@ func (c *conn) readLoop() {
 		}
 		clear(batch)
 		batch = batch[:0]
+		if r.Buffered() == 0 {
+			bb.items = batch
+			putBatch(bb)
+			bb, batch = nil, nil
+		}
 		if !c.waitDrained() {
-			return
+			return false
 		}
 	}
 }
@@ -320,6 +360,7 @@ func (c *conn) flush(inline bool) bool {
 		if cap(buf) <= 1<<20 {
 			c.spare = buf[:0]
 		}
+		c.idleOut()
 		if err != nil {
 			c.closeLocked()
 			c.outMu.Unlock()
@@ -370,6 +411,9 @@ func (c *conn) write(b []byte) bool {
 		return false
 	}
 	was := len(c.out)
+	if cap(c.out) == 0 {
+		c.out = outBuf()
+	}
 	c.out = append(c.out, b...)
 	c.account(len(c.out) - was)
 	if why := c.overLimit(); why != "" {

@@ -144,11 +144,33 @@ type shellStats struct {
 }
 
 // pendingReq is a client request of a connection not answered at once: a
-// waiting acquire, or a request held back during a handoff.
-type pendingReq struct {
-	op  proto.Op
-	key string
-	at  time.Time // when the node took it up
+// waiting acquire, or a request held back during a handoff. It is its op
+// in the top 8 bits, and below them when the node took it up, in
+// nanoseconds since Node.base modulo 2^56 (2.2 years: a wait is shorter,
+// and since is computed modulo the same). 8 bytes a waiter, where its
+// key and a time.Time beside its op took 48. The key is its queue's.
+type pendingReq uint64
+
+const pendingAtMask = 1<<56 - 1
+
+func newPendingReq(op proto.Op, at time.Duration) pendingReq {
+	return pendingReq(uint64(op)<<56 | uint64(at)&pendingAtMask)
+}
+
+func (p pendingReq) op() proto.Op { return proto.Op(p >> 56) }
+
+// since is how long ago, now being now (since Node.base), p was taken up.
+func (p pendingReq) since(now time.Duration) time.Duration {
+	return time.Duration((uint64(now) - uint64(p)) & pendingAtMask)
+}
+
+// pendingQueue is a connection's requests not answered at once with one
+// key, in the order sent. It keeps the key, so that a queue that moves
+// on is stored back under it without making it again from an answer's
+// bytes.
+type pendingQueue struct {
+	key  string
+	reqs []pendingReq
 }
 
 func (s *shellStats) init() {
@@ -181,9 +203,11 @@ func (s *shellStats) end(c *conn, now time.Time) uint64 {
 		return 0
 	}
 	if c.pending == nil {
-		c.pending = make(map[string][]pendingReq)
+		c.pending = make(map[string]pendingQueue)
 	}
-	c.pending[cur.key] = append(c.pending[cur.key], pendingReq{op: cur.op, key: cur.key, at: now})
+	q := c.pending[cur.key]
+	q.key, q.reqs = cur.key, append(q.reqs, newPendingReq(cur.op, now.Sub(c.n.base)))
+	c.pending[cur.key] = q
 	return 0
 }
 
@@ -241,11 +265,11 @@ func (n *Node) countAnswer(c *conn, b []byte) {
 		if op == 0 {
 			op = proto.OpAcquire // a waiter redirected when the role moved
 			if ok {
-				op = p.op
+				op = p.op()
 			}
 		}
 		if ok {
-			d := time.Since(p.at)
+			d := p.since(time.Since(n.base))
 			switch {
 			case outcome == outGranted:
 				s.wait.add(d, 1)
@@ -306,29 +330,31 @@ func (n *Node) noteRefusal(rest []byte) {
 // answer op (0: any) can answer. n.mu is held.
 func (c *conn) takePending(op proto.Op, key []byte) (pendingReq, bool) {
 	q := c.pending[string(key)]
-	for i, p := range q {
-		if op != 0 && p.op != op {
+	for i, p := range q.reqs {
+		if op != 0 && p.op() != op {
 			continue
 		}
 		switch {
-		case len(q) == 1:
-			delete(c.pending, p.key)
+		case len(q.reqs) == 1:
+			delete(c.pending, q.key)
+			return p, true
 		case i == 0:
-			c.pending[p.key] = q[1:] // FIFO: the usual case, no copy
+			q.reqs = q.reqs[1:] // FIFO: the usual case, no copy
 		default:
-			c.pending[p.key] = append(q[:i], q[i+1:]...)
+			q.reqs = append(q.reqs[:i], q.reqs[i+1:]...)
 		}
+		c.pending[q.key] = q
 		return p, true
 	}
-	return pendingReq{}, false
+	return 0, false
 }
 
 // countCancelled counts the requests c leaves unanswered as it closes: its
 // waiters leave their queues. n.mu is held.
 func (n *Node) countCancelled(c *conn) {
 	for _, q := range c.pending {
-		for _, p := range q {
-			if i := opIndex[p.op]; i >= 0 {
+		for _, p := range q.reqs {
+			if i := opIndex[p.op()]; i >= 0 {
 				n.stats.requests[i][outCancelled]++
 			}
 		}

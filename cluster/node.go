@@ -212,9 +212,10 @@ func (n *Node) Run(ctx context.Context) error {
 	n.rearmLocked()
 	n.mu.Unlock()
 	n.log.Info("lockd serving", "addr", n.ln.Addr().String(), "self", n.self, "peers", len(n.links)+1, "role", string(n.core.Role()))
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.acceptLoop()
 	go n.timerLoop()
+	go n.trimLoop()
 	for _, l := range n.links {
 		n.wg.Add(1)
 		go l.run()

@@ -290,11 +290,12 @@ func isTimeout(err error) bool {
 type deadlineReader struct {
 	c  *conn
 	nc net.Conn
-	br *bufio.Reader // whose Buffered bytes are a partial line when it reads
+	br *lineReader // whose Buffered bytes are a partial line when it reads
 
 	start        time.Time
 	partialSince time.Time
 	armed        time.Time // the deadline set on the socket (zero: none)
+	rest         restClock // when the reader goes on in a new goroutine (rest.go)
 }
 
 // errReadBound ends a connection that overran a bound; its message is
@@ -312,7 +313,8 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 		// Arm the bound when none is armed or it comes sooner than the
 		// one armed; a later or vanished bound is left to the timeout
 		// below, which re-arms.
-		if due, _ := d.due(); !due.IsZero() && (d.armed.IsZero() || due.Before(d.armed)) {
+		d.armRest()
+		if due := d.next(); !due.IsZero() && (d.armed.IsZero() || due.Before(d.armed)) {
 			d.nc.SetReadDeadline(due)
 			d.armed = due
 		}
@@ -326,11 +328,18 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 		}
 		// The deadline that fired may belong to a bound already met.
 		due, why := d.due()
-		if !due.IsZero() && !time.Now().Before(due) {
+		now := time.Now()
+		if !due.IsZero() && !now.Before(due) {
 			return 0, errReadBound{why}
 		}
-		d.nc.SetReadDeadline(due)
-		d.armed = due
+		if d.restDue(now) {
+			d.nc.SetReadDeadline(due)
+			d.armed = due
+			return 0, errRest
+		}
+		next := d.next()
+		d.nc.SetReadDeadline(next)
+		d.armed = next
 	}
 }
 

@@ -75,9 +75,12 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"math"
 	"slices"
 	"sort"
 	"time"
+	"unsafe"
 )
 
 // CounterBits is the width of everything below the epoch in a token, the
@@ -203,25 +206,53 @@ var (
 
 // keyState is one key held or waited on. Its first holder lives inside
 // it, so that a lock (limit 1) costs one allocation, as it did before
-// semaphores; only a second holder at once allocates.
+// semaphores; only a second holder at once, a waiter, or a limit other
+// than 1 allocates the key's extra. A held lock is the common case and
+// the one a million keys are made of: 64 bytes, where the queue and the
+// crowd inline, and a pointer back from the holder, took 128.
+//
+// first is the first field: a first holder finds its key at its own
+// address (holder.keyOf), with no pointer back.
 type keyState struct {
-	key   string
 	first holder // free when first.heapIdx is -1
-	more  *crowd // the holders beside first; nil until the key has had two
-	limit int
-	idx   int // position in Engine.all
+	key   string
+	ext   *keyExtra // the crowd, the queue, a limit; nil for a lock that has none
+}
+
+// keyExtra is what a key needs beyond one holder: the holders beside
+// the first, the queue, and its limit when it is not 1.
+type keyExtra struct {
+	more  crowd // the holders beside first
 	head  *waiter
 	tail  *waiter
 	nwait int
+	limit int
 }
 
 // holder is one holder of a key, and an entry of the lease heap.
 type holder struct {
-	ks       *keyState
 	id       string // the acquire's id, "" when it had none
 	token    uint64
 	deadline int64 // lease end, unix nanoseconds
-	heapIdx  int   // position in the lease heap, -1 when not held
+	heapIdx  int32 // position in the lease heap, -1 when not held
+	// idx is, for a key's first holder, the key's position in
+	// Engine.all; -1 for a holder of the crowd, a crowdHolder.
+	idx int32
+}
+
+// crowdHolder is a holder beside a key's first: it names its key.
+type crowdHolder struct {
+	holder // first: a crowd's *holder is its crowdHolder's address
+	ks     *keyState
+}
+
+// keyOf returns the key h holds.
+func (h *holder) keyOf() *keyState {
+	if h.idx >= 0 {
+		// h is the first field of its keyState.
+		return (*keyState)(unsafe.Pointer(h))
+	}
+	return (*crowdHolder)(unsafe.Pointer(h)).ks
 }
 
 // crowd is the holders of a key beside its first, sorted by token so that
@@ -232,26 +263,32 @@ type crowd []*holder
 // that reuses it.
 const maxKeptCrowd = 64
 
+// waiter is one queued acquire: 80 bytes, one size class, where it took
+// 96 with its deadline in it and a 64-bit count of arrivals. The deadline
+// of a finite wait is kept in the wait heap, beside its waiter.
 type waiter struct {
-	w        Waiter
-	ks       *keyState
-	id       string // the acquire's id, "" when it had none
-	prev     *waiter
-	next     *waiter
-	lease    time.Duration
-	since    int64
-	deadline int64  // wait end, 0 when waiting forever
-	heapIdx  int    // position in the wait heap, -1 when waiting forever
-	arrival  uint64 // order of arrival, breaks ties between equal since
+	w       Waiter
+	ks      *keyState
+	id      string // the acquire's id, "" when it had none
+	prev    *waiter
+	next    *waiter
+	lease   time.Duration
+	since   int64  // when it was queued, unix nanoseconds
+	heapIdx int32  // position in the wait heap, -1 when waiting forever
+	arrival uint32 // order of arrival, breaks ties between equal since
 }
 
 // Engine is the lock state machine. It is not safe for concurrent use.
 type Engine struct {
-	cfg      Config
-	keys     map[string]*keyState
-	all      []*keyState // the values of keys, in no order, for Scan
-	waiters  map[Waiter]*waiter
-	byID     map[string]*waiter // the waiters whose acquire has an id
+	cfg     Config
+	slots   []int32 // the keys' index by name (index.go)
+	seed    maphash.Seed
+	all     chunks[*keyState] // every key, in no order: the index's entries, and Scan's
+	waiters waiterTable
+	byID    map[string]*waiter // the waiters whose acquire has an id
+	// The most entries byID has had since it was last made anew
+	// (shrinkMap).
+	byIDPeak int
 	leases   leaseHeap
 	waits    waitHeap
 	epoch    uint64
@@ -260,8 +297,8 @@ type Engine struct {
 	seen     uint64 // highest token known from anywhere
 	freeKeys []*keyState
 	freeWait []*waiter
-	freeHold []*holder
-	arrivals uint64 // waiters queued so far
+	freeHold []*crowdHolder
+	arrivals uint32 // waiters queued so far, wrapping: ties of since are rare
 }
 
 // Check reports a configuration that New would refuse (a Node out of
@@ -319,11 +356,12 @@ func New(cfg Config, now time.Time) *Engine {
 	if cfg.MaxEpochAhead <= 0 {
 		cfg.MaxEpochAhead = DefaultConfig.MaxEpochAhead
 	}
+	cfg.MaxKeys = min(cfg.MaxKeys, math.MaxInt32)
+	cfg.MaxLimit = min(cfg.MaxLimit, math.MaxInt32)
 	return &Engine{
-		cfg:     cfg,
-		keys:    make(map[string]*keyState),
-		waiters: make(map[Waiter]*waiter),
-		epoch:   uint64(max(now.UnixMilli(), 1)),
+		cfg:   cfg,
+		seed:  maphash.MakeSeed(),
+		epoch: uint64(max(now.UnixMilli(), 1)),
 	}
 }
 
@@ -365,18 +403,18 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 		}
 		limit = 1
 	}
-	if _, dup := e.waiters[w]; dup {
+	if e.waiters.get(w) != nil {
 		return out, fmt.Errorf("%w: request %d of connection %d is already waiting", ErrDuplicateWaitr, w.Seq, w.Conn)
 	}
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
-		if len(e.keys) >= e.cfg.MaxKeys {
+		if e.all.len() >= e.cfg.MaxKeys {
 			return out, fmt.Errorf("%w: %d keys are held or waited on; release some or raise --max-keys", ErrTooManyKeys, e.cfg.MaxKeys)
 		}
 		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
 	}
-	if ks.limit != limit {
-		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(ks.limit), limit)
+	if ks.limit() != limit {
+		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(ks.limit()), limit)
 	}
 	nanos := now.UnixNano()
 	if id != "" {
@@ -384,13 +422,13 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 			return out, nil
 		}
 	}
-	if ks.nheld() < ks.limit {
+	if ks.nheld() < ks.limit() {
 		return e.grant(now, ks, lease, w, id, out), nil
 	}
-	if ks.nwait >= e.cfg.MaxWaitersPerKey {
+	if ks.nwait() >= e.cfg.MaxWaitersPerKey {
 		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
 	}
-	if len(e.waiters) >= e.cfg.MaxWaiters {
+	if e.waiters.len() >= e.cfg.MaxWaiters {
 		return out, fmt.Errorf("%w: %d clients already wait on this server; retry later or raise --max-total-waiters", ErrTooManyWaiters, e.cfg.MaxWaiters)
 	}
 	wt := e.newWaiter()
@@ -401,20 +439,21 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 			e.byID = make(map[string]*waiter)
 		}
 		e.byID[id] = wt
+		e.byIDPeak = max(e.byIDPeak, len(e.byID))
 	}
 	if wait > 0 {
-		wt.deadline = nanos + int64(wait)
-		heap.Push(&e.waits, wt)
+		e.waits.push(waitEntry{deadline: nanos + int64(wait), wt: wt})
 	}
-	if ks.tail == nil {
-		ks.head = wt
+	x := e.extra(ks)
+	if x.tail == nil {
+		x.head = wt
 	} else {
-		ks.tail.next = wt
-		wt.prev = ks.tail
+		x.tail.next = wt
+		wt.prev = x.tail
 	}
-	ks.tail = wt
-	ks.nwait++
-	e.waiters[w] = wt
+	x.tail = wt
+	x.nwait++
+	e.waiters.add(wt)
 	return out, nil
 }
 
@@ -425,8 +464,8 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 	for h := range ks.holders {
 		if h.id == id {
 			h.deadline = now.UnixNano() + int64(lease)
-			heap.Fix(&e.leases, h.heapIdx)
-			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit}), true
+			heap.Fix(&e.leases, int(h.heapIdx))
+			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit()}), true
 		}
 	}
 	wt := e.byID[id]
@@ -434,9 +473,9 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 		return out, false
 	}
 	out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w})
-	delete(e.waiters, wt.w)
+	e.waiters.remove(wt)
 	wt.w, wt.lease = w, lease
-	e.waiters[w] = wt
+	e.waiters.add(wt)
 	return out, true
 }
 
@@ -454,7 +493,7 @@ func pluralHolders(n int) string {
 // lease expired).
 func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) ([]Event, bool) {
 	out = e.Advance(now, out)
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
 		return out, false
 	}
@@ -474,7 +513,7 @@ func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Durat
 	if lease <= 0 || lease > e.cfg.MaxLease {
 		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
 		return out, ErrNotHeld
 	}
@@ -483,8 +522,8 @@ func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Durat
 		return out, ErrNotHeld
 	}
 	h.deadline = now.UnixNano() + int64(lease)
-	heap.Fix(&e.leases, h.heapIdx)
-	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit}), nil
+	heap.Fix(&e.leases, int(h.heapIdx))
+	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit()}), nil
 }
 
 // ErrNotHeld is returned by Renew when the token does not hold the key.
@@ -493,7 +532,7 @@ var ErrNotHeld = errors.New("token does not hold the key")
 // Cancel removes w from its queue, as when its connection closes. It
 // reports whether w was waiting.
 func (e *Engine) Cancel(w Waiter) bool {
-	wt := e.waiters[w]
+	wt := e.waiters.get(w)
 	if wt == nil {
 		return false
 	}
@@ -508,8 +547,8 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 	nanos := now.UnixNano()
 	for {
 		lt, wt := int64(-1), int64(-1)
-		if len(e.leases) > 0 && e.leases[0].deadline <= nanos {
-			lt = e.leases[0].deadline
+		if e.leases.n > 0 && e.leases.top().deadline <= nanos {
+			lt = e.leases.top().deadline
 		}
 		if len(e.waits) > 0 && e.waits[0].deadline <= nanos {
 			wt = e.waits[0].deadline
@@ -520,12 +559,12 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 		case wt >= 0 && (lt < 0 || wt <= lt):
 			// A wait ending at the same instant as a lease times out
 			// first: the waiter's wait was [since, deadline).
-			w := e.waits[0]
+			w := e.waits[0].wt
 			out = append(out, Event{Kind: TimedOut, Key: w.ks.key, Waiter: w.w})
 			e.leave(w)
 		default:
-			h := e.leases[0]
-			out = append(out, Event{Kind: Freed, Key: h.ks.key, Token: h.token, Expired: true})
+			h := e.leases.top()
+			out = append(out, Event{Kind: Freed, Key: h.keyOf().key, Token: h.token, Expired: true})
 			// The place is handed on as of its deadline, not as of
 			// now, so a late Advance does not shorten the next lease.
 			out = e.handOn(time.Unix(0, h.deadline), h, out)
@@ -537,8 +576,8 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 func (e *Engine) NextDeadline() (time.Time, bool) {
 	var d int64
 	ok := false
-	if len(e.leases) > 0 {
-		d, ok = e.leases[0].deadline, true
+	if e.leases.n > 0 {
+		d, ok = e.leases.top().deadline, true
 	}
 	if len(e.waits) > 0 && (!ok || e.waits[0].deadline < d) {
 		d, ok = e.waits[0].deadline, true
@@ -549,8 +588,8 @@ func (e *Engine) NextDeadline() (time.Time, bool) {
 // DropWaiters removes every waiter and returns them with their keys, as
 // when the node stops being active and its waiters must go elsewhere.
 func (e *Engine) DropWaiters(out []Event) []Event {
-	ws := make([]*waiter, 0, len(e.waiters))
-	for _, wt := range e.waiters {
+	ws := make([]*waiter, 0, e.waiters.len())
+	for wt := range e.waiters.all {
 		ws = append(ws, wt)
 	}
 	sort.Slice(ws, func(i, j int) bool {
@@ -578,26 +617,26 @@ func (e *Engine) grant(now time.Time, ks *keyState, lease time.Duration, w Waite
 	h.id = id
 	h.deadline = now.UnixNano() + int64(lease)
 	heap.Push(&e.leases, h)
-	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit, ID: id})
+	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id})
 }
 
 // handOn frees the place of h and grants it to the head of its key's
 // queue, if any: one place, one waiter. A key never has more holders than
 // its limit, so the place is there to give.
 func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
-	ks := h.ks
+	ks := h.keyOf()
 	// unhold, written out, as hold is in grant.
 	if h.heapIdx >= 0 {
-		heap.Remove(&e.leases, h.heapIdx)
+		heap.Remove(&e.leases, int(h.heapIdx))
 	}
 	if h != &ks.first {
 		e.leaveCrowd(h)
 	}
-	if wt := ks.head; wt != nil {
+	if wt := ks.head(); wt != nil {
 		w, lease, id := wt.w, wt.lease, wt.id
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
-		if ks.head != nil && ks.nheld() < ks.limit {
+		if ks.head() != nil && ks.nheld() < ks.limit() {
 			out = e.fill(now, ks, out)
 		}
 		return out
@@ -613,8 +652,8 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 // (ApplyFree, ApplyHeld raising the limit), and a standby has no queue:
 // fill is there so that the engine stays right if one ever has.
 func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
-	for ks.head != nil && ks.nheld() < ks.limit {
-		wt := ks.head
+	for ks.head() != nil && ks.nheld() < ks.limit() {
+		wt := ks.head()
 		w, lease, id := wt.w, wt.lease, wt.id
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
@@ -628,10 +667,62 @@ func (ks *keyState) nheld() int {
 	if ks.first.heapIdx >= 0 {
 		n = 1
 	}
-	if ks.more != nil {
-		n += len(*ks.more)
+	if ks.ext != nil {
+		n += len(ks.ext.more)
 	}
 	return n
+}
+
+// head is the first waiter of ks, nil if none.
+func (ks *keyState) head() *waiter {
+	if ks.ext == nil {
+		return nil
+	}
+	return ks.ext.head
+}
+
+// nwait counts the waiters of ks.
+func (ks *keyState) nwait() int {
+	if ks.ext == nil {
+		return 0
+	}
+	return ks.ext.nwait
+}
+
+// crowd is the crowd of ks, nil if it has none.
+func (ks *keyState) crowd() *crowd {
+	if ks.ext == nil {
+		return nil
+	}
+	return &ks.ext.more
+}
+
+// extra returns the extra of ks, adding one if it has none.
+func (e *Engine) extra(ks *keyState) *keyExtra {
+	if ks.ext == nil {
+		ks.ext = &keyExtra{limit: 1}
+	}
+	return ks.ext
+}
+
+// limit is how many may hold ks at once.
+func (ks *keyState) limit() int {
+	if ks.ext == nil {
+		return 1
+	}
+	return ks.ext.limit
+}
+
+// setLimit makes limit the limit of ks: a key without an extra is a
+// lock, so a key of another limit needs one.
+func (ks *keyState) setLimit(limit int) {
+	if ks.ext == nil {
+		if limit == 1 {
+			return
+		}
+		ks.ext = &keyExtra{}
+	}
+	ks.ext.limit = limit
 }
 
 // find returns the holder of ks with token, nil if none. It is small
@@ -640,14 +731,14 @@ func (ks *keyState) find(token uint64) *holder {
 	if ks.first.token == token && ks.first.heapIdx >= 0 {
 		return &ks.first
 	}
-	return ks.more.find(token)
+	return ks.crowd().find(token)
 }
 
 // holders yields the holders of ks in token order, which is grant order.
 func (ks *keyState) holders(yield func(*holder) bool) {
 	first := ks.first.heapIdx >= 0
-	if ks.more != nil {
-		for _, h := range *ks.more {
+	if ks.ext != nil {
+		for _, h := range ks.ext.more {
 			if first && ks.first.token < h.token {
 				if !yield(&ks.first) {
 					return
@@ -681,38 +772,36 @@ func (e *Engine) hold(ks *keyState, token uint64, deadline int64) *holder {
 
 // joinCrowd adds a holder with token to the crowd of ks.
 func (e *Engine) joinCrowd(ks *keyState, token uint64) *holder {
-	var h *holder
+	var ch *crowdHolder
 	if n := len(e.freeHold); n > 0 {
-		h = e.freeHold[n-1]
+		ch = e.freeHold[n-1]
 		e.freeHold = e.freeHold[:n-1]
 	} else {
-		h = new(holder)
+		ch = new(crowdHolder)
 	}
-	*h = holder{ks: ks, token: token, heapIdx: -1}
-	if ks.more == nil {
-		ks.more = new(crowd)
-	}
-	ks.more.add(h)
-	return h
+	*ch = crowdHolder{holder: holder{token: token, heapIdx: -1, idx: -1}, ks: ks}
+	e.extra(ks).more.add(&ch.holder)
+	return &ch.holder
 }
 
 // unhold removes h from the lease heap and from its key, which it leaves
 // in place even when nothing holds or waits on it any more.
 func (e *Engine) unhold(h *holder) {
 	if h.heapIdx >= 0 {
-		heap.Remove(&e.leases, h.heapIdx)
+		heap.Remove(&e.leases, int(h.heapIdx))
 	}
-	if h != &h.ks.first {
+	if h.idx < 0 {
 		e.leaveCrowd(h)
 	}
 }
 
 // leaveCrowd removes h, out of the lease heap, from the crowd of its key.
 func (e *Engine) leaveCrowd(h *holder) {
-	h.ks.more.remove(h)
-	*h = holder{heapIdx: -1}
+	ch := (*crowdHolder)(unsafe.Pointer(h))
+	ch.ks.ext.more.remove(h)
+	*ch = crowdHolder{holder: holder{heapIdx: -1, idx: -1}}
 	if len(e.freeHold) < 4096 {
-		e.freeHold = append(e.freeHold, h)
+		e.freeHold = append(e.freeHold, ch)
 	}
 }
 
@@ -722,9 +811,9 @@ func (ks *keyState) retoken(h *holder, token uint64) {
 		h.token = token
 		return
 	}
-	ks.more.remove(h)
+	ks.ext.more.remove(h)
 	h.token = token
-	ks.more.add(h)
+	ks.ext.more.add(h)
 }
 
 // find returns the holder with token, nil if none; c may be nil.
@@ -749,24 +838,25 @@ func (c *crowd) remove(h *holder) {
 }
 
 func (e *Engine) unlink(wt *waiter) {
-	ks := wt.ks
+	x := wt.ks.ext
 	if wt.prev == nil {
-		ks.head = wt.next
+		x.head = wt.next
 	} else {
 		wt.prev.next = wt.next
 	}
 	if wt.next == nil {
-		ks.tail = wt.prev
+		x.tail = wt.prev
 	} else {
 		wt.next.prev = wt.prev
 	}
-	ks.nwait--
+	x.nwait--
 	if wt.heapIdx >= 0 {
-		heap.Remove(&e.waits, wt.heapIdx)
+		heap.Remove(&e.waits, int(wt.heapIdx))
 	}
-	delete(e.waiters, wt.w)
+	e.waiters.remove(wt)
 	if wt.id != "" && e.byID[wt.id] == wt {
 		delete(e.byID, wt.id)
+		e.byID = shrinkMap(e.byID, &e.byIDPeak)
 	}
 	*wt = waiter{}
 	if len(e.freeWait) < 4096 {
@@ -793,38 +883,43 @@ func (e *Engine) newKey(key string, limit int) *keyState {
 	// Field by field, on a keyState as new or as dropKey left it: a
 	// literal would be built in a temporary and copied.
 	ks.key = key
-	ks.first.ks = ks
 	ks.first.heapIdx = -1
-	ks.limit = limit
-	ks.idx = len(e.all)
-	e.keys[key] = ks
-	e.all = append(e.all, ks)
+	ks.first.idx = int32(e.all.len())
+	ks.setLimit(limit)
+	e.all.push(ks)
+	e.index(ks)
 	return ks
 }
 
 func (e *Engine) dropKey(ks *keyState) {
 	// Only a key still in e.all (not dropped already) is dropped; the
 	// slice answers that without hashing the key.
-	if ks.first.heapIdx >= 0 || ks.more != nil && len(*ks.more) > 0 || ks.nwait > 0 || ks.idx >= len(e.all) || e.all[ks.idx] != ks {
+	if ks.first.heapIdx >= 0 || ks.ext != nil && (len(ks.ext.more) > 0 || ks.ext.nwait > 0) || int(ks.first.idx) >= e.all.len() || *e.all.at(int(ks.first.idx)) != ks {
 		return
 	}
-	delete(e.keys, ks.key)
 	// The last key fills the hole, so that a key's index only ever
 	// decreases while it stays: Scan depends on it.
-	last := len(e.all) - 1
-	e.all[ks.idx] = e.all[last]
-	e.all[ks.idx].idx = ks.idx
-	e.all[last] = nil
-	e.all = e.all[:last]
+	last := *e.all.at(e.all.len() - 1)
+	e.unindex(ks, last)
+	e.all.pop()
+	if last != ks {
+		*e.all.at(int(ks.first.idx)) = last
+		last.first.idx = ks.first.idx
+	}
+	e.shrinkIndex()
 	// An empty crowd stays for the next key to use this keyState, so a
 	// semaphore that comes and goes does not allocate one each time.
-	more := ks.more
-	if more != nil && cap(*more) > maxKeptCrowd {
-		more = nil
+	ext := ks.ext
+	if ext != nil {
+		if cap(ext.more) > maxKeptCrowd {
+			ext = nil
+		} else {
+			*ext = keyExtra{more: ext.more[:0]}
+		}
 	}
 	*ks = keyState{}
 	ks.first.heapIdx = -1
-	ks.more = more
+	ks.ext = ext
 	if len(e.freeKeys) < 4096 {
 		e.freeKeys = append(e.freeKeys, ks)
 	}
@@ -839,48 +934,88 @@ func (e *Engine) newWaiter() *waiter {
 	return new(waiter)
 }
 
-type leaseHeap []*holder
+// shrink gives s a smaller array once it uses less than a quarter of a
+// large one: after a million keys come and go, the slices that listed
+// them do not keep their peak for the life of the process.
+func shrink[T any](s []T) []T {
+	if cap(s) <= 1024 || len(s) >= cap(s)/4 {
+		return s
+	}
+	return append(make([]T, 0, 2*len(s)), s...)
+}
 
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
+// shrinkMap gives m a smaller table once it holds less than an eighth
+// of the peak it grew to, which it then becomes; a Go map never gives
+// back the room it grew. It returns m, or its copy.
+func shrinkMap[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	if *peak <= 1024 || len(m) >= *peak/8 {
+		return m
+	}
+	small := make(map[K]V, len(m))
+	for k, v := range m {
+		small[k] = v
+	}
+	*peak = len(m)
+	return small
+}
+
+// leaseHeap is the holders by lease end, a binary heap in chunks.
+type leaseHeap struct{ chunks[*holder] }
+
+func (h *leaseHeap) top() *holder       { return h.c[0][0] }
+func (h *leaseHeap) Len() int           { return h.n }
+func (h *leaseHeap) Less(i, j int) bool { return (*h.at(i)).deadline < (*h.at(j)).deadline }
+func (h *leaseHeap) Swap(i, j int) {
+	a, b := h.at(i), h.at(j)
+	*a, *b = *b, *a
+	(*a).heapIdx = int32(i)
+	(*b).heapIdx = int32(j)
 }
 func (h *leaseHeap) Push(x any) {
 	hd := x.(*holder)
-	hd.heapIdx = len(*h)
-	*h = append(*h, hd)
+	hd.heapIdx = int32(h.n)
+	h.push(hd)
 }
 func (h *leaseHeap) Pop() any {
-	old := *h
-	hd := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	hd := h.pop()
 	hd.heapIdx = -1
 	return hd
 }
 
-type waitHeap []*waiter
+// waitEntry is a finite wait in the wait heap: its deadline beside its
+// waiter, so that the waiters that wait forever, the most, do not carry
+// one.
+type waitEntry struct {
+	deadline int64 // wait end, unix nanoseconds
+	wt       *waiter
+}
+
+type waitHeap []waitEntry
 
 func (h waitHeap) Len() int           { return len(h) }
 func (h waitHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
 func (h waitHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
+	h[i].wt.heapIdx = int32(i)
+	h[j].wt.heapIdx = int32(j)
 }
-func (h *waitHeap) Push(x any) {
-	wt := x.(*waiter)
-	wt.heapIdx = len(*h)
-	*h = append(*h, wt)
+
+// Push is heap.Interface's; the engine pushes with push, which does not
+// box the entry.
+func (h *waitHeap) Push(x any) { h.push(x.(waitEntry)) }
+
+func (h *waitHeap) push(we waitEntry) {
+	we.wt.heapIdx = int32(len(*h))
+	*h = append(*h, we)
+	heap.Fix(h, len(*h)-1)
 }
+
+// Pop returns nil: heap.Remove's callers here do not use it, and a
+// waitEntry returned as an any would be allocated.
 func (h *waitHeap) Pop() any {
 	old := *h
-	wt := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	wt.heapIdx = -1
-	return wt
+	old[len(old)-1].wt.heapIdx = -1
+	old[len(old)-1] = waitEntry{}
+	*h = shrink(old[:len(old)-1])
+	return nil
 }

@@ -138,7 +138,7 @@ func scanWalk(t *testing.T, limitOf func(int) int) {
 			seq := uint64(0)
 			present := func() map[string]bool {
 				s := map[string]bool{}
-				e.Scan(now, ScanStart, len(e.all)+1, func(h Holder, _ bool) { s[h.Key] = true })
+				e.Scan(now, ScanStart, e.all.len()+1, func(h Holder, _ bool) { s[h.Key] = true })
 				return s
 			}
 			// step makes one random change, calling settled after its
@@ -176,8 +176,8 @@ func scanWalk(t *testing.T, limitOf func(int) int) {
 					// The waiter with the lowest Seq: map order would
 					// make the walk differ from run to run.
 					var first *Waiter
-					for w := range e.waiters {
-						if first == nil || w.Seq < first.Seq {
+					for wt := range e.waiters.all {
+						if w := wt.w; first == nil || w.Seq < first.Seq {
 							first = &w
 						}
 					}
@@ -203,7 +203,7 @@ func scanWalk(t *testing.T, limitOf func(int) int) {
 					for range rng.IntN(6) {
 						step(func() {
 							for k := range throughout {
-								if e.keys[k] == nil {
+								if e.lookup(k) == nil {
 									delete(throughout, k)
 								}
 							}

@@ -590,8 +590,8 @@ func TestSemaphoreFreeListsBounded(t *testing.T) {
 		t.Fatalf("free lists keep %d holders and %d keys after the burst", len(e.freeHold), len(e.freeKeys))
 	}
 	for _, ks := range e.freeKeys {
-		if ks.more != nil && (cap(*ks.more) > maxKeptCrowd || len(*ks.more) > 0) {
-			t.Fatalf("a free key keeps a crowd of %d, room for %d", len(*ks.more), cap(*ks.more))
+		if ks.ext != nil && (cap(ks.ext.more) > maxKeptCrowd || len(ks.ext.more) > 0) {
+			t.Fatalf("a free key keeps a crowd of %d, room for %d", len(ks.ext.more), cap(ks.ext.more))
 		}
 	}
 }

@@ -93,27 +93,35 @@ type WaiterInfo struct {
 // order), and its waiters in queue order. A key neither held nor waited
 // on has neither.
 func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInfo) {
-	ks := e.keys[key]
+	hs, ws, _ = e.InspectN(now, key, math.MaxInt)
+	return hs, ws
+}
+
+// InspectN is Inspect listing the first n waiters at most, and counting
+// them all: a Q answer lists some, and a key with 100k waiters would
+// otherwise copy them all at each Q.
+func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []WaiterInfo, nwait int) {
+	ks := e.lookup(key)
 	if ks == nil {
-		return nil, nil
+		return nil, nil, 0
 	}
 	nanos := now.UnixNano()
 	for h := range ks.holders {
 		hs = append(hs, ks.holderInfo(h, nanos))
 	}
-	for wt := ks.head; wt != nil; wt = wt.next {
+	for wt := ks.head(); wt != nil && len(ws) < n; wt = wt.next {
 		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: wt.id}
-		if wt.deadline != 0 {
-			wi.WaitLeft = time.Duration(max(wt.deadline-nanos, 1))
+		if wt.heapIdx >= 0 {
+			wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
 		}
 		ws = append(ws, wi)
 	}
-	return hs, ws
+	return hs, ws, ks.nwait()
 }
 
 // holderInfo lists h, a holder of ks, as of nanos.
 func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
-	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit, ID: h.id}
+	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id}
 }
 
 // Keys returns the keys held or waited on that match, sorted, at most
@@ -123,8 +131,8 @@ func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
 func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 	var out []string
 	total := 0
-	for k := range e.keys {
-		if match(k) {
+	for _, ks := range e.all.all {
+		if k := ks.key; match(k) {
 			total++
 			out = append(out, k)
 		}
@@ -137,11 +145,11 @@ func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 }
 
 // Stats counts the keys held or waited on, and the waiters.
-func (e *Engine) Stats() (keys, waiters int) { return len(e.keys), len(e.waiters) }
+func (e *Engine) Stats() (keys, waiters int) { return e.all.len(), e.waiters.len() }
 
 // Held counts the holders over all keys: a key with three holders counts
 // three.
-func (e *Engine) Held() int { return len(e.leases) }
+func (e *Engine) Held() int { return e.leases.n }
 
 // ScanStart is the cursor that begins a Scan.
 const ScanStart = math.MaxInt
@@ -173,11 +181,11 @@ func (e *Engine) Scan(now time.Time, cursor, n int, fn func(h Holder, held bool)
 	// below the length. Each call visits the keys just below the cursor
 	// and moves the cursor down past them, so when it reaches 0, every
 	// key that was below it all along has been visited.
-	i := max(min(cursor, len(e.all)), 0)
+	i := max(min(cursor, e.all.len()), 0)
 	nanos := now.UnixNano()
 	for stop := max(i-max(n, 1), 0); i > stop; {
 		i--
-		ks := e.all[i]
+		ks := *e.all.at(i)
 		held := false
 		for h := range ks.holders {
 			fn(ks.holderInfo(h, nanos), true)
@@ -204,9 +212,9 @@ type Snapshot struct {
 // them a slice at a time.
 func (e *Engine) Snapshot(now time.Time) Snapshot {
 	nanos := now.UnixNano()
-	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, len(e.leases))}
-	for _, h := range e.leases {
-		s.Holders = append(s.Holders, h.ks.holderInfo(h, nanos))
+	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, e.leases.n)}
+	for _, h := range e.leases.all {
+		s.Holders = append(s.Holders, h.keyOf().holderInfo(h, nanos))
 	}
 	slices.SortFunc(s.Holders, func(a, b Holder) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Token, b.Token))
@@ -220,9 +228,9 @@ func (e *Engine) Snapshot(now time.Time) Snapshot {
 // returned as TimedOut events appended to out; a standby has none.
 func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
 	out = e.DropWaiters(out)
-	for len(e.leases) > 0 {
-		h := e.leases[len(e.leases)-1]
-		ks := h.ks
+	for e.leases.n > 0 {
+		h := *e.leases.at(e.leases.n - 1)
+		ks := h.keyOf()
 		e.unhold(h)
 		e.dropKey(ks)
 	}
@@ -249,12 +257,12 @@ func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64,
 	if token > e.seen {
 		e.seen = token
 	}
-	limit = max(limit, 1)
-	ks := e.keys[key]
+	limit = min(max(limit, 1), math.MaxInt32)
+	ks := e.lookup(key)
 	if ks == nil {
 		ks = e.newKey(key, limit)
 	}
-	ks.limit = limit
+	ks.setLimit(limit)
 	deadline := now.UnixNano() + int64(leaseLeft)
 	h := ks.find(token)
 	if h == nil && ks.nheld() >= limit {
@@ -267,7 +275,7 @@ func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64,
 		h = e.hold(ks, token, deadline)
 	} else {
 		h.deadline = deadline
-		heap.Fix(&e.leases, h.heapIdx)
+		heap.Fix(&e.leases, int(h.heapIdx))
 	}
 	if id != "" {
 		// A renewal travels without the id: the holder keeps its own.
@@ -294,7 +302,7 @@ func (ks *keyState) oldest(token uint64) *holder {
 // active. A stale record (token does not hold key) changes nothing. The
 // place that frees is not handed on: a standby has no waiters.
 func (e *Engine) ApplyFree(key string, token uint64) {
-	ks := e.keys[key]
+	ks := e.lookup(key)
 	if ks == nil {
 		return
 	}

@@ -956,27 +956,32 @@ func (m *model) check(e *Engine) {
 }
 
 // checkIndex checks the dense slice of keys that Scan walks against the
-// key map: every key of the map is in the slice at the index it records,
-// and the slice holds nothing else.
+// index by name: every key of the slice is at the index it records and
+// found by its name, the index has one entry per key, and the slice
+// holds nothing else.
 func (m *model) checkIndex(e *Engine) {
 	t := m.t
 	t.Helper()
-	if len(e.all) != len(e.keys) {
-		t.Fatalf("%d keys in the slice, %d in the map", len(e.all), len(e.keys))
-	}
-	for i, ks := range e.all {
-		if ks == nil || ks.idx != i || e.keys[ks.key] != ks {
-			t.Fatalf("slice entry %d = %+v; not the map's entry for its key, or not at its recorded index", i, ks)
+	used := 0
+	for _, s := range e.slots {
+		if s != 0 {
+			used++
 		}
 	}
-	for k, ks := range e.keys {
-		if ks.key != k || ks.idx < 0 || ks.idx >= len(e.all) || e.all[ks.idx] != ks {
-			t.Fatalf("map entry %s = %+v is not in the slice at its recorded index", k, ks)
+	if used != e.all.len() {
+		t.Fatalf("%d keys in the slice, %d in the index", e.all.len(), used)
+	}
+	if len(e.slots) > minSlots && 8*e.all.len() < len(e.slots) || 4*e.all.len() > 3*len(e.slots) {
+		t.Fatalf("%d keys in an index of %d slots", e.all.len(), len(e.slots))
+	}
+	for i, ks := range e.all.all {
+		if ks == nil || int(ks.first.idx) != i || e.lookup(ks.key) != ks {
+			t.Fatalf("slice entry %d = %+v; not the index's entry for its key, or not at its recorded index", i, ks)
 		}
 	}
-	for i, ks := range e.all[len(e.all):cap(e.all)] {
-		if ks != nil {
-			t.Fatalf("slot %d past the slice's length %d keeps a removed key alive", len(e.all)+i, len(e.all))
+	for i := e.all.len(); i < len(e.all.c)*chunkLen; i++ {
+		if *e.all.at(i) != nil {
+			t.Fatalf("slot %d past the list's length %d keeps a removed key alive", i, e.all.len())
 		}
 	}
 }

@@ -16,6 +16,7 @@ type conn struct {
 	remote   string
 	nextSeq  uint64
 	pending  map[string][]pendingA // waiting acquires per key, in send order
+	early    map[uint64][]byte     // answers of pending acquires behind an older one, by seq
 	nwaiting int
 	stream   *stream // set when this connection is a standby's replication stream
 	// held are answers waiting for the standbys' acknowledgements
@@ -24,13 +25,19 @@ type conn struct {
 }
 
 // pendingA is an acquire on a connection that has not been answered in
-// order yet: either still waiting in the engine, or answered but behind an
-// older acquire of the same key.
-type pendingA struct {
-	seq  uint64
-	done bool
-	line []byte
-}
+// order yet: its seq, either still waiting in the engine, or, with
+// pendingDone, answered but behind an older acquire of the same key (its
+// answer is in conn.early until then). 8 bytes a waiter, where the seq
+// and a slice for the answer took 32 (and 40 with a flag): a waiter that
+// is answered is most often the oldest of its key on its connection, and
+// its answer is written at once.
+type pendingA uint64
+
+// pendingDone marks a pendingA answered; seqs stay below it.
+const pendingDone pendingA = 1 << 63
+
+func (p pendingA) done() bool  { return p&pendingDone != 0 }
+func (p pendingA) seq() uint64 { return uint64(p &^ pendingDone) }
 
 // parkedReq is a lock request that arrived while a handoff was in
 // flight; it is served once the handoff ends, one way or the other.
@@ -58,12 +65,12 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	delete(c.conns, id)
 	for _, q := range cn.pending {
 		for _, p := range q {
-			if !p.done {
-				c.eng.Cancel(waiterOf(cn, p.seq))
+			if !p.done() {
+				c.eng.Cancel(waiterOf(cn, p.seq()))
 			}
 		}
 	}
-	cn.pending = nil
+	cn.pending, cn.early = nil, nil
 	if len(cn.held) > 0 {
 		cn.held = nil
 		c.holding = slices.DeleteFunc(c.holding, func(h *conn) bool { return h == cn })
@@ -133,15 +140,15 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		}
 	case proto.OpQueue:
 		c.advance(now)
-		hs, ws := c.eng.Inspect(now, key)
-		q := proto.Queue{Key: key, Held: len(hs) > 0, Waiting: len(ws)}
+		hs, ws, nwait := c.eng.InspectN(now, key, proto.MaxListKeys)
+		q := proto.Queue{Key: key, Held: len(hs) > 0, Waiting: nwait}
 		if len(hs) > 0 {
 			q.Token, q.LeaseLeft, q.Limit = hs[0].Token, hs[0].LeaseLeft, hs[0].Limit
 		}
 		for _, h := range hs {
 			q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft, ID: h.ID})
 		}
-		for _, w := range ws[:min(len(ws), proto.MaxListKeys)] {
+		for _, w := range ws {
 			addr := ""
 			if wc := c.conns[ConnID(w.Waiter.Conn)]; wc != nil {
 				addr = wc.remote
@@ -273,18 +280,33 @@ func (c *Core) send(cn *conn, b []byte) bool {
 func (c *Core) answerA(cn *conn, key string, seq uint64, line []byte) bool {
 	q := cn.pending[key]
 	for i := range q {
-		if q[i].seq == seq && !q[i].done {
+		if q[i] == pendingA(seq) {
 			cn.nwaiting--
-			q[i].done = true
-			q[i].line = line
-			return c.flushPending(cn, key)
+			if i > 0 {
+				q[i] |= pendingDone
+				cn.hold(seq, line)
+				return true
+			}
+			ok := c.emit(cn, line)
+			rest := c.flushPending(cn, key, 1)
+			return ok && rest
 		}
 	}
 	if len(q) == 0 {
 		return c.emit(cn, line)
 	}
-	cn.pending[key] = append(q, pendingA{seq: seq, done: true, line: line})
+	cn.pending[key] = append(q, pendingA(seq)|pendingDone)
+	cn.hold(seq, line)
 	return true
+}
+
+// hold keeps line, the answer to acquire seq, until the older acquires
+// of its key are answered.
+func (cn *conn) hold(seq uint64, line []byte) {
+	if cn.early == nil {
+		cn.early = make(map[uint64][]byte)
+	}
+	cn.early[seq] = line
 }
 
 // wait records that acquire seq of key waits in the engine.
@@ -292,16 +314,24 @@ func (cn *conn) wait(key string, seq uint64) {
 	if cn.pending == nil {
 		cn.pending = make(map[string][]pendingA)
 	}
-	cn.pending[key] = append(cn.pending[key], pendingA{seq: seq})
+	cn.pending[key] = append(cn.pending[key], pendingA(seq))
 	cn.nwaiting++
 }
 
-func (c *Core) flushPending(cn *conn, key string) bool {
+// flushPending writes the answers of key's acquires on cn from the
+// from-th on, up to the first not answered, and forgets them with the
+// from before them.
+func (c *Core) flushPending(cn *conn, key string, from int) bool {
 	q := cn.pending[key]
 	ok := true
-	i := 0
-	for ; i < len(q) && q[i].done; i++ {
-		ok = c.emit(cn, q[i].line) && ok
+	i := from
+	for ; i < len(q) && q[i].done(); i++ {
+		seq := q[i].seq()
+		ok = c.emit(cn, cn.early[seq]) && ok
+		delete(cn.early, seq)
+		if len(cn.early) == 0 {
+			cn.early = nil // a map keeps the room it grew to
+		}
 	}
 	if i == len(q) {
 		delete(cn.pending, key)

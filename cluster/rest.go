@@ -1,0 +1,69 @@
+package cluster
+
+import (
+	"errors"
+	"time"
+)
+
+// A connection's reader applies its requests itself, deep in the core
+// and the engine, and its goroutine's stack grows to 8 KB doing it; Go
+// shrinks a stack only during a collection, and an idle node collects
+// nothing. So a reader that has been idle for restAfter, with nothing
+// buffered, goes on in a new goroutine, whose stack starts at the
+// smallest size, and the old one ends (readOn). An idle connection then
+// holds two small stacks, where it held 10 KB.
+//
+// The cost is one timer per restAfter per connection that was active in
+// it (the read deadline, armed lazily, as the bounds are), and one new
+// goroutine per connection that goes idle; never anything per request.
+const restAfter = 5 * time.Second
+
+// errRest is what a reader gets when its connection has been idle for
+// restAfter: it hands the connection to a new goroutine.
+var errRest = errors.New("idle: go on in a new goroutine")
+
+// restClock says when a connection's reader last rested.
+type restClock struct {
+	at     time.Time // when the reader may rest; zero: not armed
+	mark   uint32    // conn.batches when at was armed
+	rested uint32    // conn.batches when it last rested
+	ever   bool      // it has rested
+}
+
+// armRest arms the rest when nothing is buffered, none is armed, and
+// the connection applied a batch since the reader last rested: a reader
+// that rested and was not used since has nothing to shed.
+func (d *deadlineReader) armRest() {
+	r := &d.rest
+	if !r.at.IsZero() || d.br.Buffered() > 0 || r.ever && d.c.batches == r.rested {
+		return
+	}
+	r.at = time.Now().Add(restAfter)
+	r.mark = d.c.batches
+}
+
+// next is the deadline to arm: the earlier of the bound and the rest.
+func (d *deadlineReader) next() time.Time {
+	due, _ := d.due()
+	if at := d.rest.at; !at.IsZero() && (due.IsZero() || at.Before(due)) {
+		return at
+	}
+	return due
+}
+
+// restDue reports, when a read deadline fired at now, whether the reader
+// is to rest now: idle since the rest was armed, nothing buffered. A
+// rest armed on a connection that was used since is armed again.
+func (d *deadlineReader) restDue(now time.Time) bool {
+	r := &d.rest
+	if r.at.IsZero() || now.Before(r.at) {
+		return false
+	}
+	r.at = time.Time{}
+	if d.c.batches == r.mark && d.br.Buffered() == 0 {
+		r.rested, r.ever = d.c.batches, true
+		return true
+	}
+	d.armRest()
+	return false
+}
