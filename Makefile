@@ -58,6 +58,7 @@ simulate:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./proto ./proto/client
+	$(GO) test -run '^$$' -bench 'Apply|Handoff|NodeCycle' -benchmem ./cluster
 
 # bench-e2e starts a node on a spare port and runs lockctl bench against it,
 # in both client modes, 200 workers.

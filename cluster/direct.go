@@ -1,0 +1,126 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Direct writes.
+//
+// An answer is normally written by its connection's writer goroutine,
+// woken when the answer buffer turns non-empty. For the answers a batch
+// produces that costs a goroutine switch each, and on the path of a
+// handoff it sits between the release and the next holder's grant: the
+// release is read, the grant queued for the waiter's connection, the
+// waiter's writer woken, and only once it runs does the grant leave.
+//
+// So the goroutine that applies a batch writes what the batch produced
+// itself once it has let go of the node mutex, on every connection whose
+// writer was idle: first the other connections (a grant to a waiter is
+// the next holder's wait), then its own answers. Each such write is one
+// non-blocking write(2): what the socket does not take at once is left
+// to the connection's writer goroutine, so a client that does not read
+// never blocks the goroutine of another. Over TLS every answer goes
+// through the writer goroutine as before (a TLS record cannot be written
+// in part and resumed by another goroutine).
+
+// flushList collects, while a batch is applied under the node mutex, the
+// connections whose answers the applying goroutine writes after it.
+type flushList struct {
+	conns []*conn
+}
+
+// promise makes f write c's answers after the batch, if no goroutine is
+// writing c or has promised to: c's writer is then not woken. c.outMu is
+// held.
+func (f *flushList) promise(c *conn) bool {
+	if f == nil || c.tls || c.raw == nil || c.writing || c.inline > 0 {
+		return false
+	}
+	c.inline++
+	f.conns = append(f.conns, c)
+	return true
+}
+
+// applyDirect applies a batch read on c and writes the answers it
+// produced: the other connections' first, then c's own.
+func (c *conn) applyDirect(batch []item) {
+	c.outMu.Lock()
+	c.inline++
+	c.outMu.Unlock()
+	c.direct = &c.flushes
+	c.n.apply(c, batch)
+	c.direct = nil
+	c.flushes.flush()
+	c.endInline()
+}
+
+// flush writes the answers promised, then forgets the list.
+func (f *flushList) flush() {
+	for i, c := range f.conns {
+		c.endInline()
+		f.conns[i] = nil
+	}
+	f.conns = f.conns[:0]
+}
+
+// endInline gives up a promise to write c's answers, and writes them.
+// The promise goes first: whatever is queued after it wakes the writer,
+// whatever was queued before it is written here.
+func (c *conn) endInline() {
+	c.outMu.Lock()
+	c.inline--
+	c.outMu.Unlock()
+	c.flush(true)
+}
+
+// errWouldBlock says a non-blocking write wrote less than it was given:
+// the socket is full, the rest is for the writer goroutine.
+var errWouldBlock = errors.New("socket buffer full")
+
+// writeOut writes buf to c's socket. inline: the caller is not c's writer
+// goroutine and must not block; it writes what the socket takes now, in
+// one write(2), and reports errWouldBlock with the count written when
+// that is not all. Otherwise the write blocks for at most 30 seconds.
+func (c *conn) writeOut(buf []byte, inline bool) (int, error) {
+	if !inline {
+		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		return c.nc.Write(buf)
+	}
+	if c.raw == nil || c.tls {
+		c.nc.SetWriteDeadline(time.Now().Add(inlineWriteBudget))
+		n, err := c.nc.Write(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = errWouldBlock
+		}
+		return n, err
+	}
+	var n int
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), buf)
+			if werr != syscall.EINTR {
+				return true
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		// A write deadline the writer goroutine set long ago has passed
+		// (the poller refuses before writing): the writer sets a new one.
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0, errWouldBlock
+		}
+		return 0, err
+	case werr == syscall.EAGAIN:
+		return 0, errWouldBlock
+	case werr != nil:
+		return 0, werr
+	case n < len(buf):
+		return n, errWouldBlock
+	}
+	return n, nil
+}
