@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -120,6 +121,46 @@ func (c *conn) writeOut(buf []byte, inline bool) (int, error) {
 		return n, errWouldBlock
 	}
 	return n, nil
+}
+
+// read reads from c's socket as c.nc.Read does (waiting for data, bound
+// by the read deadline), the read itself a raw read(2) as in rawWrite:
+// on a plain TCP connection a read never blocks, the poller waits.
+func (c *conn) read(p []byte) (int, error) {
+	if c.raw == nil || c.tls {
+		return c.nc.Read(p)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var rerr error
+	err := c.raw.Read(func(fd uintptr) bool {
+		n, rerr = rawRead(fd, p)
+		return rerr != syscall.EAGAIN
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func rawRead(fd uintptr, b []byte) (int, error) {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+		switch e {
+		case 0:
+			return int(r), nil
+		case syscall.EINTR:
+			continue
+		}
+		return 0, e
+	}
 }
 
 // rawWrite is write(2) on a non-blocking socket without telling the
