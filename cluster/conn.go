@@ -64,7 +64,7 @@ type conn struct {
 	// inline counts the goroutines that will flush c after the batch
 	// they apply (direct.go): while one will, the writer is not woken.
 	inline int
-	raw    syscall.RawConn // c.nc's socket, for non-blocking writes; nil: none
+	raw    *rawIO // c.nc's socket, for raw reads and writes; nil: none
 	// direct, set by the reader only while it applies a batch (to
 	// flushes), collects the other connections it writes the batch's
 	// answers to (direct.go).
@@ -84,7 +84,9 @@ func newConn(n *Node, id uint64, nc net.Conn) *conn {
 		c.ip = h
 	}
 	if sc, ok := nc.(syscall.Conn); ok {
-		c.raw, _ = sc.SyscallConn()
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.raw = newRawIO(rc)
+		}
 	}
 	c.role = n.gate.open
 	c.authed.Store(c.role >= auth.Client)

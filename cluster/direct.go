@@ -99,12 +99,11 @@ func (c *conn) writeOut(buf []byte, inline bool) (int, error) {
 		}
 		return n, err
 	}
-	var n int
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		n, werr = rawWrite(fd, buf)
-		return true
-	})
+	w := &c.raw.wr
+	w.buf = buf
+	err := c.raw.conn.Write(w.fn)
+	n, werr := w.n, w.err
+	w.buf = nil
 	switch {
 	case err != nil:
 		// A write deadline the writer goroutine set long ago has passed
@@ -133,12 +132,11 @@ func (c *conn) read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var rerr error
-	err := c.raw.Read(func(fd uintptr) bool {
-		n, rerr = rawRead(fd, p)
-		return rerr != syscall.EAGAIN
-	})
+	r := &c.raw.rd
+	r.buf = p
+	err := c.raw.conn.Read(r.fn)
+	n, rerr := r.n, r.err
+	r.buf = nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -148,6 +146,37 @@ func (c *conn) read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// rawIO is a connection's socket for raw reads and writes, with the
+// functions RawConn calls made once: a closure per call would cost
+// allocations per read and per write. rd is the reader goroutine's; wr
+// belongs to whichever goroutine is writing c (conn.writing).
+type rawIO struct {
+	conn   syscall.RawConn
+	rd, wr rawCall
+}
+
+// rawCall is one direction's call: its buffer, and what read(2) or
+// write(2) returned.
+type rawCall struct {
+	buf []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+func newRawIO(rc syscall.RawConn) *rawIO {
+	r := &rawIO{conn: rc}
+	r.rd.fn = func(fd uintptr) bool {
+		r.rd.n, r.rd.err = rawRead(fd, r.rd.buf)
+		return r.rd.err != syscall.EAGAIN // EAGAIN: wait for the poller
+	}
+	r.wr.fn = func(fd uintptr) bool {
+		r.wr.n, r.wr.err = rawWrite(fd, r.wr.buf)
+		return true // never wait: the rest is the writer goroutine's
+	}
+	return r
 }
 
 func rawRead(fd uintptr, b []byte) (int, error) {
