@@ -6,7 +6,6 @@ import (
 	"os"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // Direct writes.
@@ -27,6 +26,14 @@ import (
 // never blocks the goroutine of another. Over TLS every answer goes
 // through the writer goroutine as before (a TLS record cannot be written
 // in part and resumed by another goroutine).
+//
+// Raw reads and writes. On Linux a plain TCP connection's reads and the
+// direct writes are raw read(2) and write(2) on the non-blocking socket
+// (rawio_linux.go), waiting on Go's poller as net.Conn does but without
+// the scheduler's syscall entry and exit: on the 2-core benchmark
+// machine that bookkeeping woke the scheduler's monitor thread after
+// every idle spell and handed Ps between threads during slow loopback
+// writes, and cost more than lockd's own work per request.
 
 // flushList collects, while a batch is applied under the node mutex, the
 // connections whose answers the applying goroutine writes after it.
@@ -112,7 +119,7 @@ func (c *conn) writeOut(buf []byte, inline bool) (int, error) {
 			return 0, errWouldBlock
 		}
 		return 0, err
-	case werr == syscall.EAGAIN:
+	case werr == errWouldBlock:
 		return 0, errWouldBlock
 	case werr != nil:
 		return 0, werr
@@ -148,10 +155,12 @@ func (c *conn) read(p []byte) (int, error) {
 	return n, nil
 }
 
-// rawIO is a connection's socket for raw reads and writes, with the
-// functions RawConn calls made once: a closure per call would cost
-// allocations per read and per write. rd is the reader goroutine's; wr
-// belongs to whichever goroutine is writing c (conn.writing).
+// rawIO is a connection's socket for raw reads and writes (Linux only:
+// newRawIO returns nil elsewhere, and the connection reads and writes
+// through net.Conn), with the functions RawConn calls made once: a
+// closure per call would cost allocations per read and per write. rd is
+// the reader goroutine's; wr belongs to whichever goroutine is writing c
+// (conn.writing).
 type rawIO struct {
 	conn   syscall.RawConn
 	rd, wr rawCall
@@ -164,48 +173,4 @@ type rawCall struct {
 	n   int
 	err error
 	fn  func(fd uintptr) bool
-}
-
-func newRawIO(rc syscall.RawConn) *rawIO {
-	r := &rawIO{conn: rc}
-	r.rd.fn = func(fd uintptr) bool {
-		r.rd.n, r.rd.err = rawRead(fd, r.rd.buf)
-		return r.rd.err != syscall.EAGAIN // EAGAIN: wait for the poller
-	}
-	r.wr.fn = func(fd uintptr) bool {
-		r.wr.n, r.wr.err = rawWrite(fd, r.wr.buf)
-		return true // never wait: the rest is the writer goroutine's
-	}
-	return r
-}
-
-func rawRead(fd uintptr, b []byte) (int, error) {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-		switch e {
-		case 0:
-			return int(r), nil
-		case syscall.EINTR:
-			continue
-		}
-		return 0, e
-	}
-}
-
-// rawWrite is write(2) on a non-blocking socket without telling the
-// scheduler: it cannot block, and entering a syscall the scheduler's way
-// wakes its monitor thread when the process was idle and lets it hand
-// the P to another thread when the write is slow, which on the 2-core
-// benchmark machine costs more than the write itself.
-func rawWrite(fd uintptr, b []byte) (int, error) {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-		switch e {
-		case 0:
-			return int(r), nil
-		case syscall.EINTR:
-			continue
-		}
-		return 0, e
-	}
 }
