@@ -73,6 +73,19 @@ simulate:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./proto ./proto/client
+	$(GO) test -run '^$$' -bench 'Apply|Handoff|NodeCycle' -benchmem ./cluster
+
+# bench-compare builds lockd from BASE (default: the previous commit, or
+# HEAD when the tree has uncommitted changes) and from the working tree,
+# and runs loadgen's side-by-side.sh on both, with Redis if installed:
+# cycles/s and server CPU per cycle, old vs new, and their ratios.
+# loadgen lives outside the repository: LOADGEN=DIR names its directory
+# (default ../shared/loadgen). REPS and DURATION pass through.
+.PHONY: bench-compare
+BASE    ?=
+LOADGEN ?=
+bench-compare:
+	BASE="$(BASE)" LOADGEN="$(LOADGEN)" ./scripts/bench-compare.sh
 
 # bench-e2e starts a node on a spare port and runs lockctl bench against it,
 # in both client modes, 200 workers.

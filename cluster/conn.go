@@ -7,9 +7,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
@@ -61,7 +61,15 @@ type conn struct {
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
 	writing bool   // a goroutine is writing: the others leave it to it
-	inline  bool   // the reader is applying a batch and will flush after
+	// inline counts the goroutines that will flush c after the batch
+	// they apply (direct.go): while one will, the writer is not woken.
+	inline int
+	raw    *rawIO // c.nc's socket, for raw reads and writes; nil: none
+	// direct, set by the reader only while it applies a batch (to
+	// flushes), collects the other connections it writes the batch's
+	// answers to (direct.go).
+	direct  *flushList
+	flushes flushList
 	wake    chan struct{}
 	closed  bool // no more writes
 	// stream: a replication stream, whose snapshot may be larger than
@@ -74,6 +82,11 @@ func newConn(n *Node, id uint64, nc net.Conn) *conn {
 	c.ip = c.remote
 	if h, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.ip = h
+	}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.raw = newRawIO(rc)
+		}
 	}
 	c.role = n.gate.open
 	c.authed.Store(c.role >= auth.Client)
@@ -199,10 +212,7 @@ func (c *conn) serve(dr *deadlineReader) bool {
 		if c.tls {
 			c.n.apply(c, batch)
 		} else {
-			c.setInline(true)
-			c.n.apply(c, batch)
-			c.setInline(false)
-			c.flush(true)
+			c.applyDirect(batch)
 		}
 		clear(batch)
 		batch = batch[:0]
@@ -291,12 +301,6 @@ func (c *conn) account(d int) {
 	}
 }
 
-func (c *conn) setInline(on bool) {
-	c.outMu.Lock()
-	c.inline = on
-	c.outMu.Unlock()
-}
-
 func (c *conn) writeLoop() {
 	defer c.n.wg.Done()
 	for range c.wake {
@@ -307,7 +311,8 @@ func (c *conn) writeLoop() {
 }
 
 // inlineWriteBudget is how long the reader may block writing its own
-// answers before it leaves them to the writer goroutine.
+// answers before it leaves them to the writer goroutine, on a connection
+// that offers no non-blocking write (direct.go).
 const inlineWriteBudget = time.Millisecond
 
 // flush writes everything queued, unless another goroutine is writing
@@ -340,15 +345,10 @@ func (c *conn) flush(inline bool) bool {
 		c.out = c.spare[:0]
 		c.spare = nil
 		c.outMu.Unlock()
-		budget := 30 * time.Second
-		if inline {
-			budget = inlineWriteBudget
-		}
-		c.nc.SetWriteDeadline(time.Now().Add(budget))
-		n, err := c.nc.Write(buf)
+		n, err := c.writeOut(buf, inline)
 		c.outMu.Lock()
 		c.writing = false
-		if inline && errors.Is(err, os.ErrDeadlineExceeded) {
+		if inline && err == errWouldBlock {
 			// The rest goes first, before what was queued meanwhile.
 			c.out = append(append([]byte(nil), buf[n:]...), c.out...)
 			c.account(-n)
@@ -404,7 +404,11 @@ func (c *conn) closeLocked() {
 }
 
 // write queues b, and reports false when c is closed: b is lost.
-func (c *conn) write(b []byte) bool {
+func (c *conn) write(b []byte) bool { return c.queue(b, nil) }
+
+// queue is write; when f is not nil and c's writer is idle, the goroutine
+// of f writes b after its batch instead of c's writer (direct.go).
+func (c *conn) queue(b []byte, f *flushList) bool {
 	c.outMu.Lock()
 	if c.closed {
 		c.outMu.Unlock()
@@ -425,9 +429,9 @@ func (c *conn) write(b []byte) bool {
 		c.signal()
 		return false
 	}
-	inline := c.inline
+	wake := was == 0 && c.inline == 0 && !f.promise(c)
 	c.outMu.Unlock()
-	if was == 0 && !inline {
+	if wake {
 		c.signal()
 	}
 	return true

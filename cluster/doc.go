@@ -19,7 +19,11 @@
 // lock and applies every complete line it has buffered under one
 // acquisition of the node mutex, and a writer goroutine, which flushes the
 // connection's answer buffer with one write however many answers piled up
-// meanwhile. No goroutine is started per request and no lock is held across
+// meanwhile. The reader that applied a batch writes what the batch
+// produced itself once it let go of the mutex, the other connections'
+// answers first (a release's grant to a waiter) and then its own, each
+// with one non-blocking write; the writer goroutine takes over whatever a
+// socket does not accept at once (direct.go). No goroutine is started per request and no lock is held across
 // I/O. A waiting acquire registers in the engine and costs nothing until it
 // is answered, so it never delays later requests on its connection. A key
 // listing and a new standby's snapshot are scanned a slice at a time, so

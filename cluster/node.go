@@ -106,6 +106,10 @@ type Node struct {
 	// testLoseTakeover makes this node, on taking a handoff, close the
 	// stream without confirming (O), as when the link breaks right then.
 	testLoseTakeover atomic.Bool
+
+	// direct: the connections the goroutine applying a batch writes to
+	// after it (direct.go); nil when none does. Guarded by mu.
+	direct *flushList
 }
 
 // New checks cfg and prepares a node; Run starts it.
@@ -406,7 +410,7 @@ func (o *shellOut) Send(id core.ConnID, b []byte) bool {
 		return false
 	}
 	n.countAnswer(c, b)
-	return c.write(b)
+	return c.queue(b, n.direct)
 }
 
 func (o *shellOut) Close(id core.ConnID) {

@@ -318,7 +318,7 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 			d.nc.SetReadDeadline(due)
 			d.armed = due
 		}
-		n, err := d.nc.Read(p)
+		n, err := d.c.read(p)
 		if err == nil || n > 0 {
 			return n, err
 		}

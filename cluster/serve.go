@@ -27,6 +27,10 @@ func (n *Node) apply(c *conn, batch []item) {
 	if c.gone {
 		return
 	}
+	// Answers for other connections are written by c's reader after the
+	// batch (direct.go), if it asked to.
+	n.direct = c.direct
+	defer func() { n.direct = nil }()
 	id := core.ConnID(c.id)
 	now := n.now()
 	// answered: the requests of the batch answered at once, for the
@@ -70,12 +74,14 @@ func (n *Node) apply(c *conn, batch []item) {
 			}
 		case req.Op == proto.OpKeys && n.core.Role() == core.Active:
 			n.rearmLocked()
+			n.direct = nil
 			n.mu.Unlock()
 			n.listKeys(c, req.Key)
 			n.mu.Lock()
 			if c.gone {
 				return
 			}
+			n.direct = c.direct
 			now = n.now()
 			answered++
 		default:

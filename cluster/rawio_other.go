@@ -1,0 +1,9 @@
+//go:build !linux
+
+package cluster
+
+import "syscall"
+
+// newRawIO: raw reads and writes are for Linux; elsewhere a connection
+// reads and writes through net.Conn.
+func newRawIO(syscall.RawConn) *rawIO { return nil }
