@@ -165,7 +165,10 @@ type Core struct {
 	lastTick    time.Time
 	lastEvent   time.Time // the time of the event being served
 	pausedSince time.Time
-	round       uint64 // heartbeat rounds sent
+	// deferSince: since when this standby, with no active, has left the
+	// role to another candidate that has not taken it (see candidate).
+	deferSince time.Time
+	round      uint64 // heartbeat rounds sent
 	pauseRound  uint64 // the first round sent since the pause began
 
 	// waiting is a handoff asked for while no standby was caught up but
@@ -444,6 +447,9 @@ func (c *Core) setRole(r Role, active, reason string) {
 	c.log.Info("role change", "self", c.self, "from", string(c.role), "to", string(r), "active", active, "reason", reason)
 	c.role = r
 	c.active = active
+	if r == Active {
+		c.deferSince = time.Time{}
+	}
 	c.noteActive(c.lastEvent)
 }
 

@@ -55,6 +55,7 @@ func (c *Core) supervise(now time.Time) {
 		// The handoff ends by confirmation, or is settled by asking.
 	case Joining, Standby:
 		if otherActive != "" {
+			c.deferSince = time.Time{}
 			if c.active != otherActive || c.role == Joining {
 				c.setRole(Standby, otherActive, "following the active")
 			}
@@ -101,7 +102,11 @@ func (c *Core) supervise(now time.Time) {
 			return
 		}
 		cand := c.candidate(now)
+		if cand != c.self && c.deferSince.IsZero() {
+			c.deferSince = now
+		}
 		if cand == c.self {
+			c.deferSince = time.Time{}
 			reason := "no active node is reachable"
 			if c.active != "" {
 				reason = "the active " + c.active + " is unreachable"
@@ -222,6 +227,32 @@ func (c *Core) candidate(now time.Time) string {
 	for _, p := range c.peers {
 		if p.alive(now, c.cfg.FailureTimeout) {
 			cs = append(cs, cand{p.addr, p.idx, p.synced, p.sticky, isr(p.addr)})
+		}
+	}
+	if !c.deferSince.IsZero() && now.Sub(c.deferSince) >= c.cfg.FailureTimeout {
+		// The candidate this node left the role to has not taken it for
+		// a failure timeout: the standbys may disagree on which of them
+		// the last active waited for (each heard its last heartbeat at
+		// another moment), each leaving the role to the other. The
+		// records each has applied are final by now and heard by all:
+		// the synced standby that applied the most goes first, so the
+		// new active holds every answer any of them acknowledged.
+		best := cand{idx: -1}
+		var bestSeq uint64
+		for _, x := range cs {
+			seq := c.seq
+			if x.addr != c.self {
+				seq = c.peerByAddr(x.addr).seq
+			}
+			if !x.synced || x.sticky {
+				continue
+			}
+			if best.idx < 0 || seq > bestSeq || (seq == bestSeq && x.idx < best.idx) {
+				best, bestSeq = x, seq
+			}
+		}
+		if best.idx >= 0 {
+			return best.addr
 		}
 	}
 	tiers := []func(cand) bool{

@@ -173,3 +173,48 @@ func (*recOut) Follow(string)                             {}
 func (*recOut) StreamReply(string, []byte)                {}
 func (*recOut) Ask(uint64, string, []byte, time.Duration) {}
 func (*recOut) Stopped()                                  {}
+
+// Two standbys left without an active disagreed on which of them the last
+// active waited for: each had heard its last heartbeat at another moment,
+// one before the other standby caught up. Each left the role to the
+// other, and neither took it while both were up (seen in a secure 3-node
+// scenario: ten seconds with no active). After a failure timeout of that,
+// the synced standby that applied the most records takes the role, the
+// one of highest priority among equals, whatever each heard of the last
+// active's standbys in sync.
+func TestStandbysThatDisagreeOnTheInSyncSetStillPromoteOne(t *testing.T) {
+	const a, b, c = "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"
+	t0 := time.Unix(1_700_000_000, 0)
+	standby := func(self string, isr []string) *Core {
+		core, err := New(Config{Self: self, Peers: []string{a, b, c}, Heartbeat: 50 * time.Millisecond, FailureTimeout: 500 * time.Millisecond}, &recOut{}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		core.role, core.synced, core.seq, core.activeISR = Standby, true, 7, isr
+		return core
+	}
+	nodeB := standby(b, []string{c})    // heard a's beat before b caught up
+	nodeC := standby(c, []string{c, b}) // heard it after
+	beat := func(from string) proto.Beat {
+		return proto.Beat{From: from, Self: from, Role: string(Standby), Seq: 7, Flags: proto.BeatFlags{Synced: true, Version: proto.PeerVersion}}
+	}
+	var active []string
+	for now := t0; now.Before(t0.Add(3 * time.Second)); now = now.Add(50 * time.Millisecond) {
+		nodeB.HeardBeat(now, c, beat(c))
+		nodeC.HeardBeat(now, b, beat(b))
+		nodeB.supervise(now)
+		nodeC.supervise(now)
+		active = active[:0]
+		for _, n := range []*Core{nodeB, nodeC} {
+			if n.role == Active {
+				active = append(active, n.self)
+			}
+		}
+		if len(active) > 0 {
+			break
+		}
+	}
+	if len(active) != 1 || active[0] != b {
+		t.Fatalf("actives %q, want only %s (equal records, higher priority)", active, b)
+	}
+}
