@@ -169,7 +169,7 @@ type Core struct {
 	// role to another candidate that has not taken it (see candidate).
 	deferSince time.Time
 	round      uint64 // heartbeat rounds sent
-	pauseRound  uint64 // the first round sent since the pause began
+	pauseRound uint64 // the first round sent since the pause began
 
 	// waiting is a handoff asked for while no standby was caught up but
 	// one was syncing: it starts when one is, or fails at its deadline.
