@@ -389,10 +389,16 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Errorf("ParseRecord(%q) = %+v, %v; want %+v", b[1:], got, err, tt.r)
 		}
 	}
-	// A lease is cut to the millisecond, as AppendSeconds cuts it.
-	b := AppendRecord(nil, Record{Kind: RecHeld, Key: "k", Token: 1, Lease: 1500*time.Millisecond + 999*time.Microsecond})
-	if string(b) != "G k 1 1.5\n" {
-		t.Errorf("AppendRecord with a sub-millisecond lease = %q", b)
+	// A lease is rounded up to the millisecond: a standby never ends it
+	// before the active would.
+	for lease, want := range map[time.Duration]string{
+		1500*time.Millisecond + 999*time.Microsecond: "G k 1 1.501\n",
+		1500*time.Millisecond + 1*time.Nanosecond:    "G k 1 1.501\n",
+		1500 * time.Millisecond:                      "G k 1 1.5\n",
+	} {
+		if b := AppendRecord(nil, Record{Kind: RecHeld, Key: "k", Token: 1, Lease: lease}); string(b) != want {
+			t.Errorf("AppendRecord with lease %s = %q, want %q", lease, b, want)
+		}
 	}
 }
 
