@@ -378,7 +378,7 @@ func AppendRecord(b []byte, r Record) []byte {
 		// Rounded up to the millisecond the line carries: a standby must
 		// never see a lease end before the active would, or a node that
 		// takes over could grant a place its holder still has.
-		b = AppendSeconds(b, (r.Lease+time.Millisecond-1).Truncate(time.Millisecond))
+		b = AppendSeconds(b, (r.Lease + time.Millisecond - 1).Truncate(time.Millisecond))
 		if r.Limit > 1 {
 			b = append(b, " limit="...)
 			b = strconv.AppendInt(b, int64(r.Limit), 10)
