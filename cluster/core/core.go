@@ -426,6 +426,13 @@ func (c *Core) maybeResume(now time.Time) {
 				return
 			}
 		}
+		// What the peers answered may already be stale (a handoff
+		// between two of them a moment ago makes a new active that
+		// answered as a standby): answers wait, up to the sync timeout,
+		// for the live peers to follow this node again, so that such an
+		// active is met, and this node yields, before a change it made
+		// is answered.
+		c.expectLive(now)
 		c.advance(now)
 		c.replayParked(now)
 	}

@@ -134,8 +134,14 @@ func TestSimSyncCrashLosesNoAnsweredGrant(t *testing.T) {
 //	      that took over ended a semaphore holder's lease a fraction of a
 //	      millisecond early and granted its place; leases in records are
 //	      now rounded up
+//	77138 an active thawed from a freeze heard its peers again, one of
+//	      them as a standby a moment before a handoff made it active, and
+//	      answered a grant at once (its standbys' streams had closed: no
+//	      one to wait for); now its answers wait, up to the sync timeout,
+//	      for the live peers to follow it again, and it meets the new
+//	      active first
 func TestSimRegressionSeeds(t *testing.T) {
-	for _, seed := range []uint64{244, 518, 2455, 3864, 60093} {
+	for _, seed := range []uint64{244, 518, 2455, 3864, 60093, 77138} {
 		if report := simulate(seed, ""); report != "" {
 			t.Error(report)
 		}

@@ -101,6 +101,22 @@ func (c *Core) expectInSync(now time.Time) {
 	c.setDegraded(len(c.expect) == 0 && len(c.peers) > 0)
 }
 
+// expectLive makes an active that did not run for a while wait for every
+// live peer to follow it and acknowledge, up to the sync timeout.
+func (c *Core) expectLive(now time.Time) {
+	if c.cfg.Async {
+		return
+	}
+	c.committed = c.seq
+	c.expect = c.expect[:0]
+	for _, p := range c.peers {
+		if p.alive(now, c.cfg.FailureTimeout) {
+			c.expect = append(c.expect, p.addr)
+		}
+	}
+	c.expectUntil = now.Add(c.cfg.SyncTimeout)
+}
+
 // unexpect stops waiting for addr to join.
 func (c *Core) unexpect(now time.Time, addr string) {
 	if i := slices.Index(c.expect, addr); i >= 0 {
