@@ -27,27 +27,20 @@ func newRawIO(rc syscall.RawConn) *rawIO {
 // rawRead is read(2) without the scheduler's syscall bookkeeping, as
 // rawWrite: the socket is non-blocking, so it returns at once, EAGAIN
 // when there is nothing to read.
-func rawRead(fd uintptr, b []byte) (int, error) {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-		switch e {
-		case 0:
-			return int(r), nil
-		case syscall.EINTR:
-			continue
-		}
-		return 0, e
-	}
-}
+func rawRead(fd uintptr, b []byte) (int, error) { return rawRW(syscall.SYS_READ, fd, b) }
 
 // rawWrite is write(2) on a non-blocking socket without telling the
 // scheduler: it cannot block, and entering a syscall the scheduler's way
 // wakes its monitor thread when the process was idle and lets it hand
 // the P to another thread when the write is slow, which on the 2-core
 // benchmark machine costs more than the write itself.
-func rawWrite(fd uintptr, b []byte) (int, error) {
+func rawWrite(fd uintptr, b []byte) (int, error) { return rawRW(syscall.SYS_WRITE, fd, b) }
+
+// rawRW makes the read or write system call trap on fd with b, again
+// when a signal interrupted it.
+func rawRW(trap, fd uintptr, b []byte) (int, error) {
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+		r, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
 		switch e {
 		case 0:
 			return int(r), nil
