@@ -141,6 +141,7 @@ type Core struct {
 
 	hint      string    // where the last active said the role went
 	hintUntil time.Time // trust hint until then
+	hintFrom  string    // the node that said so: its claim to be active is over
 	takeback  uint64    // the Ask id of a take-back in flight, 0 when none
 	lastTake  time.Time
 

@@ -276,7 +276,7 @@ func (c *Core) handoffDone(now time.Time, h *handoff, reason string) {
 	if p := c.peerByAddr(h.to); p != nil {
 		c.afterRoleMove(now, p, Active)
 	}
-	c.hint, c.hintUntil = h.to, now.Add(c.cfg.FailureTimeout)
+	c.hint, c.hintUntil, c.hintFrom = h.to, now.Add(c.cfg.FailureTimeout), c.self
 	c.settleHeld(true)
 	c.setRole(Standby, h.to, "handed off: "+reason)
 	c.log.Info("handoff complete", "self", c.self, "to", h.to, "reason", reason, "gap", gap.Round(time.Microsecond).String(), "sticky", h.sticky)

@@ -319,7 +319,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		// record: promoting past it while the named active is only
 		// not heard yet would make two actives.
 		if len(a.Fields) > 0 && a.Fields[0] != c.self && a.Fields[0] != target && a.Fields[0] != proto.WordNone {
-			c.hint = a.Fields[0]
+			c.hint, c.hintFrom = a.Fields[0], target
 			c.hintUntil = now.Add(c.cfg.FailureTimeout)
 		}
 		return fmt.Errorf("%s is not active (it points to %s)", target, answerText(a))
@@ -388,7 +388,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		if rec.Addr != c.self {
 			// The role moved: trust the hint for a failure timeout,
 			// until heartbeats confirm it.
-			c.hint = rec.Addr
+			c.hint, c.hintFrom = rec.Addr, target
 			c.hintUntil = now.Add(c.cfg.FailureTimeout)
 		}
 		return fmt.Errorf("%s is not active (it points to %s)", target, rec.Addr)

@@ -54,6 +54,16 @@ func (c *Core) supervise(now time.Time) {
 	case HandingOff:
 		// The handoff ends by confirmation, or is settled by asking.
 	case Joining, Standby:
+		if otherActive != "" && otherActive == c.hintFrom && c.hint != otherActive && now.Before(c.hintUntil) {
+			// That active itself said, on its stream or in answer to Y,
+			// that the role went to hint: its heartbeats from before
+			// are stale. Follow hint now (below) rather than a
+			// heartbeat later, or a new active in sync mode waits that
+			// long for this standby.
+			if p := c.peerByAddr(c.hint); p != nil && p.alive(now, c.cfg.FailureTimeout) {
+				otherActive = ""
+			}
+		}
 		if otherActive != "" {
 			c.deferSince = time.Time{}
 			if c.active != otherActive || c.role == Joining {
