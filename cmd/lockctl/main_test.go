@@ -727,17 +727,6 @@ func TestDidYouMean(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		d    int
-	}{{"aquire", "acquire", 1}, {"kye", "key", 1}, {"stauts", "status", 1}, {"", "abc", 3}, {"hold", "hold", 0}, {"drill", "bench", 5}} {
-		if d := editDistance(tc.a, tc.b); d != tc.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, d, tc.d)
-		}
-	}
-}
-
 // globalName knows every alias of a global flag, so that given finds a
 // flag by any of its names.
 func TestGlobalAliases(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
 	"io"
 	"log/slog"
 	"os"
@@ -126,7 +127,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 				for _, cmd := range c.App.Commands {
 					names = append(names, cmd.Name)
 				}
-				if s := suggest(arg, names); s != "" {
+				if s := didyoumean.Suggest(arg, names); s != "" {
 					return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; did you mean %q?; see `lockd --help`", arg, s), 2)
 				}
 				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; see `lockd --help`", arg), 2)
@@ -391,7 +392,7 @@ func flagUsage(err error, flags []cli.Flag) string {
 		for _, f := range flags {
 			known = append(known, f.Names()...)
 		}
-		if s := suggest(flag, known); s != "" && len(flag) > 1 {
+		if s := didyoumean.Suggest(flag, known); s != "" && len(flag) > 1 {
 			return fmt.Sprintf("unknown flag %s; did you mean --%s?", dashed(flag), s)
 		}
 		return "unknown flag " + dashed(flag)
@@ -432,56 +433,4 @@ func dashed(flag string) string {
 		return "-" + flag
 	}
 	return "--" + flag
-}
-
-// suggest is the candidate closest to word when it is close enough to
-// be a typo of it (at most two edits, one for short words), or the only
-// one word starts; "" otherwise. lockctl has the same rule.
-func suggest(word string, candidates []string) string {
-	best, bestDist := "", 1<<30
-	limit := 2
-	if len(word) <= 3 {
-		limit = 1
-	}
-	var prefixed []string
-	for _, c := range candidates {
-		if d := editDistance(word, c); d < bestDist {
-			best, bestDist = c, d
-		}
-		if len(word) >= 3 && strings.HasPrefix(c, word) {
-			prefixed = append(prefixed, c)
-		}
-	}
-	if bestDist <= limit && bestDist < len(word) {
-		return best
-	}
-	if len(prefixed) == 1 {
-		return prefixed[0]
-	}
-	return ""
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and swaps of neighbours each count one.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev2, prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1), make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(rb)]
 }
