@@ -18,7 +18,12 @@ package core
 // handoffs, which must lose nothing):
 //   - no two clients hold the same key at once (mutual exclusion).
 // With asynchronous replication, a crash loses what was not streamed yet,
-// so mutual exclusion is not checked after one.
+// so mutual exclusion is not checked after one. Nor is it checked between
+// a grant and one made after every node that held the lock state lost its
+// memory (see wipeCheck): lockd keeps nothing on disk, so those locks are
+// gone, and the grants made after start over. Token order is still
+// checked across such a wipe: tokens grow with the wall clock, not with
+// the state.
 //
 // At the end of the quiet period (everything healed, restarted, idle):
 //   - exactly one node is active and every other follows it, synced, with
@@ -32,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
@@ -202,7 +208,8 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		if until > s.now && s.nodes[c.target].state == nodeUp && !s.faulty {
 			var others []string
 			for _, o := range s.clients {
-				if h, ok := o.held[c.key]; ok && o != c && h.until > s.now && h.token != tok {
+				// A lock granted before a wipe was lost with it.
+				if h, ok := o.held[c.key]; ok && o != c && h.until > s.now && h.token != tok && s.grantWipes[h.token] == s.grantWipes[tok] {
 					others = append(others, o.name()+" (token "+strconv.FormatUint(h.token, 10)+")")
 				}
 			}
@@ -267,6 +274,27 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 	s.grants[tok] = who
 	s.grantIDs[tok] = id
 	s.grantAt[tok] = s.now
+	s.grantWipes[tok] = s.wipes
+}
+
+// wipeCheck runs as n exits (crashes, vanishes, stops after SIGINT): when
+// no node that held the lock state is left, the state is wiped. A node
+// holds it when its incarnation synced or served as active (Synced), and
+// keeps holding it, frozen or cut off, until it exits: a node that
+// restarted holds nothing until it syncs again, and a node that synced
+// once is counted even if it fell behind since, so a wipe is declared
+// only when truly no running process has any of it.
+func (s *sim) wipeCheck(n *simNode) {
+	if n.core == nil || !n.core.Synced() {
+		return // n held nothing: it wipes nothing
+	}
+	for _, m := range s.nodes {
+		if m != n && m.state != nodeCrashed && m.core.Synced() {
+			return
+		}
+	}
+	s.wipes++
+	s.logf("every node that held the lock state lost it: mutual exclusion starts over (wipe %d)", s.wipes)
 }
 
 // checkDecided runs after every event of n: a token n issued since the
@@ -390,4 +418,77 @@ func (n *simNode) holds(key string, token uint64) bool {
 		}
 	}
 	return false
+}
+
+// The checker forgives a grant that overlaps an earlier one only when
+// every node that held the lock state lost its memory between the two,
+// and not when one that held it still runs, even frozen. Each case plays
+// a calm three-node cluster until node 0 is active and both standbys are
+// in sync, tells client 0 it holds k1, takes nodes down, and has a node
+// tell client 1 it holds k1 too.
+func TestSimCheckerForgivesOnlyAWipedState(t *testing.T) {
+	cases := []struct {
+		name   string
+		faults func(s *sim)
+		grant  int // the node that grants k1 to client 1
+		wiped  bool
+	}{
+		{"a standby in sync survives", func(s *sim) {
+			s.nodes[0].exit("crash")
+			s.nodes[1].exit("crash")
+		}, 2, false},
+		{"a frozen standby in sync survives", func(s *sim) {
+			s.nodes[2].state = nodeFrozen
+			s.nodes[0].exit("crash")
+			s.nodes[1].exit("crash")
+			s.restart(s.nodes[0])
+		}, 0, false},
+		{"every node that held the state exits", func(s *sim) {
+			s.nodes[2].state = nodeFrozen
+			s.nodes[0].exit("stopped after SIGINT")
+			s.nodes[1].exit("crash")
+			s.nodes[2].exit("crash")
+			s.restart(s.nodes[2])
+		}, 2, true},
+		{"the only node up restarted before the others exited", func(s *sim) {
+			s.nodes[0].exit("crash")
+			s.restart(s.nodes[0])
+			s.nodes[1].exit("crash")
+			s.nodes[2].exit("crash")
+		}, 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(1, simOptions{script: []simFault{}, cfg: func(c *simConfig) {
+				c.nodes, c.clients, c.keys, c.faults = 3, 0, 2, 0
+				c.calm, c.async = true, false
+			}})
+			s.runUntil(time.Second)
+			if s.nodes[0].core.Role() != Active || !s.nodes[1].core.Synced() || !s.nodes[2].core.Synced() {
+				t.Fatalf("the cluster did not settle:\n%s", s.report())
+			}
+			for i := range 2 {
+				s.clients = append(s.clients, &simClient{s: s, idx: i, held: make(map[string]heldLock)})
+			}
+			s.tellGranted(s.nodes[0], s.clients[0], "k1", 1001)
+			tc.faults(s)
+			s.tellGranted(s.nodes[tc.grant], s.clients[1], "k1", 1002)
+			if got := s.wipes == 1; got != tc.wiped {
+				t.Errorf("wiped %v, want %v", got, tc.wiped)
+			}
+			if reported := len(s.failures) > 0; reported == tc.wiped {
+				t.Errorf("violation reported %v, want %v:\n%s", reported, !tc.wiped, s.report())
+			}
+		})
+	}
+}
+
+// tellGranted has n answer client c's acquire of key with token, as if
+// the core had granted it, through the checker's hooks.
+func (s *sim) tellGranted(n *simNode, c *simClient, key string, token uint64) {
+	conn := &simConn{s: s, kind: kindClient, from: -1 - c.idx, to: n.idx, open: true}
+	c.conn, c.target, c.busy, c.key, c.lease, c.sentAt = conn, n.idx, true, key, 5*time.Second, s.now
+	line := []byte("A " + key + " " + strconv.FormatUint(token, 10) + "\n")
+	s.checkOutgoing(n, conn, line)
+	c.answer(conn, line)
 }

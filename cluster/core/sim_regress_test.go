@@ -140,8 +140,15 @@ func TestSimSyncCrashLosesNoAnsweredGrant(t *testing.T) {
 //	      one to wait for); now its answers wait, up to the sync timeout,
 //	      for the live peers to follow it again, and it meets the new
 //	      active first
+//	146249 a checker false positive, not a lockd bug: node 0 handed off
+//	      on SIGINT and exited, node 1 crashed, and node 2, frozen all
+//	      along, crashed and restarted empty, so every node that held the
+//	      locks had lost its memory; the restarted node's grants were
+//	      reported as breaking mutual exclusion with the lost ones. The
+//	      checker now starts mutual exclusion over after such a wipe
+//	      (TestSimCheckerForgivesOnlyAWipedState)
 func TestSimRegressionSeeds(t *testing.T) {
-	for _, seed := range []uint64{244, 518, 2455, 3864, 60093, 77138} {
+	for _, seed := range []uint64{244, 518, 2455, 3864, 60093, 77138, 146249} {
 		if report := simulate(seed, ""); report != "" {
 			t.Error(report)
 		}

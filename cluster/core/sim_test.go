@@ -125,6 +125,12 @@ type sim struct {
 	faulty    bool           // a fault that is not graceful happened
 	quietAt   time.Duration  // everything healed from here on
 
+	// wipes counts the moments every node that held the lock state lost
+	// its memory (see wipeCheck); grantWipes is how many came before each
+	// grant was written.
+	wipes      int
+	grantWipes map[uint64]int
+
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
 	commandHandoffs int
 	handoffAnswers  []string // "asked-at answer" of every lockctl handoff
@@ -240,16 +246,17 @@ func newSim(seed uint64, o simOptions) *sim {
 	}
 	planted := o.planted
 	s := &sim{
-		seed:      seed,
-		cfg:       cfg,
-		rng:       rand.New(rand.NewPCG(seed, 0xc0ffee)),
-		base:      time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
-		blocked:   make(map[[2]int]bool),
-		grants:    make(map[uint64]string),
-		grantIDs:  make(map[uint64]string),
-		grantAt:   make(map[uint64]time.Duration),
-		lastToken: make(map[int]uint64),
-		planted:   planted,
+		seed:       seed,
+		cfg:        cfg,
+		rng:        rand.New(rand.NewPCG(seed, 0xc0ffee)),
+		base:       time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		blocked:    make(map[[2]int]bool),
+		grants:     make(map[uint64]string),
+		grantIDs:   make(map[uint64]string),
+		grantAt:    make(map[uint64]time.Duration),
+		grantWipes: make(map[uint64]int),
+		lastToken:  make(map[int]uint64),
+		planted:    planted,
 	}
 	s.semLimit = 1 + s.rng.IntN(3)
 	addrs := make([]string, cfg.nodes)
@@ -320,21 +327,22 @@ func (s *sim) delay() time.Duration {
 // run plays the world until the end of its quiet period, then checks the
 // invariants that need quiet. It reports the failures.
 func (s *sim) run() []string {
-	end := s.cfg.length + s.cfg.quiet
 	s.at(s.cfg.length, s.heal)
-	for len(s.queue) > 0 && len(s.failures) == 0 {
-		e := heap.Pop(&s.queue).(*simEvent)
-		if e.at > end {
-			break
-		}
-		s.now = e.at
-		e.do()
-		s.checkAlways()
-	}
+	s.runUntil(s.cfg.length + s.cfg.quiet)
 	if len(s.failures) == 0 {
 		s.checkQuiet()
 	}
 	return s.failures
+}
+
+// runUntil plays the events due by end, stopping at the first failure.
+func (s *sim) runUntil(end time.Duration) {
+	for len(s.queue) > 0 && len(s.failures) == 0 && s.queue[0].at <= end {
+		e := heap.Pop(&s.queue).(*simEvent)
+		s.now = e.at
+		e.do()
+		s.checkAlways()
+	}
 }
 
 // --- nodes ---
@@ -461,6 +469,7 @@ func (n *simNode) exit(why string) {
 	s.logf("node %d exits: %s", n.idx, why)
 	n.state = nodeCrashed
 	n.gen++
+	s.wipeCheck(n)
 	if n.wasActv {
 		for i := range s.activity {
 			if s.activity[i].node == n.idx && s.activity[i].till == 0 {
