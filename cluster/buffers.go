@@ -129,6 +129,53 @@ func (lr *lineReader) fill() error {
 	return err
 }
 
+// space is where the next read goes, for a reader that reads into the
+// lineReader itself (push): the small array when nothing is buffered,
+// else the pool buffer's room after what is, moved to its start. It is
+// empty when the buffer is full.
+func (lr *lineReader) space() []byte {
+	if lr.r == lr.w {
+		lr.release()
+		return lr.small[:]
+	}
+	if lr.r > 0 {
+		lr.w = copy(lr.buf[:], lr.buf[lr.r:lr.w])
+		lr.r = 0
+	}
+	return lr.buf[lr.w:]
+}
+
+// commit takes the n bytes read into p, which space returned.
+func (lr *lineReader) commit(p []byte, n int) {
+	if lr.buf == nil {
+		lr.took(n)
+		return
+	}
+	lr.w += n
+}
+
+// next returns the next whole line buffered, '\n' included, or nil.
+func (lr *lineReader) next() []byte {
+	if lr.buf == nil {
+		return nil
+	}
+	i := bytes.IndexByte(lr.buf[lr.r:lr.w], '\n')
+	if i < 0 {
+		return nil
+	}
+	line := lr.buf[lr.r : lr.r+i+1]
+	lr.r += i + 1
+	return line
+}
+
+// pending returns the bytes buffered, a line begun.
+func (lr *lineReader) pending() []byte {
+	if lr.buf == nil {
+		return nil
+	}
+	return lr.buf[lr.r:lr.w]
+}
+
 // release gives the buffer back to the pool; nothing must be buffered.
 func (lr *lineReader) release() {
 	if lr.buf != nil {

@@ -149,82 +149,155 @@ func (c *conn) readOn(dr *deadlineReader) {
 // reports false; or until its reader is to rest, with nothing buffered,
 // and reports true.
 func (c *conn) serve(dr *deadlineReader) bool {
-	r := dr.br
-	var bb *batchBuf // from batches, while lines are being gathered
-	var batch []item
-	defer func() {
-		if bb != nil {
-			clear(bb.items[:cap(bb.items)])
-			putBatch(bb)
-		}
-	}()
-	for {
-		line, err := r.ReadSlice()
-		if err == errRest {
-			return true
-		}
-		if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
-			c.n.limitHit(limLineLength)
-			c.send(func(b []byte) []byte {
-				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
-			})
-			c.flushAndClose()
-			return false
-		}
-		// Only an error is looked into: bound escapes to errors.As,
-		// and was allocated for every line read.
-		if bound, ok := readBound(err); ok {
-			c.n.limitHit(readBoundLimit(bound))
-			if len(batch) > 0 {
-				c.n.apply(c, batch)
-			}
-			c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
-			c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
-			c.flushAndClose()
-			return false
-		}
-		if err != nil {
-			// A last line without its '\n' is not a request: the
-			// grammar ends every line, and a half line may be a cut one.
-			if len(batch) > 0 {
-				c.n.apply(c, batch)
-			}
-			return false
-		}
-		dr.lineDone()
-		req, perr := proto.Parse(line)
-		if bb == nil {
-			bb = batches.Get().(*batchBuf)
-			batch = bb.items[:0]
-		}
-		batch = append(batch, item{req, perr})
-		if len(batch) < maxBatch && r.hasLine() {
-			continue
-		}
-		// The reader writes its own answers when the writer is idle: one
-		// goroutine switch less per request for the common
-		// request-answer client. Not over TLS: a write that times out
-		// leaves a TLS connection unusable.
-		if c.batches%timedBatches == 0 {
-			c.readAt, c.timed = time.Since(c.n.base), true
-		}
-		c.batches++
-		if c.tls {
-			c.n.apply(c, batch)
-		} else {
-			c.applyDirect(batch)
-		}
-		clear(batch)
-		batch = batch[:0]
-		if r.Buffered() == 0 {
-			bb.items = batch
-			putBatch(bb)
-			bb, batch = nil, nil
-		}
-		if !c.waitDrained() {
+	b := batcher{c: c, dr: dr}
+	defer b.done()
+	if c.raw != nil && !c.tls {
+		return b.push()
+	}
+	return b.pull()
+}
+
+// batcher gathers the lines a connection's reader reads into batches,
+// and applies each batch once no whole line is left buffered behind it
+// (or it is full): so a batch is always applied before the reader reads
+// again, and the parsed requests may point into the read buffer.
+type batcher struct {
+	c     *conn
+	dr    *deadlineReader
+	bb    *batchBuf // from batches, while lines are being gathered
+	batch []item
+	// stopped: push's read function stopped the reader, which ends
+	// serve with ended.
+	stopped, ended bool
+}
+
+// stop ends push's reading, serve to report ended.
+func (b *batcher) stop(ended bool) { b.stopped, b.ended = true, ended }
+
+// drain applies the whole lines buffered, and reports false once the
+// connection is finished: a line that fills the buffer without its end
+// finishes it too.
+func (b *batcher) drain() bool {
+	r := b.dr.br
+	for line := r.next(); line != nil; line = r.next() {
+		if !b.line(line, r.hasLine()) {
 			return false
 		}
 	}
+	switch r.Buffered() {
+	case 0:
+		r.release() // an idle connection holds no read buffer
+	case readBufSize:
+		return b.tooLong()
+	}
+	return true
+}
+
+// done gives the batch slice back.
+func (b *batcher) done() {
+	if b.bb != nil {
+		clear(b.bb.items[:cap(b.bb.items)])
+		putBatch(b.bb)
+		b.bb, b.batch = nil, nil
+	}
+}
+
+// pull reads lines through the deadline reader, each read waiting for
+// data as net.Conn's Read does.
+func (b *batcher) pull() bool {
+	r := b.dr.br
+	for {
+		line, err := r.ReadSlice()
+		if err != nil {
+			return b.end(err, line)
+		}
+		if !b.line(line, r.hasLine()) {
+			return false
+		}
+	}
+}
+
+// line takes one line read, '\n' included; more says another whole line
+// is buffered behind it. It reports false once the connection is
+// finished.
+func (b *batcher) line(line []byte, more bool) bool {
+	c := b.c
+	if len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
+		return b.tooLong()
+	}
+	b.dr.lineDone()
+	req, perr := proto.Parse(line)
+	if b.bb == nil {
+		b.bb = batches.Get().(*batchBuf)
+		b.batch = b.bb.items[:0]
+	}
+	b.batch = append(b.batch, item{req, perr})
+	if len(b.batch) < maxBatch && more {
+		return true
+	}
+	// The reader writes its own answers when the writer is idle: one
+	// goroutine switch less per request for the common request-answer
+	// client. Not over TLS: a write that times out leaves a TLS
+	// connection unusable.
+	if c.batches%timedBatches == 0 {
+		c.readAt, c.timed = time.Since(c.n.base), true
+	}
+	c.batches++
+	if c.tls {
+		c.n.apply(c, b.batch)
+	} else {
+		c.applyDirect(b.batch)
+	}
+	clear(b.batch)
+	b.batch = b.batch[:0]
+	if b.dr.br.Buffered() == 0 {
+		b.bb.items = b.batch
+		putBatch(b.bb)
+		b.bb, b.batch = nil, nil
+	}
+	return c.waitDrained()
+}
+
+// tooLong answers a line longer than the grammar allows and closes c.
+func (b *batcher) tooLong() bool {
+	c := b.c
+	c.n.limitHit(limLineLength)
+	c.send(func(b []byte) []byte {
+		return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
+	})
+	c.flushAndClose()
+	return false
+}
+
+// end is what a read that failed with err means, rest being the bytes
+// it left unfinished: true for a reader to rest, false once the
+// connection is finished.
+func (b *batcher) end(err error, rest []byte) bool {
+	c := b.c
+	if err == errRest {
+		return true
+	}
+	if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(rest, "\r\n")) > proto.MaxLineLen {
+		return b.tooLong()
+	}
+	// A batch is applied before every read; this one is for safety.
+	if len(b.batch) > 0 {
+		c.n.apply(c, b.batch)
+		clear(b.batch)
+		b.batch = b.batch[:0]
+	}
+	// Only an error is looked into: bound escapes to errors.As, and was
+	// allocated for every line read.
+	if bound, ok := readBound(err); ok {
+		c.n.limitHit(readBoundLimit(bound))
+		c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
+		c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
+		c.flushAndClose()
+	}
+	// Otherwise the connection ended: a last line without its '\n' is
+	// not a request, as the grammar ends every line and a half line may
+	// be a cut one.
+	return false
 }
 
 // waitDrained holds the reader while the client has more than
@@ -332,7 +405,7 @@ func (c *conn) flush(inline bool) bool {
 			closed := c.closed
 			c.outMu.Unlock()
 			if closed {
-				c.nc.Close()
+				c.closeSocket()
 				// Wake the writer goroutine too: if it deferred to this
 				// goroutine's write, it must see the end and return.
 				c.signal()
@@ -364,7 +437,7 @@ func (c *conn) flush(inline bool) bool {
 		if err != nil {
 			c.closeLocked()
 			c.outMu.Unlock()
-			c.nc.Close()
+			c.closeSocket()
 			c.signal()
 			return false
 		}
@@ -425,7 +498,7 @@ func (c *conn) queue(b []byte, f *flushList) bool {
 		c.outMu.Unlock()
 		c.n.limitHit(outputLimit(why))
 		c.n.refusedLog.log(c.n.log, "connection closed", "remote", c.remote, "why", why)
-		c.nc.Close()
+		c.closeSocket()
 		c.signal()
 		return false
 	}
@@ -435,6 +508,20 @@ func (c *conn) queue(b []byte, f *flushList) bool {
 		c.signal()
 	}
 	return true
+}
+
+// closeSocket closes c's socket. Its reader may be inside a raw read of
+// it (push, rawio_linux.go), holding the socket's read lock, and a close
+// waits until the lock is let go: called by the reader itself, or by a
+// goroutine holding the node mutex the reader waits for, it would wait
+// for ever. So on such a connection the close goes to a goroutine of its
+// own; the close wakes the reader, whose read then returns.
+func (c *conn) closeSocket() {
+	if c.raw != nil && !c.tls {
+		go c.nc.Close()
+		return
+	}
+	c.nc.Close()
 }
 
 // isClosed reports whether nothing more can be written to c: an answer

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -164,6 +165,10 @@ func (c *conn) read(p []byte) (int, error) {
 type rawIO struct {
 	conn   syscall.RawConn
 	rd, wr rawCall
+	// empty counts the reads that found nothing to read: after each the
+	// reader waits on the poller. A reader that waits only once it
+	// emptied the socket makes few (push, rawio_linux.go).
+	empty atomic.Uint64
 }
 
 // rawCall is one direction's call: its buffer, and what read(2) or

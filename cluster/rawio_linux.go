@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"io"
 	"syscall"
 	"unsafe"
 )
@@ -48,5 +49,79 @@ func rawRW(trap, fd uintptr, b []byte) (int, error) {
 			continue
 		}
 		return 0, e
+	}
+}
+
+// push reads c's socket with raw reads inside one RawRead call, and
+// applies each read's whole lines before it reads again.
+//
+// A read that did not fill its buffer emptied the socket, and whatever
+// arrives after it makes the poller report the socket ready (it is edge
+// triggered). So the reader then waits on the poller at once, where a
+// reader that returns from RawRead must read once more and see EAGAIN
+// first: each new RawRead call forgets the readiness the poller noted
+// before it. For a client that sends a request and waits for its answer
+// that empty read was one system call in three.
+//
+// While it is inside RawRead the reader holds the socket's read lock,
+// and a close of the socket waits for that lock: closeSocket closes from
+// a goroutine of its own.
+func (b *batcher) push() bool {
+	c, dr, r := b.c, b.dr, b.dr.br
+	// The lines the wait for the first bytes (await) left buffered.
+	if !b.drain() {
+		return false
+	}
+	fn := b.readable
+	for {
+		if err := r.err; err != nil {
+			r.err = nil
+			return b.end(err, r.pending())
+		}
+		dr.arm()
+		b.stopped = false
+		err := c.raw.conn.Read(fn)
+		switch {
+		case b.stopped:
+			return b.ended
+		case isTimeout(err):
+			if err := dr.expired(); err != nil {
+				return b.end(err, r.pending())
+			}
+		default:
+			return b.end(err, r.pending())
+		}
+	}
+}
+
+// readable is push's function for RawRead: it reads until the socket is
+// empty, applying what it read, and reports false to wait for the poller
+// or true when the reader is to stop (b.stopped, b.ended).
+func (b *batcher) readable(fd uintptr) bool {
+	r := b.dr.br
+	for {
+		p := r.space()
+		n, err := rawRead(fd, p)
+		if err == syscall.EAGAIN {
+			b.c.raw.empty.Add(1)
+			b.dr.arm()
+			return false
+		}
+		if err == nil && n == 0 {
+			err = io.EOF
+		}
+		if err != nil {
+			b.stop(b.end(err, r.pending()))
+			return true
+		}
+		r.commit(p, n)
+		if !b.drain() {
+			b.stop(false)
+			return true
+		}
+		if n < len(p) {
+			b.dr.arm()
+			return false
+		}
 	}
 }

@@ -310,14 +310,7 @@ func (d *deadlineReader) lineDone() { d.partialSince = time.Time{} }
 
 func (d *deadlineReader) Read(p []byte) (int, error) {
 	for {
-		// Arm the bound when none is armed or it comes sooner than the
-		// one armed; a later or vanished bound is left to the timeout
-		// below, which re-arms.
-		d.armRest()
-		if due := d.next(); !due.IsZero() && (d.armed.IsZero() || due.Before(d.armed)) {
-			d.nc.SetReadDeadline(due)
-			d.armed = due
-		}
+		d.arm()
 		n, err := d.c.read(p)
 		if err == nil || n > 0 {
 			return n, err
@@ -326,21 +319,42 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			return n, err
 		}
-		// The deadline that fired may belong to a bound already met.
-		due, why := d.due()
-		now := time.Now()
-		if !due.IsZero() && !now.Before(due) {
-			return 0, errReadBound{why}
+		if err := d.expired(); err != nil {
+			return 0, err
 		}
-		if d.restDue(now) {
-			d.nc.SetReadDeadline(due)
-			d.armed = due
-			return 0, errRest
-		}
-		next := d.next()
-		d.nc.SetReadDeadline(next)
-		d.armed = next
 	}
+}
+
+// arm sets the read deadline before a read that may wait: when none is
+// armed or the bound comes sooner than the one armed. A later or
+// vanished bound is left to expired, which re-arms.
+func (d *deadlineReader) arm() {
+	d.armRest()
+	if due := d.next(); !due.IsZero() && (d.armed.IsZero() || due.Before(d.armed)) {
+		d.nc.SetReadDeadline(due)
+		d.armed = due
+	}
+}
+
+// expired is what the read deadline firing means: an errReadBound when a
+// bound was overrun, errRest when the reader is to rest, or nil, with
+// the next deadline armed, when the one that fired belonged to a bound
+// already met.
+func (d *deadlineReader) expired() error {
+	due, why := d.due()
+	now := time.Now()
+	if !due.IsZero() && !now.Before(due) {
+		return errReadBound{why}
+	}
+	if d.restDue(now) {
+		d.nc.SetReadDeadline(due)
+		d.armed = due
+		return errRest
+	}
+	next := d.next()
+	d.nc.SetReadDeadline(next)
+	d.armed = next
+	return nil
 }
 
 // due is the bound in force now and what overrunning it means.
