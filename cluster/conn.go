@@ -169,6 +169,7 @@ type batcher struct {
 	// stopped: push's read function stopped the reader, which ends
 	// serve with ended.
 	stopped, ended bool
+	lines          int // lines taken, for push
 }
 
 // stop ends push's reading, serve to report ended.
@@ -226,6 +227,7 @@ func (b *batcher) line(line []byte, more bool) bool {
 		return b.tooLong()
 	}
 	b.dr.lineDone()
+	b.lines++
 	req, perr := proto.Parse(line)
 	if b.bb == nil {
 		b.bb = batches.Get().(*batchBuf)

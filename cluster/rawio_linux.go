@@ -57,11 +57,14 @@ func rawRW(trap, fd uintptr, b []byte) (int, error) {
 //
 // A read that did not fill its buffer emptied the socket, and whatever
 // arrives after it makes the poller report the socket ready (it is edge
-// triggered). So the reader then waits on the poller at once, where a
-// reader that returns from RawRead must read once more and see EAGAIN
-// first: each new RawRead call forgets the readiness the poller noted
-// before it. For a client that sends a request and waits for its answer
-// that empty read was one system call in three.
+// triggered). So after a read of one request the reader waits on the
+// poller at once, where a reader that returns from RawRead must read
+// once more and see EAGAIN first: each new RawRead call forgets the
+// readiness the poller noted before it. For a client that sends a
+// request and waits for its answer that empty read was one system call
+// in three. After a read of several requests the reader reads again
+// first: a pipelining client has most often sent more meanwhile, and a
+// read is cheaper than going to sleep and being woken.
 //
 // While it is inside RawRead the reader holds the socket's read lock,
 // and a close of the socket waits for that lock: closeSocket closes from
@@ -115,11 +118,16 @@ func (b *batcher) readable(fd uintptr) bool {
 			return true
 		}
 		r.commit(p, n)
+		lines := b.lines
 		if !b.drain() {
 			b.stop(false)
 			return true
 		}
-		if n < len(p) {
+		// A client that sent one request waits for its answer: nothing
+		// more comes until it has it. One that sent several pipelines,
+		// and has likely sent more while they were applied: read again
+		// rather than go to sleep and be woken for them.
+		if n < len(p) && b.lines-lines <= 1 {
 			b.dr.arm()
 			return false
 		}
