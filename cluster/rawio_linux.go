@@ -104,6 +104,10 @@ func (b *batcher) readable(fd uintptr) bool {
 	r := b.dr.br
 	for {
 		p := r.space()
+		if len(p) == 0 { // drain closes a connection whose buffer fills
+			b.stop(b.tooLong())
+			return true
+		}
 		n, err := rawRead(fd, p)
 		if err == syscall.EAGAIN {
 			b.c.raw.empty.Add(1)
