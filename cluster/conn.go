@@ -64,7 +64,11 @@ type conn struct {
 	// inline counts the goroutines that will flush c after the batch
 	// they apply (direct.go): while one will, the writer is not woken.
 	inline int
-	raw    *rawIO // c.nc's socket, for raw reads and writes; nil: none
+	// holding: the reader holds back its own answers, to write them
+	// with those of the batches it reads next (direct.go, writeHeld); it
+	// counts in inline. Only the reader uses it.
+	holding bool
+	raw     *rawIO // c.nc's socket, for raw reads and writes; nil: none
 	// direct, set by the reader only while it applies a batch (to
 	// flushes), collects the other connections it writes the batch's
 	// answers to (direct.go).
@@ -170,6 +174,9 @@ type batcher struct {
 	// serve with ended.
 	stopped, ended bool
 	lines          int // lines taken, for push
+	// hold: the answers of a batch wait for those of the next one (push,
+	// while it reads on after a read of several requests).
+	hold bool
 }
 
 // stop ends push's reading, serve to report ended.
@@ -194,8 +201,9 @@ func (b *batcher) drain() bool {
 	return true
 }
 
-// done gives the batch slice back.
+// done writes the answers held back and gives the batch slice back.
 func (b *batcher) done() {
+	b.c.writeHeld()
 	if b.bb != nil {
 		clear(b.bb.items[:cap(b.bb.items)])
 		putBatch(b.bb)
@@ -248,7 +256,7 @@ func (b *batcher) line(line []byte, more bool) bool {
 	if c.tls {
 		c.n.apply(c, b.batch)
 	} else {
-		c.applyDirect(b.batch)
+		c.applyDirect(b.batch, b.hold)
 	}
 	clear(b.batch)
 	b.batch = b.batch[:0]
@@ -256,6 +264,9 @@ func (b *batcher) line(line []byte, more bool) bool {
 		b.bb.items = b.batch
 		putBatch(b.bb)
 		b.bb, b.batch = nil, nil
+	}
+	if b.hold && c.holdsMuch() {
+		c.writeHeld()
 	}
 	return c.waitDrained()
 }
@@ -276,6 +287,7 @@ func (b *batcher) tooLong() bool {
 // connection is finished.
 func (b *batcher) end(err error, rest []byte) bool {
 	c := b.c
+	c.writeHeld()
 	if err == errRest {
 		return true
 	}
@@ -320,6 +332,7 @@ func (c *conn) waitDrained() bool {
 			// standby's: its reader never pauses.
 			return true
 		}
+		c.writeHeld()
 		select {
 		case <-ch:
 			c.outMu.Lock()

@@ -55,16 +55,43 @@ func (f *flushList) promise(c *conn) bool {
 }
 
 // applyDirect applies a batch read on c and writes the answers it
-// produced: the other connections' first, then c's own.
-func (c *conn) applyDirect(batch []item) {
-	c.outMu.Lock()
-	c.inline++
-	c.outMu.Unlock()
+// produced: the other connections' first, then c's own, unless hold is
+// set: then c's own stay queued, to go out in one write with those of
+// the batches read next, when the reader writes them (writeHeld).
+func (c *conn) applyDirect(batch []item, hold bool) {
+	if !c.holding {
+		c.outMu.Lock()
+		c.inline++
+		c.outMu.Unlock()
+		c.holding = true
+	}
 	c.direct = &c.flushes
 	c.n.apply(c, batch)
 	c.direct = nil
 	c.flushes.flush()
-	c.endInline()
+	if !hold {
+		c.writeHeld()
+	}
+}
+
+// holdMax bounds the answers a reader holds back for one write.
+const holdMax = 4 << 10
+
+// writeHeld writes the answers applyDirect held back, if any. The reader
+// calls it before it waits for anything: on the poller, for room, or for
+// the node mutex of another batch.
+func (c *conn) writeHeld() {
+	if c.holding {
+		c.holding = false
+		c.endInline()
+	}
+}
+
+// holdsMuch reports whether c holds back holdMax bytes of answers or more.
+func (c *conn) holdsMuch() bool {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return len(c.out) >= holdMax
 }
 
 // flush writes the answers promised, then forgets the list.

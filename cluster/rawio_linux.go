@@ -71,8 +71,11 @@ func rawRW(trap, fd uintptr, b []byte) (int, error) {
 // a goroutine of its own.
 func (b *batcher) push() bool {
 	c, dr, r := b.c, b.dr, b.dr.br
+	b.hold = true
 	// The lines the wait for the first bytes (await) left buffered.
-	if !b.drain() {
+	ok := b.drain()
+	c.writeHeld()
+	if !ok {
 		return false
 	}
 	fn := b.readable
@@ -111,6 +114,7 @@ func (b *batcher) readable(fd uintptr) bool {
 		n, err := rawRead(fd, p)
 		if err == syscall.EAGAIN {
 			b.c.raw.empty.Add(1)
+			b.c.writeHeld()
 			b.dr.arm()
 			return false
 		}
@@ -118,20 +122,24 @@ func (b *batcher) readable(fd uintptr) bool {
 			err = io.EOF
 		}
 		if err != nil {
+			b.c.writeHeld()
 			b.stop(b.end(err, r.pending()))
 			return true
 		}
 		r.commit(p, n)
 		lines := b.lines
 		if !b.drain() {
+			b.c.writeHeld()
 			b.stop(false)
 			return true
 		}
 		// A client that sent one request waits for its answer: nothing
 		// more comes until it has it. One that sent several pipelines,
 		// and has likely sent more while they were applied: read again
-		// rather than go to sleep and be woken for them.
+		// rather than go to sleep and be woken for them, and write the
+		// answers of both reads together.
 		if n < len(p) && b.lines-lines <= 1 {
+			b.c.writeHeld()
 			b.dr.arm()
 			return false
 		}

@@ -51,3 +51,52 @@ func TestReaderTakesLinesHoweverCut(t *testing.T) {
 		}
 	}
 }
+
+// A connection whose reader holds back its answers while it reads on
+// (a pipelining client, direct.go) still gets a grant another
+// connection's release hands it, and every answer of its own, in order.
+func TestPipeliningReaderGetsItsGrant(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNode(t, addr, nil)
+	h := dialWire(t, addr)
+	h.send("A hot 30 0")
+	tok := h.expect(`A hot (\d+)`)[1]
+
+	p := dialWire(t, addr)
+	p.send("A hot 30 0")
+	stop := make(chan struct{})
+	const per = 8
+	go func() {
+		batch := []byte(strings.Repeat("Q x\n", per))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := p.nc.Write(batch); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	p.expect(`Q x .*`) // p's reader is reading on
+	h.send("R hot " + tok)
+	h.expect(`R hot ok`)
+	// p stops sending: nothing more wakes its reader, which must not
+	// keep answers back.
+	stop <- struct{}{}
+	p.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		line, err := p.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no grant for the pipelining connection: %v", err)
+		}
+		if strings.HasPrefix(line, "A hot ") {
+			break
+		}
+		if !strings.HasPrefix(line, "Q x ") {
+			t.Fatalf("got %q", line)
+		}
+	}
+}
