@@ -64,7 +64,9 @@ func rawRW(trap, fd uintptr, b []byte) (int, error) {
 // request and waits for its answer that empty read was one system call
 // in three. After a read of several requests the reader reads again
 // first: a pipelining client has most often sent more meanwhile, and a
-// read is cheaper than going to sleep and being woken.
+// read is cheaper than going to sleep and being woken; the answers of
+// such reads go out together, in one write before the reader waits
+// (applyDirect's hold).
 //
 // While it is inside RawRead the reader holds the socket's read lock,
 // and a close of the socket waits for that lock: closeSocket closes from
