@@ -70,15 +70,15 @@ type conn struct {
 	// answers to (direct.go).
 	direct  *flushList
 	flushes flushList
-	wake    chan struct{}
-	closed  bool // no more writes
+	wr      writerState // the writer goroutine, if one runs (writer.go)
+	closed  bool        // no more writes
 	// stream: a replication stream, whose snapshot may be larger than
 	// the flood limit of client connections.
 	stream bool
 }
 
 func newConn(n *Node, id uint64, nc net.Conn) *conn {
-	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), wake: make(chan struct{}, 1), drained: make(chan struct{})}
+	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), drained: make(chan struct{})}
 	c.ip = c.remote
 	if h, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.ip = h
@@ -122,9 +122,8 @@ func (c *conn) readLoop() {
 		c.n.wg.Done()
 		return
 	}
-	// The writer starts once c.nc is the connection it writes to.
-	c.n.wg.Add(1)
-	go c.writeLoop()
+	// A writer starts once c.nc is the connection it writes to.
+	c.writerReady()
 	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
 	dr.br = &lineReader{rd: dr}
 	c.readOn(dr)
@@ -301,15 +300,6 @@ func (c *conn) account(d int) {
 	}
 }
 
-func (c *conn) writeLoop() {
-	defer c.n.wg.Done()
-	for range c.wake {
-		if !c.flush(false) {
-			return
-		}
-	}
-}
-
 // inlineWriteBudget is how long the reader may block writing its own
 // answers before it leaves them to the writer goroutine, on a connection
 // that offers no non-blocking write (direct.go).
@@ -330,6 +320,7 @@ func (c *conn) flush(inline bool) bool {
 		}
 		if len(c.out) == 0 {
 			closed := c.closed
+			c.wr.done = c.wr.done || closed
 			c.outMu.Unlock()
 			if closed {
 				c.nc.Close()
@@ -400,6 +391,7 @@ func (c *conn) closeLocked() {
 	c.account(-len(c.out))
 	c.out = nil
 	c.closed = true
+	c.wr.done = true // the caller closes c.nc
 	c.wakeDrained()
 }
 
@@ -445,13 +437,6 @@ func (c *conn) isClosed() bool {
 	return c.closed
 }
 
-func (c *conn) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
 // flushAndClose writes what is queued, then closes.
 func (c *conn) flushAndClose() {
 	c.outMu.Lock()
@@ -460,8 +445,8 @@ func (c *conn) flushAndClose() {
 		c.wakeDrained()
 	}
 	c.outMu.Unlock()
-	// Always wake the writer: whichever goroutine closed the connection
-	// first, the writer must see it and return.
+	// Always signal the writer: whichever goroutine closed the
+	// connection first, a writer writes what is queued and closes c.nc.
 	c.signal()
 }
 
