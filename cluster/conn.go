@@ -163,23 +163,13 @@ func (c *conn) serve(dr *deadlineReader) bool {
 			return true
 		}
 		if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(line, "\r\n")) > proto.MaxLineLen {
-			c.n.limitHit(limLineLength)
-			c.send(func(b []byte) []byte {
-				return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
-			})
-			c.flushAndClose()
+			c.closeLineTooLong()
 			return false
 		}
 		// Only an error is looked into: bound escapes to errors.As,
 		// and was allocated for every line read.
 		if bound, ok := readBound(err); ok {
-			c.n.limitHit(readBoundLimit(bound))
-			if len(batch) > 0 {
-				c.n.apply(c, batch)
-			}
-			c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
-			c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
-			c.flushAndClose()
+			c.closeOverBound(bound, batch)
 			return false
 		}
 		if err != nil {
@@ -191,12 +181,11 @@ func (c *conn) serve(dr *deadlineReader) bool {
 			return false
 		}
 		dr.lineDone()
-		req, perr := proto.Parse(line)
 		if bb == nil {
 			bb = batches.Get().(*batchBuf)
 			batch = bb.items[:0]
 		}
-		batch = append(batch, item{req, perr})
+		batch = appendParsed(batch, line)
 		if len(batch) < maxBatch && r.hasLine() {
 			continue
 		}

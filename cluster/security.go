@@ -322,25 +322,36 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 		if err == nil || n > 0 {
 			return n, err
 		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			return n, err
+		if err := d.timedOut(err); err != nil {
+			return 0, err
 		}
-		// The deadline that fired may belong to a bound already met.
-		due, why := d.due()
-		now := time.Now()
-		if !due.IsZero() && !now.Before(due) {
-			return 0, errReadBound{why}
-		}
-		if d.restDue(now) {
-			d.nc.SetReadDeadline(due)
-			d.armed = due
-			return 0, errRest
-		}
-		next := d.next()
-		d.nc.SetReadDeadline(next)
-		d.armed = next
 	}
+}
+
+// timedOut looks into err, which ended a read that read nothing: nil
+// when it was a deadline that moves on (Read reads again), else the
+// error that ends the read. Not part of Read: its frame would be on the
+// stack of every reader blocked in a read.
+func (d *deadlineReader) timedOut(err error) error {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	// The deadline that fired may belong to a bound already met.
+	due, why := d.due()
+	now := time.Now()
+	if !due.IsZero() && !now.Before(due) {
+		return errReadBound{why}
+	}
+	if d.restDue(now) {
+		d.nc.SetReadDeadline(due)
+		d.armed = due
+		return errRest
+	}
+	next := d.next()
+	d.nc.SetReadDeadline(next)
+	d.armed = next
+	return nil
 }
 
 // due is the bound in force now and what overrunning it means.
