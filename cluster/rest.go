@@ -18,6 +18,10 @@ import (
 // The cost is one timer per restAfter per connection that was active in
 // it (the read deadline, armed lazily, as the bounds are), and one new
 // goroutine per connection that goes idle; never anything per request.
+//
+// The stack the old goroutine grew goes back to the runtime, not to the
+// OS: an idle node collects no garbage, so the runtime does not return
+// it. After a wave of rests trimLoop does (trim.go).
 const restAfter = 5 * time.Second
 
 // errRest is what a reader gets when its connection has been idle for
@@ -64,6 +68,7 @@ func (d *deadlineReader) restDue(now time.Time) bool {
 	r.at = time.Time{}
 	if d.c.batches == r.mark && d.br.Buffered() == 0 {
 		r.rested, r.ever = d.c.batches, true
+		d.c.n.rests.Add(1)
 		return true
 	}
 	d.armRest()
