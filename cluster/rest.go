@@ -81,22 +81,12 @@ func (d *deadlineReader) restDue(now time.Time) bool {
 // plus a guard, rounded up to a power of two. serve's frame held 744
 // bytes of locals, which made that 4 KB once no idle writer goroutines
 // (writer.go) brought the average down: a rested reader held 4 KB where
-// 2 KB do. So what serve does for a line, and its rare ends, are
-// functions of their own, as is the timeout handling of
-// deadlineReader.Read: serve keeps 168 bytes, a blocked reader's stack
+// 2 KB do. So what serve does for a line (appendParsed, buffers.go) and
+// its rare ends are functions of their own, as is the timeout handling
+// of deadlineReader.Read: serve keeps 168 bytes, a blocked reader's stack
 // leaves the start at 2 KB, and applying a request grows fewer readers'
 // stacks past 4 KB (2,000 connections after one acquire and release:
 // 8.2 KB of stack a reader before, 4.3 to 5.5 KB after).
-
-// appendParsed appends line, parsed, to batch. A request is 112 bytes,
-// and the copies proto.Parse's result went through in serve's frame
-// stayed on every blocked reader's stack; inlined, they would again.
-//
-//go:noinline
-func appendParsed(batch []item, line []byte) []item {
-	req, perr := proto.Parse(line)
-	return append(batch, item{req, perr})
-}
 
 // closeLineTooLong ends c, whose client sent a line longer than the
 // grammar allows.
