@@ -54,9 +54,9 @@ type conn struct {
 
 	outMu  sync.Mutex
 	queued int // bytes accepted and not yet written: out and the write in flight
-	// drained is closed, and replaced, when queued falls below
+	// drained is closed, and forgotten, when queued falls below
 	// readResumeAt or the connection finishes: every goroutine waiting
-	// for room wakes.
+	// for room wakes. Made when one is to wait (drainedLocked).
 	drained chan struct{}
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
@@ -78,7 +78,7 @@ type conn struct {
 }
 
 func newConn(n *Node, id uint64, nc net.Conn) *conn {
-	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), drained: make(chan struct{})}
+	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String()}
 	c.ip = c.remote
 	if h, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.ip = h
@@ -223,7 +223,11 @@ func (c *conn) serve(dr *deadlineReader) bool {
 func (c *conn) waitDrained() bool {
 	for {
 		c.outMu.Lock()
-		q, closed, stream, ch := c.queued, c.closed, c.stream, c.drained
+		q, closed, stream := c.queued, c.closed, c.stream
+		var ch chan struct{}
+		if !closed && q >= readPauseAt && !stream {
+			ch = c.drainedLocked()
+		}
 		c.outMu.Unlock()
 		switch {
 		case closed:
@@ -256,7 +260,11 @@ func (c *conn) waitDrained() bool {
 func (c *conn) waitRoom() bool {
 	for {
 		c.outMu.Lock()
-		q, closed, ch := c.queued, c.closed, c.drained
+		q, closed := c.queued, c.closed
+		var ch chan struct{}
+		if !closed && q >= readResumeAt {
+			ch = c.drainedLocked()
+		}
 		c.outMu.Unlock()
 		if closed {
 			return false
@@ -274,8 +282,20 @@ func (c *conn) waitRoom() bool {
 
 // wakeDrained wakes every goroutine waiting for c to drain. c.outMu is held.
 func (c *conn) wakeDrained() {
-	close(c.drained)
-	c.drained = make(chan struct{})
+	if c.drained != nil {
+		close(c.drained)
+		c.drained = nil
+	}
+}
+
+// drainedLocked returns the channel the next wakeDrained closes, made
+// now if none is: most connections never wait for room, and a channel
+// each was 96 bytes of every idle connection. c.outMu is held.
+func (c *conn) drainedLocked() chan struct{} {
+	if c.drained == nil {
+		c.drained = make(chan struct{})
+	}
+	return c.drained
 }
 
 // account moves c's count of unsent bytes, and the node's, by d.
