@@ -8,12 +8,12 @@ import (
 )
 
 // A connection's reader applies its requests itself, deep in the core
-// and the engine, and its goroutine's stack grows to 8 KB doing it; Go
-// shrinks a stack only during a collection, and an idle node collects
-// nothing. So a reader that has been idle for restAfter, with nothing
-// buffered, goes on in a new goroutine, whose stack starts at the
-// smallest size, and the old one ends (readOn). An idle connection then
-// holds two small stacks, where it held 10 KB.
+// and the engine, and its goroutine's stack grows to 4 or 8 KB doing
+// it; Go shrinks a stack only during a collection, and an idle node
+// collects nothing. So a reader that has been idle for restAfter, with
+// nothing buffered, goes on in a new goroutine, whose stack starts at
+// the smallest size (see below), and the old one ends (readOn). An idle
+// connection then holds one 2 KB stack (and no writer: writer.go).
 //
 // The cost is one timer per restAfter per connection that was active in
 // it (the read deadline, armed lazily, as the bounds are), and one new
