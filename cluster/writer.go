@@ -19,9 +19,11 @@ package cluster
 // and its end without a writer. A writer starts only once the connection
 // is the one it writes to (after its TLS handshake: readLoop), never
 // again once the connection is closed (done), and is counted in the
-// node's wait group by the goroutine that starts it: a reader, the timer
-// loop or a goroutine of the node, each counted itself, or shutdown
-// before it waits.
+// node's wait group by the goroutine that starts it, while the count is
+// above zero: a reader, the timer loop or another goroutine of the node,
+// each counted itself; the authentication timeout, under the node mutex
+// while the connection is not gone (its reader is counted until then);
+// or shutdown, before it waits.
 
 // writerState is a connection's writer goroutine's state, guarded by
 // conn.outMu.
