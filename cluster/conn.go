@@ -54,9 +54,9 @@ type conn struct {
 
 	outMu  sync.Mutex
 	queued int // bytes accepted and not yet written: out and the write in flight
-	// drained is closed, and replaced, when queued falls below
+	// drained is closed, and forgotten, when queued falls below
 	// readResumeAt or the connection finishes: every goroutine waiting
-	// for room wakes.
+	// for room wakes. Made when one is to wait (drainedLocked).
 	drained chan struct{}
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
@@ -74,15 +74,15 @@ type conn struct {
 	// answers to (direct.go).
 	direct  *flushList
 	flushes flushList
-	wake    chan struct{}
-	closed  bool // no more writes
+	wr      writerState // the writer goroutine, if one runs (writer.go)
+	closed  bool        // no more writes
 	// stream: a replication stream, whose snapshot may be larger than
 	// the flood limit of client connections.
 	stream bool
 }
 
 func newConn(n *Node, id uint64, nc net.Conn) *conn {
-	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String(), wake: make(chan struct{}, 1), drained: make(chan struct{})}
+	c := &conn{n: n, id: id, nc: nc, remote: nc.RemoteAddr().String()}
 	c.ip = c.remote
 	if h, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.ip = h
@@ -126,9 +126,8 @@ func (c *conn) readLoop() {
 		c.n.wg.Done()
 		return
 	}
-	// The writer starts once c.nc is the connection it writes to.
-	c.n.wg.Add(1)
-	go c.writeLoop()
+	// A writer starts once c.nc is the connection it writes to.
+	c.writerReady()
 	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
 	dr.br = &lineReader{rd: dr}
 	c.readOn(dr)
@@ -236,12 +235,11 @@ func (b *batcher) line(line []byte, more bool) bool {
 	}
 	b.dr.lineDone()
 	b.lines++
-	req, perr := proto.Parse(line)
 	if b.bb == nil {
 		b.bb = batches.Get().(*batchBuf)
 		b.batch = b.bb.items[:0]
 	}
-	b.batch = append(b.batch, item{req, perr})
+	b.batch = appendParsed(b.batch, line)
 	if len(b.batch) < maxBatch && more {
 		return true
 	}
@@ -273,12 +271,7 @@ func (b *batcher) line(line []byte, more bool) bool {
 
 // tooLong answers a line longer than the grammar allows and closes c.
 func (b *batcher) tooLong() bool {
-	c := b.c
-	c.n.limitHit(limLineLength)
-	c.send(func(b []byte) []byte {
-		return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
-	})
-	c.flushAndClose()
+	b.c.closeLineTooLong()
 	return false
 }
 
@@ -294,23 +287,19 @@ func (b *batcher) end(err error, rest []byte) bool {
 	if errors.Is(err, bufio.ErrBufferFull) || len(bytes.TrimRight(rest, "\r\n")) > proto.MaxLineLen {
 		return b.tooLong()
 	}
-	// A batch is applied before every read; this one is for safety.
-	if len(b.batch) > 0 {
-		c.n.apply(c, b.batch)
-		clear(b.batch)
-		b.batch = b.batch[:0]
-	}
 	// Only an error is looked into: bound escapes to errors.As, and was
 	// allocated for every line read.
 	if bound, ok := readBound(err); ok {
-		c.n.limitHit(readBoundLimit(bound))
-		c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
-		c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
-		c.flushAndClose()
+		c.closeOverBound(bound, b.batch)
+		return false
 	}
 	// Otherwise the connection ended: a last line without its '\n' is
 	// not a request, as the grammar ends every line and a half line may
-	// be a cut one.
+	// be a cut one. (A batch is applied before every read; this one is
+	// for safety.)
+	if len(b.batch) > 0 {
+		c.n.apply(c, b.batch)
+	}
 	return false
 }
 
@@ -322,7 +311,11 @@ func (b *batcher) end(err error, rest []byte) bool {
 func (c *conn) waitDrained() bool {
 	for {
 		c.outMu.Lock()
-		q, closed, stream, ch := c.queued, c.closed, c.stream, c.drained
+		q, closed, stream := c.queued, c.closed, c.stream
+		var ch chan struct{}
+		if !closed && q >= readPauseAt && !stream {
+			ch = c.drainedLocked()
+		}
 		c.outMu.Unlock()
 		switch {
 		case closed:
@@ -356,7 +349,11 @@ func (c *conn) waitDrained() bool {
 func (c *conn) waitRoom() bool {
 	for {
 		c.outMu.Lock()
-		q, closed, ch := c.queued, c.closed, c.drained
+		q, closed := c.queued, c.closed
+		var ch chan struct{}
+		if !closed && q >= readResumeAt {
+			ch = c.drainedLocked()
+		}
 		c.outMu.Unlock()
 		if closed {
 			return false
@@ -374,8 +371,20 @@ func (c *conn) waitRoom() bool {
 
 // wakeDrained wakes every goroutine waiting for c to drain. c.outMu is held.
 func (c *conn) wakeDrained() {
-	close(c.drained)
-	c.drained = make(chan struct{})
+	if c.drained != nil {
+		close(c.drained)
+		c.drained = nil
+	}
+}
+
+// drainedLocked returns the channel the next wakeDrained closes, made
+// now if none is: most connections never wait for room, and a channel
+// each was 96 bytes of every idle connection. c.outMu is held.
+func (c *conn) drainedLocked() chan struct{} {
+	if c.drained == nil {
+		c.drained = make(chan struct{})
+	}
+	return c.drained
 }
 
 // account moves c's count of unsent bytes, and the node's, by d.
@@ -386,15 +395,6 @@ func (c *conn) account(d int) {
 	c.n.outBytes.Add(int64(d))
 	if d < 0 && was >= readResumeAt && c.queued < readResumeAt {
 		c.wakeDrained()
-	}
-}
-
-func (c *conn) writeLoop() {
-	defer c.n.wg.Done()
-	for range c.wake {
-		if !c.flush(false) {
-			return
-		}
 	}
 }
 
@@ -418,6 +418,7 @@ func (c *conn) flush(inline bool) bool {
 		}
 		if len(c.out) == 0 {
 			closed := c.closed
+			c.wr.done = c.wr.done || closed
 			c.outMu.Unlock()
 			if closed {
 				c.closeSocket()
@@ -488,6 +489,7 @@ func (c *conn) closeLocked() {
 	c.account(-len(c.out))
 	c.out = nil
 	c.closed = true
+	c.wr.done = true // the caller closes c.nc
 	c.wakeDrained()
 }
 
@@ -547,13 +549,6 @@ func (c *conn) isClosed() bool {
 	return c.closed
 }
 
-func (c *conn) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
 // flushAndClose writes what is queued, then closes.
 func (c *conn) flushAndClose() {
 	c.outMu.Lock()
@@ -562,8 +557,8 @@ func (c *conn) flushAndClose() {
 		c.wakeDrained()
 	}
 	c.outMu.Unlock()
-	// Always wake the writer: whichever goroutine closed the connection
-	// first, the writer must see it and return.
+	// Always signal the writer: whichever goroutine closed the
+	// connection first, a writer writes what is queued and closes c.nc.
 	c.signal()
 }
 

@@ -12,7 +12,7 @@ import (
 // Direct writes.
 //
 // An answer is normally written by its connection's writer goroutine,
-// woken when the answer buffer turns non-empty. For the answers a batch
+// started or woken when the answer buffer turns non-empty. For the answers a batch
 // produces that costs a goroutine switch each, and on the path of a
 // handoff it sits between the release and the next holder's grant: the
 // release is read, the grant queued for the waiter's connection, the

@@ -17,17 +17,20 @@
 //
 // Each connection has a reader goroutine, which parses lines outside any
 // lock and applies every complete line it has buffered under one
-// acquisition of the node mutex, and a writer goroutine, which flushes the
-// connection's answer buffer with one write however many answers piled up
-// meanwhile. The reader that applied a batch writes what the batch
+// acquisition of the node mutex, and, only while it has answers nobody
+// else writes, a writer goroutine, which flushes the connection's answer
+// buffer with one write however many answers piled up meanwhile
+// (writer.go). The reader that applied a batch writes what the batch
 // produced itself once it let go of the mutex, the other connections'
 // answers first (a release's grant to a waiter) and then its own, each
 // with one non-blocking write; the writer goroutine takes over whatever a
-// socket does not accept at once (direct.go). No goroutine is started per request and no lock is held across
-// I/O. A waiting acquire registers in the engine and costs nothing until it
-// is answered, so it never delays later requests on its connection. A key
-// listing and a new standby's snapshot are scanned a slice at a time, so
-// no client waits behind them for more than a slice.
+// socket does not accept at once (direct.go). No goroutine is started per
+// request (but over TLS, where the writer writes every answer: one
+// starts for an answer to an idle connection), and no lock is held
+// across I/O. A waiting acquire registers in the engine and costs
+// nothing until it is answered, so it never delays later requests on its
+// connection. A key listing and a new standby's snapshot are scanned a
+// slice at a time, so no client waits behind them for more than a slice.
 //
 // # Consistency
 //

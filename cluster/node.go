@@ -80,6 +80,9 @@ type Node struct {
 	running    atomic.Bool  // serving: Run started and shutdown has not
 	limits     limitCounters
 
+	// rests counts the readers that rested (rest.go), for trimLoop.
+	rests atomic.Uint64
+
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup

@@ -315,14 +315,21 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 		if err == nil || n > 0 {
 			return n, err
 		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			return n, err
-		}
-		if err := d.expired(); err != nil {
+		if err := d.timedOut(err); err != nil {
 			return 0, err
 		}
 	}
+}
+
+// timedOut looks into err, which ended a read that read nothing: nil
+// when it was a deadline that moves on (Read reads again), else the
+// error that ends the read. Not part of Read: its frame would be on the
+// stack of every reader blocked in a read.
+func (d *deadlineReader) timedOut(err error) error {
+	if !isTimeout(err) {
+		return err
+	}
+	return d.expired()
 }
 
 // arm sets the read deadline before a read that may wait: when none is

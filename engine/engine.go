@@ -263,13 +263,14 @@ type crowd []*holder
 // that reuses it.
 const maxKeptCrowd = 64
 
-// waiter is one queued acquire: 80 bytes, one size class, where it took
-// 96 with its deadline in it and a 64-bit count of arrivals. The deadline
-// of a finite wait is kept in the wait heap, beside its waiter.
+// waiter is one queued acquire: 64 bytes, one size class, where it took
+// 96 with its deadline in it and a 64-bit count of arrivals, and 80 with
+// its acquire's id in it (most acquires have none: the id is in
+// Engine.idOf). The deadline of a finite wait is kept in the wait heap,
+// beside its waiter.
 type waiter struct {
 	w       Waiter
 	ks      *keyState
-	id      string // the acquire's id, "" when it had none
 	prev    *waiter
 	next    *waiter
 	lease   time.Duration
@@ -286,9 +287,11 @@ type Engine struct {
 	all     chunks[*keyState] // every key, in no order: the index's entries, and Scan's
 	waiters waiterTable
 	byID    map[string]*waiter // the waiters whose acquire has an id
+	idOf    map[*waiter]string // and their ids
 	// The most entries byID has had since it was last made anew
-	// (shrinkMap).
+	// (shrinkMap), and idOf.
 	byIDPeak int
+	idOfPeak int
 	leases   leaseHeap
 	waits    waitHeap
 	epoch    uint64
@@ -433,13 +436,16 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 	}
 	wt := e.newWaiter()
 	e.arrivals++
-	*wt = waiter{w: w, ks: ks, id: id, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
+	*wt = waiter{w: w, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
 	if id != "" {
 		if e.byID == nil {
 			e.byID = make(map[string]*waiter)
+			e.idOf = make(map[*waiter]string)
 		}
 		e.byID[id] = wt
+		e.idOf[wt] = id
 		e.byIDPeak = max(e.byIDPeak, len(e.byID))
+		e.idOfPeak = max(e.idOfPeak, len(e.idOf))
 	}
 	if wait > 0 {
 		e.waits.push(waitEntry{deadline: nanos + int64(wait), wt: wt})
@@ -633,7 +639,7 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 		e.leaveCrowd(h)
 	}
 	if wt := ks.head(); wt != nil {
-		w, lease, id := wt.w, wt.lease, wt.id
+		w, lease, id := wt.w, wt.lease, e.waiterID(wt)
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
 		if ks.head() != nil && ks.nheld() < ks.limit() {
@@ -654,7 +660,7 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
 	for ks.head() != nil && ks.nheld() < ks.limit() {
 		wt := ks.head()
-		w, lease, id := wt.w, wt.lease, wt.id
+		w, lease, id := wt.w, wt.lease, e.waiterID(wt)
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
 	}
@@ -854,9 +860,13 @@ func (e *Engine) unlink(wt *waiter) {
 		heap.Remove(&e.waits, int(wt.heapIdx))
 	}
 	e.waiters.remove(wt)
-	if wt.id != "" && e.byID[wt.id] == wt {
-		delete(e.byID, wt.id)
+	if id := e.waiterID(wt); id != "" {
+		if e.byID[id] == wt {
+			delete(e.byID, id)
+		}
+		delete(e.idOf, wt)
 		e.byID = shrinkMap(e.byID, &e.byIDPeak)
+		e.idOf = shrinkMap(e.idOf, &e.idOfPeak)
 	}
 	*wt = waiter{}
 	if len(e.freeWait) < 4096 {
@@ -923,6 +933,14 @@ func (e *Engine) dropKey(ks *keyState) {
 	if len(e.freeKeys) < 4096 {
 		e.freeKeys = append(e.freeKeys, ks)
 	}
+}
+
+// waiterID is the id of wt's acquire, "" when it had none.
+func (e *Engine) waiterID(wt *waiter) string {
+	if len(e.idOf) == 0 {
+		return ""
+	}
+	return e.idOf[wt]
 }
 
 func (e *Engine) newWaiter() *waiter {

@@ -59,8 +59,8 @@ func TestAcquireIDKeepsItsPlaceInTheQueue(t *testing.T) {
 		t.Fatalf("release: %+v, want the re-sent acquire, first in line, granted", evs)
 	}
 	// Its connection closing does not leave its id behind.
-	if !e.Cancel(Waiter{3, 1}) || len(e.byID) != 0 {
-		t.Fatalf("ids left: %v", e.byID)
+	if !e.Cancel(Waiter{3, 1}) || len(e.byID) != 0 || len(e.idOf) != 0 {
+		t.Fatalf("ids left: %v, of waiters: %v", e.byID, e.idOf)
 	}
 }
 

@@ -150,7 +150,8 @@ func TestReleaseGivesBackRoom(t *testing.T) {
 // on one key, over 100 connections, must fit in 30 MB of RSS with the
 // node's own and the connections'. A waiter took 96 bytes and a
 // map[Waiter]*waiter entry about 38 before the bound (about 134 in all);
-// now 80 and 11 to 21 in the waiter table.
+// then 80 and 11 to 21 in the waiter table (101); now 64, the id of the
+// few acquires that have one kept beside (85).
 func TestWaiterMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 100k waiters")
@@ -174,7 +175,7 @@ func TestWaiterMemory(t *testing.T) {
 	runtime.KeepAlive(e)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / n
 	t.Logf("%.1f bytes a waiter", per)
-	if per > 110 {
-		t.Fatalf("a waiter costs %.1f bytes of heap; want at most 110", per)
+	if per > 95 {
+		t.Fatalf("a waiter costs %.1f bytes of heap; want at most 95", per)
 	}
 }

@@ -110,7 +110,7 @@ func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []W
 		hs = append(hs, ks.holderInfo(h, nanos))
 	}
 	for wt := ks.head(); wt != nil && len(ws) < n; wt = wt.next {
-		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: wt.id}
+		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: e.waiterID(wt)}
 		if wt.heapIdx >= 0 {
 			wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
 		}

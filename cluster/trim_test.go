@@ -1,0 +1,42 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+)
+
+// Memory goes back to the OS once a wave of rests is over, not during it,
+// and not again before restAfter; and once per mass release.
+func TestTrimmerTicks(t *testing.T) {
+	var tr trimmer
+	now := time.Unix(1000, 0)
+	step := func(size int, rests uint64, want string) {
+		t.Helper()
+		now = now.Add(trimEvery)
+		if got := tr.tick(now, size, rests); got != want {
+			t.Fatalf("at %v, size %d, rests %d: trim %q, want %q", now.Unix(), size, rests, got, want)
+		}
+	}
+	// A wave of rests: none while it lasts, one once a tick passes
+	// without a rest, none after while nothing rests.
+	for r := uint64(0); r <= 1500; r += 300 {
+		step(0, r, "")
+	}
+	step(0, 1500, "idle connections rested")
+	trimmed := now
+	step(0, 1500, "")
+	// Too few to be worth a collection.
+	step(0, 1500+trimRests-1, "")
+	step(0, 1500+trimRests-1, "")
+	// Enough, but not before restAfter since the last.
+	step(0, 1500+trimRests, "")
+	for now.Add(trimEvery).Sub(trimmed) < restAfter {
+		step(0, 1500+trimRests, "")
+	}
+	step(0, 1500+trimRests, "idle connections rested")
+	// A mass release, once.
+	step(trimMin, 1500+trimRests, "")
+	step(trimMin/4-1, 1500+trimRests, "a mass release")
+	step(trimMin/4-1, 1500+trimRests, "")
+	step(0, 1500+trimRests, "")
+}
