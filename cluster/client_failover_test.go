@@ -25,7 +25,7 @@ func (tn *testNode) crash() {
 	tn.mu.Unlock()
 	tn.ln.Close()
 	for _, c := range conns {
-		c.nc.Close()
+		c.closeSocket() // a reader inside its read holds the socket (rawio_linux.go)
 	}
 	tn.stop()
 	<-tn.done

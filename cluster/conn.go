@@ -438,6 +438,14 @@ func (c *conn) flush(inline bool) bool {
 		c.outMu.Lock()
 		c.writing = false
 		if inline && err == errWouldBlock {
+			if c.wr.done {
+				// Closed meanwhile over a limit (closeLocked), which
+				// dropped what was queued and starts no writer: the rest
+				// is dropped too, and no longer counted.
+				c.account(-len(buf))
+				c.outMu.Unlock()
+				return false
+			}
 			// The rest goes first, before what was queued meanwhile.
 			c.out = append(append([]byte(nil), buf[n:]...), c.out...)
 			c.account(-n)

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"io"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -21,7 +20,9 @@ import (
 // So the goroutine that applies a batch writes what the batch produced
 // itself once it has let go of the node mutex, on every connection whose
 // writer was idle: first the other connections (a grant to a waiter is
-// the next holder's wait), then its own answers. Each such write is one
+// the next holder's wait), then its own answers (or, while it reads on
+// after a read of several requests, with those of the next read:
+// applyDirect's hold). Each such write is one
 // non-blocking write(2): what the socket does not take at once is left
 // to the connection's writer goroutine, so a client that does not read
 // never blocks the goroutine of another. Over TLS every answer goes
@@ -30,8 +31,8 @@ import (
 //
 // Raw reads and writes. On Linux a plain TCP connection's reads and the
 // direct writes are raw read(2) and write(2) on the non-blocking socket
-// (rawio_linux.go), waiting on Go's poller as net.Conn does but without
-// the scheduler's syscall entry and exit: on the 2-core benchmark
+// (rawio_linux.go: the reader's push), waiting on Go's poller as
+// net.Conn does but without the scheduler's syscall entry and exit: on the 2-core benchmark
 // machine that bookkeeping woke the scheduler's monitor thread after
 // every idle spell and handed Ps between threads during slow loopback
 // writes, and cost more than lockd's own work per request.
@@ -78,8 +79,9 @@ func (c *conn) applyDirect(batch []item, hold bool) {
 const holdMax = 4 << 10
 
 // writeHeld writes the answers applyDirect held back, if any. The reader
-// calls it before it waits for anything: on the poller, for room, or for
-// the node mutex of another batch.
+// calls it before it waits on the poller or for room, before a key
+// listing's scan, and when it stops; a batch it applies meanwhile waits
+// for the node mutex only as long as another batch holds it.
 func (c *conn) writeHeld() {
 	if c.holding {
 		c.holding = false
@@ -157,49 +159,22 @@ func (c *conn) writeOut(buf []byte, inline bool) (int, error) {
 	return n, nil
 }
 
-// read reads from c's socket as c.nc.Read does (waiting for data, bound
-// by the read deadline), the read itself a raw read(2) as in rawWrite:
-// on a plain TCP connection a read never blocks, the poller waits.
-func (c *conn) read(p []byte) (int, error) {
-	if c.raw == nil || c.tls {
-		return c.nc.Read(p)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	r := &c.raw.rd
-	r.buf = p
-	err := c.raw.conn.Read(r.fn)
-	n, rerr := r.n, r.err
-	r.buf = nil
-	switch {
-	case err != nil:
-		return 0, err
-	case rerr != nil:
-		return 0, rerr
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
-
 // rawIO is a connection's socket for raw reads and writes (Linux only:
 // newRawIO returns nil elsewhere, and the connection reads and writes
-// through net.Conn), with the functions RawConn calls made once: a
-// closure per call would cost allocations per read and per write. rd is
-// the reader goroutine's; wr belongs to whichever goroutine is writing c
-// (conn.writing).
+// through net.Conn), with the write function RawConn calls made once: a
+// closure per call would cost an allocation per write. wr belongs to
+// whichever goroutine is writing c (conn.writing); the reader reads in
+// push (rawio_linux.go).
 type rawIO struct {
-	conn   syscall.RawConn
-	rd, wr rawCall
+	conn syscall.RawConn
+	wr   rawCall
 	// empty counts the reads that found nothing to read: after each the
 	// reader waits on the poller. A reader that waits only once it
 	// emptied the socket makes few (push, rawio_linux.go).
 	empty atomic.Uint64
 }
 
-// rawCall is one direction's call: its buffer, and what read(2) or
-// write(2) returned.
+// rawCall is a write's call: its buffer, and what write(2) returned.
 type rawCall struct {
 	buf []byte
 	n   int

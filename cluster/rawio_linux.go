@@ -11,10 +11,6 @@ import (
 // newRawIO prepares raw reads and writes on rc.
 func newRawIO(rc syscall.RawConn) *rawIO {
 	r := &rawIO{conn: rc}
-	r.rd.fn = func(fd uintptr) bool {
-		r.rd.n, r.rd.err = rawRead(fd, r.rd.buf)
-		return r.rd.err != syscall.EAGAIN // EAGAIN: wait for the poller
-	}
 	r.wr.fn = func(fd uintptr) bool {
 		r.wr.n, r.wr.err = rawWrite(fd, r.wr.buf)
 		if r.wr.err == syscall.EAGAIN {

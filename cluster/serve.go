@@ -76,6 +76,9 @@ func (n *Node) apply(c *conn, batch []item) {
 			n.rearmLocked()
 			n.direct = nil
 			n.mu.Unlock()
+			// The answers c's reader held back (direct.go) go before a
+			// scan that may wait for others'.
+			c.writeHeld()
 			n.listKeys(c, req.Key)
 			n.mu.Lock()
 			if c.gone {
