@@ -24,7 +24,11 @@
 // produced itself once it let go of the mutex, the other connections'
 // answers first (a release's grant to a waiter) and then its own, each
 // with one non-blocking write; the writer goroutine takes over whatever a
-// socket does not accept at once (direct.go). No goroutine is started per
+// socket does not accept at once (direct.go). On Linux a plain TCP
+// connection's reader reads inside one RawRead: after a read that emptied
+// the socket it waits on the poller without reading again, and after a
+// read of several requests it reads again at once, writing the answers
+// of both reads together (push, rawio_linux.go). No goroutine is started per
 // request (but over TLS, where the writer writes every answer: one
 // starts for an answer to an idle connection), and no lock is held
 // across I/O. A waiting acquire registers in the engine and costs
