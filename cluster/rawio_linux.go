@@ -120,15 +120,13 @@ func (b *batcher) readable(fd uintptr) bool {
 			err = io.EOF
 		}
 		if err != nil {
-			b.c.writeHeld()
-			b.stop(b.end(err, r.pending()))
+			b.stop(b.end(err, r.pending())) // end writes what is held
 			return true
 		}
 		r.commit(p, n)
 		lines := b.lines
 		if !b.drain() {
-			b.c.writeHeld()
-			b.stop(false)
+			b.stop(false) // serve's done writes what is held
 			return true
 		}
 		// A client that sent one request waits for its answer: nothing
