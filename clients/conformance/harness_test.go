@@ -298,8 +298,13 @@ func (d *driver) open(addrs []string, opts map[string]any, needs ...string) res 
 // waitEvent waits until an event satisfying f arrives, up to limit.
 func (d *driver) waitEvent(limit time.Duration, f func(res) bool) res {
 	d.t.Helper()
+	return d.waitEventFrom(0, limit, f)
+}
+
+// waitEventFrom is waitEvent among the events after the first seen.
+func (d *driver) waitEventFrom(seen int, limit time.Duration, f func(res) bool) res {
+	d.t.Helper()
 	deadline := time.After(limit)
-	seen := 0
 	for {
 		d.mu.Lock()
 		evs, ch := d.events, d.evCh
@@ -315,4 +320,11 @@ func (d *driver) waitEvent(limit time.Duration, f func(res) bool) res {
 			d.t.Fatalf("no such event from the %s driver within %s; events: %v", d.name, limit, evs)
 		}
 	}
+}
+
+// eventCount is how many events arrived so far.
+func (d *driver) eventCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.events)
 }

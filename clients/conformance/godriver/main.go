@@ -58,6 +58,9 @@ type command struct {
 	CancelAfter *float64 `json:"cancel_after_ms"`
 	Token       string   `json:"token"`
 	Pattern     string   `json:"pattern"`
+	MaxMS       *float64 `json:"max_ms"`
+	Hold        int      `json:"hold"`
+	Watch       int      `json:"watch"`
 }
 
 type tlsConfig struct {
@@ -82,6 +85,7 @@ type driver struct {
 	opts   client.Options
 	closed bool
 	wg     sync.WaitGroup
+	h      handles
 }
 
 func (d *driver) write(v map[string]any) {
@@ -93,7 +97,7 @@ func (d *driver) write(v map[string]any) {
 }
 
 func main() {
-	d := &driver{out: json.NewEncoder(os.Stdout)}
+	d := &driver{out: json.NewEncoder(os.Stdout), h: handles{holds: map[int]*holdState{}, watches: map[int]context.CancelFunc{}}}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -114,12 +118,14 @@ func main() {
 			d.answer(cmd, start)
 		}()
 	}
-	d.wg.Wait()
+	// Stdin is closed: close the client, which ends the calls still
+	// running and the watches, and write their results.
 	d.mu.Lock()
 	if d.c != nil && !d.closed {
 		d.c.Close()
 	}
 	d.mu.Unlock()
+	d.wg.Wait()
 }
 
 func (d *driver) answer(cmd command, start time.Time) {
@@ -209,7 +215,10 @@ func callCtx(cmd command) (context.Context, context.CancelFunc) {
 func (d *driver) run(cmd command) (map[string]any, error) {
 	switch cmd.Cmd {
 	case "open":
-		return nil, d.open(cmd)
+		if err := d.open(cmd); err != nil {
+			return nil, err
+		}
+		return map[string]any{"unsupported": missing(d.c)}, nil
 	case "close":
 		d.mu.Lock()
 		c := d.c
@@ -259,22 +268,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		holders := []map[string]any{}
-		for _, h := range q.Holders {
-			holders = append(holders, map[string]any{"token": strconv.FormatUint(h.Token, 10), "lease_left_ms": msOf(h.LeaseLeft), "id": h.ID})
-		}
-		if len(q.Holders) == 0 && q.Held {
-			holders = append(holders, map[string]any{"token": strconv.FormatUint(q.Token, 10), "lease_left_ms": msOf(q.LeaseLeft), "id": ""})
-		}
-		waiters := []map[string]any{}
-		for _, w := range q.Waiters {
-			waiters = append(waiters, map[string]any{"waited_ms": msOf(w.Waited), "addr": w.Addr, "id": w.ID})
-		}
-		limit := q.Limit
-		if limit == 0 {
-			limit = 1
-		}
-		return map[string]any{"holders": holders, "waiters": waiters, "nwaiters": max(q.Waiting, len(q.Waiters)), "limit": limit}, nil
+		return queueFields(q), nil
 	case "keys":
 		c, err := d.client()
 		if err != nil {
@@ -290,6 +284,18 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		return map[string]any{"keys": keys, "total": total}, nil
 	case "status":
 		return d.status()
+	case "try":
+		return d.try(cmd)
+	case "watch":
+		return d.watch(cmd)
+	case "unwatch":
+		return d.unwatch(cmd)
+	case "hold":
+		return d.hold(cmd)
+	case "hold_release":
+		return d.holdRelease(cmd)
+	case "hold_state":
+		return d.holdState(cmd)
 	}
 	return nil, errUnsupported
 }
