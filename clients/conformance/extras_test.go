@@ -30,24 +30,7 @@ var extraCases = []testCase{
 		source: fromWire + " 1",
 		rule:   "Try-lock. `A key lease - [limit=N] [id=ID] [ref=R]`: a wait of `-` never queues. Answer at once: `A key token` (granted) or `T key` (held by others).",
 		run: func(t *testing.T, d *driver) {
-			n := startNode(t)
-			d.open([]string{n.addr}, nil)
 			try := map[string]any{"cmd": "try", "key": "try", "lease_ms": 10000}
-			a := d.must(try)
-			if a["acquired"] != true || a.str("token") == "" {
-				t.Fatalf("try of a free key: want acquired with a token: %s", a)
-			}
-			b := d.must(try)
-			if b["acquired"] != false || b.ms() > time.Second {
-				t.Errorf("try of a held key: want acquired false at once, got %s", b)
-			}
-			if q := d.must(map[string]any{"cmd": "queue", "key": "try"}); q.num("nwaiters") != 0 {
-				t.Errorf("a try must never queue: %s", q)
-			}
-			d.must(map[string]any{"cmd": "release", "key": "try", "token": a.str("token")})
-			if c := d.must(try); c["acquired"] != true {
-				t.Errorf("try after the release: want acquired: %s", c)
-			}
 			// On the wire: the wait is "-".
 			s := startScripted(t)
 			s.set(func(s *scripted) {
@@ -65,6 +48,24 @@ var extraCases = []testCase{
 			}
 			if ls := s.got("A"); len(ls) != 1 || len(ls[0].args) < 2 || ls[0].args[1] != "-" {
 				t.Errorf("a try is sent as A key lease - ...; got %v", s.lines())
+			}
+			// On a real node.
+			n := startNode(t)
+			d.open([]string{n.addr}, nil)
+			a := d.must(try)
+			if a["acquired"] != true || a.str("token") == "" {
+				t.Fatalf("try of a free key: want acquired with a token: %s", a)
+			}
+			b := d.must(try)
+			if b["acquired"] != false || b.ms() > time.Second {
+				t.Errorf("try of a held key: want acquired false at once, got %s", b)
+			}
+			if q := d.must(map[string]any{"cmd": "queue", "key": "try"}); q.num("nwaiters") != 0 {
+				t.Errorf("a try must never queue: %s", q)
+			}
+			d.must(map[string]any{"cmd": "release", "key": "try", "token": a.str("token")})
+			if c := d.must(try); c["acquired"] != true {
+				t.Errorf("try after the release: want acquired: %s", c)
 			}
 		},
 	},
@@ -99,18 +100,34 @@ var extraCases = []testCase{
 		source: fromWire + " 3",
 		rule:   "Official clients send X whenever an acquire they sent is abandoned (ctx/abort/cancel).",
 		run: func(t *testing.T, d *driver) {
-			n := startNode(t)
-			d.open([]string{n.addr}, nil, "withdraw")
-			a := d.must(acquireCmd("wd", 10*time.Second, 5*time.Second))
 			c := acquireCmd("wd", 10*time.Second, 0)
 			c["cancel_after_ms"] = 300
-			if r := d.do(c); r.errKind() != "cancelled" {
+			// On the wire: X key ID on the acquire's connection, ID its id=.
+			s := startScripted(t)
+			d.open([]string{s.addr}, map[string]any{"conns_per_addr": 1}, "withdraw")
+			r := d.send(c)
+			acq := s.waitLines("A", 1, 5*time.Second)[0]
+			x := s.waitLines("X", 1, 5*time.Second)[0]
+			if len(x.args) < 1 || x.key != "wd" || x.args[0] != acq.arg("id") || x.conn != acq.conn {
+				t.Errorf("withdraw is X key ID on the acquire's connection, ID its id=: acquire %q, withdraw %q", acq.text, x.text)
+			}
+			x.conn.send("T wd" + acq.ref())
+			x.conn.send("X wd ok")
+			if res := d.wait(r, 5*time.Second); res.errKind() != "cancelled" {
+				t.Errorf("an acquire cancelled after 300 ms: want error cancelled: %s", res)
+			}
+			// On a real node: the waiter leaves the queue at once, while
+			// its connection stays open.
+			n := startNode(t)
+			d2 := startDriver(t, d.spec)
+			d2.open([]string{n.addr}, nil, "withdraw")
+			a := d2.must(acquireCmd("wd", 10*time.Second, 5*time.Second))
+			if r := d2.do(c); r.errKind() != "cancelled" {
 				t.Fatalf("an acquire cancelled after 300 ms: want error cancelled, got %s", r)
 			}
-			// The waiter leaves the queue at once, its connection open.
 			deadline := time.Now().Add(time.Second)
 			for {
-				q := d.must(map[string]any{"cmd": "queue", "key": "wd"})
+				q := d2.must(map[string]any{"cmd": "queue", "key": "wd"})
 				if q.num("nwaiters") == 0 {
 					break
 				}
@@ -120,24 +137,9 @@ var extraCases = []testCase{
 				time.Sleep(20 * time.Millisecond)
 			}
 			// Released, the key passes to nobody: it is free.
-			d.must(map[string]any{"cmd": "release", "key": "wd", "token": a.str("token")})
-			if q := d.must(map[string]any{"cmd": "queue", "key": "wd"}); len(holderTokens(q)) != 0 {
+			d2.must(map[string]any{"cmd": "release", "key": "wd", "token": a.str("token")})
+			if q := d2.must(map[string]any{"cmd": "queue", "key": "wd"}); len(holderTokens(q)) != 0 {
 				t.Errorf("the withdrawn acquire was granted after the release: %s", q)
-			}
-			// On the wire: X key ID with the acquire's id.
-			s := startScripted(t)
-			d2 := startDriver(t, d.spec)
-			d2.open([]string{s.addr}, map[string]any{"conns_per_addr": 1}, "withdraw")
-			r := d2.send(c)
-			acq := s.waitLines("A", 1, 5*time.Second)[0]
-			x := s.waitLines("X", 1, 5*time.Second)[0]
-			if len(x.args) < 1 || x.key != "wd" || x.args[0] != acq.arg("id") || x.conn != acq.conn {
-				t.Errorf("withdraw is X key ID on the acquire's connection, ID its id=: acquire %q, withdraw %q", acq.text, x.text)
-			}
-			x.conn.send("T wd" + acq.ref())
-			x.conn.send("X wd ok")
-			if res := d2.wait(r, 5*time.Second); res.errKind() != "cancelled" {
-				t.Errorf("want cancelled: %s", res)
 			}
 		},
 	},
@@ -201,10 +203,40 @@ var extraCases = []testCase{
 		source: fromWire + " 4",
 		rule:   "`L key` subscribes the connection to key. Answered at once with `L key BODY` ... and again with `L key BODY` after every change of the key's holders or waiters.",
 		run: func(t *testing.T, d *driver) {
+			// On the wire: L, its answers as events, U; after a drop, L
+			// again on the other connection and its state delivered.
+			s := startScripted(t)
+			d.open([]string{s.addr}, nil)
+			w := d.send(map[string]any{"cmd": "watch", "key": "wk"})
+			l := s.waitLines("L", 1, 5*time.Second)[0]
+			l.conn.send("L wk - - 0")
+			wr := d.wait(w, 5*time.Second)
+			d.need(wr)
+			if !wr.ok() {
+				t.Fatalf("watch failed: %s", wr)
+			}
+			sid := wr.num("watch")
+			ofS := func(e res) bool { return e.str("event") == "watch" && e.num("watch") == sid }
+			d.waitEvent(3*time.Second, func(e res) bool { return ofS(e) && len(holderTokens(e)) == 0 })
+			l.conn.send("L wk 5001 9.5 0")
+			d.waitEvent(3*time.Second, func(e res) bool { tk := holderTokens(e); return ofS(e) && len(tk) == 1 && tk[0] == "5001" })
+			l.conn.close()
+			l2 := s.waitLines("L", 2, 5*time.Second)[1]
+			l2.conn.send("L wk 5002 9 1 0.1,127.0.0.1:9")
+			d.waitEvent(3*time.Second, func(e res) bool {
+				tk := holderTokens(e)
+				return ofS(e) && len(tk) == 1 && tk[0] == "5002" && e.num("nwaiters") == 1
+			})
+			d.must(map[string]any{"cmd": "unwatch", "watch": sid})
+			if u := s.waitLines("U", 1, 5*time.Second)[0]; u.key != "wk" || u.conn != l2.conn {
+				t.Errorf("unwatch is U key on the watching connection: %q", u.text)
+			}
+			// On a real node.
 			n := startNode(t)
+			d = startDriver(t, d.spec)
 			d.open([]string{n.addr}, nil)
-			w := d.must(map[string]any{"cmd": "watch", "key": "wk"})
-			id := w.num("watch")
+			w2 := d.must(map[string]any{"cmd": "watch", "key": "wk"})
+			id := w2.num("watch")
 			of := func(e res) bool { return e.str("event") == "watch" && e.num("watch") == id }
 			d.waitEvent(3*time.Second, func(e res) bool { return of(e) && len(holderTokens(e)) == 0 })
 			mark := d.eventCount()

@@ -41,7 +41,7 @@ type held interface {
 // missing lists the behaviours of DRIVER.md's open "unsupported" that c
 // lacks.
 func missing(c *client.Client) []string {
-	var m []string
+	m := []string{}
 	if _, ok := any(c).(tryAcquirer); !ok {
 		m = append(m, "ref", "withdraw")
 	}
