@@ -152,7 +152,8 @@ var cases = []testCase{
 			a.set(func(s *scripted) { s.onAccept = func(int) bool { return false } })
 			dropped := time.Now()
 			a.openConns()[0].close()
-			a.waitFor(10*time.Second, "two redials after the drop", func(s *scripted) bool { return len(s.accepts) >= 3 })
+			a.waitFor(4500*time.Millisecond, "a redial within 4.5 s of the drop", func(s *scripted) bool { return len(s.accepts) >= 2 })
+			a.waitFor(4500*time.Millisecond, "a second redial within 4.5 s of the first", func(s *scripted) bool { return len(s.accepts) >= 3 })
 			a.mu.Lock()
 			ts := append([]time.Time{dropped}, a.accepts[1:3]...)
 			a.mu.Unlock()
@@ -367,6 +368,55 @@ var cases = []testCase{
 		},
 	},
 	{
+		name:   "reconnects_after_restart",
+		source: fromSpec,
+		rule:   "A node whose connection dropped is left out automatically, and reconnection is retried in the background every 3 seconds.",
+		run: func(t *testing.T, d *driver) {
+			n := startNode(t)
+			// A short redial: the 3 s period itself is redial_every_3s's.
+			d.open([]string{n.addr}, map[string]any{"redial_ms": 200})
+			a := d.must(acquireCmd("rs", 10*time.Second, 5*time.Second))
+			n.restart()
+			n.waitRole("active", "")
+			r := d.must(acquireCmd("rs2", 10*time.Second, 5*time.Second))
+			if r.ms() > 3*time.Second {
+				t.Errorf("the first acquire after the node restarted took %s; with redial_ms 200 the client is back well within a second", r.ms())
+			}
+			if tokenLess(r.str("token"), a.str("token")) {
+				t.Errorf("a token after the restart (%s) is smaller than one before (%s)", r.str("token"), a.str("token"))
+			}
+		},
+	},
+	{
+		name:   "acquire_waits_across_failover",
+		source: fromSpec,
+		rule:   "If the connection drops during an acquire, the client switches to the next connection automatically.",
+		run: func(t *testing.T, d *driver) {
+			c := startCluster(t)
+			d.open(c.addrs(), map[string]any{"failure_timeout_ms": ms(clusterFT)})
+			a := d.must(acquireCmd("fo", 30*time.Second, 5*time.Second))
+			waiting := d.send(acquireCmd("fo", 30*time.Second, 0))
+			for range 100 {
+				if q := d.must(map[string]any{"cmd": "queue", "key": "fo"}); q.num("nwaiters") == 1 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			c.nodes[0].kill()
+			c.nodes[1].waitRole("active", "")
+			// The lock survived the failover; its release on the new
+			// active passes the key to the acquire that moved there.
+			d.must(map[string]any{"cmd": "release", "key": "fo", "token": a.str("token")})
+			r := d.wait(waiting, 15*time.Second)
+			if !r.ok() {
+				t.Fatalf("the waiting acquire should move to the new active and be granted after the release: %s", r)
+			}
+			if !tokenLess(a.str("token"), r.str("token")) {
+				t.Errorf("the token granted after the failover (%s) must be larger than the one before (%s)", r.str("token"), a.str("token"))
+			}
+		},
+	},
+	{
 		name:   "follows_moved",
 		source: fromGo,
 		rule:   "A redirect (M) is followed at once.",
@@ -446,7 +496,7 @@ var cases = []testCase{
 			c.nodes[0].freeze()
 			defer c.nodes[0].thaw()
 			start := time.Now()
-			r := d.do(acquireCmd("fz2", 10*time.Second, 10*time.Second))
+			r := d.wait(d.send(acquireCmd("fz2", 10*time.Second, 10*time.Second)), 8*clusterFT)
 			if !r.ok() {
 				t.Fatalf("with the active frozen, the acquire should be served by the promoted standby: %s", r)
 			}
@@ -637,4 +687,11 @@ func tlsTo(t *testing.T, path string) *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// tokenLess compares two decimal u64 tokens as numbers.
+func tokenLess(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }

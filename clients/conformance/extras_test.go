@@ -207,7 +207,7 @@ var extraCases = []testCase{
 			// again on the other connection and its state delivered.
 			s := startScripted(t)
 			d.open([]string{s.addr}, nil)
-			w := d.send(map[string]any{"cmd": "watch", "key": "wk"})
+			w := d.sendSupported(map[string]any{"cmd": "watch", "key": "wk"})
 			l := s.waitLines("L", 1, 5*time.Second)[0]
 			l.conn.send("L wk - - 0")
 			wr := d.wait(w, 5*time.Second)
