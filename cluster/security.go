@@ -186,6 +186,9 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	}
 	c.role = role
 	c.authed.Store(role >= auth.Client)
+	if role >= auth.Client {
+		n.forgetStrangerLocked(c)
+	}
 	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, key, reply...) })
 }
 
@@ -388,23 +391,64 @@ func (d *deadlineReader) due() (time.Time, string) {
 // evictUnauthLocked closes the oldest connection that has not
 // authenticated, if there is one, and reports whether it did.
 func (n *Node) evictUnauthLocked() bool {
-	for len(n.unauth) > 0 {
-		c := n.unauth[0]
-		n.unauth[0] = nil
-		n.unauth = n.unauth[1:]
-		if c.gone || c.authed.Load() {
-			continue
-		}
-		n.refusedLog.log(n.log, "connection closed", "remote", c.remote, "why", "too many connections: the oldest not authenticated makes room")
-		c.send(func(b []byte) []byte {
-			return proto.AppendError(b, proto.WordNone, '?', "too many connections; this one had not authenticated; closing it")
-		})
-		c.evicted = true
-		n.evicting++
-		c.flushAndClose()
-		return true
+	c := n.unauth.head
+	if c == nil {
+		return false
 	}
-	return false
+	n.forgetStrangerLocked(c)
+	n.refusedLog.log(n.log, "connection closed", "remote", c.remote, "why", "too many connections: the oldest not authenticated makes room")
+	c.send(func(b []byte) []byte {
+		return proto.AppendError(b, proto.WordNone, '?', "too many connections; this one had not authenticated; closing it")
+	})
+	c.evicted = true
+	n.evicting++
+	c.flushAndClose()
+	return true
+}
+
+// strangers is the list of the connections that have not authenticated,
+// oldest first, linked through the connections themselves: a connection
+// leaves it as it authenticates or closes, so that the list never keeps
+// a closed connection, or its buffers, alive. Guarded by n.mu.
+type strangers struct{ head, tail *conn }
+
+func (l *strangers) push(c *conn) {
+	c.strangerPrev, c.strangerNext = l.tail, nil
+	if l.tail == nil {
+		l.head = c
+	} else {
+		l.tail.strangerNext = c
+	}
+	l.tail = c
+}
+
+func (l *strangers) remove(c *conn) {
+	if c.strangerPrev == nil && l.head != c {
+		return // not in the list
+	}
+	if c.strangerPrev == nil {
+		l.head = c.strangerNext
+	} else {
+		c.strangerPrev.strangerNext = c.strangerNext
+	}
+	if c.strangerNext == nil {
+		l.tail = c.strangerPrev
+	} else {
+		c.strangerNext.strangerPrev = c.strangerPrev
+	}
+	c.strangerPrev, c.strangerNext = nil, nil
+}
+
+// forgetStrangerLocked takes c out of the connections that have not
+// authenticated, as it authenticates or closes: it leaves the eviction
+// list and its auth timer stops (a pending timer would keep c alive
+// until it fired). n.mu is held.
+func (n *Node) forgetStrangerLocked(c *conn) {
+	n.unauth.remove(c)
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+		c.authTimer = nil
+	}
 }
 
 // authTimeout closes c if it has not authenticated within --auth-timeout,
