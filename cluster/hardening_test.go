@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,6 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,4 +154,93 @@ func TestSecuredNodeForgetsClosedConnections(t *testing.T) {
 			t.Fatalf("%d TLS connect/close cycles grew a secured node's live heap by %d B (%d B a cycle), one without secrets by %d B", cycles, secured, secured/cycles, open)
 		}
 	})
+}
+
+// Strangers that send malformed lines and never read are closed after as
+// many refusals as those that send well-formed requests: the node's
+// buffered answers to them stay bounded.
+func TestMalformedLinesBeforeAuthAreRefusalsToo(t *testing.T) {
+	lt, cli := testTLS(t)
+	for _, tc := range []struct {
+		name  string
+		conns int
+		tls   *tls.Config
+	}{
+		{"plain", 300, nil},
+		{"tls", 30, cli},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := freeAddrs(t, 1)[0]
+			tn := startNodeWith(t, addr, nil, func(c *Config) {
+				c.Security.Secrets = auth.Secrets{Client: clientSecret}
+				if tc.tls != nil {
+					c.Security.TLS = lt
+				}
+				c.Limits = Limits{AuthTimeout: time.Minute, MaxConnsPerIP: -1}
+			})
+			var peak atomic.Int64
+			stop := make(chan struct{})
+			sampled := make(chan struct{})
+			go func() {
+				defer close(sampled)
+				for {
+					if b := tn.outBytes.Load(); b > peak.Load() {
+						peak.Store(b)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
+				}
+			}()
+			junk := []byte(strings.Repeat("a x\n", 8<<10))
+			var wg sync.WaitGroup
+			conns := make([]net.Conn, tc.conns)
+			for i := range conns {
+				nc, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { nc.Close() })
+				if tc.tls != nil {
+					nc = tls.Client(nc, tc.tls)
+				}
+				conns[i] = nc
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					// Errors are expected: the node closes the connection
+					// while it still sends.
+					nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+					nc.Write(junk)
+				}()
+			}
+			wg.Wait()
+			waitFor(t, "every stranger closed", func() bool { return openConns(tn) == 0 })
+			close(stop)
+			<-sampled
+			const bound = 1 << 20
+			if p := peak.Load(); p > bound {
+				t.Fatalf("%d strangers sending malformed lines made the node buffer %d B of answers, more than %d", tc.conns, p, bound)
+			}
+			// Each got its refusals and the last line, then the end.
+			nc := conns[0]
+			nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			r := bufio.NewReader(nc)
+			lines := 0
+			last := ""
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					break
+				}
+				lines++
+				last = line
+			}
+			if lines != maxRefusals+1 || !strings.Contains(last, "too many requests before authenticating") {
+				t.Fatalf("a stranger read %d lines, the last %q; want %d refusals and the closing line", lines, last, maxRefusals)
+			}
+		})
+	}
 }

@@ -470,9 +470,31 @@ func (c *conn) authTimeout() {
 }
 
 // maxRefusals is how many requests a connection that has not
-// authenticated may have refused before it is closed: its answers must
-// not let a stranger fill the node's buffers.
+// authenticated may send before it is closed: its answers must not let a
+// stranger fill the node's buffers. Every request counts, refused, not
+// parsed, or a step of I that proved nothing yet: an official client
+// authenticates within two.
 const maxRefusals = 16
+
+// strangerRefusedLocked counts a request of c answered while c has not
+// authenticated, and closes c at the maxRefusals-th. It reports whether
+// c is finished. n.mu is held.
+func (n *Node) strangerRefusedLocked(c *conn) bool {
+	if c.role != auth.None {
+		return false
+	}
+	if c.isClosed() {
+		return true
+	}
+	if c.refusals++; c.refusals < maxRefusals {
+		return false
+	}
+	c.send(func(b []byte) []byte {
+		return proto.AppendError(b, proto.WordNone, '?', "too many requests before authenticating; closing this connection")
+	})
+	c.flushAndClose()
+	return true
+}
 
 // connLimit is the answer to a connection over --max-conns or
 // --max-conns-per-ip, "" when it may stay.
