@@ -9,6 +9,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -242,5 +245,74 @@ func TestMalformedLinesBeforeAuthAreRefusalsToo(t *testing.T) {
 				t.Fatalf("a stranger read %d lines, the last %q; want %d refusals and the closing line", lines, last, maxRefusals)
 			}
 		})
+	}
+}
+
+// relay listens on a free address and passes every connection it takes
+// on to target, both ways, byte for byte: a stranger on an address of a
+// client's list (a dead node's) that hands the client's handshake to a
+// live node.
+func relay(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			a, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", target)
+			if err != nil {
+				a.Close()
+				continue
+			}
+			go func() { io.Copy(b, a); b.Close() }()
+			go func() { io.Copy(a, b); a.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Without TLS, a client's handshake relayed to a node by a stranger
+// listening on another address is refused, whatever role it proves; the
+// same handshake dialled straight at the node, by its address or by
+// localhost, is served.
+func TestRelayedClientHandshakeIsRefused(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNodeWith(t, addr, nil, withSecrets(false))
+	via := relay(t, addr)
+	for _, role := range []auth.Role{auth.Client, auth.Admin} {
+		nc, err := net.Dial("tcp", via)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		r := bufio.NewReader(nc)
+		_, err = auth.Authenticate(nc, r, role, clientSecret, via, true)
+		var re *auth.RefusedError
+		if !errors.As(err, &re) || !strings.Contains(re.Words, "not this node's") || strings.Contains(re.Words, addr) {
+			t.Fatalf("%s through a relay: %v", role, err)
+		}
+		// Refused and closed: nothing more is served there.
+		fmt.Fprintf(nc, "A k 30 0\n")
+		if line, err := r.ReadString('\n'); err == nil {
+			t.Fatalf("after a relayed handshake the node answered %q", line)
+		}
+		nc.Close()
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	for _, target := range []string{addr, "localhost:" + port} {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if role, err := auth.Authenticate(nc, bufio.NewReader(nc), auth.Client, clientSecret, target, true); err != nil || role != auth.Admin {
+			t.Fatalf("dialled as %s: %s %v", target, role, err)
+		}
 	}
 }

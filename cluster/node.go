@@ -161,6 +161,9 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if specificHost(self) {
+		g.names = append(g.names, self)
+	}
 	n.gate = g
 	if cfg.Security.TLS != nil {
 		n.tlsConfig = cfg.Security.TLS.ServerConfig()

@@ -7,7 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +31,12 @@ type Security struct {
 	// Insecure allows serving clients without authentication on an
 	// address other than loopback.
 	Insecure bool
+	// ClientAddrs are HOST:PORT addresses clients dial to reach this
+	// node besides Listen, Advertise and the address a connection
+	// arrives at (a DNS name, a NAT or load balancer's address): a
+	// client's handshake without TLS names the address it dialled, and
+	// one naming an address that is not this node's is refused.
+	ClientAddrs []string
 }
 
 // Limits bound what one client, or all of them together, can make a node
@@ -84,12 +94,25 @@ type gate struct {
 	peerAuth bool
 	// certsOnly: clients prove themselves by certificate alone.
 	certsOnly bool
+	// names: the addresses a client's handshake may name besides the one
+	// its connection arrived at (see reaches); hostname, this machine's.
+	names    []string
+	hostname string
 }
 
 // newGate checks the security settings of a node listening on listen with
 // peers other nodes.
 func newGate(s Security, listen string, peers int) (gate, error) {
-	g := gate{secrets: s.Secrets}
+	g := gate{secrets: s.Secrets, names: slices.Clone(s.ClientAddrs)}
+	if specificHost(listen) {
+		g.names = append(g.names, listen)
+	}
+	g.hostname, _ = os.Hostname()
+	for _, a := range s.ClientAddrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return g, fmt.Errorf("--advertise-client %q is not HOST:PORT: %v", a, err)
+		}
+	}
 	if g.secrets.Admin == nil {
 		g.secrets.Admin = g.secrets.Client
 	}
@@ -118,6 +141,18 @@ func newGate(s Security, listen string, peers int) (gate, error) {
 		return g, fmt.Errorf("--listen %s is reachable from the network, and without authentication anyone who reaches it could take and release every lock: add --secret-file FILE (clients send it: lockctl --secret-file FILE), or --tls-client-auth with certificates from lockd tls; or pass --insecure to serve a network you trust without authentication", listen)
 	}
 	return g, nil
+}
+
+// specificHost reports whether addr names one host: not the wildcard of
+// a listener (":7070", "0.0.0.0:7070"), which a client on another
+// machine that dials it reaches its own machine with.
+func specificHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || !ip.IsUnspecified()
 }
 
 // isLoopback reports whether a listen address only accepts connections
@@ -172,7 +207,11 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	if _, ok := auth.ParseRole(key); !ok {
 		key = proto.WordNone
 	}
-	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, n.self, req.Key, req.Args)
+	to := auth.Target{Self: n.self}
+	if !c.tls {
+		to.Reaches = func(addr string) bool { return n.gate.reaches(addr, c.nc.LocalAddr()) }
+	}
+	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, to, req.Key, req.Args)
 	if err != nil {
 		n.refusedLog.log(n.log, "refused authentication", "remote", c.remote, "role", key, "why", err.Error())
 		c.send(func(b []byte) []byte {
@@ -190,6 +229,44 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 		n.forgetStrangerLocked(c)
 	}
 	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, key, reply...) })
+}
+
+// reaches reports whether addr, the address a client says it dialled,
+// is this node's, for a connection that arrived at local: one of the
+// node's names, or an address with local's port whose host is local's
+// IP, or a name of this machine that leads there (localhost on
+// loopback, its host name).
+func (g *gate) reaches(addr string, local net.Addr) bool {
+	for _, a := range g.names {
+		if strings.EqualFold(addr, a) {
+			return true
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	la, ok := local.(*net.TCPAddr)
+	if err != nil || !ok || port != strconv.Itoa(la.Port) {
+		return false
+	}
+	lip, ok := netip.AddrFromSlice(la.IP)
+	if !ok {
+		return false
+	}
+	lip = lip.Unmap()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().WithZone("") == lip.WithZone("")
+	}
+	switch {
+	case strings.EqualFold(host, "localhost"):
+		return lip.IsLoopback()
+	case g.hostname != "" && strings.EqualFold(host, g.hostname):
+		return true
+	}
+	for _, a := range g.names {
+		if h, _, err := net.SplitHostPort(a); err == nil && strings.EqualFold(host, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // rateLog logs one line per interval, counting the ones it skipped, so a

@@ -106,6 +106,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.StringFlag{Name: "secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_SECRET_FILE"}, Usage: "clients must prove the secret in `FILE` (lockctl --secret-file FILE) before any request"},
 			&cli.StringFlag{Name: "admin-secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_ADMIN_SECRET_FILE"}, Usage: "only the secret in `FILE` may move the active role (lockctl handoff); without it, every client may"},
 			&cli.StringFlag{Name: "peer-secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_PEER_SECRET_FILE"}, Usage: "nodes prove to each other the secret in `FILE` (the same file on every node), unless their TLS certificates do"},
+			&cli.StringFlag{Name: "advertise-client", Category: catSecurity, EnvVars: []string{"LOCKD_ADVERTISE_CLIENT"}, Usage: "other `ADDR,ADDR,...` clients dial to reach this node without TLS (a DNS name, a NAT or load balancer address): a client's handshake names the address it dialled, and one naming an address that is not this node's (--listen, --advertise, an address of this machine at this port) is refused, so that it cannot be relayed"},
 			&cli.BoolFlag{Name: "insecure", Category: catSecurity, EnvVars: []string{"LOCKD_INSECURE"}, Usage: "serve clients without authentication on an address other than loopback (a network you trust)"},
 
 			&cli.IntFlag{Name: "max-conns", Category: catLimits, Value: cluster.DefaultLimits.MaxConns, EnvVars: []string{"LOCKD_MAX_CONNS"}, Usage: "most connections open at once, a number `N`; more are refused"},
@@ -251,6 +252,11 @@ const (
 // loadSecurity reads the TLS files and secrets the flags name.
 func loadSecurity(c *cli.Context, logger *slog.Logger) (cluster.Security, error) {
 	sec := cluster.Security{Insecure: c.Bool("insecure")}
+	if v := strings.TrimSpace(c.String("advertise-client")); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			sec.ClientAddrs = append(sec.ClientAddrs, strings.TrimSpace(a))
+		}
+	}
 	files := auth.TLSFiles{
 		Cert:       c.String("tls-cert"),
 		Key:        c.String("tls-key"),
