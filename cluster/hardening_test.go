@@ -316,3 +316,40 @@ func TestRelayedClientHandshakeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A secret typed where a role or an op belongs is never sent back: not
+// as the key of an I line, nor on a connection that has not
+// authenticated.
+func TestSecretTypedInTheWrongPlaceIsNotEchoed(t *testing.T) {
+	const typed = "s3cr3t-typed-in-the-wrong-place"
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		line string
+	}{
+		{"I SECRET, secured node", withSecrets(false), "I " + typed},
+		{"I SECRET with too many words", withSecrets(false), "I " + typed + strings.Repeat(" x", 20)},
+		{"i SECRET before authenticating", withSecrets(false), "i " + typed},
+		{"I SECRET, open node", nil, "I " + typed},
+		{"I SECRET with a tab", nil, "I " + typed + " a\tb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := freeAddrs(t, 1)[0]
+			startNodeWith(t, addr, nil, tc.set)
+			w := dialWire(t, addr)
+			w.send(tc.line)
+			m := w.expect(`(E - .*)`)
+			if strings.Contains(m[1], typed) {
+				t.Fatalf("the answer echoes the secret: %q", m[1])
+			}
+		})
+	}
+	// A role is still echoed, and so is a key on an authenticated line.
+	addr := freeAddrs(t, 1)[0]
+	startNode(t, addr, nil)
+	w := dialWire(t, addr)
+	w.send("I client")
+	w.expect(`E client I: .*`)
+	w.send("a deploy 30 0")
+	w.expect(`E deploy \?: .*`)
+}

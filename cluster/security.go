@@ -269,6 +269,23 @@ func (g *gate) reaches(addr string, local net.Addr) bool {
 	return false
 }
 
+// unechoed is pe as c is answered it: its key is not echoed where it
+// may be a secret typed in the wrong place: the key of an I line that is
+// no role ("I SECRET" alone), or any key on a connection that has not
+// authenticated, whose lines may be a mistyped I ("i SECRET"). Nothing
+// matches such an answer by its key.
+func unechoed(c *conn, pe *proto.ParseError) *proto.ParseError {
+	if pe.Key == proto.WordNone {
+		return pe
+	}
+	if _, role := auth.ParseRole(pe.Key); role && pe.Op == proto.OpAuth || pe.Op != proto.OpAuth && c.role != auth.None {
+		return pe
+	}
+	masked := *pe
+	masked.Key = proto.WordNone
+	return &masked
+}
+
 // rateLog logs one line per interval, counting the ones it skipped, so a
 // flood of refusals cannot flood the log.
 type rateLog struct {

@@ -45,6 +45,7 @@ func (n *Node) apply(c *conn, batch []item) {
 			if pe == nil {
 				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
 			}
+			pe = unechoed(c, pe)
 			n.stats.begin(c, pe.Op, pe.Key)
 			n.core.RequestError(id, pe)
 			answered += n.stats.end(c, now)
