@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -108,6 +109,9 @@ func newGate(s Security, listen string, peers int) (gate, error) {
 		g.names = append(g.names, listen)
 	}
 	g.hostname, _ = os.Hostname()
+	if err := checkSecrets(s.Secrets); err != nil {
+		return g, err
+	}
 	for _, a := range s.ClientAddrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return g, fmt.Errorf("--advertise-client %q is not HOST:PORT: %v", a, err)
@@ -141,6 +145,33 @@ func newGate(s Security, listen string, peers int) (gate, error) {
 		return g, fmt.Errorf("--listen %s is reachable from the network, and without authentication anyone who reaches it could take and release every lock: add --secret-file FILE (clients send it: lockctl --secret-file FILE), or --tls-client-auth with certificates from lockd tls; or pass --insecure to serve a network you trust without authentication", listen)
 	}
 	return g, nil
+}
+
+// checkSecrets refuses secrets too weak to prove anything, and two roles
+// with one secret: it proves the higher role to everyone who holds it for
+// the lower.
+func checkSecrets(s auth.Secrets) error {
+	for _, sec := range []struct {
+		flag string
+		b    []byte
+	}{{"secret-file", s.Client}, {"admin-secret-file", s.Admin}, {"peer-secret-file", s.Peer}} {
+		if sec.b == nil {
+			continue
+		}
+		if err := auth.CheckSecret(sec.b); err != nil {
+			return fmt.Errorf("--%s: %v", sec.flag, err)
+		}
+	}
+	const fresh = "make it a secret of its own: head -c 32 /dev/urandom | base64 > FILE"
+	switch {
+	case s.Peer != nil && s.Client != nil && bytes.Equal(s.Peer, s.Client):
+		return errors.New("--secret-file and --peer-secret-file hold the same secret, so every client could act as a node of the cluster (replicate, take the active role): " + fresh + " for --peer-secret-file, the same on every node")
+	case s.Peer != nil && s.Admin != nil && bytes.Equal(s.Peer, s.Admin):
+		return errors.New("--admin-secret-file and --peer-secret-file hold the same secret, so every admin could act as a node of the cluster: " + fresh + " for --peer-secret-file, the same on every node")
+	case s.Admin != nil && s.Client != nil && bytes.Equal(s.Admin, s.Client):
+		return errors.New("--secret-file and --admin-secret-file hold the same secret, so every client is an admin: " + fresh + " for --admin-secret-file, or leave --admin-secret-file out to let every client move the active role")
+	}
+	return nil
 }
 
 // specificHost reports whether addr names one host: not the wildcard of

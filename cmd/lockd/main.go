@@ -75,6 +75,11 @@ Beyond loopback, clients must prove who they are: start with --secret-file
 (--tls-client-auth), or say --insecure for a network you trust. lockd tls ca
 and lockd tls cert make the certificates. See the README's Security section.
 
+A secret file holds at least ` + strconv.Itoa(auth.MinSecretLen) + ` bytes of printable ASCII with at least ` + strconv.Itoa(auth.MinSecretChars) + `
+different characters (make one with: head -c 32 /dev/urandom | base64 > FILE),
+can be read by its owner only (chmod 600), and differs from the other roles'
+secrets; lockd refuses to start otherwise, and on a TLS key every user can read.
+
 Every flag has a LOCKD_* environment twin (shown in brackets).
 
 Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 usage error.`,
@@ -268,6 +273,9 @@ func loadSecurity(c *cli.Context, logger *slog.Logger) (cluster.Security, error)
 		if err != nil {
 			return sec, err
 		}
+		if why := auth.ExposedKey("tls-key", files.Key); why != "" {
+			return sec, errors.New(why + " (or 640 with a group only lockd is in), then start lockd again")
+		}
 		sec.TLS = t
 	}
 	for _, f := range []struct {
@@ -287,7 +295,8 @@ func loadSecurity(c *cli.Context, logger *slog.Logger) (cluster.Security, error)
 			return sec, err
 		}
 		if warning != "" {
-			logger.Warn(warning)
+			// Anyone who can read it is every role it proves.
+			return sec, errors.New(warning + ", then start lockd again")
 		}
 		*f.dst = secret
 	}

@@ -183,6 +183,10 @@ func TestCheckSecret(t *testing.T) {
 		"ünïcode-0123456789abcdef":     false,
 		strings.Repeat("x", 1025):      false,
 		"dGhpcyBpcyBiYXNlNjQgc2VjcmV0": true,
+		"aaaaaaaaaaaaaaaaaaaaaaaa":     false,
+		"abababababababababababab":     false,
+		"abcdefgabcdefgabcdefg":        false,
+		"abcdefghabcdefghabcdefgh":     true,
 	} {
 		if err := CheckSecret([]byte(s)); (err == nil) != ok {
 			t.Errorf("CheckSecret(%q) = %v, want ok %v", s, err, ok)
