@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -352,4 +353,77 @@ func TestSecretTypedInTheWrongPlaceIsNotEchoed(t *testing.T) {
 	w.expect(`E client I: .*`)
 	w.send("a deploy 30 0")
 	w.expect(`E deploy \?: .*`)
+}
+
+// Wrong secrets from one address slow down the next authentications from
+// it, and from it only: a few typos are free, then each wrong secret
+// refuses every authentication from there for a while, told when to
+// retry.
+func TestWrongSecretsSlowDownTheirSource(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNodeWith(t, addr, nil, withSecrets(false))
+	try := func(from, secret string) string {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		w := &wire{t: t, nc: nc, r: bufio.NewReader(nc)}
+		w.send("I client " + secret)
+		return w.expect(`(.*)`)[1]
+	}
+	const wrong = "not-the-secret-0123456789"
+	for i := range authFreeFailures {
+		if got := try("127.0.0.1", wrong); !strings.HasPrefix(got, "E client I: wrong secret for role client") {
+			t.Fatalf("wrong secret %d: %q", i+1, got)
+		}
+	}
+	if got := try("127.0.0.1", string(clientSecret)); got != "I client ok admin" {
+		t.Fatalf("the right secret after %d typos: %q", authFreeFailures, got)
+	}
+	start := time.Now()
+	try("127.0.0.1", wrong)
+	got := try("127.0.0.1", string(clientSecret))
+	if time.Since(start) < authPenaltyBase && !strings.HasPrefix(got, "E client I: too many wrong secrets from this address: retry in ") {
+		t.Fatalf("the right secret right after one wrong secret too many: %q", got)
+	}
+	// Another address is not slowed down.
+	if got := try("127.0.0.2", string(clientSecret)); got != "I client ok admin" {
+		t.Fatalf("from another address: %q", got)
+	}
+	// Once the penalty is over, the right secret is served again.
+	time.Sleep(time.Until(start.Add(authPenaltyBase + 50*time.Millisecond)))
+	if got := try("127.0.0.1", string(clientSecret)); got != "I client ok admin" {
+		t.Fatalf("after the penalty: %q", got)
+	}
+}
+
+// The sources remembered are bounded; forgotten sources make room first.
+func TestAuthBackoffIsBounded(t *testing.T) {
+	var b authBackoff
+	now := time.Now()
+	for i := range 3 * maxAuthSources {
+		b.failed(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(), now)
+		if len(b.m) > maxAuthSources {
+			t.Fatalf("%d sources remembered", len(b.m))
+		}
+	}
+	// IPv6 counts by /64: one machine cannot spread its guesses over
+	// its addresses.
+	for i := range authFreeFailures + 1 {
+		b.failed(fmt.Sprintf("2001:db8::%x", i+1), now)
+	}
+	if b.penalty("2001:db8::ffff", now) <= 0 {
+		t.Fatal("another address of the same /64 is not slowed down")
+	}
+	// Once they are forgotten, new sources take their room.
+	later := now.Add(authForget + time.Second)
+	for i := range maxAuthSources {
+		b.failed(netip.AddrFrom4([4]byte{192, 0, byte(i >> 8), byte(i)}).String(), later)
+	}
+	if len(b.m) > maxAuthSources {
+		t.Fatalf("%d sources remembered", len(b.m))
+	}
 }

@@ -95,6 +95,7 @@ type Node struct {
 	armedAt    time.Time
 	conns      map[uint64]*conn
 	perIP      map[string]int // open connections per remote IP
+	authFails  authBackoff    // failed authentications per source
 	unauth     strangers      // connections not authenticated yet, oldest first
 	evicting   int            // evicted connections not dropped yet
 	nextConnID uint64

@@ -242,7 +242,18 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	if !c.tls {
 		to.Reaches = func(addr string) bool { return n.gate.reaches(addr, c.nc.LocalAddr()) }
 	}
-	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, to, req.Key, req.Args)
+	now := time.Now()
+	var err error
+	var reply []string
+	role := c.role
+	if wait := n.authFails.penalty(c.ip, now); wait > 0 {
+		err = fmt.Errorf("too many wrong secrets from this address: retry in %s", wait.Round(10*time.Millisecond))
+	} else {
+		reply, role, err = c.hs.Step(n.gate.secrets, n.gate.open, c.role, to, req.Key, req.Args)
+		if errors.Is(err, auth.ErrWrongSecret) {
+			n.authFails.failed(c.ip, now)
+		}
+	}
 	if err != nil {
 		n.refusedLog.log(n.log, "refused authentication", "remote", c.remote, "role", key, "why", err.Error())
 		c.send(func(b []byte) []byte {
@@ -315,6 +326,109 @@ func unechoed(c *conn, pe *proto.ParseError) *proto.ParseError {
 	masked := *pe
 	masked.Key = proto.WordNone
 	return &masked
+}
+
+// Failed authentications slow down the next ones from the same source:
+// the first authFreeFailures wrong secrets cost nothing (a person's
+// typos), each one after refuses every authentication from there for
+// twice as long as the one before, from authPenaltyBase up to
+// authPenaltyMax, and a source is forgotten authForget after its last
+// failure. A guesser gets a few secrets a second at most, against
+// thousands; a correct secret from the same source during the penalty
+// is refused too (it cannot be told from a guess), told when to retry.
+const (
+	authFreeFailures = 3
+	authPenaltyBase  = 250 * time.Millisecond
+	authPenaltyMax   = 5 * time.Second
+	authForget       = time.Minute
+	// maxAuthSources bounds the sources remembered: past it, those
+	// forgotten already go first, then any.
+	maxAuthSources = 4096
+)
+
+// authBackoff counts failed authentications by source: an IPv4 address,
+// or an IPv6 /64 (one machine usually holds the whole of it). Guarded
+// by n.mu.
+type authBackoff struct {
+	m map[string]*authFailures
+}
+
+type authFailures struct {
+	n     int       // failures since the source was last forgotten
+	last  time.Time // the last one
+	until time.Time // authentications are refused until then
+}
+
+// source is what failures from remote IP ip count against.
+func authSource(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Unmap().Is6() {
+		return ip
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
+}
+
+// penalty is how long authentications from ip are still refused.
+func (b *authBackoff) penalty(ip string, now time.Time) time.Duration {
+	if b.m == nil {
+		return 0
+	}
+	f := b.m[authSource(ip)]
+	if f == nil {
+		return 0
+	}
+	return max(f.until.Sub(now), 0)
+}
+
+// failed counts a wrong secret from ip.
+func (b *authBackoff) failed(ip string, now time.Time) {
+	src := authSource(ip)
+	if b.m == nil {
+		b.m = make(map[string]*authFailures)
+	}
+	f := b.m[src]
+	if f != nil && now.Sub(f.last) > authForget {
+		f.n = 0
+	}
+	if f == nil {
+		if len(b.m) >= maxAuthSources {
+			b.makeRoom(now)
+		}
+		f = &authFailures{}
+		b.m[src] = f
+	}
+	f.n++
+	f.last = now
+	if k := f.n - authFreeFailures; k > 0 {
+		d := authPenaltyMax
+		if k <= 8 {
+			d = min(authPenaltyBase<<(k-1), authPenaltyMax)
+		}
+		f.until = now.Add(d)
+	}
+}
+
+// makeRoom forgets, among a few sources (a map range starts anywhere),
+// those whose last failure is older than authForget, or the first when
+// none is: a bounded cost per failure however many sources fail.
+func (b *authBackoff) makeRoom(now time.Time) {
+	const look = 32
+	first, seen, freed := "", 0, false
+	for src, f := range b.m {
+		if now.Sub(f.last) > authForget {
+			delete(b.m, src)
+			freed = true
+		} else if first == "" {
+			first = src
+		}
+		if seen++; seen == look {
+			break
+		}
+	}
+	if !freed {
+		delete(b.m, first)
+	}
 }
 
 // rateLog logs one line per interval, counting the ones it skipped, so a

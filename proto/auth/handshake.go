@@ -21,6 +21,10 @@ const (
 	WordOK        = "ok"
 )
 
+// ErrWrongSecret is the refusal of a secret or a proof that matches no
+// secret of the role: a guess, where other refusals are mistakes.
+var ErrWrongSecret = errors.New("wrong secret")
+
 // nonceLen is the length of a nonce in bytes; on the wire it is hex.
 const nonceLen = 16
 
@@ -73,7 +77,7 @@ func (h *Handshake) Step(s Secrets, open, have Role, to Target, askedWord string
 		*h = Handshake{}
 		r := matchPlain(s, asked, []byte(args[0]))
 		if r == None {
-			return nil, have, fmt.Errorf("wrong secret for role %s", asked)
+			return nil, have, fmt.Errorf("%w for role %s", ErrWrongSecret, asked)
 		}
 		return []string{WordOK, r.String()}, max(have, r), nil
 	case (len(args) == 2 || len(args) == 3) && args[0] == WordHello:
@@ -124,7 +128,7 @@ func (h *Handshake) Step(s Secrets, open, have Role, to Target, askedWord string
 				return []string{WordOK, max(have, r).String(), sp}, max(have, r), nil
 			}
 		}
-		return nil, have, fmt.Errorf("wrong secret for role %s", asked)
+		return nil, have, fmt.Errorf("%w for role %s", ErrWrongSecret, asked)
 	}
 	*h = Handshake{}
 	return nil, have, fmt.Errorf("want I %s SECRET, I %s hello NONCE or I %s proof PROOF", asked, asked, asked)
