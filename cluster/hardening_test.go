@@ -427,3 +427,18 @@ func TestAuthBackoffIsBounded(t *testing.T) {
 		t.Fatalf("%d sources remembered", len(b.m))
 	}
 }
+
+// One machine cannot take every connection by default; a negative cap is
+// none.
+func TestConnsPerIPCappedByDefault(t *testing.T) {
+	var l Limits
+	l.fill()
+	if l.MaxConnsPerIP != DefaultLimits.MaxConnsPerIP || l.MaxConnsPerIP <= 0 || l.MaxConnsPerIP >= l.MaxConns {
+		t.Fatalf("default cap per IP %d, of %d connections", l.MaxConnsPerIP, l.MaxConns)
+	}
+	l = Limits{MaxConnsPerIP: -1}
+	l.fill()
+	if l.MaxConnsPerIP > 0 {
+		t.Fatalf("no cap asked, got %d", l.MaxConnsPerIP)
+	}
+}

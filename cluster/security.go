@@ -44,7 +44,7 @@ type Security struct {
 // hold. A zero field takes its default.
 type Limits struct {
 	MaxConns      int           // connections open at once
-	MaxConnsPerIP int           // connections from one IP address; 0: no cap
+	MaxConnsPerIP int           // connections from one IP address; negative: no cap
 	AuthTimeout   time.Duration // a connection must authenticate within this, where it must
 	LineTimeout   time.Duration // a line that has begun must end within this
 	MaxConnOutput int           // unread answers of one connection, in bytes
@@ -53,7 +53,12 @@ type Limits struct {
 
 // DefaultLimits are the limits lockd uses unless told otherwise.
 var DefaultLimits = Limits{
-	MaxConns:      10_000,
+	MaxConns: 10_000,
+	// A tenth of MaxConns: one machine, even one holding the client
+	// secret, cannot take every connection. An official client keeps
+	// one or two per address; a thousand is a fleet of them behind one
+	// NAT.
+	MaxConnsPerIP: 1000,
 	AuthTimeout:   10 * time.Second,
 	LineTimeout:   10 * time.Second,
 	MaxConnOutput: 8 << 20,
@@ -63,6 +68,9 @@ var DefaultLimits = Limits{
 func (l *Limits) fill() {
 	if l.MaxConns <= 0 {
 		l.MaxConns = DefaultLimits.MaxConns
+	}
+	if l.MaxConnsPerIP == 0 {
+		l.MaxConnsPerIP = DefaultLimits.MaxConnsPerIP
 	}
 	if l.AuthTimeout <= 0 {
 		l.AuthTimeout = DefaultLimits.AuthTimeout

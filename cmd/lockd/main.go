@@ -115,7 +115,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.BoolFlag{Name: "insecure", Category: catSecurity, EnvVars: []string{"LOCKD_INSECURE"}, Usage: "serve clients without authentication on an address other than loopback (a network you trust)"},
 
 			&cli.IntFlag{Name: "max-conns", Category: catLimits, Value: cluster.DefaultLimits.MaxConns, EnvVars: []string{"LOCKD_MAX_CONNS"}, Usage: "most connections open at once, a number `N`; more are refused"},
-			&cli.IntFlag{Name: "max-conns-per-ip", Category: catLimits, EnvVars: []string{"LOCKD_MAX_CONNS_PER_IP"}, DefaultText: "0: no cap", Usage: "most connections from one IP address, a number `N`"},
+			&cli.IntFlag{Name: "max-conns-per-ip", Category: catLimits, Value: cluster.DefaultLimits.MaxConnsPerIP, EnvVars: []string{"LOCKD_MAX_CONNS_PER_IP"}, Usage: "most connections from one IP address, a number `N` (0: no cap); more are refused, so one machine cannot take every connection"},
 			&cli.DurationFlag{Name: "auth-timeout", Category: catLimits, Value: cluster.DefaultLimits.AuthTimeout, EnvVars: []string{"LOCKD_AUTH_TIMEOUT"}, Usage: "a connection that has not authenticated (or finished TLS) within this `DURATION` is closed"},
 			&cli.DurationFlag{Name: "line-timeout", Category: catLimits, Value: cluster.DefaultLimits.LineTimeout, EnvVars: []string{"LOCKD_LINE_TIMEOUT"}, Usage: "a request line that has begun must end within this `DURATION`, or the connection is closed"},
 			&cli.StringFlag{Name: "max-conn-output", Category: catLimits, Value: "8MiB", EnvVars: []string{"LOCKD_MAX_CONN_OUTPUT"}, Usage: "`SIZE` of answers one client may leave unread before it is disconnected"},
@@ -172,9 +172,13 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			if d := c.Duration("sync-timeout"); d < 0 || c.IsSet("sync-timeout") && d == 0 {
 				return cli.Exit(fmt.Sprintf("--sync-timeout %s: must be more than 0 (and below --failure-timeout)", d), 2)
 			}
+			perIP := c.Int("max-conns-per-ip")
+			if perIP == 0 {
+				perIP = -1 // no cap; the zero Limits field means the default
+			}
 			limits := cluster.Limits{
 				MaxConns:      c.Int("max-conns"),
-				MaxConnsPerIP: c.Int("max-conns-per-ip"),
+				MaxConnsPerIP: perIP,
 				AuthTimeout:   c.Duration("auth-timeout"),
 				LineTimeout:   c.Duration("line-timeout"),
 			}
