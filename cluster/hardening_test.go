@@ -442,3 +442,66 @@ func TestConnsPerIPCappedByDefault(t *testing.T) {
 		t.Fatalf("no cap asked, got %d", l.MaxConnsPerIP)
 	}
 }
+
+// A stranger that repeats the first step of the handshake is cut off as
+// one that sends anything else: a challenge is an answer too.
+func TestRepeatedHellosBeforeAuthAreCapped(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNodeWith(t, addr, nil, withSecrets(false))
+	w := dialWire(t, addr)
+	for range maxRefusals {
+		w.send("I client hello " + auth.NewNonce() + " " + addr)
+	}
+	for range maxRefusals {
+		w.expect(`I client challenge [0-9a-f]{32}`)
+	}
+	w.expect(`E - \?: too many requests before authenticating; closing this connection`)
+	// The official client authenticates within the cap.
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := auth.Authenticate(nc, bufio.NewReader(nc), auth.Client, clientSecret, addr, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A client's handshake may name this node by any address that leads to
+// it, and no other.
+func TestHandshakeTargetsThatReachTheNode(t *testing.T) {
+	g, err := newGate(Security{Secrets: auth.Secrets{Client: clientSecret}, ClientAddrs: []string{"lockd.example:17070", "192.0.2.10:7070"}}, "0.0.0.0:7070", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.hostname = "node-1"
+	v4 := &net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 7070}
+	lo := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 7070}
+	v6 := &net.TCPAddr{IP: net.ParseIP("::1"), Port: 7070}
+	for _, tc := range []struct {
+		addr  string
+		local *net.TCPAddr
+		want  bool
+	}{
+		{"10.0.0.1:7070", v4, true},
+		{"NODE-1:7070", v4, true},
+		{"lockd.example:17070", v4, true}, // --advertise-client, through a NAT
+		{"192.0.2.10:7070", v4, true},
+		{"localhost:7070", lo, true},
+		{"[::1]:7070", v6, true},
+		{"127.0.0.1:7070", &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 7070}, true},
+		{"10.0.0.2:7070", v4, false}, // another node's
+		{"10.0.0.1:7071", v4, false}, // another port
+		{"localhost:7070", v4, false},
+		{"0.0.0.0:7070", v4, false},      // the wildcard is no address of this node
+		{"lockd.example:7070", v4, true}, // a name of this node, at the port it arrived at
+		{"other.example:7070", v4, false},
+		{"node-2:7070", v4, false},
+		{"", v4, false},
+		{"garbage", v4, false},
+	} {
+		if got := g.reaches(tc.addr, tc.local); got != tc.want {
+			t.Errorf("%q arriving at %s: reaches %v, want %v", tc.addr, tc.local, got, tc.want)
+		}
+	}
+}
