@@ -328,7 +328,11 @@ func unechoed(c *conn, pe *proto.ParseError) *proto.ParseError {
 	if pe.Key == proto.WordNone {
 		return pe
 	}
-	if _, role := auth.ParseRole(pe.Key); role && pe.Op == proto.OpAuth || pe.Op != proto.OpAuth && c.role != auth.None {
+	if pe.Op == proto.OpAuth {
+		if _, isRole := auth.ParseRole(pe.Key); isRole {
+			return pe
+		}
+	} else if c.role != auth.None {
 		return pe
 	}
 	masked := *pe
@@ -341,8 +345,8 @@ func unechoed(c *conn, pe *proto.ParseError) *proto.ParseError {
 // typos), each one after refuses every authentication from there for
 // twice as long as the one before, from authPenaltyBase up to
 // authPenaltyMax, and a source is forgotten authForget after its last
-// failure. A guesser gets a few secrets a second at most, against
-// thousands; a correct secret from the same source during the penalty
+// failure. A guesser gets one secret every few seconds from an address,
+// where it got thousands a second; a correct secret from the same source during the penalty
 // is refused too (it cannot be told from a guess), told when to retry.
 const (
 	authFreeFailures = 3
@@ -367,7 +371,7 @@ type authFailures struct {
 	until time.Time // authentications are refused until then
 }
 
-// source is what failures from remote IP ip count against.
+// authSource is what failures from remote IP ip count against.
 func authSource(ip string) string {
 	a, err := netip.ParseAddr(ip)
 	if err != nil || !a.Unmap().Is6() {
