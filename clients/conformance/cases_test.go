@@ -66,6 +66,7 @@ var cases = []testCase{
 			one := startScripted(t)
 			d.open([]string{one.addr}, nil)
 			one.waitFor(5*time.Second, "two connections from one client given one address", func(s *scripted) bool { return len(s.openLocked()) >= 2 })
+			one.settle()
 			// One of them drops: service goes on at once on the other.
 			one.set(func(s *scripted) { s.auto = granting(&uint64Counter{}) })
 			one.openConns()[0].close()
@@ -94,9 +95,7 @@ var cases = []testCase{
 			n.set(func(s *scripted) { s.auto = granting(&tok) })
 			d.open([]string{n.addr}, map[string]any{"conns_per_addr": 3})
 			n.waitFor(5*time.Second, "three connections", func(s *scripted) bool { return len(s.openLocked()) >= 3 })
-			// A client counts a connection up once it has read its
-			// hello's answer; give that a moment before counting shares.
-			time.Sleep(200 * time.Millisecond)
+			n.settle()
 			const calls = 12
 			for i := range calls {
 				d.must(acquireCmd("rr"+strconv.Itoa(i), 10*time.Second, 5*time.Second))
@@ -125,10 +124,10 @@ var cases = []testCase{
 			d.open([]string{a.addr, b.addr}, nil)
 			for _, n := range []*scripted{a, b} {
 				n.waitFor(5*time.Second, "a connection", func(s *scripted) bool { return len(s.openLocked()) >= 1 })
+				n.settle()
 			}
 			a.set(func(s *scripted) { s.onAccept = func(int) bool { return false } })
 			a.openConns()[0].close()
-			time.Sleep(100 * time.Millisecond)
 			for i := range 6 {
 				r := d.must(acquireCmd("out"+strconv.Itoa(i), 10*time.Second, 5*time.Second))
 				if r.ms() > time.Second {
@@ -350,12 +349,14 @@ var cases = []testCase{
 			n.set(func(s *scripted) { s.auto = granting(&tok) })
 			d.open([]string{n.addr}, map[string]any{"redial_ms": 300})
 			n.waitFor(5*time.Second, "two connections", func(s *scripted) bool { return len(s.openLocked()) >= 2 })
+			// The lock to release, acquired while the node serves.
+			a := d.must(acquireCmd("down", 10*time.Second, 5*time.Second))
 			// Every connection drops and dials are refused for a second.
 			n.set(func(s *scripted) { s.onAccept = func(int) bool { return false } })
 			for _, c := range n.openConns() {
 				c.close()
 			}
-			rel := d.send(map[string]any{"cmd": "release", "key": "down", "token": "7"})
+			rel := d.send(map[string]any{"cmd": "release", "key": "down", "token": a.str("token")})
 			time.Sleep(time.Second)
 			n.set(func(s *scripted) { s.onAccept = nil })
 			r := d.wait(rel, 10*time.Second)

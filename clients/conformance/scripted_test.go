@@ -73,6 +73,9 @@ type sconn struct {
 	c      net.Conn
 	wmu    sync.Mutex
 	closed bool
+	// answeredS counts the S requests answered on it: a client counts a
+	// connection up once its first S is answered.
+	answeredS int
 }
 
 func startScripted(t *testing.T) *scripted {
@@ -149,6 +152,10 @@ func (c *sconn) read() {
 		if l.op == "S" {
 			s.mu.Unlock()
 			c.send("S " + l.key + " self=" + s.addr + " role=active active=" + s.addr + " token=0 seq=0 uptime=1 keys=0 waiters=0")
+			s.mu.Lock()
+			c.answeredS++
+			s.notifyLocked()
+			s.mu.Unlock()
 			continue
 		}
 		s.recv = append(s.recv, l)
@@ -289,3 +296,29 @@ func (c *uint64Counter) next() string {
 }
 
 func strconvU(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// settle waits, up to a second, until every open connection had an S
+// answered (a client that checks a connection before it uses it, as the
+// Go client does, has it then), and a moment more for the client to read
+// that answer: the client's connections are all up, as far as the node
+// can tell.
+func (s *scripted) settle() {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		all := true
+		for _, c := range s.openLocked() {
+			all = all && c.answeredS > 0
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if all {
+			break
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+}
