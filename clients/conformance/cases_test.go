@@ -497,12 +497,15 @@ var cases = []testCase{
 			c.nodes[0].freeze()
 			defer c.nodes[0].thaw()
 			start := time.Now()
-			r := d.wait(d.send(acquireCmd("fz2", 10*time.Second, 10*time.Second)), 8*clusterFT)
+			// A client that does not watch its connections waits on the
+			// frozen node for ever: the bounds below are loose, for a
+			// loaded machine, and still tell the two apart.
+			r := d.wait(d.send(acquireCmd("fz2", 10*time.Second, 10*time.Second)), 12*clusterFT)
 			if !r.ok() {
 				t.Fatalf("with the active frozen, the acquire should be served by the promoted standby: %s", r)
 			}
 			// Promotion takes about FT; the client's detection as long.
-			if took := time.Since(start); took > 6*clusterFT {
+			if took := time.Since(start); took > 10*clusterFT {
 				t.Errorf("the acquire took %s with the active frozen; the failure timeout is %s", took, clusterFT)
 			}
 		},
