@@ -487,6 +487,39 @@ var cases = []testCase{
 		},
 	},
 	{
+		name:   "late_grant_released",
+		source: fromGo,
+		rule:   "It returns ... ctx.Err() when ctx ends first; a grant that arrives after that is released at once.",
+		run: func(t *testing.T, d *driver) {
+			n := startScripted(t)
+			n.set(func(s *scripted) {
+				s.auto = func(l line) string {
+					switch l.op {
+					case "X":
+						return "X " + l.key + " none"
+					case "R":
+						return "R " + l.key + " ok"
+					}
+					return ""
+				}
+			})
+			d.open([]string{n.addr}, map[string]any{"conns_per_addr": 1})
+			c := acquireCmd("late", 10*time.Second, 0)
+			c["cancel_after_ms"] = 200
+			r := d.send(c)
+			acq := n.waitLines("A", 1, 5*time.Second)[0]
+			if res := d.wait(r, 5*time.Second); res.errKind() != "cancelled" {
+				t.Fatalf("an acquire cancelled after 200 ms: want error cancelled, got %s", res)
+			}
+			// The grant crossed the cancel: nobody will use it.
+			acq.conn.send("A late 4001" + acq.ref())
+			rel := n.waitLines("R", 1, 5*time.Second)[0]
+			if rel.key != "late" || len(rel.args) < 1 || rel.args[0] != "4001" {
+				t.Errorf("the grant that came after the cancel should be released: want R late 4001, got %q", rel.text)
+			}
+		},
+	},
+	{
 		name:   "frozen_node_failure_timeout",
 		source: fromGo,
 		rule:   "A connection whose keep-alive has gone unanswered for FT/2 while nothing at all was read for FT is closed, and treated as a drop.",
