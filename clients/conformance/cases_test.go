@@ -39,7 +39,7 @@ func acquireCmd(key string, lease, wait time.Duration) map[string]any {
 	return map[string]any{"cmd": "acquire", "key": key, "lease_ms": ms(lease), "wait_ms": ms(wait)}
 }
 
-// spaced checks every gap between times is within [lo, hi].
+// gaps returns the time between each of ts and the one before.
 func gaps(ts []time.Time) []time.Duration {
 	var g []time.Duration
 	for i := 1; i < len(ts); i++ {
@@ -67,6 +67,9 @@ var cases = []testCase{
 			d.open([]string{one.addr}, nil)
 			one.waitFor(5*time.Second, "two connections from one client given one address", func(s *scripted) bool { return len(s.openLocked()) >= 2 })
 			one.settle()
+			if n := len(one.openConns()); n != 2 {
+				t.Errorf("a client given one address keeps 2 connections to it, not %d", n)
+			}
 			// One of them drops: service goes on at once on the other.
 			one.set(func(s *scripted) { s.auto = granting(&uint64Counter{}) })
 			one.openConns()[0].close()
@@ -80,6 +83,10 @@ var cases = []testCase{
 			d2.open([]string{a.addr, b.addr}, nil)
 			for _, s := range []*scripted{a, b} {
 				s.waitFor(5*time.Second, "a connection from a client given two addresses", func(s *scripted) bool { return len(s.openLocked()) >= 1 })
+				s.settle()
+				if n := len(s.openConns()); n != 1 {
+					t.Errorf("a client given two addresses keeps one connection to each, not %d", n)
+				}
 			}
 		},
 	},
@@ -250,8 +257,6 @@ var cases = []testCase{
 					}
 				})
 			}
-			// The nodes' own locks are taken in auto's caller only around
-			// the call's setup; auto runs outside them.
 			d.open([]string{a.addr, b.addr}, nil)
 			r := d.must(acquireCmd("mv", 10*time.Second, 8*time.Second))
 			if r.str("token") == "" {
@@ -469,7 +474,7 @@ var cases = []testCase{
 				}
 			})
 			d.open([]string{n.addr}, nil)
-			r := d.must(acquireCmd("once", 10*time.Second, 8*time.Second))
+			d.must(acquireCmd("once", 10*time.Second, 8*time.Second))
 			ls := n.got("A")
 			if len(ls) != 2 {
 				t.Fatalf("want the acquire sent twice (once dropped, once granted), got %v", n.lines())
@@ -478,7 +483,6 @@ var cases = []testCase{
 			if id0 == "" || id0 != id1 {
 				t.Errorf("the re-sent acquire must carry the same id= as the first send: %q then %q", id0, id1)
 			}
-			_ = r
 			// Another acquire is another id.
 			d.must(acquireCmd("once", 10*time.Second, 8*time.Second))
 			if ls := n.got("A"); len(ls) != 3 || ls[2].arg("id") == "" || ls[2].arg("id") == id0 {

@@ -90,7 +90,8 @@ func (r res) ms() time.Duration { return time.Duration(r.num("ms") * float64(tim
 
 func (r res) String() string { b, _ := json.Marshal(map[string]any(r)); return string(b) }
 
-// errUnsupportedSkip is the reason of a case a client cannot take yet.
+// unsupported is the error kind, and the table cell, of a case a client
+// cannot take yet.
 const unsupported = "unsupported"
 
 // driver is one running driver process.

@@ -267,7 +267,7 @@ func (s *scripted) openLocked() []*sconn {
 	return out
 }
 
-// grant answers every acquire at once with a token of its own, every
+// granting answers every acquire at once with a token of its own, every
 // release and renew with ok: a node that serves.
 func granting(tokens *uint64Counter) func(l line) string {
 	return func(l line) string {
