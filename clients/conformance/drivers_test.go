@@ -22,12 +22,21 @@ type driverSpec struct {
 }
 
 // knownDrivers are the official clients, in the order of the table.
+// LOCKD_CONFORMANCE_<NAME>_CMD (e.g. LOCKD_CONFORMANCE_PYTHON_CMD=
+// "/usr/bin/python3 clients/python/conformance_driver.py") replaces a
+// driver's command line, words separated by spaces.
 func knownDrivers() []driverSpec {
-	return []driverSpec{
+	specs := []driverSpec{
 		{name: "go", argv: []string{"{go}"}},
 		{name: "python", argv: []string{"python3", "clients/python/conformance_driver.py"}, needs: "clients/python/conformance_driver.py"},
 		{name: "typescript", argv: []string{"node", "clients/typescript/dist/conformance/driver.js"}, needs: "clients/typescript/dist/conformance/driver.js"},
 	}
+	for i, s := range specs {
+		if v := strings.Fields(os.Getenv("LOCKD_CONFORMANCE_" + strings.ToUpper(s.name) + "_CMD")); len(v) > 0 {
+			specs[i].argv = v
+		}
+	}
+	return specs
 }
 
 // requiredClients reads LOCKD_CONFORMANCE_CLIENTS (go,python,...): the

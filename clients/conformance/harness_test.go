@@ -241,7 +241,7 @@ func (d *driver) wait(ch <-chan res, limit time.Duration) res {
 			return r
 		default:
 		}
-		d.t.Fatalf("the %s driver exited before answering", d.name)
+		d.t.Fatalf("the %s driver closed its stdout before answering: it exited or crashed (its stderr follows)", d.name)
 	case <-time.After(limit):
 		d.t.Fatalf("the %s driver did not answer within %s", d.name, limit)
 	}
