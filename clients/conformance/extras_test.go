@@ -266,6 +266,32 @@ var extraCases = []testCase{
 		},
 	},
 	{
+		name:   "watch_follows_moved",
+		source: fromWire + " 4",
+		rule:   "Client rule: an `M key addr` that matches no outstanding request while the connection watches key moves the watch; whenever a client follows an M for key it also re-subscribes its watch of key there.",
+		run: func(t *testing.T, d *driver) {
+			a, b := startScripted(t), startScripted(t)
+			d.open([]string{a.addr}, nil)
+			w := d.sendSupported(map[string]any{"cmd": "watch", "key": "wm"})
+			l := a.waitLines("L", 1, 5*time.Second)[0]
+			l.conn.send("L wm - - 0")
+			wr := d.wait(w, 5*time.Second)
+			d.need(wr)
+			if !wr.ok() {
+				t.Fatalf("watch failed: %s", wr)
+			}
+			id := wr.num("watch")
+			// The active gives its role up: its watches get M and end.
+			l.conn.send("M wm " + b.addr)
+			lb := b.waitLines("L", 1, 5*time.Second)[0]
+			lb.conn.send("L wm 6001 9 0")
+			d.waitEvent(3*time.Second, func(e res) bool {
+				tk := holderTokens(e)
+				return e.str("event") == "watch" && e.num("watch") == id && len(tk) == 1 && tk[0] == "6001"
+			})
+		},
+	},
+	{
 		name:   "watch_follows_failover",
 		source: fromWire + " 4",
 		rule:   "A client re-subscribes at addr (or on another connection after a drop) and delivers the current state first.",
