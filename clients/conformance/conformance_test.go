@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -35,20 +36,14 @@ func TestConformance(t *testing.T) {
 	out := &outcomes{m: map[string]map[string]string{}}
 	var ran []string
 	t.Run("clients", func(t *testing.T) {
-		known := map[string]bool{}
-		for _, spec := range knownDrivers() {
-			known[spec.name] = true
-			if req != nil && !req[spec.name] {
-				continue
-			}
-			if !spec.present(repoRoot) {
-				if req[spec.name] {
-					t.Errorf("client %s is required (LOCKD_CONFORMANCE_CLIENTS) but its driver %s is missing; build it first (see clients/README.md)", spec.name, spec.needs)
-				} else {
-					t.Logf("client %s skipped: its driver %s is not built", spec.name, spec.needs)
-				}
-				continue
-			}
+		run, notes, errs := selectDrivers(knownDrivers(), req, repoRoot)
+		for _, n := range notes {
+			t.Log(n)
+		}
+		for _, e := range errs {
+			t.Error(e)
+		}
+		for _, spec := range run {
 			ran = append(ran, spec.name)
 			t.Run(spec.name, func(t *testing.T) {
 				for _, c := range cases {
@@ -69,13 +64,69 @@ func TestConformance(t *testing.T) {
 				}
 			})
 		}
-		for n := range req {
-			if !known[n] {
-				t.Errorf("LOCKD_CONFORMANCE_CLIENTS names %q, which is no client of knownDrivers (drivers_test.go)", n)
-			}
-		}
 	})
 	checkTable(t, ran, out)
+}
+
+// selectDrivers picks the drivers to run among specs: those req names
+// (every present one when req is nil). A driver not built is a note,
+// unless req names it: then, as a name req has and specs do not, an
+// error.
+func selectDrivers(specs []driverSpec, req map[string]bool, root string) (run []driverSpec, notes, errs []string) {
+	known := map[string]bool{}
+	for _, spec := range specs {
+		known[spec.name] = true
+		if req != nil && !req[spec.name] {
+			continue
+		}
+		if !spec.present(root) {
+			if req[spec.name] {
+				errs = append(errs, fmt.Sprintf("client %s is required (LOCKD_CONFORMANCE_CLIENTS) but its driver %s is missing; build it first (see clients/README.md)", spec.name, spec.needs))
+			} else {
+				notes = append(notes, fmt.Sprintf("client %s skipped: its driver %s is not built", spec.name, spec.needs))
+			}
+			continue
+		}
+		run = append(run, spec)
+	}
+	var names []string
+	for n := range req {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !known[n] {
+			errs = append(errs, fmt.Sprintf("LOCKD_CONFORMANCE_CLIENTS names %q, which is no client of knownDrivers (drivers_test.go)", n))
+		}
+	}
+	return run, notes, errs
+}
+
+func TestSelectDrivers(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "driver.py"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs := []driverSpec{{name: "go"}, {name: "built", needs: "driver.py"}, {name: "absent", needs: "no/such/driver.js"}}
+	names := func(ds []driverSpec) string {
+		var n []string
+		for _, d := range ds {
+			n = append(n, d.name)
+		}
+		return strings.Join(n, ",")
+	}
+	run, notes, errs := selectDrivers(specs, nil, root)
+	if names(run) != "go,built" || len(notes) != 1 || len(errs) != 0 {
+		t.Errorf("no list: want go and built run, absent skipped with a note: run %s, notes %q, errs %q", names(run), notes, errs)
+	}
+	run, _, errs = selectDrivers(specs, map[string]bool{"go": true, "absent": true}, root)
+	if names(run) != "go" || len(errs) != 1 || !strings.Contains(errs[0], "absent") {
+		t.Errorf("a required driver missing must be an error: run %s, errs %q", names(run), errs)
+	}
+	run, _, errs = selectDrivers(specs, map[string]bool{"built": true, "cobol": true}, root)
+	if names(run) != "built" || len(errs) != 1 || !strings.Contains(errs[0], "cobol") {
+		t.Errorf("an unknown required client must be an error: run %s, errs %q", names(run), errs)
+	}
 }
 
 const (
