@@ -204,7 +204,9 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	d.h.mu.Lock()
 	d.h.holds[id] = st
 	d.h.mu.Unlock()
+	d.wg.Add(1)
 	go func() {
+		defer d.wg.Done()
 		<-h.Done()
 		reason := lossReason(h.Err())
 		st.mu.Lock()
