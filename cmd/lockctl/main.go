@@ -594,11 +594,57 @@ func (g *globals) loadSecurity(cCtx *cli.Context) error {
 }
 
 // status asks the node at addr for its status, connecting as every other
-// request does (TLS, secret), and waits --timeout for the answer.
+// request does (TLS, secret). It waits --timeout for the answer, and no
+// longer than --failure-timeout: a node silent that long is down to every
+// lock command, and status says so as soon as they would. Without TLS, a
+// question still unanswered after tlsProbeAfter also asks whether the
+// node speaks TLS, and ends with a *speaksTLSError when it does.
 func (g *globals) status(ctx context.Context, addr string) (proto.Status, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, min(g.Timeout, g.FailureTimeout))
 	defer cancel()
-	return client.StatusWith(ctx, addr, g.Security)
+	if g.Security.TLS != nil {
+		return client.StatusWith(ctx, addr, g.Security)
+	}
+	type answer struct {
+		st  proto.Status
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		st, err := client.StatusWith(ctx, addr, g.Security)
+		done <- answer{st, err}
+	}()
+	grace := time.NewTimer(tlsProbeAfter)
+	defer grace.Stop()
+	var a answer
+	select {
+	case a = <-done:
+		if a.err == nil || !plainFailure(a.err) || ctx.Err() != nil {
+			return a.st, a.err
+		}
+		// Closed at once: a TLS node refusing the secret's hello.
+		pctx, pcancel := context.WithTimeout(ctx, tlsProbeWait)
+		defer pcancel()
+		if speaksTLS(pctx, addr) {
+			return proto.Status{}, &speaksTLSError{addr}
+		}
+		return a.st, a.err
+	case <-grace.C:
+	}
+	probe := make(chan bool, 1)
+	go func() { probe <- speaksTLS(ctx, addr) }()
+	select {
+	case a = <-done:
+		return a.st, a.err
+	case tlsNode := <-probe:
+		if !tlsNode {
+			a = <-done
+			return a.st, a.err
+		}
+		cancel()
+		<-done
+		return proto.Status{}, &speaksTLSError{addr}
+	}
 }
 
 // timeoutOr is --timeout when it was given, else def: the default of a
