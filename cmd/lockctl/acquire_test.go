@@ -35,8 +35,8 @@ func TestAcquireJSON(t *testing.T) {
 		t.Fatalf("stdout %q: %v", stdout, err)
 	}
 	tok, _ := f.holder("deploy")
-	// The token must survive as an exact integer, not a float.
-	if got.Key != "deploy" || got.Token != tok || got.LeaseSeconds != 0.5 || !strings.Contains(stdout, `"token":`+strconv.FormatUint(tok, 10)) {
+	// The token must survive exact: a string of its decimal digits.
+	if got.Key != "deploy" || got.Token != tok || got.LeaseSeconds != 0.5 || !strings.Contains(stdout, `"token":"`+strconv.FormatUint(tok, 10)+`"`) {
 		t.Errorf("got %s, want key deploy, token %d, lease_seconds 0.5", stdout, tok)
 	}
 }
@@ -86,5 +86,39 @@ func TestWaitMeansWhatFlockMeans(t *testing.T) {
 	code, _, errOut := lockctl(t, "--addr", f.addr, "acquire", "--key", "k", "-w", "0.2")
 	if code != exitTimeout || !strings.Contains(errOut, `"k" was still held after waiting 200ms`) {
 		t.Errorf("-w 0.2: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// A token from acquire --json goes through a reader that takes every JSON
+// number for a double, as jq 1.6 and JavaScript's JSON.parse do (here
+// encoding/json into interface{}, which does the same), and comes out
+// whole: the release with it, quotes and all as `jq .token` prints it,
+// or bare as `jq -r .token` does, succeeds.
+func TestTokenSurvivesDoubleReadingJSON(t *testing.T) {
+	f := startFake(t)
+	for _, quoted := range []bool{false, true} {
+		code, stdout, stderr := lockctl(t, "--addr", f.addr, "-o", "json", "acquire", "--key", "deploy")
+		if code != 0 {
+			t.Fatalf("acquire: exit %d; stderr %q", code, stderr)
+		}
+		tok, _ := f.holder("deploy")
+		if tok < 1<<53 {
+			t.Fatalf("token %d: the fake must hand out tokens a double cannot hold for this test to mean anything", tok)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatalf("stdout %q: %v", stdout, err)
+		}
+		s, ok := doc["token"].(string)
+		if !ok || s != strconv.FormatUint(tok, 10) {
+			t.Fatalf("token read as %#v (%T), want the string %q", doc["token"], doc["token"], strconv.FormatUint(tok, 10))
+		}
+		if quoted {
+			s = `"` + s + `"`
+		}
+		code, stdout, stderr = lockctl(t, "--addr", f.addr, "release", "--key", "deploy", "--token", s)
+		if code != 0 {
+			t.Fatalf("release --token %s: exit %d, stdout %q, stderr %q", s, code, stdout, stderr)
+		}
 	}
 }

@@ -125,7 +125,7 @@ func (c *drillCommand) Command() *cli.Command {
 			"    \"unchecked_keys\":0,\"stall_ms\":null,\"stall_key\":null,\"stall_cause\":null,\n" +
 			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\"gap_to_seconds\":3.015,\n" +
 			"    \"fencing\":{\"ok\":true,\"violations\":[]},\"pass\":true,\"failures\":[]}\n" +
-			"A violation reads {\"key\":K,\"token\":T,\"at_seconds\":S,\"after\":U,\"after_at_seconds\":R}:\n" +
+			"A violation reads {\"key\":K,\"token\":\"T\",\"at_seconds\":S,\"after\":\"U\",\"after_at_seconds\":R}:\n" +
 			"a client got token T at S, after another got the larger (or equal) U at R.\n" +
 			"lost is lost_grants + lost_releases, what --max-lost bounds; unchecked_keys\n" +
 			"counts keys the last look could not ask about (a loss there would go unseen,\n" +
@@ -1033,9 +1033,9 @@ type drillFencingJSON struct {
 
 type drillViolationJSON struct {
 	Key            string  `json:"key"`
-	Token          uint64  `json:"token"`
+	Token          uint64  `json:"token,string"`
 	AtSeconds      float64 `json:"at_seconds"`
-	After          uint64  `json:"after"`
+	After          uint64  `json:"after,string"`
 	AfterAtSeconds float64 `json:"after_at_seconds"`
 }
 

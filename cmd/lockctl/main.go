@@ -861,6 +861,11 @@ func parseToken(cmd, token string) (uint64, error) {
 	if token == "" {
 		return 0, usageError(cmd, "--token is required (the number acquire printed)")
 	}
+	// As `jq .token` prints it, quotes and all: JSON carries tokens as
+	// strings.
+	if len(token) >= 2 && token[0] == '"' && token[len(token)-1] == '"' {
+		token = token[1 : len(token)-1]
+	}
 	t, err := proto.ParseToken(token)
 	if err != nil {
 		return 0, usageError(cmd, "--token: %v", err)

@@ -63,7 +63,7 @@ func (c *statusCommand) Command() *cli.Command {
 			"active is degraded (no standby in sync: a crash may lose its last answers).\n\n" +
 			"--json prints one object:\n" +
 			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\"role\":\"active\",\n" +
-			"    \"reachable\":true,\"lag\":0,\"token\":123,\"uptime_seconds\":42.5,\"sticky\":false,\n" +
+			"    \"reachable\":true,\"lag\":0,\"token\":\"123\",\"uptime_seconds\":42.5,\"sticky\":false,\n" +
 			"    \"replication\":\"sync\",\"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
 			"priority, lag, token, uptime_seconds and replication are null when unknown;\n" +
 			"degraded is true on a sync-mode active that no standby is in sync with; error says why\n" +
@@ -624,7 +624,7 @@ type statusNodeJSON struct {
 	Role          string   `json:"role"`
 	Reachable     bool     `json:"reachable"`
 	Lag           *uint64  `json:"lag"`
-	Token         *uint64  `json:"token"`
+	Token         *uint64  `json:"token,string"`
 	UptimeSeconds *float64 `json:"uptime_seconds"`
 	Sticky        bool     `json:"sticky"`
 	Replication   *string  `json:"replication"`
