@@ -300,6 +300,7 @@ complete -c lockctl -n '__lockctl_is lockctl_drill' -l at -x -d 'start the actio
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l max-gap -x -d 'fail when the longest time without a grant exceeds DURATION'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l max-errors -x -d 'fail when the client saw more than N errors'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l max-lost -x -d 'fail when more than N grants and releases together were lost in the failover'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l expect-failover -d 'fail unless the action moved the active role to another node'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l output -s o -x -a 'text table wide json' -d 'FORMAT of what commands print: text, table, wide or json'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l json -d 'print machine-readable JSON, one object per line'
