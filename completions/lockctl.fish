@@ -108,7 +108,7 @@ complete -c lockctl -n '__lockctl_is lockctl' -l help -s h -d 'show help'
 complete -c lockctl -n '__lockctl_is lockctl' -l version -s v -d 'print the version'
 
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
-complete -c lockctl -n '__lockctl_is lockctl_acquire' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l limit -x -d 'let up to N hold the key at once, each with its own token'
@@ -148,7 +148,7 @@ complete -c lockctl -n '__lockctl_is lockctl_release' -l help -s h -d 'show help
 
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l token -x -d 'the fencing TOKEN that acquire printed'
-complete -c lockctl -n '__lockctl_is lockctl_renew' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
+complete -c lockctl -n '__lockctl_is lockctl_renew' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l output -s o -x -a 'text table wide json' -d 'FORMAT of what commands print: text, table, wide or json'
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l json -d 'print machine-readable JSON, one object per line'
@@ -166,7 +166,7 @@ complete -c lockctl -n '__lockctl_is lockctl_renew' -l secret-file -x -d 'prove 
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
-complete -c lockctl -n '__lockctl_is lockctl_hold' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l limit -x -d 'let up to N hold the key at once, each with its own token'
@@ -187,7 +187,7 @@ complete -c lockctl -n '__lockctl_is lockctl_hold' -l secret-file -x -d 'prove t
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
-complete -c lockctl -n '__lockctl_is lockctl_exec' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l limit -x -d 'let up to N hold the key at once, each with its own token'
@@ -214,7 +214,7 @@ complete -c lockctl -n '__lockctl_is lockctl_bench' -l workers -x -d 'N concurre
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l conns -x -d 'N connections per node for --mode pipelined'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l duration -x -d 'how long to run, a DURATION'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l keys -x -d 'which KEYS the workers lock: unique, hot, or a number of shared keys'
-complete -c lockctl -n '__lockctl_is lockctl_bench' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
+complete -c lockctl -n '__lockctl_is lockctl_bench' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l wait -s w -x -d 'longest one acquire waits before it counts as a timeout, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l mode -x -a 'pipelined per-worker' -d 'MODE: pipelined or per-worker'
 complete -c lockctl -n '__lockctl_is lockctl_bench' -l limit -x -d 'make every key a semaphore that up to N workers hold at once'
@@ -292,7 +292,7 @@ complete -c lockctl -n '__lockctl_is lockctl_handoff' -l help -s h -d 'show help
 
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l workers -x -d 'run N acquire/release loops at once'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l keys -x -d 'pick keys at random among N distinct ones'
-complete -c lockctl -n '__lockctl_is lockctl_drill' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION like 30s or 2m'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l duration -x -d 'run the workload for DURATION'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l action -x -a 'handoff none' -d 'ACTION to take at --at: handoff or none'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l run -x -d 'run CMD with sh -c at --at instead of a handoff, e.g'

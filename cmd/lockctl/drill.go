@@ -20,6 +20,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
+
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
@@ -159,16 +161,16 @@ func (c *drillCommand) Command() *cli.Command {
 			&cli.IntFlag{Name: "keys", Destination: &c.keys, Value: 16,
 				Usage: "pick keys at random among `N` distinct ones"},
 			leaseFlag(&c.lease, 5*time.Second),
-			&cli.DurationFlag{Name: "duration", Destination: &c.duration, Value: 10 * time.Second,
-				Usage: "run the workload for `DURATION`"},
+			durflag.New(cli.DurationFlag{Name: "duration", Destination: &c.duration, Value: 10 * time.Second,
+				Usage: "run the workload for `DURATION`"}),
 			&cli.StringFlag{Name: "action", Destination: &c.action, Value: actionHandoff,
 				Usage: "`ACTION` to take at --at: handoff (of the active role) or none"},
 			&cli.StringFlag{Name: "run", Destination: &c.run,
 				Usage: "run `CMD` with sh -c at --at instead of a handoff, e.g. one that kills a node"},
-			&cli.DurationFlag{Name: "at", Destination: &c.at, Value: 3 * time.Second,
-				Usage: "start the action `DURATION` after the workload starts"},
-			&cli.DurationFlag{Name: "max-gap", Destination: &c.maxGap, DefaultText: "no bound",
-				Usage: "fail when the longest time without a grant exceeds `DURATION`"},
+			durflag.New(cli.DurationFlag{Name: "at", Destination: &c.at, Value: 3 * time.Second,
+				Usage: "start the action `DURATION` after the workload starts"}),
+			durflag.New(cli.DurationFlag{Name: "max-gap", Destination: &c.maxGap, DefaultText: "no bound",
+				Usage: "fail when the longest time without a grant exceeds `DURATION`"}),
 			&cli.IntFlag{Name: "max-errors", Destination: &c.maxErrors, DefaultText: "no bound",
 				Usage: "fail when the client saw more than `N` errors"},
 			&cli.IntFlag{Name: "max-lost", Destination: &c.maxLost, DefaultText: "no bound",

@@ -30,6 +30,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
+
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 	"github.com/lockd-io/lockd/proto/client"
@@ -241,6 +243,8 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 			switch f.(type) {
 			case *cli.DurationFlag:
 				want = "want a duration like 500ms, 30s, 2m or 1h30m"
+			case *durflag.Flag:
+				want = durflag.ErrSyntax.Error()
 			case *cli.IntFlag:
 				want = "want a whole number"
 			}
@@ -347,16 +351,16 @@ func globalFlags(app bool) []cli.Flag {
 		Name:  flagSecretFile,
 		Usage: "prove the secret in `FILE` to lockd (its --secret-file, or --admin-secret-file for handoff); the secret never crosses the network",
 	}
-	timeout := &cli.DurationFlag{
+	timeout := durflag.New(cli.DurationFlag{
 		Name: flagTimeout,
 		Usage: "longest to wait for lockd's answer to a request, a `DURATION` (not the wait for a lock: that is --wait); " +
 			"for handoff and status --wait-active, the whole wait (default 10s there)",
-	}
-	failTimeout := &cli.DurationFlag{
+	})
+	failTimeout := durflag.New(cli.DurationFlag{
 		Name: flagFailTimeout,
 		Usage: "a node silent this long (a frozen or vanished machine) is treated as down and requests move on, " +
 			"a `DURATION`; give lockd's --failure-timeout",
-	}
+	})
 	name := &cli.StringFlag{
 		Name: flagName,
 		Usage: "who is asking: a `NAME` that leads the id of every acquire, so that lockctl queues shows who holds and who waits; " +
@@ -883,8 +887,8 @@ func keyFlag(dst *string) cli.Flag {
 }
 
 func leaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
-	return &cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
-		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` like 30s or 2m"}
+	return durflag.New(cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
+		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` (30s, 2m) or seconds (30, 0.5)"})
 }
 
 // waitFlags are flock's -w and -n.

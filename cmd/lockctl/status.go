@@ -16,6 +16,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
+
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
@@ -92,8 +94,8 @@ func (c *statusCommand) Command() *cli.Command {
 				Usage: "with --check: the most changes a standby may be behind the active, `N`"},
 			&cli.BoolFlag{Name: "watch", Destination: &c.watch,
 				Usage: "redraw the view every --interval until Ctrl-C"},
-			&cli.DurationFlag{Name: "interval", Destination: &c.interval, Value: time.Second,
-				Usage: "with --watch: redraw every `DURATION`"},
+			durflag.New(cli.DurationFlag{Name: "interval", Destination: &c.interval, Value: time.Second,
+				Usage: "with --watch: redraw every `DURATION`"}),
 			&cli.StringFlag{Name: "wait-active", Destination: &c.waitActive,
 				Usage: "wait until the node at `ADDR` (HOST:PORT) reports itself active, then exit 0"},
 		},

@@ -35,7 +35,7 @@ func TestStartupErrors(t *testing.T) {
 		// Issue 11, item 15: lockd's usage errors read like lockctl's,
 		// with a "did you mean" for a typo.
 		{[]string{"--lisen", "127.0.0.1:0"}, 2, "lockd: unknown flag --lisen; did you mean --listen?; see `lockd --help`\n"},
-		{[]string{"--heartbeat", "banana"}, 2, "lockd: --heartbeat \"banana\": want a duration like 500ms, 30s, 2m or 1h30m; see `lockd --help`\n"},
+		{[]string{"--heartbeat", "banana"}, 2, "lockd: --heartbeat \"banana\": want a duration like 500ms, 30s or 2m, or seconds like 10 or 0.5; see `lockd --help`\n"},
 		{[]string{"--peers"}, 2, "lockd: --peers needs a value; see `lockd --help`\n"},
 		{[]string{"tsl"}, 2, `lockd: unexpected argument "tsl": lockd takes flags, and the commands tls and completion; did you mean "tls"?; see ` + "`lockd --help`\n"},
 		{[]string{"--max-keys", "0"}, 2, "--max-keys 0: must be at least 1"},
