@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestAcquirePrintsToken(t *testing.T) {
@@ -120,5 +121,30 @@ func TestTokenSurvivesDoubleReadingJSON(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("release --token %s: exit %d, stdout %q, stderr %q", s, code, stdout, stderr)
 		}
+	}
+}
+
+// A key far over the limit is refused with an error a person can read:
+// its start and its length, not the whole key echoed back.
+func TestLongKeyErrorIsShort(t *testing.T) {
+	key := strings.Repeat("k", 100000)
+	for _, args := range [][]string{
+		{"acquire", "--key", key},
+		{"release", "--key", key, "--token", "1"},
+		{"queues", "--key", key},
+		{"exec", "--key", key, "--", "true"},
+		{"hold", "--key", key},
+	} {
+		code, _, errOut := lockctl(t, append([]string{"--addr", "127.0.0.1:1"}, args...)...)
+		if code != exitUsage || len(errOut) > 300 || !strings.Contains(errOut, "(100000 bytes)") || !strings.Contains(errOut, "longer than 255") {
+			t.Errorf("%s: exit %d, %d bytes on stderr: %.200q", args[0], code, len(errOut), errOut)
+		}
+	}
+	if got := clipKey("deploy"); got != `"deploy"` {
+		t.Errorf("clipKey of a short key: %s", got)
+	}
+	// Cut at a rune's start, never inside one.
+	if got := clipKey(strings.Repeat("é", 100)); !utf8.ValidString(got) || !strings.HasSuffix(got, "... (200 bytes)") {
+		t.Errorf("clipKey of a long UTF-8 key: %s", got)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -772,9 +773,27 @@ func checkKey(cmd, key string) error {
 		return usageError(cmd, "--key is required")
 	}
 	if msg := proto.CheckKey([]byte(key)); msg != "" {
-		return usageError(cmd, "--key %q: %s", key, msg)
+		return usageError(cmd, "--key %s: %s", clipKey(key), msg)
 	}
 	return nil
+}
+
+// clipKeyAt is how many bytes of a key an error echoes: a key of
+// 100,000 bytes makes an error of 100,000 bytes that scrolls away what it
+// says.
+const clipKeyAt = 40
+
+// clipKey is key quoted for an error, its start only when it is long,
+// with its length in bytes.
+func clipKey(key string) string {
+	if len(key) <= clipKeyAt {
+		return strconv.Quote(key)
+	}
+	cut := clipKeyAt
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(key[:cut]), len(key))
 }
 
 func checkLease(cmd string, lease time.Duration) error {
