@@ -45,7 +45,7 @@ var (
 	helpExitOK          = exitLine("0", "done")
 	helpExitFailed      = exitLine("1", "refused by lockd, or the token does not hold the key")
 	helpExitUsage       = exitLine("2", "bad flags or arguments")
-	helpExitTimeout     = exitLine("3", "--wait elapsed before the lock was granted")
+	helpExitTimeout     = exitLine("3", "the lock was held: -n/--nonblock, or --wait elapsed before it was granted")
 	helpExitUnavailable = exitLine("4", "no lockd node could be reached at --addr")
 	helpExitLost        = exitLine("5", "the lock was lost: lockd said notheld, or no renewal got through in time")
 	helpExitNoAnswer    = exitLine("6", "lockd took the connection but did not answer within --timeout (or --failure-timeout)")
