@@ -53,10 +53,11 @@ func run(args []string, stderr io.Writer) int {
 }
 
 func newApp(stderr io.Writer) *cli.App {
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
 	return &cli.App{
 		Name:    "lockd",
 		Usage:   "serve named locks over TCP: FIFO queues, leases, fencing tokens, active/standby failover",
-		Version: version,
+		Version: buildVersion(),
 		Description: `lockd hands out named locks over a plain TCP line protocol (see the proto
 package docs, or try it with: nc 127.0.0.1 7070, then type "A deploy 30 10").
 
@@ -87,7 +88,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			return cli.Exit(flagUsage(err, c.App.Flags)+"; see `lockd --help`", 2)
 		},
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on"},
+			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on; a bare PORT or :PORT means 127.0.0.1:PORT, as for --metrics-listen"},
 			&cli.StringFlag{Name: "peers", EnvVars: []string{"LOCKD_PEERS"}, Usage: "every node of the cluster as `ADDR,ADDR,...` in priority order (first = preferred active); empty for a single node"},
 			&cli.StringFlag{Name: "advertise", EnvVars: []string{"LOCKD_ADVERTISE"}, Usage: "this node's `ADDR` as written in --peers, when it differs from --listen (e.g. --listen 0.0.0.0:7070)"},
 			durflag.New(cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "`DURATION` between heartbeats to each peer"}),
@@ -121,7 +122,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LOCKD_LOG_FORMAT"}, Usage: "`FORMAT` of logs: text or json"},
 			metricsFlag(),
 		},
-		Commands: []*cli.Command{tlsCommand(), completionCommand()},
+		Commands: []*cli.Command{tlsCommand(), completionCommand(), versionCommand()},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
 				arg := c.Args().First()
@@ -130,9 +131,9 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 					names = append(names, cmd.Name)
 				}
 				if s := didyoumean.Suggest(arg, names); s != "" {
-					return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; did you mean %q?; see `lockd --help`", arg, s), 2)
+					return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls, completion and version; did you mean %q?; see `lockd --help`", arg, s), 2)
 				}
-				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; see `lockd --help`", arg), 2)
+				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls, completion and version; see `lockd --help`", arg), 2)
 			}
 			logger, err := newLogger(stderr, c.String("log-level"), c.String("log-format"))
 			if err != nil {
@@ -192,7 +193,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 				return cli.Exit(err.Error(), 1)
 			}
 			node, err := cluster.New(cluster.Config{
-				Listen:         c.String("listen"),
+				Listen:         listenAddr(c.String("listen")),
 				Advertise:      c.String("advertise"),
 				Peers:          peers,
 				Heartbeat:      c.Duration("heartbeat"),
