@@ -58,7 +58,11 @@ func (c *statusCommand) Command() *cli.Command {
 			"lag (changes behind the active), token high-water mark and uptime. On a\n" +
 			"terminal the active is marked and a summary line follows; piped, the ROLE\n" +
 			"column says which node is active. A node that does not answer is shown as\n" +
-			"unreachable; that is an error only when no node answers, or with --check.\n\n" +
+			"unreachable; that is an error only when no node answers, or with --check.\n" +
+			"Its role is then what its peers say of it, \"down\" when they cannot reach it\n" +
+			"either, or \"unresponsive\" when it took lockctl's connection and said\n" +
+			"nothing for --failure-timeout (frozen or overloaded): such a node is never\n" +
+			"shown active, although its peers name it so until their own failure timeout.\n\n" +
 			"--check makes status a health check for CI and monitors: it exits 1, naming\n" +
 			"each problem on stderr, when a node is down or unreachable, a standby is more\n" +
 			"than --max-lag changes behind, no node is active, or several are, or the\n" +
