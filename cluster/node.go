@@ -406,14 +406,14 @@ func (n *Node) rearmLocked() {
 // under n.mu, from inside a core call.
 type shellOut Node
 
-func (o *shellOut) Send(id core.ConnID, b []byte) bool {
+func (o *shellOut) Send(s core.Send) bool {
 	n := (*Node)(o)
-	c := n.conns[uint64(id)]
+	c := n.conns[uint64(s.Conn)]
 	if c == nil {
 		return false
 	}
-	n.countAnswer(c, b)
-	return c.queue(b, n.direct)
+	n.countAnswer(c, &s)
+	return c.queue(s.Line, n.direct)
 }
 
 func (o *shellOut) Close(id core.ConnID) {

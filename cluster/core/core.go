@@ -80,10 +80,11 @@ type Config struct {
 // happen. The shell carries them out over sockets; the simulator over
 // its simulated network. A method of Out must not call back into the core.
 type Out interface {
-	// Send queues b, one or more whole lines, for connection c: answers
-	// to a client, or records of a replication stream. It reports false
-	// when c is gone, so that a grant nobody will read is released.
-	Send(c ConnID, b []byte) bool
+	// Send queues s.Line, one or more whole lines, for connection
+	// s.Conn: answers to a client, or records of a replication stream,
+	// with what they say (see Send). It reports false when the
+	// connection is gone, so that a grant nobody will read is released.
+	Send(s Send) bool
 	// Close closes c once what was sent to it has been written.
 	Close(c ConnID)
 	// Beat sends heartbeat b on the link this node keeps to peer, if it

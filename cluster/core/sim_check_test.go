@@ -33,6 +33,7 @@ package core
 //   - no client still waits for an answer.
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strconv"
@@ -235,6 +236,46 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 
 // checkOutgoing sees every line a node writes: grants are checked for
 // tokens as they are decided.
+// checkSend checks that what a Send to a client says (op, key, outcome)
+// is what its line says: the shell counts from the former and the client
+// reads the latter.
+func (s *sim) checkSend(n *simNode, snd Send) {
+	if snd.Outcome == NoOutcome {
+		return
+	}
+	line := snd.Line
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i+1]
+	}
+	a, err := proto.ParseAnswer(line)
+	if err != nil {
+		s.fail("node %d sent %q, which is no answer: %v", n.idx, snd.Line, err)
+		return
+	}
+	kind := map[Outcome]proto.Op{Granted: proto.OpAcquire, TimedOut: proto.KindTimeout, Moved: proto.KindMoved, Refused: proto.KindError}[snd.Outcome]
+	if kind == 0 {
+		kind = snd.Op
+	}
+	ok := a.Kind == kind && a.Key == snd.Key
+	switch snd.Outcome {
+	case Granted, TimedOut:
+		ok = ok && snd.Op == proto.OpAcquire
+	case NotHeld, OK:
+		if snd.Op == proto.OpRelease || snd.Op == proto.OpRenew {
+			word := proto.WordOK
+			if snd.Outcome == NotHeld {
+				word = proto.WordNotHeld
+			}
+			ok = ok && len(a.Fields) == 1 && a.Fields[0] == word
+		}
+	case Refused:
+		ok = ok && a.ReqOp() == snd.Op
+	}
+	if !ok {
+		s.fail("node %d sent %q as op %q key %q outcome %d: the line says otherwise", n.idx, snd.Line, snd.Op, snd.Key, snd.Outcome)
+	}
+}
+
 func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 	if c.kind != kindClient || len(line) < 2 || line[0] != 'A' || line[1] != ' ' {
 		return

@@ -183,7 +183,7 @@ func TestStreamRefusesImplausibleTokens(t *testing.T) {
 // recOut records nothing: a core driven by hand in a test.
 type recOut struct{}
 
-func (*recOut) Send(ConnID, []byte) bool                  { return true }
+func (*recOut) Send(Send) bool                            { return true }
 func (*recOut) Close(ConnID)                              {}
 func (*recOut) Beat(string, []byte)                       {}
 func (*recOut) Follow(string)                             {}

@@ -502,11 +502,15 @@ func (n *simNode) exit(why string) {
 
 type simOut simNode
 
-func (o *simOut) Send(id ConnID, b []byte) bool {
+func (o *simOut) Send(s Send) bool {
+	id, b := s.Conn, s.Line
 	n := (*simNode)(o)
 	c := n.conns[id]
 	if c == nil || !c.open || c.closed[1] {
 		return false
+	}
+	if c.kind == kindClient {
+		n.s.checkSend(n, s)
 	}
 	lines := splitLines(b)
 	for _, l := range lines {
