@@ -363,7 +363,7 @@ func (n *Node) acceptLoop() {
 			n.unauth = append(n.unauth, c)
 			time.AfterFunc(n.cfg.Limits.AuthTimeout, func() { c.authTimeout() })
 		}
-		n.core.ConnOpened(core.ConnID(c.id), c.remote)
+		n.core.ConnOpened(n.now(), core.ConnID(c.id), c.remote)
 		// Added under the mutex, before shutdown (which sets closing
 		// under it) can start waiting. The reader starts the writer.
 		n.wg.Add(1)

@@ -46,7 +46,7 @@ func (n *Node) apply(c *conn, batch []item) {
 				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
 			}
 			n.stats.begin(c, pe.Op, pe.Key)
-			n.core.RequestError(id, pe)
+			n.core.RequestError(now, id, pe)
 			answered += n.stats.end(c, now)
 			continue
 		}
@@ -61,7 +61,7 @@ func (n *Node) apply(c *conn, batch []item) {
 				n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
 			}
 			n.stats.begin(c, req.Op, req.Key)
-			n.core.Refuse(id, req.Op, req.Key, n.gate.refusal(need, c.role))
+			n.core.Refuse(now, id, req.Op, req.Key, n.gate.refusal(need, c.role))
 			answered += n.stats.end(c, now)
 			if c.role == auth.None {
 				if c.refusals++; c.refusals >= maxRefusals {

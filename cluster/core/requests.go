@@ -52,7 +52,8 @@ func waiterOf(c *conn, seq uint64) engine.Waiter {
 }
 
 // ConnOpened registers a connection the shell accepted from remote.
-func (c *Core) ConnOpened(id ConnID, remote string) {
+func (c *Core) ConnOpened(now time.Time, id ConnID, remote string) {
+	c.noteTime(now)
 	c.conns[id] = &conn{id: id, remote: remote}
 }
 
@@ -196,18 +197,20 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 // RequestError answers a line that is no request. A refused acquire whose
 // key could be read is matched by (A, key) like any acquire: it must not
 // overtake an older acquire of the key still waiting.
-func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
+func (c *Core) RequestError(now time.Time, id ConnID, pe *proto.ParseError) {
 	cn := c.conns[id]
 	if cn == nil {
 		return
 	}
+	c.noteTime(now)
 	c.refuse(cn, pe.Op, pe.Key, pe.Msg)
 }
 
 // Refuse answers a request that will not be served with E and msg, in
 // the order its (op, key) requires.
-func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
+func (c *Core) Refuse(now time.Time, id ConnID, op proto.Op, key, msg string) {
 	if cn := c.conns[id]; cn != nil {
+		c.noteTime(now)
 		c.refuse(cn, op, key, msg)
 	}
 }

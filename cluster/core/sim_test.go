@@ -653,7 +653,7 @@ func (s *sim) dial(from, to int, kind connKind, done func(*simConn, error)) {
 			remote = s.nodes[from].addr
 		}
 		// A frozen server accepts (the kernel does) and serves later.
-		srv.do(func() { srv.core.ConnOpened(c.srvID, remote) })
+		srv.do(func() { srv.core.ConnOpened(srv.clock(), c.srvID, remote) })
 		done(c, nil)
 	})
 }
@@ -720,7 +720,7 @@ func (c *simConn) toServer(line []byte) {
 			req, err := proto.Parse(line)
 			if err != nil {
 				pe, _ := err.(*proto.ParseError)
-				srv.core.RequestError(c.srvID, pe)
+				srv.core.RequestError(srv.clock(), c.srvID, pe)
 				return
 			}
 			if req.Op == proto.OpSync {
