@@ -110,6 +110,9 @@ type Node struct {
 	// stream without confirming (O), as when the link breaks right then.
 	testLoseTakeover atomic.Bool
 
+	// scanning: the connection whose key listing the goroutine applying
+	// its batch is to scan next (shellOut.Scan). Guarded by mu.
+	scanning *conn
 	// direct: the connections the goroutine applying a batch writes to
 	// after it (direct.go); nil when none does. Guarded by mu.
 	direct *flushList
@@ -414,6 +417,30 @@ func (o *shellOut) Send(s core.Send) bool {
 	}
 	n.countAnswer(c, &s)
 	return c.queue(s.Line, n.direct)
+}
+
+// Scan has the key listing of id scanned by the reader that applies its
+// request when the request is being applied, so that it is answered
+// before the requests that follow it; otherwise (a listing held back
+// during a handoff) by a goroutine of its own.
+func (o *shellOut) Scan(id core.ConnID) {
+	n := (*Node)(o)
+	c := n.conns[uint64(id)]
+	if c == nil {
+		return
+	}
+	if n.stats.cur.c == c {
+		n.scanning = c
+		return
+	}
+	if n.ctx == nil {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.scanKeys(c)
+	}()
 }
 
 func (o *shellOut) Close(id core.ConnID) {

@@ -319,7 +319,7 @@ func TestKeysListingAcrossSlices(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	startNode(t, addr, nil)
 	w := dialWire(t, addr)
-	const n = 8*keysSlice + 100 // k00001 to k08292, across many slices
+	const n = 8*core.ListSlice + 100 // k00001 to k08292, across many slices
 	var batch []string
 	for i := range n {
 		batch = append(batch, fmt.Sprintf("A k%05d 300 0", n-i))

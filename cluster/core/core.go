@@ -85,6 +85,10 @@ type Out interface {
 	// with what they say (see Send). It reports false when the
 	// connection is gone, so that a grant nobody will read is released.
 	Send(s Send) bool
+	// Scan says that connection c has a key listing to scan: call
+	// KeysSlice(now, c) until it reports done, letting other events in
+	// between.
+	Scan(c ConnID)
 	// Close closes c once what was sent to it has been written.
 	Close(c ConnID)
 	// Beat sends heartbeat b on the link this node keeps to peer, if it
@@ -539,19 +543,6 @@ func (c *Core) Status(now time.Time) proto.Status {
 	}
 	st.Peers = all
 	return st
-}
-
-// KeysSlice scans at most n keys for a listing, from cursor (start with
-// engine.ScanStart), calling fn with each key; it returns the next
-// cursor (0 when done) and false when this node is not active, so the
-// listing must be answered with a redirect. The shell calls it a slice at
-// a time, letting other requests in between.
-func (c *Core) KeysSlice(now time.Time, cursor, n int, fn func(key string)) (int, bool) {
-	if c.role != Active {
-		return 0, false
-	}
-	c.advance(now)
-	return c.eng.Scan(now, cursor, n, func(h engine.Holder, _ bool) { fn(h.Key) }), true
 }
 
 // RedirectTarget is where a client should go: the active, or while none

@@ -19,7 +19,8 @@ type conn struct {
 	pending  map[string][]pendingA // waiting acquires per key, in send order
 	early    map[uint64]heldLine   // answers of pending acquires behind an older one, by seq
 	nwaiting int
-	stream   *stream // set when this connection is a standby's replication stream
+	stream   *stream    // set when this connection is a standby's replication stream
+	lists    []*listing // its key listings (K) being scanned, oldest first
 	// held are answers waiting for the standbys' acknowledgements
 	// (synchronous replication), in the order they are to be written.
 	held []heldAnswer
@@ -98,7 +99,7 @@ func isLockOp(op proto.Op) bool {
 
 // Request serves one request read on connection id. The shell has
 // checked that the connection may send it (package auth); I requests are
-// the shell's. K is listed by the shell with KeysSlice.
+// the shell's. A key listing (K) is scanned a slice at a time: Out.Scan.
 func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 	cn := c.conns[id]
 	if cn == nil {
@@ -159,12 +160,7 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		}
 		c.send(cn, answered(proto.OpQueue, key, OK), proto.AppendQueue(c.buf[:0], q))
 	case proto.OpKeys:
-		// Only a listing parked during a handoff reaches here: answer it
-		// whole, as parked requests are few.
-		c.advance(now)
-		keys, total := c.eng.Keys(func(k string) bool { return proto.MatchKeys(key, k) }, proto.MaxListKeys)
-		fields := append([]string{strconv.Itoa(total)}, keys...)
-		c.send(cn, answered(proto.OpKeys, key, OK), proto.AppendFields(c.buf[:0], proto.OpKeys, key, fields...))
+		c.listKeys(cn, key)
 	case proto.OpStatus:
 		// Status, and the clients' liveness probe: never held.
 		c.sendNow(cn, answered(proto.OpStatus, key, OK), proto.AppendStatus(c.buf[:0], key, c.Status(now)))

@@ -98,6 +98,10 @@ func (c *simClient) act() {
 	}
 	keys := slices.Sorted(maps.Keys(c.held))
 	switch {
+	case s.rng.IntN(20) == 0:
+		// A key listing, scanned a slice at a time between the others'
+		// requests.
+		c.send('K', "k*", "K k*")
 	case len(keys) > 0 && (s.now >= s.cfg.length || s.rng.IntN(10) < 6):
 		key := keys[s.rng.IntN(len(keys))]
 		c.send('R', key, "R "+key+" "+strconv.FormatUint(c.held[key].token, 10))
@@ -220,6 +224,17 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		}
 		if until > s.now {
 			c.held[c.key] = heldLock{token: tok, until: until}
+		}
+	case proto.OpKeys:
+		total, err := strconv.Atoi(a.Fields[0])
+		listed := a.Fields[1:]
+		if err != nil || total < len(listed) || !slices.IsSorted(listed) || len(listed) > s.cfg.keys {
+			s.fail("%s: key listing %q is not TOTAL and sorted keys", c.name(), strings.TrimSpace(string(line)))
+		}
+		for _, k := range listed {
+			if !proto.MatchKeys(c.key, k) {
+				s.fail("%s: key listing %q has %s, which %s does not match", c.name(), strings.TrimSpace(string(line)), k, c.key)
+			}
 		}
 	case proto.KindMoved:
 		c.target = s.byAddr(a.Fields[0])

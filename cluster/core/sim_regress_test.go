@@ -185,6 +185,7 @@ type recOut struct{}
 
 func (*recOut) Send(Send) bool                            { return true }
 func (*recOut) Close(ConnID)                              {}
+func (*recOut) Scan(ConnID)                               {}
 func (*recOut) Beat(string, []byte)                       {}
 func (*recOut) Follow(string)                             {}
 func (*recOut) StreamReply(string, []byte)                {}

@@ -532,6 +532,23 @@ func (o *simOut) Send(s Send) bool {
 	return true
 }
 
+// Scan drives a key listing a slice per event, as the shell does
+// between other requests.
+func (o *simOut) Scan(id ConnID) {
+	n := (*simNode)(o)
+	gen := n.gen
+	n.s.at(time.Duration(n.s.rng.IntN(200))*time.Microsecond, func() {
+		if n.gen != gen {
+			return
+		}
+		n.do(func() {
+			if !n.core.KeysSlice(n.clock(), id) {
+				(*simOut)(n).Scan(id)
+			}
+		})
+	})
+}
+
 func (o *simOut) Close(id ConnID) {
 	n := (*simNode)(o)
 	if c := n.conns[id]; c != nil && c.open {
