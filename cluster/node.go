@@ -105,10 +105,6 @@ type Node struct {
 	// connGone, when not nil, is closed when a connection is dropped
 	// (drain waits on it).
 	connGone chan struct{}
-	crashing bool // tests: stop as kill -9 would, without a handoff
-	// testLoseTakeover makes this node, on taking a handoff, close the
-	// stream without confirming (O), as when the link breaks right then.
-	testLoseTakeover atomic.Bool
 
 	// scanning: the connection whose key listing the goroutine applying
 	// its batch is to scan next (shellOut.Scan). Guarded by mu.
@@ -239,7 +235,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) shutdown() {
 	n.running.Store(false)
 	n.mu.Lock()
-	crashing := n.crashing
+	crashing := n.playing(faultCrash)
 	if !crashing {
 		n.core.Shutdown(n.now())
 		n.rearmLocked()
@@ -474,7 +470,7 @@ func (o *shellOut) Follow(target string) {
 func (o *shellOut) StreamReply(target string, b []byte) {
 	n := (*Node)(o)
 	if f := n.follow; f != nil && f.target == target {
-		if n.testLoseTakeover.Load() {
+		if n.playing(faultLoseTakeover) {
 			f.stop()
 			return
 		}

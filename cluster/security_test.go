@@ -182,7 +182,7 @@ func TestHandoffWithLostConfirmationIsSettled(t *testing.T) {
 	h := dialWire(t, addrs[0])
 	h.send("A k 30 0")
 	tok := h.expect(`A k (\d+)`)[1]
-	b.testLoseTakeover.Store(true)
+	b.play(faultLoseTakeover)
 	h.send("H -")
 	// The confirmation never comes and the stream closes: a asks b (C),
 	// b says it took the role, and a follows it.

@@ -197,14 +197,6 @@ type Core struct {
 	nextBeat   time.Time // when heartbeats and the supervisor are due
 	nextAsk    uint64
 	skewLogged time.Time // the last "token ignored" log line
-
-	// Bugs planted by the simulator's own test, to show it finds them.
-	testNoSucceed bool // promotion keeps the old token epoch
-	testNoDemote  bool // a lower-priority active stays after a heal
-	testGuess     bool // an unconfirmed handoff is aborted on a guess, not settled by asking
-	testNoWait    bool // a standby promotes while the stream from its active is still open
-	testNoIDs     bool // acquires are served as if they carried no id
-	testEarly     bool // sync mode answers before the standbys acknowledge
 }
 
 // New checks cfg and returns the core of a node started at now, in role

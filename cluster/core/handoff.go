@@ -300,7 +300,7 @@ func (c *Core) handoffUnconfirmed(now time.Time, why string) {
 	if h == nil || h.resolving {
 		return
 	}
-	if c.testGuess {
+	if c.has(bugGuess) {
 		c.abortHandoff(now, why)
 		return
 	}

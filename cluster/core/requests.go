@@ -232,7 +232,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 	}
 	w := waiterOf(cn, seq)
 	id := req.ID
-	if c.testNoIDs {
+	if c.has(bugNoIDs) {
 		id = ""
 	}
 	evs, err := c.eng.AcquireID(now, key, req.Limit, req.Lease, req.Wait, id, w, c.evs[:0])

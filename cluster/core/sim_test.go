@@ -373,25 +373,11 @@ func (n *simNode) boot(addrs []string) {
 	if err != nil {
 		panic(err)
 	}
+	if n.core != nil {
+		unplant(n.core)
+	}
 	n.core = c
-	if s.planted == "no-epoch-bump" {
-		c.testNoSucceed = true
-	}
-	if s.planted == "low-priority-stays" {
-		c.testNoDemote = true
-	}
-	if s.planted == "guess-on-unconfirmed-handoff" {
-		c.testGuess = true
-	}
-	if s.planted == "promote-before-the-stream-ends" {
-		c.testNoWait = true
-	}
-	if s.planted == "answers-before-acks" {
-		c.testEarly = true
-	}
-	if s.planted == "acquire-ids-ignored" {
-		c.testNoIDs = true
-	}
+	plant(c, s.planted)
 	s.logf("node %d boots (incarnation %d)", n.idx, n.gen)
 	n.wake()
 }
