@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -320,34 +319,6 @@ func (n *Node) countShellAnswer(op proto.Op, outcome int) {
 
 // limitHit counts a limit hit; it takes no lock.
 func (n *Node) limitHit(lim int) { n.limits[lim].Add(1) }
-
-// connLimit is the limit a refused connection hit.
-func connLimit(why string) int {
-	if strings.Contains(why, "--max-conns-per-ip") {
-		return limMaxConnsPerIP
-	}
-	return limMaxConns
-}
-
-// outputLimit is the limit a connection closed by overLimit hit.
-func outputLimit(why string) int {
-	switch {
-	case strings.Contains(why, "--max-conn-output"):
-		return limMaxConnOutput
-	case strings.Contains(why, "--max-output"):
-		return limMaxOutput
-	}
-	return limStreamBuffer
-}
-
-// readBoundLimit is the limit a connection closed by its deadlineReader
-// hit.
-func readBoundLimit(b errReadBound) int {
-	if strings.HasPrefix(b.msg, "not authenticated") {
-		return limAuthTimeout
-	}
-	return limLineTimeout
-}
 
 // histogram counts durations in buckets, without atomics: its owner
 // holds a lock.

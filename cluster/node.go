@@ -347,9 +347,9 @@ func (n *Node) acceptLoop() {
 		if evicted {
 			n.limitHit(limMaxConns)
 		}
-		if why := n.connLimitLocked(c.ip, evicted); why != "" {
+		if why, hit := n.connLimitLocked(c.ip, evicted); why != "" {
 			n.mu.Unlock()
-			n.limitHit(connLimit(why))
+			n.limitHit(hit)
 			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
 			if n.tlsConfig == nil {
 				// A fresh socket's buffer takes one line without blocking.
