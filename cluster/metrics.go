@@ -19,13 +19,17 @@ import (
 // Node.Metrics reads it, with the core's Counters and Status, under one
 // hold of the mutex.
 //
-// An answer is matched to its request the way a client matches it, by
-// (op, key): an answer the core gives while the shell applies a request
-// is that request's; any other answer on the connection (a waiter
-// granted, timed out or redirected later, a request held back during a
-// handoff) is matched to the oldest unanswered request of the connection
-// with that key. Only requests that are not answered at once are
-// remembered, so the common path costs a few comparisons and increments.
+// Every answer comes from the core as a core.Send that names the op and
+// key of the request it answers, its outcome and the limit a refusal
+// hit: the shell never reads the answer's bytes. It is matched to its
+// request the way a client matches it, by (op, key): an answer the core
+// gives while the shell applies a request is that request's; any other
+// answer on the connection (a waiter granted, timed out or redirected
+// later, a request held back during a handoff, a key listing scanned a
+// slice at a time) is matched to the oldest unanswered request of the
+// connection with that op and key, for how long it took. Only requests
+// that are not answered at once are remembered, so the common path costs
+// a few comparisons and increments.
 
 // Labels of the requests by op and outcome.
 var (
