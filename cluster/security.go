@@ -554,7 +554,10 @@ type deadlineReader struct {
 
 // errReadBound ends a connection that overran a bound; its message is
 // the one the client gets.
-type errReadBound struct{ msg string }
+type errReadBound struct {
+	msg string
+	lim int // the limit it hit, an index of LimitNames
+}
 
 func (e errReadBound) Error() string { return e.msg }
 
@@ -602,10 +605,10 @@ func (d *deadlineReader) arm() {
 // the next deadline armed, when the one that fired belonged to a bound
 // already met.
 func (d *deadlineReader) expired() error {
-	due, why := d.due()
+	due, bound := d.due()
 	now := time.Now()
 	if !due.IsZero() && !now.Before(due) {
-		return errReadBound{why}
+		return bound
 	}
 	if d.restDue(now) {
 		d.nc.SetReadDeadline(due)
@@ -619,13 +622,13 @@ func (d *deadlineReader) expired() error {
 }
 
 // due is the bound in force now and what overrunning it means.
-func (d *deadlineReader) due() (time.Time, string) {
+func (d *deadlineReader) due() (time.Time, errReadBound) {
 	lim := &d.c.n.cfg.Limits
 	var due time.Time
-	why := ""
+	var why errReadBound
 	if !d.c.authed.Load() {
 		due = d.start.Add(lim.AuthTimeout)
-		why = "not authenticated within " + lim.AuthTimeout.String() + "; closing this connection"
+		why = errReadBound{"not authenticated within " + lim.AuthTimeout.String() + "; closing this connection", limAuthTimeout}
 	}
 	if d.br.Buffered() > 0 {
 		if d.partialSince.IsZero() {
@@ -633,7 +636,7 @@ func (d *deadlineReader) due() (time.Time, string) {
 		}
 		if t := d.partialSince.Add(lim.LineTimeout); due.IsZero() || t.Before(due) {
 			due = t
-			why = "line not finished within " + lim.LineTimeout.String() + "; closing this connection"
+			why = errReadBound{"line not finished within " + lim.LineTimeout.String() + "; closing this connection", limLineTimeout}
 		}
 	}
 	return due, why
@@ -747,17 +750,17 @@ func (n *Node) strangerRefusedLocked(c *conn) bool {
 	return true
 }
 
-// connLimit is the answer to a connection over --max-conns or
-// --max-conns-per-ip, "" when it may stay.
-func (n *Node) connLimitLocked(ip string, evicted bool) string {
+// connLimitLocked is the answer to a connection over --max-conns or
+// --max-conns-per-ip, and the limit it hit; "" when it may stay.
+func (n *Node) connLimitLocked(ip string, evicted bool) (string, int) {
 	lim := &n.cfg.Limits
 	if !evicted && len(n.conns)-n.evicting >= lim.MaxConns {
-		return "too many connections (" + strconv.Itoa(lim.MaxConns) + ", lockd --max-conns); retry later"
+		return "too many connections (" + strconv.Itoa(lim.MaxConns) + ", lockd --max-conns); retry later", limMaxConns
 	}
 	if lim.MaxConnsPerIP > 0 && n.perIP[ip] >= lim.MaxConnsPerIP {
-		return "too many connections from " + ip + " (" + strconv.Itoa(lim.MaxConnsPerIP) + ", lockd --max-conns-per-ip); close some"
+		return "too many connections from " + ip + " (" + strconv.Itoa(lim.MaxConnsPerIP) + ", lockd --max-conns-per-ip); close some", limMaxConnsPerIP
 	}
-	return ""
+	return "", 0
 }
 
 // byteSize writes a size the way the flags take it: 8MiB, 512MiB, 1GiB.

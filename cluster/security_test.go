@@ -187,7 +187,7 @@ func TestHandoffWithLostConfirmationIsSettled(t *testing.T) {
 	h := dialWire(t, addrs[0])
 	h.send("A k 30 0")
 	tok := h.expect(`A k (\d+)`)[1]
-	b.testLoseTakeover.Store(true)
+	b.play(faultLoseTakeover)
 	h.send("H -")
 	// The confirmation never comes and the stream closes: a asks b (C),
 	// b says it took the role, and a follows it.
@@ -324,7 +324,7 @@ func TestKeysListingAcrossSlices(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	startNode(t, addr, nil)
 	w := dialWire(t, addr)
-	const n = 8*keysSlice + 100 // k00001 to k08292, across many slices
+	const n = 8*core.ListSlice + 100 // k00001 to k08292, across many slices
 	var batch []string
 	for i := range n {
 		batch = append(batch, fmt.Sprintf("A k%05d 300 0", n-i))

@@ -41,30 +41,41 @@ import (
 type heldAnswer struct {
 	need  uint64 // written once committed reaches it
 	since time.Time
-	line  []byte
+	line  heldLine
+}
+
+// heldLine is an answer written later, and what it says.
+type heldLine struct {
+	a    answer
+	line []byte
 }
 
 // emit writes an answer to a client now, or holds it until the standbys
 // in sync have applied every change made so far. Streams are written at
 // once.
-func (c *Core) emit(cn *conn, b []byte) bool {
-	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.testEarly) {
-		return c.out.Send(cn.id, b)
+func (c *Core) emit(cn *conn, a answer, b []byte) bool {
+	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.has(bugEarly)) {
+		return c.write(cn.id, a, b)
 	}
 	if len(cn.held) == 0 {
 		c.holding = append(c.holding, cn)
 	}
-	cn.held = append(cn.held, heldAnswer{need: c.seq, since: c.lastEvent, line: slices.Clone(b)})
+	cn.held = append(cn.held, heldAnswer{need: c.seq, since: c.lastEvent, line: heldLine{a, slices.Clone(b)}})
 	return true
 }
 
 // sendNow writes b at once, behind the answers held on cn if any.
-func (c *Core) sendNow(cn *conn, b []byte) bool {
+func (c *Core) sendNow(cn *conn, a answer, b []byte) bool {
 	c.buf = b[:0]
 	if len(cn.held) > 0 {
-		return c.emit(cn, b)
+		return c.emit(cn, a, b)
 	}
-	return c.out.Send(cn.id, b)
+	return c.write(cn.id, a, b)
+}
+
+// write hands b, which says a, to the shell for connection id.
+func (c *Core) write(id ConnID, a answer, b []byte) bool {
+	return c.out.Send(Send{Conn: id, Op: a.op, Outcome: a.outcome, Limit: a.limit, Key: a.key, Line: b})
 }
 
 // waits reports whether answers wait for standbys: sync mode, active,
@@ -202,7 +213,8 @@ func (c *Core) release(ok func(heldAnswer) bool) {
 	for _, cn := range c.holding {
 		i := 0
 		for ; i < len(cn.held) && ok(cn.held[i]); i++ {
-			c.out.Send(cn.id, cn.held[i].line)
+			h := cn.held[i].line
+			c.write(cn.id, h.a, h.line)
 		}
 		cn.held = cn.held[i:]
 		if len(cn.held) > 0 {
