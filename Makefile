@@ -25,7 +25,7 @@ TAGS    ?= urfave_cli_no_docs,netgo,osusergo
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build run install uninstall test vet bench bench-e2e bench-mem fuzz simulate completions clean
+.PHONY: all build run install uninstall test test-python vet bench bench-e2e bench-mem fuzz simulate completions clean
 
 all: build
 
@@ -59,9 +59,15 @@ vet:
 
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
-test: vet
+test: vet test-python
 	$(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
+
+# test-python runs the Python client's unit tests (standard library only,
+# scripted nodes in-process, a few seconds). PYTHON picks the interpreter.
+PYTHON ?= python3
+test-python:
+	cd clients/python && $(PYTHON) -m unittest discover -s tests -t .
 
 # simulate runs the deterministic cluster simulator on SEEDS seeds from
 # FIRST, on every core, and prints the failing seeds (each replays with

@@ -20,7 +20,7 @@ from ._errors import (
     Timeout,
     Unavailable,
 )
-from ._hold import Election, Hold
+from ._hold import Election, Hold, Observer
 from ._wire import Holder, Queue, Waiter
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "Lock",
     "Hold",
     "Election",
+    "Observer",
     "Watch",
     "Queue",
     "Holder",

@@ -360,6 +360,10 @@ class Client:
         except (OSError, Error) as e:
             err = e if isinstance(e, Error) else ConnectionError(f"{cn.addr}: {e.strerror or e}")
         with self._mu:
+            if self._closed:
+                if sock is not None:
+                    sock.close()
+                return
             self._dialed.append((cn, sock, rest, err))
         self._wake()
 
@@ -401,6 +405,10 @@ class Client:
                     self._down_locked(cn, Closed("the lockd client is closed"))
                 for ws in self._watches.values():
                     ws.end_locked("closed")
+                for _, sock, _, _ in self._dialed:
+                    if sock is not None:
+                        sock.close()
+                self._dialed = []
                 self._changed.notify_all()
             self._sel.close()
             self._wake_r.close()
@@ -1016,7 +1024,7 @@ class Client:
         waiting = False
 
         def send() -> bool:
-            nonlocal sends, last, waiting
+            nonlocal sends, last, waiting, next_send
             with self._mu:
                 try:
                     cn = self._choose_locked(at)
@@ -1034,6 +1042,10 @@ class Client:
                 cl = _Call("R", key, kick=kick)
                 self._queue_locked(cn, cl, line)
                 calls.append(cl)
+                if sends == 0:
+                    # The re-sends are paced from the first send, not from
+                    # the wait for a connection before it.
+                    next_send = time.monotonic() + self._release_every
                 sends += 1
                 return True
 

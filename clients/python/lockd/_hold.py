@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from . import _wire as w
 from ._errors import Closed, Error, LockLost, NotHeld, Refused, Unavailable
 
 if TYPE_CHECKING:
-    from ._client import Client, Lock
+    from ._client import Client, Lock, Watch
 
 
 def _renew_retry(lease: float) -> float:
@@ -250,23 +250,42 @@ class Election:
         h = q.holders[0]
         return (w.id_name(h.id) if h.id else None), h.token
 
-    def observe(self) -> Iterator[Tuple[Optional[str], Optional[int]]]:
-        """Yields (value, token) of the leader now and at every change of
-        leader, (None, None) while there is none. Close the iterator (or
-        the client) to stop."""
-        wt = self.client.watch(self.key)
-        last: Any = object()
-        try:
-            for q in wt:
-                cur = self._leader_of(q)
-                if cur != last:
-                    last = cur
-                    yield cur
-        finally:
-            wt.close()
+    def observe(self) -> "Observer":
+        """The leader now and at every change of leader: iterate the
+        Observer for (value, token), (None, None) while there is none.
+        close() it (or the client) to stop."""
+        return Observer(self.client.watch(self.key))
 
     def resign(self) -> None:
         """Gives leadership up, if this election object holds it."""
         h, self._hold = self._hold, None
         if h is not None:
             h.release()
+
+
+class Observer:
+    """Leaders of an election as they change; see Election.observe."""
+
+    def __init__(self, watch: "Watch") -> None:
+        self._watch = watch
+        self._last: Any = object()
+
+    def __iter__(self) -> "Observer":
+        return self
+
+    def __next__(self) -> Tuple[Optional[str], Optional[int]]:
+        for q in self._watch:
+            cur = Election._leader_of(q)
+            if cur != self._last:
+                self._last = cur
+                return cur
+        raise StopIteration
+
+    def close(self) -> None:
+        self._watch.close()
+
+    def __enter__(self) -> "Observer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
