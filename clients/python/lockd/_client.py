@@ -889,8 +889,9 @@ class Client:
                     time.sleep(pause)
                 continue
             if a.kind == "E":
-                if op == "A" and cl.ref is not None and a.ref is None and '"ref=' in a.error_text():
-                    # An older lockd that does not know ref=: ask again without.
+                if op == "A" and cl.ref is not None and a.ref is None:
+                    # A node that knows ref= echoes it in every answer to
+                    # the acquire: this is an older lockd. Ask again without.
                     with self._mu:
                         cn.no_refs = True
                     continue
