@@ -149,11 +149,16 @@ class Lock:
     def __enter__(self) -> "Lock":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             self.release()
         except NotHeld:
             pass
+        except Error:
+            # Unreachable nodes: the lease frees the lock. An exception
+            # already on its way out is the one the caller needs to see.
+            if exc_type is None:
+                raise
 
     def __repr__(self) -> str:
         return f"<lockd.Lock key={self.key!r} token={self.token}>"

@@ -201,11 +201,18 @@ class Hold:
     def __enter__(self) -> "Hold":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        was_lost = self.lost.is_set()
         try:
             self.release()
         except (NotHeld, Closed):
             pass
+        except Error:
+            # The release could not reach a node: the lease frees the lock.
+            # Say so only when nothing else is on its way out and the lock
+            # still counted as held.
+            if exc_type is None and not was_lost:
+                raise
 
     def __repr__(self) -> str:
         return f"<lockd.Hold key={self.key!r} token={self.token} lost={self.lost.is_set()}>"
