@@ -449,6 +449,10 @@ class Client:
 
     def _tick_locked(self, now: float) -> None:
         ft = self._ft
+        for ws in list(self._watches.values()):
+            if ws.resubscribe and ws.conn is None and ws.retry_at and now >= ws.retry_at:
+                ws.retry_at = 0.0
+                self._subscribe_locked(ws, ws.target)
         for cn in self._conns:
             if cn.state == "down" and now >= cn.redial_at:
                 self._dial_locked(cn)
@@ -572,7 +576,7 @@ class Client:
                 ws = self._watches.get(a.key)
                 if ws is not None and a.fields:
                     ws.conn = None
-                    self._subscribe_locked(ws, a.fields[0])
+                    self._move_watch_locked(ws, a.fields[0])
                 return None
             if a.kind == "E":
                 return Error(f"{cn.addr} sent an error that matches no request: E {a.key} {a.error_text()}")
@@ -1282,6 +1286,17 @@ class Client:
         self._rr += 1
         self._send_l_locked(ws, cn)
 
+    def _move_watch_locked(self, ws: "_WatchState", addr: str) -> None:
+        """Watches again at addr, the active an M named. A node this client
+        found silent is a failover the redirecting node has not seen yet:
+        ask again a little later (the tick does) instead of at once."""
+        if self._dead_locked(addr):
+            ws.resubscribe = True
+            ws.target = ""
+            ws.retry_at = time.monotonic() + 0.1
+            return
+        self._subscribe_locked(ws, addr)
+
     def _resubscribe_locked(self) -> None:
         for ws in list(self._watches.values()):
             if ws.resubscribe and ws.conn is None:
@@ -1298,7 +1313,7 @@ class Client:
         if a.kind == "M" and a.fields:
             cn.watching.discard(cl.key)
             ws.conn = None
-            self._subscribe_locked(ws, a.fields[0])
+            self._move_watch_locked(ws, a.fields[0])
         elif a.kind == "E":
             cn.watching.discard(cl.key)
             ws.conn = None
@@ -1382,6 +1397,7 @@ class _WatchState:
         self.conn: Optional[_Conn] = None
         self.resubscribe = False
         self.target = ""
+        self.retry_at = 0.0  # when a paced re-subscription is due
 
     def deliver_locked(self, q: w.Queue) -> None:
         for wt in self.watchers:
