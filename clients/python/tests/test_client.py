@@ -1,6 +1,7 @@
 """The client against scripted nodes: matching, refs, re-sends, liveness,
 redirects, withdraw, holds. Each test bounds its waits."""
 
+import datetime
 import re
 import threading
 import time
@@ -345,6 +346,77 @@ class ClientTest(unittest.TestCase):
         wt.close()
         self.assertTrue(b.wait_for(lambda: any(l == "U w" for _, l in b.lines), 2))
         self.assertIsNone(wt.get(0.1))
+
+    def test_hold_max_and_timedelta(self):
+        leases = []
+
+        def h(c, line):
+            w = words(line)
+            if w[0] == "A":
+                leases.append(float(w[2]))
+                return [f"A {w[1]} {TOKEN} ref={ref_of(line)}"]
+            if w[0] == "N":
+                leases.append(float(w[3]))
+                return [f"N {w[1]} ok"]
+            if w[0] == "R":
+                return [f"R {w[1]} ok"]
+            return None
+
+        n = self.node(h)
+        c = self.client(n.addr)
+        t0 = time.monotonic()
+        lock = c.hold("k", lease=datetime.timedelta(seconds=0.3), max_hold=0.4)
+        self.assertTrue(lock.lost.wait(2))
+        self.assertEqual(lock.reason, "max")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.39)
+        self.assertLess(time.monotonic() - t0, 0.7)
+        # The last renewal asks only for what is left of max_hold.
+        self.assertEqual(leases[0], 0.3)
+        self.assertLess(leases[-1], 0.3)
+
+    def test_watch_subscribes_again_after_a_drop(self):
+        seen = []
+
+        def h(c, line):
+            if line.startswith("L "):
+                seen.append(c)
+                if len(seen) == 1:
+                    threading.Timer(0.05, c.close).start()
+                    return ["L w - - 0"]
+                return ["L w 7 5 0"]
+            return None
+
+        n = self.node(h)
+        c = self.client(n.addr)
+        with c.watch("w") as wt:
+            self.assertIsNone(wt.get(2).token)
+            self.assertEqual(wt.get(2).token, 7, "the state at the new connection comes first")
+        self.assertEqual(len(seen), 2)
+        self.assertIsNot(seen[0], seen[1])
+
+    def test_election_value_is_the_holders_id_name(self):
+        def h(c, line):
+            w = words(line)
+            if w[0] == "A":
+                ids[0] = re.search(r" id=(\S+)", line).group(1)
+                return [f"A {w[1]} {TOKEN} ref={ref_of(line)}"]
+            if w[0] == "Q":
+                return [f"Q {w[1]} {TOKEN} 9.5 0 id={TOKEN},{ids[0]}"]
+            if w[0] == "R":
+                return [f"R {w[1]} ok"]
+            return [f"N {w[1]} ok"] if w[0] == "N" else None
+
+        ids = [""]
+        n = self.node(h)
+        c = self.client(n.addr)
+        e = c.election("lead")
+        lead = e.campaign("node-a", lease=5)
+        self.assertTrue(ids[0].startswith("node-a#"))
+        self.assertEqual(e.leader(), ("node-a", TOKEN))
+        e.resign()
+        self.assertEqual(lead.reason, "released")
+        with self.assertRaises(ValueError):
+            e.campaign("has space")
 
     def test_close_fails_waiting_calls(self):
         n = self.node(lambda c, l: None)
