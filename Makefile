@@ -63,14 +63,6 @@ test: vet
 	$(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
 
-# test-python runs the Python client's unit tests (standard library only,
-# scripted nodes in-process, a few seconds). PYTHON picks the interpreter.
-PYTHON ?= python3
-test-python:
-	cd clients/python && $(PYTHON) -m unittest discover -s tests -t .
-
-test: test-python
-
 # simulate runs the deterministic cluster simulator on SEEDS seeds from
 # FIRST, on every core, and prints the failing seeds (each replays with
 # LOCKD_SIM_FIRST=SEED LOCKD_SIM_SEEDS=1).
@@ -78,6 +70,14 @@ SEEDS ?= 100000
 FIRST ?= 1
 simulate:
 	LOCKD_SIM_SEEDS=$(SEEDS) LOCKD_SIM_FIRST=$(FIRST) $(GO) test -count=1 -timeout 0 -run 'TestSimulate$$' -v ./cluster/core
+
+# test-python runs the Python client's unit tests (standard library only,
+# scripted nodes in-process, a few seconds). PYTHON picks the interpreter.
+PYTHON ?= python3
+test-python:
+	cd clients/python && $(PYTHON) -m unittest discover -s tests -t .
+
+test: test-python
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./proto ./proto/client
