@@ -44,7 +44,6 @@ class Hold:
         self._mu = threading.Lock()
         self._expires = 0.0
         self._stop = threading.Event()
-        self._timer: Optional[threading.Timer] = None
         self._thread: Optional[threading.Thread] = None
         self._released = False
 
@@ -103,14 +102,7 @@ class Hold:
 
     def _extend(self, end: float) -> None:
         with self._mu:
-            if self.lost.is_set():
-                return
             self._expires = end
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(max(0.0, end - time.monotonic()), self._expire)
-            self._timer.daemon = True
-            self._timer.start()
 
     def _expire(self) -> None:
         with self._mu:
@@ -134,27 +126,36 @@ class Hold:
             self.reason = reason
             self.error = err
             self.lost.set()
-            if self._timer is not None:
-                self._timer.cancel()
         self._stop.set()
         with self.client._mu:
             self.client._holds.discard(self)
 
     def _renew_loop(self, start: float) -> None:
+        """Renews every third of the lease, retries a failed renewal soon,
+        and ends the hold the moment the lease the last acknowledged
+        renewal started is over. A renewal in flight is given up at that
+        moment too (its deadline), so nothing delays the signal."""
         every, retry = self.lease / 3, _renew_retry(self.lease)
         nxt = start + every
-        while not self._stop.wait(max(0.0, nxt - time.monotonic())):
-            lease = self.lease
-            if self._cap_at is not None:
-                left = self._cap_at - time.monotonic()
-                if left < 0.001:
-                    return  # the timer ends it when the last lease ends
-                lease = min(lease, left)
-            sent = time.monotonic()
+        while True:
             with self._mu:
                 end = self._expires
-            if sent >= end:
+            now = time.monotonic()
+            if self._stop.wait(max(0.0, min(nxt, end) - now)):
                 return
+            now = time.monotonic()
+            if now >= end:
+                self._expire()
+                return
+            if now < nxt:
+                continue
+            lease = self.lease
+            if self._cap_at is not None:
+                left = self._cap_at - now
+                if left < 0.001:
+                    nxt = float("inf")  # no more renewals: the lease runs out at max_hold
+                    continue
+                lease = min(lease, left)
             try:
                 self.client._renew(self.key, self.token, lease, end)
             except NotHeld as e:
@@ -166,8 +167,8 @@ class Hold:
             except Error:
                 nxt = time.monotonic() + retry
                 continue
-            self._extend(sent + lease)
-            nxt = sent + every
+            self._extend(now + lease)
+            nxt = now + every
 
     @property
     def expires(self) -> float:
