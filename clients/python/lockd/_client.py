@@ -567,7 +567,9 @@ class Client:
             ws = self._watches.get(a.key)
             if ws is not None:
                 try:
-                    ws.deliver_locked(w.parse_queue(a.key, a.fields))
+                    # The answer to an L of ours is the state for the
+                    # watchers that have none yet; later lines are for all.
+                    ws.deliver_locked(w.parse_queue(a.key, a.fields), cl is not None and cl.op == "L")
                 except w.BadLine:
                     pass
         if cl is None:
@@ -1264,6 +1266,8 @@ class Client:
     def _subscribe_locked(self, ws: "_WatchState", addr: str) -> None:
         if self._closed or not ws.watchers:
             return
+        for wt in ws.watchers:
+            wt._primed = False
         target = addr or self._active
         cands = [c for c in self._conns if c.state == "up" and (not target or c.addr == target)]
         if not cands and target:
@@ -1399,8 +1403,11 @@ class _WatchState:
         self.target = ""
         self.retry_at = 0.0  # when a paced re-subscription is due
 
-    def deliver_locked(self, q: w.Queue) -> None:
+    def deliver_locked(self, q: w.Queue, initial: bool) -> None:
         for wt in self.watchers:
+            if initial and wt._primed:
+                continue
+            wt._primed = True
             wt._put(q)
 
     def fail_locked(self, err: BaseException) -> None:
@@ -1431,6 +1438,7 @@ class Watch:
         self._cv = threading.Condition()
         self._ended = False
         self.error: Optional[BaseException] = None
+        self._primed = False  # it has had the state of the subscription it is on
 
     def _put(self, q: w.Queue) -> None:
         with self._cv:
