@@ -164,6 +164,9 @@ class Hold:
             except Closed:
                 self._end("closed", LockLost(f"hold {self.key} token {self.token}: the client was closed", "closed"))
                 return
+            except Refused as e:
+                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: lockd refused the renewal: {e}", "notheld"))
+                return
             except Error:
                 nxt = time.monotonic() + retry
                 continue
