@@ -64,11 +64,22 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
+# CONFORMANCE_CLIENTS are the official clients the conformance suite
+# (clients/conformance) must run under make test: a driver missing among
+# them fails it (clients/README.md says how each is built).
+CONFORMANCE_CLIENTS ?= go
+
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
 test: vet
-	$(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
+	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
+
+# conformance-table runs every conformance case on CONFORMANCE_CLIENTS and
+# writes the table of cases and results into clients/README.md.
+.PHONY: conformance-table
+conformance-table:
+	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -count=1 -run 'TestConformance$$' ./clients/conformance -update-table
 
 # simulate runs the deterministic cluster simulator on SEEDS seeds from
 # FIRST, on every core, and prints the failing seeds (each replays with
