@@ -559,8 +559,12 @@ class Client:
                 if op:
                     cl = self._pop_locked(cn, op, a.key)
                     if cl is None and op == "A" and a.ref is None:
-                        # A node that does not know ref= answers in send order.
-                        cands = [c for c in cn.refs.values() if c.key == a.key]
+                        # A node that does not know ref= answers in send
+                        # order; before authentication it refuses the word
+                        # at once and names no key (E - A: "ref=R": ...),
+                        # which then answers the oldest acquire sent with one.
+                        anykey = a.key == "-"
+                        cands = [c for c in cn.refs.values() if anykey or c.key == a.key]
                         if cands:
                             cl = cn.refs.pop(min(cands, key=lambda c: c.seq).ref)  # type: ignore[arg-type]
         if a.kind == "L" and a.key in cn.watching:

@@ -128,6 +128,23 @@ class ClientTest(unittest.TestCase):
             t.join(5)
         self.assertEqual(sorted(l.token for l in got), [TOKEN, TOKEN + 1])
 
+    def test_older_node_requiring_a_secret(self):
+        # Such a node refuses ref= before authentication naming no key;
+        # asked again without it, it says a secret is needed.
+        def h(c, line):
+            w = words(line)
+            if w[0] == "A" and ref_of(line):
+                return [f'E - A: "ref={ref_of(line)}": want limit=N or id=ID after the wait']
+            if w[0] == "A":
+                return [f"E {w[1]} A: authenticate first: this node requires a secret"]
+            return None
+
+        n = self.node(h)
+        c = self.client(n.addr)
+        with self.assertRaises(lockd.AuthError):
+            c.acquire("k", 5, wait=1)
+        self.assertEqual(len(n.conns), 2, "no connection was dropped")
+
     def test_release_is_re_sent_until_answered(self):
         seen = []
 
