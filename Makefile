@@ -26,7 +26,7 @@ TAGS    ?= urfave_cli_no_docs,netgo,osusergo
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build run install uninstall test test-python vet bench bench-e2e bench-mem fuzz simulate completions clean
+.PHONY: all build run install uninstall test vet bench bench-e2e bench-mem fuzz simulate completions clean
 
 all: build
 
@@ -92,6 +92,7 @@ simulate:
 # test-python runs the Python client's unit tests (standard library only,
 # scripted nodes in-process, a few seconds). PYTHON picks the interpreter.
 PYTHON ?= python3
+.PHONY: test-python
 test-python:
 	cd clients/python && $(PYTHON) -m unittest discover -s tests -t .
 
