@@ -89,6 +89,15 @@ FIRST ?= 1
 simulate:
 	LOCKD_SIM_SEEDS=$(SEEDS) LOCKD_SIM_FIRST=$(FIRST) $(GO) test -count=1 -timeout 0 -run 'TestSimulate$$' -v ./cluster/core
 
+# test-python runs the Python client's unit tests (standard library only,
+# scripted nodes in-process, a few seconds). PYTHON picks the interpreter.
+PYTHON ?= python3
+.PHONY: test-python
+test-python:
+	cd clients/python && $(PYTHON) -m unittest discover -s tests -t .
+
+test: test-python
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./proto ./proto/client
 	$(GO) test -run '^$$' -bench 'Apply|Handoff|NodeCycle' -benchmem ./cluster
