@@ -16,7 +16,7 @@ import (
 // at once.
 func (tn *testNode) crash() {
 	tn.mu.Lock()
-	tn.crashing = true
+	tn.play(faultCrash)
 	tn.closing = true
 	conns := make([]*conn, 0, len(tn.conns))
 	for _, c := range tn.conns {

@@ -41,6 +41,10 @@ type conn struct {
 	gone     bool
 	refusals int  // requests refused before it authenticated
 	evicted  bool // closed to make room for a new connection
+	// While c has not authenticated: its place in n.unauth, and the
+	// timer that closes it at --auth-timeout.
+	strangerPrev, strangerNext *conn
+	authTimer                  *time.Timer
 	// For metrics (metrics.go): peer, it carries peer messages, not
 	// client requests; pending, its client requests not answered at once.
 	peer    bool
@@ -115,6 +119,9 @@ func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 	if r := auth.CertRole(tc.ConnectionState()); r > c.role {
 		c.role = r
 		c.authed.Store(r >= auth.Client)
+		if r >= auth.Client {
+			n.forgetStrangerLocked(c)
+		}
 	}
 	n.mu.Unlock()
 	return true
@@ -473,22 +480,23 @@ func (c *conn) flush(inline bool) bool {
 // authentication); the core's come through write.
 func (c *conn) send(fn func([]byte) []byte) { c.write(fn(nil)) }
 
-// overLimit says why c may not queue what it holds, or "". c.outMu is held.
-func (c *conn) overLimit() string {
+// overLimit says why c may not queue what it holds, and the limit it
+// hit; "" when it may. c.outMu is held.
+func (c *conn) overLimit() (string, int) {
 	lim := &c.n.cfg.Limits
 	if c.stream {
 		if c.queued > maxStreamBuffer {
-			return "replication stream more than " + byteSize(maxStreamBuffer) + " behind: the standby must sync again"
+			return "replication stream more than " + byteSize(maxStreamBuffer) + " behind: the standby must sync again", limStreamBuffer
 		}
-		return ""
+		return "", 0
 	}
 	if c.queued > lim.MaxConnOutput {
-		return "more than " + byteSize(int64(lim.MaxConnOutput)) + " of answers unread (lockd --max-conn-output)"
+		return "more than " + byteSize(int64(lim.MaxConnOutput)) + " of answers unread (lockd --max-conn-output)", limMaxConnOutput
 	}
 	if c.queued > 64<<10 && c.n.outBytes.Load() > lim.MaxOutput {
-		return "the node holds more than " + byteSize(lim.MaxOutput) + " of unread answers (lockd --max-output), this connection " + byteSize(int64(c.queued))
+		return "the node holds more than " + byteSize(lim.MaxOutput) + " of unread answers (lockd --max-output), this connection " + byteSize(int64(c.queued)), limMaxOutput
 	}
-	return ""
+	return "", 0
 }
 
 // closeLocked marks c finished and drops what it has not written.
@@ -518,10 +526,10 @@ func (c *conn) queue(b []byte, f *flushList) bool {
 	}
 	c.out = append(c.out, b...)
 	c.account(len(c.out) - was)
-	if why := c.overLimit(); why != "" {
+	if why, hit := c.overLimit(); why != "" {
 		c.closeLocked()
 		c.outMu.Unlock()
-		c.n.limitHit(outputLimit(why))
+		c.n.limitHit(hit)
 		c.n.refusedLog.log(c.n.log, "connection closed", "remote", c.remote, "why", why)
 		c.closeSocket()
 		c.signal()
@@ -580,6 +588,7 @@ func (n *Node) dropConn(c *conn) {
 		return
 	}
 	c.gone = true
+	n.forgetStrangerLocked(c)
 	if c.evicted {
 		n.evicting--
 	}

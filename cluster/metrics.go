@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"bytes"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,13 +19,17 @@ import (
 // Node.Metrics reads it, with the core's Counters and Status, under one
 // hold of the mutex.
 //
-// An answer is matched to its request the way a client matches it, by
-// (op, key): an answer the core gives while the shell applies a request
-// is that request's; any other answer on the connection (a waiter
-// granted, timed out or redirected later, a request held back during a
-// handoff) is matched to the oldest unanswered request of the connection
-// with that key. Only requests that are not answered at once are
-// remembered, so the common path costs a few comparisons and increments.
+// Every answer comes from the core as a core.Send that names the op and
+// key of the request it answers, its outcome and the limit a refusal
+// hit: the shell never reads the answer's bytes. It is matched to its
+// request the way a client matches it, by (op, key): an answer the core
+// gives while the shell applies a request is that request's; any other
+// answer on the connection (a waiter granted, timed out or redirected
+// later, a request held back during a handoff, a key listing scanned a
+// slice at a time) is matched to the oldest unanswered request of the
+// connection with that op and key, for how long it took. Only requests
+// that are not answered at once are remembered, so the common path costs
+// a few comparisons and increments.
 
 // Labels of the requests by op and outcome.
 var (
@@ -211,127 +213,66 @@ func (s *shellStats) end(c *conn, now time.Time) uint64 {
 	return 0
 }
 
-// countAnswer counts answer b, about to be written to c, under the op
-// and outcome of the request it answers; the limits named by acquires'
-// E answers are counted too. n.mu is held (it runs in Out.Send). Most
-// answers answer the request being applied, whose key is checked in
-// place: the common path scans nothing.
-func (n *Node) countAnswer(c *conn, b []byte) {
-	if c.peer || len(b) < 3 || b[1] != ' ' {
+// countAnswer counts s, an answer about to be written to c, under the op
+// and outcome of the request it answers, as the core says them; the
+// limit a refused acquire hit is counted too. n.mu is held (it runs in
+// Out.Send). Most answers answer the request being applied: the common
+// path looks nothing up.
+func (n *Node) countAnswer(c *conn, s *core.Send) {
+	if c.peer || s.Outcome == core.NoOutcome {
 		return
 	}
-	s := &n.stats
-	cur := &s.cur
-	var key []byte
-	inCur := cur.c == c && !cur.answered && hasKey(b, cur.key)
-	if inCur {
-		key = b[2 : 2+len(cur.key)]
-	} else {
-		key = answerKey(b)
-	}
-	rest := b[min(len(b), 3+len(key)):] // the words after the key
-	var op proto.Op                     // 0: M, which does not say which request it answers
-	outcome := outOK
-	switch kind := proto.Op(b[0]); kind {
-	case proto.OpAcquire:
-		op, outcome = proto.OpAcquire, outGranted
-	case proto.KindTimeout:
-		op, outcome = proto.OpAcquire, outTimeout
-	case proto.KindMoved:
-		outcome = outMoved
-	case proto.KindError:
-		op, outcome = proto.Op('?'), outError
-		if len(rest) >= 2 && rest[1] == ':' {
-			op = proto.Op(rest[0])
-		}
-	case proto.OpRelease, proto.OpRenew:
-		op = kind
-		if bytes.HasPrefix(rest, []byte(proto.WordNotHeld)) {
-			outcome = outNotHeld
-		}
-	case proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth:
-		op = kind
-	default:
-		return
-	}
-	if inCur && (op == 0 || op == cur.op) {
+	st := &n.stats
+	cur := &st.cur
+	outcome := outcomeOf[s.Outcome]
+	op := s.Op
+	if cur.c == c && !cur.answered && op == cur.op && s.Key == cur.key {
 		cur.answered = true
-		op = cur.op
 		if outcome == outGranted {
-			s.atOnce++
+			st.atOnce++
 		}
-	} else {
-		p, ok := c.takePending(op, key)
-		if op == 0 {
-			op = proto.OpAcquire // a waiter redirected when the role moved
-			if ok {
-				op = p.op()
-			}
-		}
-		if ok {
-			d := p.since(time.Since(n.base))
-			switch {
-			case outcome == outGranted:
-				s.wait.add(d, 1)
-			case op != proto.OpAcquire:
-				s.latency.add(d, 1)
-			}
+	} else if p, ok := c.takePending(op, s.Key); ok {
+		d := p.since(time.Since(n.base))
+		switch {
+		case outcome == outGranted:
+			st.wait.add(d, 1)
+		case op != proto.OpAcquire:
+			st.latency.add(d, 1)
 		}
 	}
-	i := opIndex[op]
-	if i < 0 {
-		return
+	if i := opIndex[op]; i >= 0 {
+		st.requests[i][outcome]++
 	}
-	s.requests[i][outcome]++
-	if outcome == outError && op == proto.OpAcquire {
-		n.noteRefusal(rest)
+	if s.Limit != core.NoLimit {
+		n.limitHit(limitOf[s.Limit])
 	}
 }
 
-// hasKey reports whether answer b echoes key.
-func hasKey(b []byte, key string) bool {
-	end := 2 + len(key)
-	return len(b) > end && (b[end] == ' ' || b[end] == '\n') && string(b[2:end]) == key
+// outcomeOf maps the core's outcomes to indexes of outcomeNames.
+var outcomeOf = [...]int{
+	core.NoOutcome: outOK,
+	core.Granted:   outGranted,
+	core.TimedOut:  outTimeout,
+	core.OK:        outOK,
+	core.NotHeld:   outNotHeld,
+	core.Moved:     outMoved,
+	core.Refused:   outError,
 }
 
-// answerKey is the key answer b echoes.
-func answerKey(b []byte) []byte {
-	b = b[2:]
-	for i, ch := range b {
-		if ch == ' ' || ch == '\n' {
-			return b[:i]
-		}
-	}
-	return b
-}
-
-// noteRefusal counts the limit an acquire's E answer names, if any.
-func (n *Node) noteRefusal(rest []byte) {
-	msg := rest[min(len(rest), 3):] // after "A: "
-	for _, l := range []struct {
-		err error
-		lim int
-	}{
-		{engine.ErrTooManyKeys, limMaxKeys},
-		{engine.ErrQueueFull, limMaxWaiters},
-		{engine.ErrTooManyWaiters, limMaxTotalWaiters},
-	} {
-		if bytes.HasPrefix(msg, []byte(l.err.Error()+":")) {
-			n.limitHit(l.lim)
-			return
-		}
-	}
-	if bytes.HasPrefix(msg, []byte("this connection already has ")) {
-		n.limitHit(limMaxConnWaiters)
-	}
+// limitOf maps the limits the core names to indexes of LimitNames.
+var limitOf = [...]int{
+	core.LimitKeys:         limMaxKeys,
+	core.LimitWaiters:      limMaxWaiters,
+	core.LimitTotalWaiters: limMaxTotalWaiters,
+	core.LimitConnWaiters:  limMaxConnWaiters,
 }
 
 // takePending forgets and returns the oldest request of c with key that
-// answer op (0: any) can answer. n.mu is held.
-func (c *conn) takePending(op proto.Op, key []byte) (pendingReq, bool) {
-	q := c.pending[string(key)]
+// answer op can answer. n.mu is held.
+func (c *conn) takePending(op proto.Op, key string) (pendingReq, bool) {
+	q := c.pending[key]
 	for i, p := range q.reqs {
-		if op != 0 && p.op() != op {
+		if p.op() != op {
 			continue
 		}
 		switch {
@@ -382,34 +323,6 @@ func (n *Node) countShellAnswer(op proto.Op, outcome int) {
 
 // limitHit counts a limit hit; it takes no lock.
 func (n *Node) limitHit(lim int) { n.limits[lim].Add(1) }
-
-// connLimit is the limit a refused connection hit.
-func connLimit(why string) int {
-	if strings.Contains(why, "--max-conns-per-ip") {
-		return limMaxConnsPerIP
-	}
-	return limMaxConns
-}
-
-// outputLimit is the limit a connection closed by overLimit hit.
-func outputLimit(why string) int {
-	switch {
-	case strings.Contains(why, "--max-conn-output"):
-		return limMaxConnOutput
-	case strings.Contains(why, "--max-output"):
-		return limMaxOutput
-	}
-	return limStreamBuffer
-}
-
-// readBoundLimit is the limit a connection closed by its deadlineReader
-// hit.
-func readBoundLimit(b errReadBound) int {
-	if strings.HasPrefix(b.msg, "not authenticated") {
-		return limAuthTimeout
-	}
-	return limLineTimeout
-}
 
 // histogram counts durations in buckets, without atomics: its owner
 // holds a lock.

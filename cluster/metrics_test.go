@@ -1,32 +1,12 @@
 package cluster
 
 import (
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/proto"
 )
-
-func TestAnswerKey(t *testing.T) {
-	for _, tc := range []struct{ in, key string }{
-		{"A deploy 7532796687534784513\n", "deploy"},
-		{"T deploy\n", "deploy"},
-		{"R k notheld\n", "k"},
-		{"E k A: too many keys: 2 keys\n", "k"},
-		{"M k", "k"},
-	} {
-		if got := string(answerKey([]byte(tc.in))); got != tc.key {
-			t.Errorf("answerKey(%q) = %q, want %q", tc.in, got, tc.key)
-		}
-		if !hasKey([]byte(tc.in), tc.key) && strings.HasSuffix(tc.in, "\n") {
-			t.Errorf("hasKey(%q, %q) = false", tc.in, tc.key)
-		}
-		if hasKey([]byte(tc.in), tc.key[:len(tc.key)-1]) || hasKey([]byte(tc.in), tc.key+"x") {
-			t.Errorf("hasKey(%q) matches a key it does not echo", tc.in)
-		}
-	}
-}
 
 // TestSeqRingAge: the age of the oldest record a standby lacks is bounded
 // by the samples around its position.
@@ -99,10 +79,10 @@ func BenchmarkCountRequest(b *testing.B) {
 	n := &Node{base: time.Now()}
 	n.stats.init()
 	c := &conn{n: n}
-	grant := []byte("A bench-17 7532796687534784513\n")
-	ok := []byte("R bench-17 ok\n")
+	grant := &core.Send{Op: proto.OpAcquire, Outcome: core.Granted, Key: "bench-17", Line: []byte("A bench-17 7532796687534784513\n")}
+	ok := &core.Send{Op: proto.OpRelease, Outcome: core.OK, Key: "bench-17", Line: []byte("R bench-17 ok\n")}
 	now := n.now()
-	batch := func(op proto.Op, answer []byte) {
+	batch := func(op proto.Op, answer *core.Send) {
 		if c.batches%timedBatches == 0 {
 			c.readAt, c.timed = time.Since(n.base), true
 		}

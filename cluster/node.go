@@ -95,7 +95,8 @@ type Node struct {
 	armedAt    time.Time
 	conns      map[uint64]*conn
 	perIP      map[string]int // open connections per remote IP
-	unauth     []*conn        // connections not authenticated yet, oldest first
+	authFails  authBackoff    // failed authentications per source
+	unauth     strangers      // connections not authenticated yet, oldest first
 	evicting   int            // evicted connections not dropped yet
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
@@ -105,11 +106,10 @@ type Node struct {
 	// connGone, when not nil, is closed when a connection is dropped
 	// (drain waits on it).
 	connGone chan struct{}
-	crashing bool // tests: stop as kill -9 would, without a handoff
-	// testLoseTakeover makes this node, on taking a handoff, close the
-	// stream without confirming (O), as when the link breaks right then.
-	testLoseTakeover atomic.Bool
 
+	// scanning: the connection whose key listing the goroutine applying
+	// its batch is to scan next (shellOut.Scan). Guarded by mu.
+	scanning *conn
 	// direct: the connections the goroutine applying a batch writes to
 	// after it (direct.go); nil when none does. Guarded by mu.
 	direct *flushList
@@ -160,6 +160,9 @@ func New(cfg Config) (*Node, error) {
 	g, err := newGate(cfg.Security, cfg.Listen, len(c.Peers()))
 	if err != nil {
 		return nil, err
+	}
+	if specificHost(self) {
+		g.names = append(g.names, self)
 	}
 	n.gate = g
 	if cfg.Security.TLS != nil {
@@ -236,7 +239,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) shutdown() {
 	n.running.Store(false)
 	n.mu.Lock()
-	crashing := n.crashing
+	crashing := n.playing(faultCrash)
 	if !crashing {
 		n.core.Shutdown(n.now())
 		n.rearmLocked()
@@ -344,9 +347,9 @@ func (n *Node) acceptLoop() {
 		if evicted {
 			n.limitHit(limMaxConns)
 		}
-		if why := n.connLimitLocked(c.ip, evicted); why != "" {
+		if why, hit := n.connLimitLocked(c.ip, evicted); why != "" {
 			n.mu.Unlock()
-			n.limitHit(connLimit(why))
+			n.limitHit(hit)
 			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
 			if n.tlsConfig == nil {
 				// A fresh socket's buffer takes one line without blocking.
@@ -360,10 +363,10 @@ func (n *Node) acceptLoop() {
 		n.conns[c.id] = c
 		n.perIP[c.ip]++
 		if !c.authed.Load() {
-			n.unauth = append(n.unauth, c)
-			time.AfterFunc(n.cfg.Limits.AuthTimeout, func() { c.authTimeout() })
+			n.unauth.push(c)
+			c.authTimer = time.AfterFunc(n.cfg.Limits.AuthTimeout, c.authTimeout)
 		}
-		n.core.ConnOpened(core.ConnID(c.id), c.remote)
+		n.core.ConnOpened(n.now(), core.ConnID(c.id), c.remote)
 		// Added under the mutex, before shutdown (which sets closing
 		// under it) can start waiting. The reader starts the writer.
 		n.wg.Add(1)
@@ -406,14 +409,38 @@ func (n *Node) rearmLocked() {
 // under n.mu, from inside a core call.
 type shellOut Node
 
-func (o *shellOut) Send(id core.ConnID, b []byte) bool {
+func (o *shellOut) Send(s core.Send) bool {
 	n := (*Node)(o)
-	c := n.conns[uint64(id)]
+	c := n.conns[uint64(s.Conn)]
 	if c == nil {
 		return false
 	}
-	n.countAnswer(c, b)
-	return c.queue(b, n.direct)
+	n.countAnswer(c, &s)
+	return c.queue(s.Line, n.direct)
+}
+
+// Scan has the key listing of id scanned by the reader that applies its
+// request when the request is being applied, so that it is answered
+// before the requests that follow it; otherwise (a listing held back
+// during a handoff) by a goroutine of its own.
+func (o *shellOut) Scan(id core.ConnID) {
+	n := (*Node)(o)
+	c := n.conns[uint64(id)]
+	if c == nil {
+		return
+	}
+	if n.stats.cur.c == c {
+		n.scanning = c
+		return
+	}
+	if n.ctx == nil {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.scanKeys(c)
+	}()
 }
 
 func (o *shellOut) Close(id core.ConnID) {
@@ -447,7 +474,7 @@ func (o *shellOut) Follow(target string) {
 func (o *shellOut) StreamReply(target string, b []byte) {
 	n := (*Node)(o)
 	if f := n.follow; f != nil && f.target == target {
-		if n.testLoseTakeover.Load() {
+		if n.playing(faultLoseTakeover) {
 			f.stop()
 			return
 		}

@@ -182,7 +182,7 @@ func BenchmarkApply(b *testing.B) {
 	defer there.Close()
 	c := newConn(n, 1, here)
 	n.conns[c.id] = c
-	n.core.ConnOpened(core.ConnID(c.id), c.remote)
+	n.core.ConnOpened(n.now(), core.ConnID(c.id), c.remote)
 	acquires := make([][]byte, depth)
 	for i := range acquires {
 		acquires[i] = fmt.Appendf(nil, "A bench-%d 30 0\n", i)

@@ -82,6 +82,7 @@ func startNodeWith(t *testing.T, listen string, peers []string, set func(*Config
 func (tn *testNode) shutdown() {
 	tn.stop()
 	<-tn.done
+	tn.forget()
 }
 
 func (tn *testNode) isSynced() bool {

@@ -44,6 +44,11 @@ func TestGateRefusesUnsafeSettings(t *testing.T) {
 		{"open on all interfaces", Security{}, ":7070", 0, "add --secret-file FILE"},
 		{"peers cannot prove themselves", Security{Secrets: auth.Secrets{Client: clientSecret}}, "127.0.0.1:7070", 2, "peers must prove they are peers"},
 		{"admin secret alone on the network", Security{Secrets: auth.Secrets{Admin: adminSecret}}, "10.0.0.1:7070", 0, "add --secret-file FILE"},
+		{"client secret is the peer secret", Security{Secrets: auth.Secrets{Client: clientSecret, Peer: clientSecret}}, "127.0.0.1:7070", 2, "--secret-file and --peer-secret-file hold the same secret, so every client could act as a node"},
+		{"admin secret is the peer secret", Security{Secrets: auth.Secrets{Client: clientSecret, Admin: peerSecret, Peer: peerSecret}}, "127.0.0.1:7070", 2, "--admin-secret-file and --peer-secret-file hold the same secret"},
+		{"client secret is the admin secret", Security{Secrets: auth.Secrets{Client: clientSecret, Admin: clientSecret}}, "127.0.0.1:7070", 0, "every client is an admin"},
+		{"a trivial secret", Security{Secrets: auth.Secrets{Client: []byte("aaaaaaaaaaaaaaaaaaaa")}}, "127.0.0.1:7070", 0, "--secret-file: the secret has fewer than 8 different characters (1)"},
+		{"a short secret", Security{Secrets: auth.Secrets{Peer: []byte("short")}}, "127.0.0.1:7070", 2, "--peer-secret-file: the secret is 5 bytes, shorter than 16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := newGate(tc.sec, tc.listen, tc.peers)
@@ -182,7 +187,7 @@ func TestHandoffWithLostConfirmationIsSettled(t *testing.T) {
 	h := dialWire(t, addrs[0])
 	h.send("A k 30 0")
 	tok := h.expect(`A k (\d+)`)[1]
-	b.testLoseTakeover.Store(true)
+	b.play(faultLoseTakeover)
 	h.send("H -")
 	// The confirmation never comes and the stream closes: a asks b (C),
 	// b says it took the role, and a follows it.
@@ -319,7 +324,7 @@ func TestKeysListingAcrossSlices(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	startNode(t, addr, nil)
 	w := dialWire(t, addr)
-	const n = 8*keysSlice + 100 // k00001 to k08292, across many slices
+	const n = 8*core.ListSlice + 100 // k00001 to k08292, across many slices
 	var batch []string
 	for i := range n {
 		batch = append(batch, fmt.Sprintf("A k%05d 300 0", n-i))

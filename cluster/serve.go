@@ -1,13 +1,9 @@
 package cluster
 
 import (
-	"container/heap"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
-	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
@@ -45,9 +41,13 @@ func (n *Node) apply(c *conn, batch []item) {
 			if pe == nil {
 				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
 			}
+			pe = unechoed(c, pe)
 			n.stats.begin(c, pe.Op, pe.Key)
-			n.core.RequestError(id, pe)
+			n.core.RequestError(now, id, pe)
 			answered += n.stats.end(c, now)
+			if n.strangerRefusedLocked(c) {
+				return
+			}
 			continue
 		}
 		req := &it.req
@@ -56,46 +56,48 @@ func (n *Node) apply(c *conn, batch []item) {
 			n.authStep(c, req)
 			n.countAuth(c)
 			answered++
+			if n.strangerRefusedLocked(c) {
+				return
+			}
 		case c.role < need:
 			if need >= auth.Admin {
 				n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
 			}
 			n.stats.begin(c, req.Op, req.Key)
-			n.core.Refuse(id, req.Op, req.Key, n.gate.refusal(need, c.role))
+			n.core.Refuse(now, id, req.Op, req.Key, n.gate.refusal(need, c.role))
 			answered += n.stats.end(c, now)
-			if c.role == auth.None {
-				if c.refusals++; c.refusals >= maxRefusals {
-					c.send(func(b []byte) []byte {
-						return proto.AppendError(b, proto.WordNone, '?', "too many requests before authenticating; closing this connection")
-					})
-					c.flushAndClose()
-					return
-				}
-			}
-		case req.Op == proto.OpKeys && n.core.Role() == core.Active:
-			n.rearmLocked()
-			n.direct = nil
-			n.mu.Unlock()
-			// The answers c's reader held back (direct.go) go before a
-			// scan that may wait for others'.
-			c.writeHeld()
-			n.listKeys(c, req.Key)
-			n.mu.Lock()
-			if c.gone {
+			if n.strangerRefusedLocked(c) {
 				return
 			}
-			n.direct = c.direct
-			now = n.now()
-			answered++
 		default:
 			// Peer messages are no client requests: their connection's
 			// answers are not counted.
 			c.peer = c.peer || need == auth.Peer || opIndex[req.Op] < 0
 			n.stats.begin(c, req.Op, req.Key)
+			n.scanning = nil
 			n.core.Request(now, id, *req)
 			answered += n.stats.end(c, now)
 			if req.Op == proto.OpSync && n.core.Syncing(id) {
 				n.startSnapshot(c)
+			}
+			if n.scanning == c {
+				// A key listing: c's reader scans it, a slice at a time,
+				// before it reads on, so it is answered before the
+				// requests that follow it.
+				n.scanning = nil
+				n.rearmLocked()
+				n.direct = nil
+				n.mu.Unlock()
+				// The answers c's reader held back (direct.go) go before a
+				// scan that may wait for others'.
+				c.writeHeld()
+				n.scanKeys(c)
+				n.mu.Lock()
+				if c.gone {
+					return
+				}
+				n.direct = c.direct
+				now = n.now()
 			}
 		}
 	}
@@ -126,86 +128,29 @@ func (n *Node) startSnapshot(c *conn) {
 	}()
 }
 
-// keysSlice is how many keys one hold of the node mutex scans for K, and
-// keysPause the pause between two slices: Go's mutex would otherwise hand
-// the lock straight back to the scanner, and the clients waiting for it
-// would wait for the whole scan.
-const (
-	keysSlice = 1024
-	keysPause = 50 * time.Microsecond
-)
+// keysPause is the pause between two slices of a key listing: Go's
+// mutex would otherwise hand the lock straight back to the scanner, and
+// the clients waiting for it would wait for the whole scan.
+const keysPause = 50 * time.Microsecond
 
-// listKeys answers "K pattern" on c: the first proto.MaxListKeys matching
-// keys in byte order, and how many matched. It scans a slice of the keys
-// at a time under the node mutex, so that others are served in between,
-// and at most maxScans listings run at once. Keys that change during the
-// listing may be missed or, in TOTAL, counted twice.
-func (n *Node) listKeys(c *conn, pattern string) {
+// scanKeys drives the key listings the core scans for c (core.Out.Scan),
+// a slice per hold of the node mutex, so that others are served in
+// between; at most maxScans run at once.
+func (n *Node) scanKeys(c *conn) {
 	select {
 	case n.scans <- struct{}{}:
 		defer func() { <-n.scans }()
 	case <-n.ctx.Done():
 		return
 	}
-	var top keyHeap // the smallest matches so far, largest on top
-	inTop := make(map[string]bool)
-	total := 0
-	cursor := engine.ScanStart
-	for cursor != 0 {
+	for {
 		n.mu.Lock()
-		if c.gone {
-			n.mu.Unlock()
-			return
-		}
-		var active bool
-		cursor, active = n.core.KeysSlice(n.now(), cursor, keysSlice, func(key string) {
-			if !proto.MatchKeys(pattern, key) || inTop[key] {
-				return
-			}
-			total++
-			switch {
-			case len(top) < proto.MaxListKeys:
-				heap.Push(&top, key)
-				inTop[key] = true
-			case key < top[0]:
-				delete(inTop, top[0])
-				top[0] = key
-				heap.Fix(&top, 0)
-				inTop[key] = true
-			}
-		})
-		if !active {
-			to := n.core.RedirectTarget(n.now())
-			n.countShellAnswer(proto.OpKeys, outMoved)
-			n.mu.Unlock()
-			c.send(func(b []byte) []byte { return proto.AppendMoved(b, pattern, to) })
-			return
-		}
-		if cursor == 0 {
-			n.countShellAnswer(proto.OpKeys, outOK)
-		}
+		done := c.gone || n.core.KeysSlice(n.now(), core.ConnID(c.id))
 		n.rearmLocked()
 		n.mu.Unlock()
-		if cursor != 0 {
-			time.Sleep(keysPause)
+		if done {
+			return
 		}
+		time.Sleep(keysPause)
 	}
-	keys := []string(top)
-	slices.Sort(keys)
-	fields := append([]string{strconv.Itoa(total)}, keys...)
-	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpKeys, pattern, fields...) })
-}
-
-// keyHeap is a max-heap of keys.
-type keyHeap []string
-
-func (h keyHeap) Len() int           { return len(h) }
-func (h keyHeap) Less(i, j int) bool { return h[i] > h[j] }
-func (h keyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *keyHeap) Push(x any)        { *h = append(*h, x.(string)) }
-func (h *keyHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

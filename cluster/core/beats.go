@@ -162,7 +162,7 @@ func (c *Core) PeerDown(now time.Time, addr, why string) {
 func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
 	bt, err := proto.ParseBeat(req)
 	if err != nil {
-		c.sendNow(cn, proto.AppendError(c.buf[:0], req.Key, proto.OpBeat, err.Error()))
+		c.sendNow(cn, record, proto.AppendError(c.buf[:0], req.Key, proto.OpBeat, err.Error()))
 		return
 	}
 	// The sender's token may come from a competing active: never issue
@@ -176,7 +176,7 @@ func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
 	ans := c.beat(now)
 	ans.From = req.Key
 	ans.Flags.Round = bt.Flags.Round
-	c.sendNow(cn, proto.AppendBeatAnswer(c.buf[:0], ans))
+	c.sendNow(cn, record, proto.AppendBeatAnswer(c.buf[:0], ans))
 }
 
 // observe takes a token heard from a peer into the engine, so this node

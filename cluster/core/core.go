@@ -80,10 +80,15 @@ type Config struct {
 // happen. The shell carries them out over sockets; the simulator over
 // its simulated network. A method of Out must not call back into the core.
 type Out interface {
-	// Send queues b, one or more whole lines, for connection c: answers
-	// to a client, or records of a replication stream. It reports false
-	// when c is gone, so that a grant nobody will read is released.
-	Send(c ConnID, b []byte) bool
+	// Send queues s.Line, one or more whole lines, for connection
+	// s.Conn: answers to a client, or records of a replication stream,
+	// with what they say (see Send). It reports false when the
+	// connection is gone, so that a grant nobody will read is released.
+	Send(s Send) bool
+	// Scan says that connection c has a key listing to scan: call
+	// KeysSlice(now, c) until it reports done, letting other events in
+	// between.
+	Scan(c ConnID)
 	// Close closes c once what was sent to it has been written.
 	Close(c ConnID)
 	// Beat sends heartbeat b on the link this node keeps to peer, if it
@@ -188,18 +193,14 @@ type Core struct {
 	// until expectUntil at the latest.
 	expect      []string
 	expectUntil time.Time
+	// degradedSince is when degraded last became true; degradedWarned,
+	// whether that spell was logged (warnDegraded).
+	degradedSince  time.Time
+	degradedWarned bool
 
 	nextBeat   time.Time // when heartbeats and the supervisor are due
 	nextAsk    uint64
 	skewLogged time.Time // the last "token ignored" log line
-
-	// Bugs planted by the simulator's own test, to show it finds them.
-	testNoSucceed bool // promotion keeps the old token epoch
-	testNoDemote  bool // a lower-priority active stays after a heal
-	testGuess     bool // an unconfirmed handoff is aborted on a guess, not settled by asking
-	testNoWait    bool // a standby promotes while the stream from its active is still open
-	testNoIDs     bool // acquires are served as if they carried no id
-	testEarly     bool // sync mode answers before the standbys acknowledge
 }
 
 // New checks cfg and returns the core of a node started at now, in role
@@ -349,6 +350,7 @@ func (c *Core) Tick(now time.Time) {
 	c.retryWaitingHandoff(now)
 	c.checkExpect(now)
 	c.checkHeld(now)
+	c.warnDegraded(now)
 	if h := c.handoff; h != nil && !h.resolving && !now.Before(h.deadline) {
 		c.handoffUnconfirmed(now, "the successor "+h.to+" did not confirm within "+c.cfg.HandoffTimeout.String())
 	}
@@ -538,19 +540,6 @@ func (c *Core) Status(now time.Time) proto.Status {
 	}
 	st.Peers = all
 	return st
-}
-
-// KeysSlice scans at most n keys for a listing, from cursor (start with
-// engine.ScanStart), calling fn with each key; it returns the next
-// cursor (0 when done) and false when this node is not active, so the
-// listing must be answered with a redirect. The shell calls it a slice at
-// a time, letting other requests in between.
-func (c *Core) KeysSlice(now time.Time, cursor, n int, fn func(key string)) (int, bool) {
-	if c.role != Active {
-		return 0, false
-	}
-	c.advance(now)
-	return c.eng.Scan(now, cursor, n, func(h engine.Holder, _ bool) { fn(h.Key) }), true
 }
 
 // RedirectTarget is where a client should go: the active, or while none

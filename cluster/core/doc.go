@@ -15,34 +15,49 @@
 //
 // # Events (methods of Core)
 //
-// Every event carries the time it happens at:
+// Every event carries the time it happens at (StreamAck, which only
+// reads what StreamRecord applied, excepted):
 //
-//	Tick(now)                       time passed: fire deadlines; every heartbeat,
-//	                                send heartbeats and re-evaluate the role (NextWake says when)
-//	ConnOpened(id, remote)          a connection was accepted
-//	Request(now, id, req)           a request read on a connection (authorised by the shell)
-//	RequestError(id, pe)            a line that is no request
-//	Refuse(id, op, key, msg)        a request the shell refuses (authentication)
-//	ConnClosed(now, id)             the connection closed: its waiters leave
-//	SnapshotSlice(now, id)          a new standby's stream has room for the next slice
-//	KeysSlice(now, pattern, ...)    the next slice of a key listing (K)
-//	HeardBeat(now, peer, beat)      a peer answered this node's heartbeat
-//	PeerDown(now, peer, why)        the heartbeat link to a peer failed
-//	StreamOpened(now, target)       the replication stream to follow is open: send its hello
-//	StreamRecord(now, target, a)    a record read on it
-//	StreamEnded(now, target, err)   it ended
-//	Answered(now, id, answer, err)  the answer to an Ask (a take-back, or C)
-//	Shutdown(now)                   stop gracefully: hand off first
+//	Tick(now)                          time passed: fire deadlines; every heartbeat,
+//	                                   send heartbeats and re-evaluate the role (NextWake says when)
+//	ConnOpened(now, id, remote)        a connection was accepted
+//	Request(now, id, req)              a request read on a connection (authorised by the shell)
+//	RequestError(now, id, pe)          a line that is no request
+//	Refuse(now, id, op, key, msg)      a request the shell refuses (authentication)
+//	ConnClosed(now, id)                the connection closed: its waiters leave
+//	KeysSlice(now, id) done            scan the next slice of id's key listing (after Scan)
+//	SnapshotSlice(now, id) done        a new standby's stream has room for the next slice
+//	HeardBeat(now, peer, beat)         a peer answered this node's heartbeat
+//	PeerDown(now, peer, why)           the heartbeat link to a peer failed
+//	StreamOpened(now, target) hello    the replication stream to follow is open: send hello on it
+//	StreamRecord(now, target, a) err   a record read on it; an error ends it
+//	StreamAck(target) line             the acknowledgement to write after a batch of records
+//	StreamEnded(now, target, err)      it ended
+//	Answered(now, id, answer, err)     the answer to an Ask (a take-back, or C)
+//	Shutdown(now)                      stop gracefully: hand off first
 //
 // # Actions (methods of Out)
 //
-//	Send(conn, lines) bool          answers and stream records for a connection
-//	Close(conn)                     close it once written
-//	Beat(peer, line)                a heartbeat on the link to peer
-//	Follow(target)                  keep a replication stream from target open ("" none)
-//	StreamReply(target, line)       write on that stream (O, after a handoff)
-//	Ask(id, peer, line, timeout)    a request on a connection of its own (C, H takeback)
-//	Stopped()                       a shutdown may complete
+// The core calls Out synchronously, in the order its actions happen; a
+// method of Out must not call back into the core.
+//
+//	Send(Send) bool                    lines for a connection, and what they say: the
+//	                                   request's op and key, its Outcome (Granted, TimedOut,
+//	                                   OK, NotHeld, Moved, Refused, or NoOutcome for
+//	                                   replication records and answers to peers) and, for a
+//	                                   refused acquire, the Limit it hit; false when the
+//	                                   connection is gone
+//	Scan(conn)                         a key listing on conn waits for KeysSlice calls
+//	Close(conn)                        close it once written
+//	Beat(peer, line)                   a heartbeat on the link to peer
+//	Follow(target)                     keep a replication stream from target open ("" none)
+//	StreamReply(target, line)          write on that stream (O, after a handoff)
+//	Ask(id, peer, line, timeout)       a request on a connection of its own (C, H takeback)
+//	Stopped()                          a shutdown may complete
+//
+// The shell counts requests, their outcomes and the limits hit from what
+// each Send says, never from its bytes. A new kind of answer is a new
+// Outcome (or a field of Send) set where the core makes the line.
 //
 // # Roles
 //

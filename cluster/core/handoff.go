@@ -42,10 +42,10 @@ func (c *Core) handoffRequest(now time.Time, cn *conn, req proto.Request) {
 			return
 		}
 		if err != nil {
-			c.sendNow(cn, proto.AppendError(c.buf[:0], label, proto.OpHandoff, err.Error()))
+			c.sendNow(cn, refused(proto.OpHandoff, label, NoLimit), proto.AppendError(c.buf[:0], label, proto.OpHandoff, err.Error()))
 			return
 		}
-		c.sendNow(cn, proto.AppendFields(c.buf[:0], proto.OpHandoff, label, proto.WordOK, newActive))
+		c.sendNow(cn, answered(proto.OpHandoff, label, OK), proto.AppendFields(c.buf[:0], proto.OpHandoff, label, proto.WordOK, newActive))
 	}
 	switch c.role {
 	case HandingOff:
@@ -61,7 +61,7 @@ func (c *Core) handoffRequest(now time.Time, cn *conn, req proto.Request) {
 		return
 	case Active:
 	default:
-		c.sendNow(cn, proto.AppendMoved(c.buf[:0], label, c.RedirectTarget(now)))
+		c.sendNow(cn, answered(proto.OpHandoff, label, Moved), proto.AppendMoved(c.buf[:0], label, c.RedirectTarget(now)))
 		return
 	}
 	sticky := label != TakebackLabel
@@ -211,7 +211,7 @@ func (c *Core) beginHandoff(now time.Time, target *conn, reason string, sticky b
 	h.token = c.eng.HighWater()
 	// A handoff by command pins the role on its target: nodes that were
 	// running when it happened do not take it back by priority.
-	c.send(target, proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecHandoff, From: to, Token: h.token, Seq: c.seq, Pinned: sticky}))
+	c.send(target, record, proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecHandoff, From: to, Token: h.token, Seq: c.seq, Pinned: sticky}))
 }
 
 // handoffRecord applies an H record read on the stream from f.target:
@@ -300,7 +300,7 @@ func (c *Core) handoffUnconfirmed(now time.Time, why string) {
 	if h == nil || h.resolving {
 		return
 	}
-	if c.testGuess {
+	if c.has(bugGuess) {
 		c.abortHandoff(now, why)
 		return
 	}
@@ -386,7 +386,7 @@ func (c *Core) answerResolve(cn *conn, req proto.Request) {
 		c.cancelled[req.Key] = req.Token
 	}
 	c.log.Info("handoff settled", "self", c.self, "from", req.Key, "remote", cn.remote, "answer", word)
-	c.sendNow(cn, proto.AppendFields(c.buf[:0], proto.OpResolve, req.Key, word))
+	c.sendNow(cn, record, proto.AppendFields(c.buf[:0], proto.OpResolve, req.Key, word))
 }
 
 // abortHandoff takes the role back after a handoff the successor is known

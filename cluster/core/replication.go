@@ -30,11 +30,11 @@ type stream struct {
 // the same node replaces the old.
 func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 	if c.role != Active || !c.pausedSince.IsZero() {
-		c.sendNow(cn, proto.AppendMoved(c.buf[:0], req.Key, c.RedirectTarget(now)))
+		c.sendNow(cn, record, proto.AppendMoved(c.buf[:0], req.Key, c.RedirectTarget(now)))
 		return
 	}
 	if cn.stream != nil {
-		c.sendNow(cn, proto.AppendError(c.buf[:0], req.Key, proto.OpSync, "this connection is a replication stream already"))
+		c.sendNow(cn, record, proto.AppendError(c.buf[:0], req.Key, proto.OpSync, "this connection is a replication stream already"))
 		return
 	}
 	c.observe(now, req.Token, req.Key)
@@ -114,7 +114,7 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
 		c.log.Info("snapshot sent", "standby", s.from, "holders", s.held, "took", now.Sub(s.started).Round(time.Microsecond).String())
 	}
 	if len(buf) > 0 {
-		c.send(cn, buf)
+		c.send(cn, record, buf)
 	} else {
 		c.buf = buf
 	}
@@ -148,10 +148,10 @@ func (c *Core) replicate(ev engine.Event) {
 			if old == nil {
 				old = proto.AppendRecord(nil, proto.StripRecord(rec))
 			}
-			c.out.Send(s.id, old)
+			c.write(s.id, record, old)
 			continue
 		}
-		c.out.Send(s.id, b)
+		c.write(s.id, record, b)
 	}
 	c.buf = b[:0]
 }
@@ -164,7 +164,7 @@ func (c *Core) markStreams() {
 	}
 	b := proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecMark, Token: c.eng.HighWater(), Seq: c.seq})
 	for _, s := range c.streams {
-		c.out.Send(s.id, b)
+		c.write(s.id, record, b)
 	}
 	c.buf = b[:0]
 }
@@ -176,7 +176,7 @@ func (c *Core) markStreams() {
 func (c *Core) closeStreams(to string) {
 	for _, s := range c.streams {
 		s.stream = nil
-		c.out.Send(s.id, proto.AppendMoved(nil, proto.WordNone, to))
+		c.write(s.id, record, proto.AppendMoved(nil, proto.WordNone, to))
 		c.out.Close(s.id)
 	}
 	c.streams = nil
@@ -193,7 +193,7 @@ func (c *Core) dropStream(cn *conn) {
 		}
 	}()
 	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool { return s == cn })
-	c.out.Send(cn.id, proto.AppendMoved(nil, proto.WordNone, c.active))
+	c.write(cn.id, record, proto.AppendMoved(nil, proto.WordNone, c.active))
 	c.out.Close(cn.id)
 }
 

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -16,9 +17,10 @@ type conn struct {
 	remote   string
 	nextSeq  uint64
 	pending  map[string][]pendingA // waiting acquires per key, in send order
-	early    map[uint64][]byte     // answers of pending acquires behind an older one, by seq
+	early    map[uint64]heldLine   // answers of pending acquires behind an older one, by seq
 	nwaiting int
-	stream   *stream // set when this connection is a standby's replication stream
+	stream   *stream    // set when this connection is a standby's replication stream
+	lists    []*listing // its key listings (K) being scanned, oldest first
 	// held are answers waiting for the standbys' acknowledgements
 	// (synchronous replication), in the order they are to be written.
 	held []heldAnswer
@@ -51,7 +53,8 @@ func waiterOf(c *conn, seq uint64) engine.Waiter {
 }
 
 // ConnOpened registers a connection the shell accepted from remote.
-func (c *Core) ConnOpened(id ConnID, remote string) {
+func (c *Core) ConnOpened(now time.Time, id ConnID, remote string) {
+	c.noteTime(now)
 	c.conns[id] = &conn{id: id, remote: remote}
 }
 
@@ -96,7 +99,7 @@ func isLockOp(op proto.Op) bool {
 
 // Request serves one request read on connection id. The shell has
 // checked that the connection may send it (package auth); I requests are
-// the shell's. K is listed by the shell with KeysSlice.
+// the shell's. A key listing (K) is scanned a slice at a time: Out.Scan.
 func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 	cn := c.conns[id]
 	if cn == nil {
@@ -118,25 +121,25 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 	case proto.OpRelease:
 		evs, ok := c.eng.Release(now, key, req.Token, c.evs[:0])
 		c.route(now, evs)
-		word := proto.WordOK
+		word, outcome := proto.WordOK, OK
 		if !ok {
-			word = proto.WordNotHeld
+			word, outcome = proto.WordNotHeld, NotHeld
 			c.count.ReleasesNotHeld++
 		} else {
 			c.count.Releases++
 		}
-		c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRelease, key, word))
+		c.send(cn, answered(proto.OpRelease, key, outcome), proto.AppendWord(c.buf[:0], proto.OpRelease, key, word))
 	case proto.OpRenew:
 		evs, err := c.eng.Renew(now, key, req.Token, req.Lease, c.evs[:0])
 		c.route(now, evs)
 		switch {
 		case err == nil:
 			c.count.Renewals++
-			c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordOK))
+			c.send(cn, answered(proto.OpRenew, key, OK), proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordOK))
 		case err == engine.ErrNotHeld:
-			c.send(cn, proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordNotHeld))
+			c.send(cn, answered(proto.OpRenew, key, NotHeld), proto.AppendWord(c.buf[:0], proto.OpRenew, key, proto.WordNotHeld))
 		default:
-			c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, err.Error()))
+			c.send(cn, refused(req.Op, key, NoLimit), proto.AppendError(c.buf[:0], key, req.Op, err.Error()))
 		}
 	case proto.OpQueue:
 		c.advance(now)
@@ -155,24 +158,19 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 			}
 			q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr, ID: w.ID})
 		}
-		c.send(cn, proto.AppendQueue(c.buf[:0], q))
+		c.send(cn, answered(proto.OpQueue, key, OK), proto.AppendQueue(c.buf[:0], q))
 	case proto.OpKeys:
-		// Only a listing parked during a handoff reaches here: answer it
-		// whole, as parked requests are few.
-		c.advance(now)
-		keys, total := c.eng.Keys(func(k string) bool { return proto.MatchKeys(key, k) }, proto.MaxListKeys)
-		fields := append([]string{strconv.Itoa(total)}, keys...)
-		c.send(cn, proto.AppendFields(c.buf[:0], proto.OpKeys, key, fields...))
+		c.listKeys(cn, key)
 	case proto.OpStatus:
 		// Status, and the clients' liveness probe: never held.
-		c.sendNow(cn, proto.AppendStatus(c.buf[:0], key, c.Status(now)))
+		c.sendNow(cn, answered(proto.OpStatus, key, OK), proto.AppendStatus(c.buf[:0], key, c.Status(now)))
 	case proto.OpHandoff:
 		c.handoffRequest(now, cn, req)
 	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve, proto.OpApplied:
 		// Peer messages move tokens and roles: only the nodes of --peers
 		// may send them, naming themselves.
 		if c.peerByAddr(key) == nil {
-			c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, key+" is not a peer of this node (not in its --peers); peer messages are for lockd nodes"))
+			c.send(cn, refused(req.Op, key, NoLimit), proto.AppendError(c.buf[:0], key, req.Op, key+" is not a peer of this node (not in its --peers); peer messages are for lockd nodes"))
 			return
 		}
 		switch req.Op {
@@ -188,25 +186,27 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 			c.takeoverConfirmed(now, cn, req)
 		}
 	default:
-		c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, "unknown op "+req.Op.String()))
+		c.send(cn, refused(req.Op, key, NoLimit), proto.AppendError(c.buf[:0], key, req.Op, "unknown op "+req.Op.String()))
 	}
 }
 
 // RequestError answers a line that is no request. A refused acquire whose
 // key could be read is matched by (A, key) like any acquire: it must not
 // overtake an older acquire of the key still waiting.
-func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
+func (c *Core) RequestError(now time.Time, id ConnID, pe *proto.ParseError) {
 	cn := c.conns[id]
 	if cn == nil {
 		return
 	}
+	c.noteTime(now)
 	c.refuse(cn, pe.Op, pe.Key, pe.Msg)
 }
 
 // Refuse answers a request that will not be served with E and msg, in
 // the order its (op, key) requires.
-func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
+func (c *Core) Refuse(now time.Time, id ConnID, op proto.Op, key, msg string) {
 	if cn := c.conns[id]; cn != nil {
+		c.noteTime(now)
 		c.refuse(cn, op, key, msg)
 	}
 }
@@ -216,10 +216,10 @@ func (c *Core) refuse(cn *conn, op proto.Op, key, msg string) {
 	if op == proto.OpAcquire && key != proto.WordNone {
 		seq := cn.nextSeq
 		cn.nextSeq++
-		c.answerA(cn, key, seq, proto.AppendError(nil, key, op, msg))
+		c.answerA(cn, key, seq, refused(op, key, NoLimit), proto.AppendError(nil, key, op, msg))
 		return
 	}
-	c.send(cn, proto.AppendError(c.buf[:0], key, op, msg))
+	c.send(cn, refused(op, key, NoLimit), proto.AppendError(c.buf[:0], key, op, msg))
 }
 
 func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
@@ -227,12 +227,12 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 	seq := cn.nextSeq
 	cn.nextSeq++
 	if cn.nwaiting >= MaxConnWaiters {
-		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, "this connection already has "+strconv.Itoa(MaxConnWaiters)+" waiting acquires; open another connection"))
+		c.answerA(cn, key, seq, refused(req.Op, key, LimitConnWaiters), proto.AppendError(nil, key, req.Op, "this connection already has "+strconv.Itoa(MaxConnWaiters)+" waiting acquires; open another connection"))
 		return
 	}
 	w := waiterOf(cn, seq)
 	id := req.ID
-	if c.testNoIDs {
+	if c.has(bugNoIDs) {
 		id = ""
 	}
 	evs, err := c.eng.AcquireID(now, key, req.Limit, req.Lease, req.Wait, id, w, c.evs[:0])
@@ -240,7 +240,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 	switch {
 	case err != nil:
 		c.count.Refusals++
-		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, err.Error()))
+		c.answerA(cn, key, seq, refused(req.Op, key, limitOf(err)), proto.AppendError(nil, key, req.Op, err.Error()))
 	case granted:
 		// Written at once, even past an older acquire of key that waits
 		// on this connection: that can only be a re-sent acquire whose
@@ -249,7 +249,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		// until the lease ran out. The client gives the answer to its
 		// oldest acquire of key on the connection; the waiter's answer
 		// goes to the next, so every grant still has exactly one owner.
-		c.send(cn, proto.AppendGranted(c.buf[:0], key, tok))
+		c.send(cn, answered(proto.OpAcquire, key, Granted), proto.AppendGranted(c.buf[:0], key, tok))
 	default:
 		cn.wait(key, seq)
 	}
@@ -262,51 +262,65 @@ func (c *Core) redirect(now time.Time, cn *conn, req proto.Request) {
 	if req.Op == proto.OpAcquire {
 		seq := cn.nextSeq
 		cn.nextSeq++
-		c.answerA(cn, req.Key, seq, proto.AppendMoved(nil, req.Key, to))
+		c.answerA(cn, req.Key, seq, answered(proto.OpAcquire, req.Key, Moved), proto.AppendMoved(nil, req.Key, to))
 		return
 	}
-	c.send(cn, proto.AppendMoved(c.buf[:0], req.Key, to))
+	c.send(cn, answered(req.Op, req.Key, Moved), proto.AppendMoved(c.buf[:0], req.Key, to))
 }
 
-// send queues b for cn, reporting false when the connection is gone.
-func (c *Core) send(cn *conn, b []byte) bool {
+// send queues b, which says a, for cn, reporting false when the
+// connection is gone.
+func (c *Core) send(cn *conn, a answer, b []byte) bool {
 	c.buf = b[:0]
-	return c.emit(cn, b)
+	return c.emit(cn, a, b)
+}
+
+// limitOf is the limit an acquire refused with err hit, if any.
+func limitOf(err error) Limit {
+	switch {
+	case errors.Is(err, engine.ErrTooManyKeys):
+		return LimitKeys
+	case errors.Is(err, engine.ErrQueueFull):
+		return LimitWaiters
+	case errors.Is(err, engine.ErrTooManyWaiters):
+		return LimitTotalWaiters
+	}
+	return NoLimit
 }
 
 // answerA answers the acquire seq of key in order: it is written now if no
 // older acquire of key waits on this connection, and held back otherwise.
 // It reports false when the connection is gone.
-func (c *Core) answerA(cn *conn, key string, seq uint64, line []byte) bool {
+func (c *Core) answerA(cn *conn, key string, seq uint64, a answer, line []byte) bool {
 	q := cn.pending[key]
 	for i := range q {
 		if q[i] == pendingA(seq) {
 			cn.nwaiting--
 			if i > 0 {
 				q[i] |= pendingDone
-				cn.hold(seq, line)
+				cn.hold(seq, a, line)
 				return true
 			}
-			ok := c.emit(cn, line)
+			ok := c.emit(cn, a, line)
 			rest := c.flushPending(cn, key, 1)
 			return ok && rest
 		}
 	}
 	if len(q) == 0 {
-		return c.emit(cn, line)
+		return c.emit(cn, a, line)
 	}
 	cn.pending[key] = append(q, pendingA(seq)|pendingDone)
-	cn.hold(seq, line)
+	cn.hold(seq, a, line)
 	return true
 }
 
 // hold keeps line, the answer to acquire seq, until the older acquires
 // of its key are answered.
-func (cn *conn) hold(seq uint64, line []byte) {
+func (cn *conn) hold(seq uint64, a answer, line []byte) {
 	if cn.early == nil {
-		cn.early = make(map[uint64][]byte)
+		cn.early = make(map[uint64]heldLine)
 	}
-	cn.early[seq] = line
+	cn.early[seq] = heldLine{a, line}
 }
 
 // wait records that acquire seq of key waits in the engine.
@@ -327,7 +341,8 @@ func (c *Core) flushPending(cn *conn, key string, from int) bool {
 	i := from
 	for ; i < len(q) && q[i].done(); i++ {
 		seq := q[i].seq()
-		ok = c.emit(cn, cn.early[seq]) && ok
+		h := cn.early[seq]
+		ok = c.emit(cn, h.a, h.line) && ok
 		delete(cn.early, seq)
 		if len(cn.early) == 0 {
 			cn.early = nil // a map keeps the room it grew to
@@ -380,12 +395,14 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 	case engine.Granted, engine.TimedOut:
 		cn := c.conns[ConnID(ev.Waiter.Conn)]
 		var line []byte
+		a := answered(proto.OpAcquire, ev.Key, Granted)
 		if ev.Kind == engine.Granted {
 			line = proto.AppendGranted(nil, ev.Key, ev.Token)
 		} else {
+			a.outcome = TimedOut
 			line = proto.AppendTimeout(nil, ev.Key)
 		}
-		if (cn == nil || !c.answerA(cn, ev.Key, ev.Waiter.Seq, line)) && ev.Kind == engine.Granted {
+		if (cn == nil || !c.answerA(cn, ev.Key, ev.Waiter.Seq, a, line)) && ev.Kind == engine.Granted {
 			// Its connection closed after the grant was decided: release
 			// at once rather than pin the key for a whole lease.
 			more, _ := c.eng.Release(now, ev.Key, ev.Token, nil)
@@ -400,7 +417,7 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 func (c *Core) dropWaiters(to string) {
 	for _, ev := range c.eng.DropWaiters(nil) {
 		if cn := c.conns[ConnID(ev.Waiter.Conn)]; cn != nil {
-			c.answerA(cn, ev.Key, ev.Waiter.Seq, proto.AppendMoved(nil, ev.Key, to))
+			c.answerA(cn, ev.Key, ev.Waiter.Seq, answered(proto.OpAcquire, ev.Key, Moved), proto.AppendMoved(nil, ev.Key, to))
 		}
 	}
 }

@@ -94,7 +94,7 @@ func (c *Core) supervise(now time.Time) {
 				c.ensureFollow(c.hint)
 				return
 			}
-			if !c.testNoWait {
+			if !c.has(bugNoWait) {
 				// Not heard yet (it may have just restarted, or its
 				// dial failed before it took the role): wait for it,
 				// at most until the hint expires, rather than compete.
@@ -104,7 +104,7 @@ func (c *Core) supervise(now time.Time) {
 		if !c.pausedSince.IsZero() {
 			return // what this node knows of its peers is stale: hear them first
 		}
-		if f := c.follow; f != nil && f.open && f.target == c.active && !c.testNoWait {
+		if f := c.follow; f != nil && f.open && f.target == c.active && !c.has(bugNoWait) {
 			// The stream from the active is still open: it is alive, or
 			// its stream ends in a moment, after a last record that may
 			// say where the role went (a handoff). Its heartbeat link
@@ -154,7 +154,7 @@ func (c *Core) yieldsTo(p *peer) (bool, string) {
 	case yieldNewer:
 		return true, "an active with newer state is reachable (" + p.addr + ")"
 	case yieldPriority:
-		if !c.testNoDemote {
+		if !c.has(bugNoDemote) {
 			return true, "a higher-priority active is reachable (" + p.addr + ")"
 		}
 	}
@@ -293,7 +293,7 @@ func (c *Core) candidate(now time.Time) string {
 func (c *Core) promote(now time.Time, reason string) {
 	c.stopFollow()
 	c.pinnedAt = time.Time{}
-	if !c.testNoSucceed {
+	if !c.has(bugNoSucceed) {
 		c.eng.Succeed(now)
 	}
 	c.setRole(Active, c.self, reason)

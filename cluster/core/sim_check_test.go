@@ -33,6 +33,7 @@ package core
 //   - no client still waits for an answer.
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strconv"
@@ -97,6 +98,10 @@ func (c *simClient) act() {
 	}
 	keys := slices.Sorted(maps.Keys(c.held))
 	switch {
+	case s.rng.IntN(20) == 0:
+		// A key listing, scanned a slice at a time between the others'
+		// requests.
+		c.send('K', "k*", "K k*")
 	case len(keys) > 0 && (s.now >= s.cfg.length || s.rng.IntN(10) < 6):
 		key := keys[s.rng.IntN(len(keys))]
 		c.send('R', key, "R "+key+" "+strconv.FormatUint(c.held[key].token, 10))
@@ -220,6 +225,17 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		if until > s.now {
 			c.held[c.key] = heldLock{token: tok, until: until}
 		}
+	case proto.OpKeys:
+		total, err := strconv.Atoi(a.Fields[0])
+		listed := a.Fields[1:]
+		if err != nil || total < len(listed) || !slices.IsSorted(listed) || len(listed) > s.cfg.keys {
+			s.fail("%s: key listing %q is not TOTAL and sorted keys", c.name(), strings.TrimSpace(string(line)))
+		}
+		for _, k := range listed {
+			if !proto.MatchKeys(c.key, k) {
+				s.fail("%s: key listing %q has %s, which %s does not match", c.name(), strings.TrimSpace(string(line)), k, c.key)
+			}
+		}
 	case proto.KindMoved:
 		c.target = s.byAddr(a.Fields[0])
 		conn.close(0, "moved")
@@ -235,6 +251,46 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 
 // checkOutgoing sees every line a node writes: grants are checked for
 // tokens as they are decided.
+// checkSend checks that what a Send to a client says (op, key, outcome)
+// is what its line says: the shell counts from the former and the client
+// reads the latter.
+func (s *sim) checkSend(n *simNode, snd Send) {
+	if snd.Outcome == NoOutcome {
+		return
+	}
+	line := snd.Line
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i+1]
+	}
+	a, err := proto.ParseAnswer(line)
+	if err != nil {
+		s.fail("node %d sent %q, which is no answer: %v", n.idx, snd.Line, err)
+		return
+	}
+	kind := map[Outcome]proto.Op{Granted: proto.OpAcquire, TimedOut: proto.KindTimeout, Moved: proto.KindMoved, Refused: proto.KindError}[snd.Outcome]
+	if kind == 0 {
+		kind = snd.Op
+	}
+	ok := a.Kind == kind && a.Key == snd.Key
+	switch snd.Outcome {
+	case Granted, TimedOut:
+		ok = ok && snd.Op == proto.OpAcquire
+	case NotHeld, OK:
+		if snd.Op == proto.OpRelease || snd.Op == proto.OpRenew {
+			word := proto.WordOK
+			if snd.Outcome == NotHeld {
+				word = proto.WordNotHeld
+			}
+			ok = ok && len(a.Fields) == 1 && a.Fields[0] == word
+		}
+	case Refused:
+		ok = ok && a.ReqOp() == snd.Op
+	}
+	if !ok {
+		s.fail("node %d sent %q as op %q key %q outcome %d: the line says otherwise", n.idx, snd.Line, snd.Op, snd.Key, snd.Outcome)
+	}
+}
+
 func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 	if c.kind != kindClient || len(line) < 2 || line[0] != 'A' || line[1] != ' ' {
 		return

@@ -183,8 +183,9 @@ func TestStreamRefusesImplausibleTokens(t *testing.T) {
 // recOut records nothing: a core driven by hand in a test.
 type recOut struct{}
 
-func (*recOut) Send(ConnID, []byte) bool                  { return true }
+func (*recOut) Send(Send) bool                            { return true }
 func (*recOut) Close(ConnID)                              {}
+func (*recOut) Scan(ConnID)                               {}
 func (*recOut) Beat(string, []byte)                       {}
 func (*recOut) Follow(string)                             {}
 func (*recOut) StreamReply(string, []byte)                {}

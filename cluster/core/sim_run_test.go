@@ -76,6 +76,11 @@ func runSeeds(first, n uint64, planted string, stopAtFirst bool) []string {
 func simulate(seed uint64, planted string) (report string) {
 	s := newSim(seed, simOptions{planted: planted})
 	defer func() {
+		for _, n := range s.nodes {
+			if n.core != nil {
+				unplant(n.core)
+			}
+		}
 		if r := recover(); r != nil {
 			s.failures = append(s.failures, fmt.Sprint("panic: ", r))
 			report = s.report()
@@ -126,7 +131,7 @@ func TestSimulate(t *testing.T) {
 // within the budget make test gives it: each planted bug must fail a
 // seed.
 //
-// More bugs can be planted by name (see boot in sim_test.go):
+// More bugs can be planted by name (see plantedBugs):
 // "promote-before-the-stream-ends" (the split brain a graceful SIGINT
 // caused, which the simulator found at seed 2455 of an earlier version of
 // its workload) needs a rarer interleaving than the CI budget covers.

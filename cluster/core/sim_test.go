@@ -373,25 +373,11 @@ func (n *simNode) boot(addrs []string) {
 	if err != nil {
 		panic(err)
 	}
+	if n.core != nil {
+		unplant(n.core)
+	}
 	n.core = c
-	if s.planted == "no-epoch-bump" {
-		c.testNoSucceed = true
-	}
-	if s.planted == "low-priority-stays" {
-		c.testNoDemote = true
-	}
-	if s.planted == "guess-on-unconfirmed-handoff" {
-		c.testGuess = true
-	}
-	if s.planted == "promote-before-the-stream-ends" {
-		c.testNoWait = true
-	}
-	if s.planted == "answers-before-acks" {
-		c.testEarly = true
-	}
-	if s.planted == "acquire-ids-ignored" {
-		c.testNoIDs = true
-	}
+	plant(c, s.planted)
 	s.logf("node %d boots (incarnation %d)", n.idx, n.gen)
 	n.wake()
 }
@@ -502,11 +488,15 @@ func (n *simNode) exit(why string) {
 
 type simOut simNode
 
-func (o *simOut) Send(id ConnID, b []byte) bool {
+func (o *simOut) Send(s Send) bool {
+	id, b := s.Conn, s.Line
 	n := (*simNode)(o)
 	c := n.conns[id]
 	if c == nil || !c.open || c.closed[1] {
 		return false
+	}
+	if c.kind == kindClient {
+		n.s.checkSend(n, s)
 	}
 	lines := splitLines(b)
 	for _, l := range lines {
@@ -526,6 +516,23 @@ func (o *simOut) Send(id ConnID, b []byte) bool {
 		}
 	}
 	return true
+}
+
+// Scan drives a key listing a slice per event, as the shell does
+// between other requests.
+func (o *simOut) Scan(id ConnID) {
+	n := (*simNode)(o)
+	gen := n.gen
+	n.s.at(time.Duration(n.s.rng.IntN(200))*time.Microsecond, func() {
+		if n.gen != gen {
+			return
+		}
+		n.do(func() {
+			if !n.core.KeysSlice(n.clock(), id) {
+				(*simOut)(n).Scan(id)
+			}
+		})
+	})
 }
 
 func (o *simOut) Close(id ConnID) {
@@ -649,7 +656,7 @@ func (s *sim) dial(from, to int, kind connKind, done func(*simConn, error)) {
 			remote = s.nodes[from].addr
 		}
 		// A frozen server accepts (the kernel does) and serves later.
-		srv.do(func() { srv.core.ConnOpened(c.srvID, remote) })
+		srv.do(func() { srv.core.ConnOpened(srv.clock(), c.srvID, remote) })
 		done(c, nil)
 	})
 }
@@ -716,7 +723,7 @@ func (c *simConn) toServer(line []byte) {
 			req, err := proto.Parse(line)
 			if err != nil {
 				pe, _ := err.(*proto.ParseError)
-				srv.core.RequestError(c.srvID, pe)
+				srv.core.RequestError(srv.clock(), c.srvID, pe)
 				return
 			}
 			if req.Op == proto.OpSync {

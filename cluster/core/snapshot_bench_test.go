@@ -24,7 +24,7 @@ func BenchmarkSnapshotSlice(b *testing.B) {
 		b.Fatal(err)
 	}
 	c.promote(now, "benchmark")
-	c.ConnOpened(1, "10.0.0.9:5000")
+	c.ConnOpened(now, 1, "10.0.0.9:5000")
 	for i := range held {
 		c.Request(now, 1, proto.Request{Op: proto.OpAcquire, Key: "key-" + strconv.Itoa(i), Lease: time.Hour})
 	}
@@ -34,7 +34,7 @@ func BenchmarkSnapshotSlice(b *testing.B) {
 	id := ConnID(100)
 	subscribe := func() {
 		id++
-		c.ConnOpened(id, "10.0.0.2:7070")
+		c.ConnOpened(now, id, "10.0.0.2:7070")
 		c.Request(now, id, proto.Request{Op: proto.OpSync, Key: "10.0.0.2:7070"})
 	}
 	subscribe()

@@ -41,30 +41,41 @@ import (
 type heldAnswer struct {
 	need  uint64 // written once committed reaches it
 	since time.Time
-	line  []byte
+	line  heldLine
+}
+
+// heldLine is an answer written later, and what it says.
+type heldLine struct {
+	a    answer
+	line []byte
 }
 
 // emit writes an answer to a client now, or holds it until the standbys
 // in sync have applied every change made so far. Streams are written at
 // once.
-func (c *Core) emit(cn *conn, b []byte) bool {
-	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.testEarly) {
-		return c.out.Send(cn.id, b)
+func (c *Core) emit(cn *conn, a answer, b []byte) bool {
+	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.has(bugEarly)) {
+		return c.write(cn.id, a, b)
 	}
 	if len(cn.held) == 0 {
 		c.holding = append(c.holding, cn)
 	}
-	cn.held = append(cn.held, heldAnswer{need: c.seq, since: c.lastEvent, line: slices.Clone(b)})
+	cn.held = append(cn.held, heldAnswer{need: c.seq, since: c.lastEvent, line: heldLine{a, slices.Clone(b)}})
 	return true
 }
 
 // sendNow writes b at once, behind the answers held on cn if any.
-func (c *Core) sendNow(cn *conn, b []byte) bool {
+func (c *Core) sendNow(cn *conn, a answer, b []byte) bool {
 	c.buf = b[:0]
 	if len(cn.held) > 0 {
-		return c.emit(cn, b)
+		return c.emit(cn, a, b)
 	}
-	return c.out.Send(cn.id, b)
+	return c.write(cn.id, a, b)
+}
+
+// write hands b, which says a, to the shell for connection id.
+func (c *Core) write(id ConnID, a answer, b []byte) bool {
+	return c.out.Send(Send{Conn: id, Op: a.op, Outcome: a.outcome, Limit: a.limit, Key: a.key, Line: b})
 }
 
 // waits reports whether answers wait for standbys: sync mode, active,
@@ -98,7 +109,7 @@ func (c *Core) expectInSync(now time.Time) {
 		}
 	}
 	c.expectUntil = now.Add(c.cfg.SyncTimeout)
-	c.setDegraded(len(c.expect) == 0 && len(c.peers) > 0)
+	c.setDegraded(now, len(c.expect) == 0 && len(c.peers) > 0)
 }
 
 // expectLive makes an active that did not run for a while wait for every
@@ -191,7 +202,7 @@ func (c *Core) commit(now time.Time) {
 			any = true
 		}
 	}
-	c.setDegraded(!any && len(c.peers) > 0)
+	c.setDegraded(now, !any && len(c.peers) > 0)
 	c.committed = max(c.committed, committed)
 	c.release(func(h heldAnswer) bool { return h.need <= c.committed })
 }
@@ -202,7 +213,8 @@ func (c *Core) release(ok func(heldAnswer) bool) {
 	for _, cn := range c.holding {
 		i := 0
 		for ; i < len(cn.held) && ok(cn.held[i]); i++ {
-			c.out.Send(cn.id, cn.held[i].line)
+			h := cn.held[i].line
+			c.write(cn.id, h.a, h.line)
 		}
 		cn.held = cn.held[i:]
 		if len(cn.held) > 0 {
@@ -215,16 +227,40 @@ func (c *Core) release(ok func(heldAnswer) bool) {
 	c.holding = keep
 }
 
-func (c *Core) setDegraded(d bool) {
+// setDegraded records whether the active has no standby in sync. It
+// logs nothing yet: every active starts degraded until its standbys have
+// subscribed and caught up, which on a normal start takes well under
+// degradedGrace; warnDegraded warns of one that stays so.
+func (c *Core) setDegraded(now time.Time, d bool) {
 	if d == c.degraded {
 		return
 	}
 	c.degraded = d
 	if d {
-		c.log.Warn("replication degraded: no standby in sync, answers do not wait for one, and a crash of this node may lose them", "self", c.self)
-	} else {
+		c.degradedSince = now
+		return
+	}
+	if c.degradedWarned {
 		c.log.Info("replication in sync again", "self", c.self, "standbys", len(c.inSync()))
 	}
+	c.degradedWarned = false
+}
+
+// degradedGrace is how long an active may have no standby in sync before
+// it warns: long enough for standbys started with it to subscribe and
+// catch up, short enough that an operator hears of a cluster running
+// without a copy.
+func (c *Core) degradedGrace() time.Duration { return 5 * c.cfg.FailureTimeout }
+
+// warnDegraded warns, once per spell, of an active that has had no
+// standby in sync for degradedGrace.
+func (c *Core) warnDegraded(now time.Time) {
+	if !c.degraded || c.degradedWarned || c.role != Active || now.Sub(c.degradedSince) < c.degradedGrace() {
+		return
+	}
+	c.degradedWarned = true
+	c.log.Warn("replication degraded: no standby in sync, answers do not wait for one, and a crash of this node may lose them",
+		"self", c.self, "for", now.Sub(c.degradedSince).Round(time.Millisecond).String())
 }
 
 // heldDeadline is when the oldest held answer times out.
@@ -283,7 +319,7 @@ func (c *Core) settleHeld(handedOff bool) {
 	c.holding = c.holding[:0]
 	c.committed = c.seq
 	c.expect = c.expect[:0]
-	c.degraded = false // not active: nothing to say
+	c.degraded, c.degradedWarned = false, false // not active: nothing to say
 }
 
 // StreamAck returns the acknowledgement to write on the stream from

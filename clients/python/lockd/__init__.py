@@ -1,0 +1,47 @@
+"""lockd: the Python client of the lockd lock service.
+
+    import lockd
+    with lockd.Client("127.0.0.1:7070") as client:
+        with client.hold("deploy", lease=30) as lock:
+            lock.check()          # raises lockd.LockLost once the lock is lost
+            write(resource, fence=lock.token)
+"""
+
+from ._client import Client, Lock, Watch
+from ._errors import (
+    AuthError,
+    Cancelled,
+    Closed,
+    Error,
+    LimitMismatch,
+    LockLost,
+    NotHeld,
+    Refused,
+    Timeout,
+    Unavailable,
+)
+from ._hold import Election, Hold, Observer
+from ._wire import Holder, Queue, Waiter
+
+__all__ = [
+    "Client",
+    "Lock",
+    "Hold",
+    "Election",
+    "Observer",
+    "Watch",
+    "Queue",
+    "Holder",
+    "Waiter",
+    "Error",
+    "Timeout",
+    "NotHeld",
+    "Unavailable",
+    "LimitMismatch",
+    "AuthError",
+    "Refused",
+    "Closed",
+    "Cancelled",
+    "LockLost",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,302 @@
+"""A lock that renews itself and signals its loss, and an election on top."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Optional, Tuple
+
+from . import _wire as w
+from ._errors import Closed, Error, LockLost, NotHeld, Refused, Unavailable
+
+if TYPE_CHECKING:
+    from ._client import Client, Lock, Watch
+
+
+def _renew_retry(lease: float) -> float:
+    return min(max(lease / 30, 0.01), 1.0)
+
+
+class Hold:
+    """A lock held for a block of code, renewed in the background every
+    third of its lease.
+
+    lost is a threading.Event, set the moment the lock can no longer be
+    proven held: when the lease that the last acknowledged renewal started
+    (counted from the moment that renewal was sent) ends, when lockd says
+    the token no longer holds the key, when max_hold is reached, when it is
+    released, or when the client is closed. reason says which: 'expired',
+    'notheld', 'max', 'released' or 'closed'. The body stops when lost is
+    set (check() raises LockLost); the fencing token stops a process that
+    was itself frozen past its lease from doing harm."""
+
+    def __init__(self, client: "Client", lock: "Lock", lease: float, cap_at: Optional[float]) -> None:
+        self.client = client
+        self.key = lock.key
+        self.token = lock.token
+        self.limit = lock.limit
+        self.id = lock.id
+        self.lease = lease
+        self.lost = threading.Event()
+        self.reason = ""
+        self.error: Optional[LockLost] = None
+        self._cap_at = cap_at
+        self._mu = threading.Lock()
+        self._expires = 0.0
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._released = False
+
+    @classmethod
+    def _start(
+        cls,
+        client: "Client",
+        key: str,
+        lease: w.Seconds,
+        wait: Optional[w.Seconds],
+        limit: Optional[int],
+        cancel: Optional[threading.Event],
+        max_hold: Optional[w.Seconds],
+        name: Optional[str],
+    ) -> "Hold":
+        lease_s = client._lease(lease, "hold", key)
+        cap = w.seconds(max_hold, "max_hold")
+        if cap is not None and cap < 0.001:
+            raise ValueError(f"hold {key}: max_hold {max_hold!r} is shorter than the shortest lease, 0.001 seconds")
+        first = lease_s if cap is None else min(lease_s, cap)
+        asked = time.monotonic()  # the lease cannot have started before
+        lock = client._acquire(key, lease_s, w.seconds(wait, "wait") or 0.0, limit, cancel, name, first_lease=first)
+        h = cls(client, lock, lease_s, None if cap is None else asked + cap)
+        start = asked
+        got = time.monotonic()
+        if got - asked > lease_s / 3:
+            # The grant may be as old as the request: confirm it with a
+            # renewal so that a fresh hold has most of a lease ahead.
+            try:
+                start = h._confirm(first, got)
+            except Error:
+                threading.Thread(target=client._release_quietly, args=(key, lock.token), daemon=True).start()
+                raise
+        with client._mu:
+            if client._closed:
+                raise Closed("the lockd client is closed")
+            client._holds.add(h)
+        h._extend(start + first)
+        h._thread = threading.Thread(target=h._renew_loop, args=(start,), name="lockd-hold", daemon=True)
+        h._thread.start()
+        return h
+
+    def _confirm(self, lease: float, got: float) -> float:
+        end = got + lease
+        while True:
+            sent = time.monotonic()
+            if sent >= end:
+                raise LockLost(f"hold {self.key} token {self.token}: the grant came after a long wait and no renewal confirming it was acknowledged within its lease", "expired")
+            try:
+                self.client._renew(self.key, self.token, lease, end)
+                return sent
+            except NotHeld as e:
+                raise LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld") from None
+            except (Unavailable, Refused):
+                time.sleep(_renew_retry(lease))
+
+    def _extend(self, end: float) -> None:
+        with self._mu:
+            self._expires = end
+
+    def _expire(self) -> None:
+        with self._mu:
+            if time.monotonic() < self._expires:
+                return
+        if self._cap_at is not None and time.monotonic() >= self._cap_at - 0.0005:
+            self._end("max", LockLost(f"hold {self.key} token {self.token}: the hold reached its max_hold and its last lease ended", "max"))
+            return
+        self._end(
+            "expired",
+            LockLost(
+                f"hold {self.key} token {self.token}: the lease ended before a renewal was acknowledged; lockd may have given the lock to someone else: stop using it",
+                "expired",
+            ),
+        )
+
+    def _end(self, reason: str, err: LockLost) -> None:
+        with self._mu:
+            if self.lost.is_set():
+                return
+            self.reason = reason
+            self.error = err
+            self.lost.set()
+        self._stop.set()
+        with self.client._mu:
+            self.client._holds.discard(self)
+
+    def _renew_loop(self, start: float) -> None:
+        """Renews every third of the lease, retries a failed renewal soon,
+        and ends the hold the moment the lease the last acknowledged
+        renewal started is over. A renewal in flight is given up at that
+        moment too (its deadline), so nothing delays the signal."""
+        every, retry = self.lease / 3, _renew_retry(self.lease)
+        nxt = start + every
+        while True:
+            with self._mu:
+                end = self._expires
+            now = time.monotonic()
+            if self._stop.wait(max(0.0, min(nxt, end) - now)):
+                return
+            now = time.monotonic()
+            if now >= end:
+                self._expire()
+                return
+            if now < nxt:
+                continue
+            lease = self.lease
+            if self._cap_at is not None:
+                left = self._cap_at - now
+                if left < 0.001:
+                    nxt = float("inf")  # no more renewals: the lease runs out at max_hold
+                    continue
+                lease = min(lease, left)
+            try:
+                self.client._renew(self.key, self.token, lease, end)
+            except NotHeld as e:
+                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld"))
+                return
+            except Closed:
+                self._end("closed", LockLost(f"hold {self.key} token {self.token}: the client was closed", "closed"))
+                return
+            except Refused as e:
+                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: lockd refused the renewal: {e}", "notheld"))
+                return
+            except Error:
+                nxt = time.monotonic() + retry
+                continue
+            self._extend(now + lease)
+            nxt = now + every
+
+    @property
+    def expires(self) -> float:
+        """When the lease the last acknowledged renewal started ends, on
+        time.monotonic()'s clock."""
+        with self._mu:
+            return self._expires
+
+    def check(self) -> None:
+        """Raises LockLost when the lock is lost or no longer provably held:
+        call it between steps of the critical section."""
+        if self.lost.is_set():
+            assert self.error is not None
+            raise self.error
+
+    def release(self) -> None:
+        """Stops renewing and gives the lock back. Raises NotHeld when the
+        node says the token no longer held the key."""
+        with self._mu:
+            if self._released:
+                return
+            self._released = True
+        was_lost = self.lost.is_set()
+        self._end("released", LockLost(f"hold {self.key} token {self.token}: the lock was released", "released"))
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(2)
+        if was_lost and self.reason in ("notheld", "closed"):
+            return
+        self.client.release(self.key, self.token)
+
+    def __enter__(self) -> "Hold":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        was_lost = self.lost.is_set()
+        try:
+            self.release()
+        except (NotHeld, Closed):
+            pass
+        except Error:
+            # The release could not reach a node: the lease frees the lock.
+            # Say so only when nothing else is on its way out and the lock
+            # still counted as held.
+            if exc_type is None and not was_lost:
+                raise
+
+    def __repr__(self) -> str:
+        return f"<lockd.Hold key={self.key!r} token={self.token} lost={self.lost.is_set()}>"
+
+
+class Election:
+    """Leader election on one key. The leader holds the key, renewing it;
+    its value is the name part of its acquire's id, which lockd shows
+    to everyone who looks at the key, so a value is 1 to 33 bytes without
+    space, control character or '#'."""
+
+    def __init__(self, client: "Client", key: str) -> None:
+        self.client = client
+        self.key = key
+        self._hold: Optional[Hold] = None
+
+    @staticmethod
+    def _check_value(value: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise ValueError("election: the value must be a non-empty str")
+        b = value.encode()
+        if len(b) > w.MAX_NAME_LEN or "#" in value or any(c <= 0x20 or c == 0x7F for c in b):
+            raise ValueError(f"election: value {value!r} must be 1 to {w.MAX_NAME_LEN} bytes without space, control character or '#'")
+        return value
+
+    def campaign(self, value: str, lease: w.Seconds = 10.0, cancel: Optional[threading.Event] = None) -> Hold:
+        """Waits until this client leads, then returns the leader's Hold
+        (renewed in the background; its lost event says leadership ended)."""
+        self._check_value(value)
+        h = Hold._start(self.client, self.key, lease, None, None, cancel, None, value)
+        self._hold = h
+        return h
+
+    def leader(self) -> Tuple[Optional[str], Optional[int]]:
+        """The current leader's value and token, (None, None) when none."""
+        return self._leader_of(self.client.queue(self.key))
+
+    @staticmethod
+    def _leader_of(q: w.Queue) -> Tuple[Optional[str], Optional[int]]:
+        if not q.holders:
+            return None, None
+        h = q.holders[0]
+        return (w.id_name(h.id) if h.id else None), h.token
+
+    def observe(self) -> "Observer":
+        """The leader now and at every change of leader: iterate the
+        Observer for (value, token), (None, None) while there is none.
+        close() it (or the client) to stop."""
+        return Observer(self.client.watch(self.key))
+
+    def resign(self) -> None:
+        """Gives leadership up, if this election object holds it."""
+        h, self._hold = self._hold, None
+        if h is not None:
+            h.release()
+
+
+class Observer:
+    """Leaders of an election as they change; see Election.observe."""
+
+    def __init__(self, watch: "Watch") -> None:
+        self._watch = watch
+        self._last: Any = object()
+
+    def __iter__(self) -> "Observer":
+        return self
+
+    def __next__(self) -> Tuple[Optional[str], Optional[int]]:
+        for q in self._watch:
+            cur = Election._leader_of(q)
+            if cur != self._last:
+                self._last = cur
+                return cur
+        raise StopIteration
+
+    def close(self) -> None:
+        self._watch.close()
+
+    def __enter__(self) -> "Observer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

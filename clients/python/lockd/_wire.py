@@ -1,0 +1,266 @@
+"""The line grammar of lockd's protocol, as the client needs it: formatting
+requests and reading answers. No sockets here, so it is tested alone."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple, Union
+
+Seconds = Union[float, int, datetime.timedelta]
+
+MAX_KEY_LEN = 255
+MAX_ID_LEN = 64
+MAX_SECONDS = 315360000
+MAX_LIMIT = 65535
+MAX_ANSWER_LEN = 1 << 20
+ID_SUFFIX_LEN = 1 + 16 + 1 + 13
+MAX_NAME_LEN = MAX_ID_LEN - ID_SUFFIX_LEN
+_REF_RE = re.compile(r"^[0-9A-Za-z]{1,16}$")
+LIMIT_MISMATCH = "limit mismatch:"
+AUTH_FIRST = "authenticate first"
+
+
+def seconds(d: Optional[Seconds], what: str) -> Optional[float]:
+    """A duration given as seconds or a timedelta, as float seconds."""
+    if d is None:
+        return None
+    if isinstance(d, datetime.timedelta):
+        return d.total_seconds()
+    if isinstance(d, bool) or not isinstance(d, (int, float)):
+        raise TypeError(f"{what} must be seconds (int or float) or a datetime.timedelta, not {type(d).__name__}")
+    if math.isnan(d) or math.isinf(d):
+        raise ValueError(f"{what} {d!r} is not a finite number of seconds")
+    return float(d)
+
+
+def millis(sec: float, ceil: bool) -> int:
+    """Seconds as whole milliseconds, the wire's precision. A wait is rounded
+    up, so that a positive wait never becomes 0 (forever)."""
+    ms = sec * 1000.0
+    return int(math.ceil(ms - 1e-9)) if ceil else int(round(ms))
+
+
+def format_ms(ms: int) -> str:
+    """Milliseconds as the wire writes durations: 30, 0.5, 2.25."""
+    whole, frac = divmod(ms, 1000)
+    if frac == 0:
+        return str(whole)
+    return f"{whole}.{frac:03d}".rstrip("0")
+
+
+def check_key(op: str, key: str) -> bytes:
+    """The key as bytes, or ValueError saying why it cannot be one."""
+    if not isinstance(key, str):
+        raise TypeError(f"{op}: the key must be a str, not {type(key).__name__}")
+    b = key.encode("utf-8")
+    if not b:
+        raise ValueError(f"{op}: the key is empty; a key is 1 to {MAX_KEY_LEN} bytes without space, tab or control character")
+    if len(b) > MAX_KEY_LEN:
+        raise ValueError(f"{op} {key[:40]!r}...: the key is {len(b)} bytes, more than {MAX_KEY_LEN}")
+    for c in b:
+        if c <= 0x20 or c == 0x7F:
+            raise ValueError(f"{op} {key!r}: the key holds a space, tab or control character; a key is 1 to {MAX_KEY_LEN} bytes without them")
+    return b
+
+
+def clean_name(name: str) -> str:
+    """A name made fit to lead an acquire id: no space or control character,
+    at most MAX_NAME_LEN bytes, not cut inside a UTF-8 sequence."""
+    out = "".join("_" if (ord(ch) <= 0x20 or ord(ch) == 0x7F) else ch for ch in name)
+    b = out.encode("utf-8")
+    if len(b) > MAX_NAME_LEN:
+        out = b[:MAX_NAME_LEN].decode("utf-8", errors="ignore")
+    return out
+
+
+def base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    if n == 0:
+        return "0"
+    s = []
+    while n:
+        n, r = divmod(n, 36)
+        s.append(digits[r])
+    return "".join(reversed(s))
+
+
+def acquire_line(key: str, lease_ms: int, wait: Optional[int], limit: int, id_: str, ref: Optional[str]) -> bytes:
+    """A key lease wait [limit=N] [id=ID] [ref=R]; wait None is the try-lock's '-'."""
+    parts = ["A", key, format_ms(lease_ms), "-" if wait is None else format_ms(wait)]
+    if limit > 1:
+        parts.append(f"limit={limit}")
+    if id_:
+        parts.append(f"id={id_}")
+    if ref:
+        parts.append(f"ref={ref}")
+    return (" ".join(parts) + "\n").encode("utf-8")
+
+
+@dataclass
+class Answer:
+    """One answer line: its kind, key and the words after the key."""
+
+    kind: str
+    key: str
+    fields: List[str]
+    ref: Optional[str] = None  # the ref= an answer to a ref'd acquire carries
+
+    def req_op(self) -> str:
+        """The op of the request this answer belongs to ('' for M: any op)."""
+        if self.kind == "T":
+            return "A"
+        if self.kind == "E":
+            if self.fields and len(self.fields[0]) == 2 and self.fields[0].endswith(":"):
+                return self.fields[0][0]
+            return ""
+        if self.kind == "M":
+            return ""
+        return self.kind
+
+    def error_text(self) -> str:
+        """The words of an E answer after its op (and its ref)."""
+        words = self.fields[1:] if self.fields and self.fields[0].endswith(":") else self.fields
+        return " ".join(words)
+
+
+class BadLine(Exception):
+    pass
+
+
+def parse_answer(line: bytes) -> Answer:
+    """Reads one answer line (without or with its line ending)."""
+    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+    words = text.split()
+    if len(words) < 2 or len(words[0]) != 1 or not ("A" <= words[0] <= "Z"):
+        raise BadLine(f"not an answer of lockd's grammar: {text[:64]!r}")
+    a = Answer(words[0], words[1], words[2:])
+    if a.kind in ("A", "T", "M"):
+        if a.fields and a.fields[-1].startswith("ref="):
+            a.ref = a.fields.pop()[4:]
+    elif a.kind == "E" and len(a.fields) >= 2 and a.fields[0] == "A:" and a.fields[1].startswith("ref="):
+        a.ref = a.fields[1][4:]
+        del a.fields[1]
+    return a
+
+
+def valid_ref(r: str) -> bool:
+    return bool(_REF_RE.match(r))
+
+
+@dataclass
+class Holder:
+    token: int
+    lease_left: float
+    id: str = ""
+
+
+@dataclass
+class Waiter:
+    waited: float
+    addr: str
+    id: str = ""
+
+
+@dataclass
+class Queue:
+    """A key's holders and waiters, as Q (and L) answer them."""
+
+    key: str
+    holders: List[Holder] = field(default_factory=list)
+    nwaiters: int = 0
+    waiters: List[Waiter] = field(default_factory=list)
+    limit: int = 1
+
+    @property
+    def token(self) -> Optional[int]:
+        """The first holder's token, None when nobody holds the key."""
+        return self.holders[0].token if self.holders else None
+
+
+def _secs(w: str) -> float:
+    return float(w)
+
+
+def parse_queue(key: str, body: List[str]) -> Queue:
+    """Reads the words of a Q (or L) answer after its key."""
+    if len(body) < 3:
+        raise BadLine(f"a queue answer wants TOKEN LEASELEFT NWAITERS, got {' '.join(body)!r}")
+    q = Queue(key)
+    try:
+        if body[0] != "-":
+            q.holders.append(Holder(int(body[0]), _secs(body[1]) if body[1] != "-" else 0.0))
+        q.nwaiters = int(body[2])
+        ids: Dict[int, str] = {}
+        wids: Dict[int, str] = {}
+        for w in body[3:]:
+            name, eq, val = w.partition("=")
+            if eq:
+                if name == "limit":
+                    q.limit = int(val)
+                elif name == "holder":
+                    t, _, left = val.partition(",")
+                    q.holders.append(Holder(int(t), _secs(left)))
+                elif name == "id":
+                    t, _, i = val.partition(",")
+                    ids[int(t)] = i
+                elif name == "wid":
+                    n, _, i = val.partition(",")
+                    wids[int(n)] = i
+                continue
+            waited, _, addr = w.partition(",")
+            q.waiters.append(Waiter(_secs(waited), addr))
+    except ValueError as e:
+        raise BadLine(f"a queue answer this client cannot read ({e}): {' '.join(body)[:80]!r}") from None
+    for h in q.holders:
+        h.id = ids.get(h.token, "")
+    for i, wt in enumerate(q.waiters, 1):
+        wt.id = wids.get(i, "")
+    return q
+
+
+def parse_status(fields: List[str]) -> Dict[str, str]:
+    """The key=value words of an S answer; repeated names (peer=) are
+    joined with a space."""
+    out: Dict[str, str] = {}
+    for w in fields:
+        k, eq, v = w.partition("=")
+        if not eq:
+            continue
+        out[k] = out[k] + " " + v if k in out else v
+    return out
+
+
+def id_name(id_: str) -> str:
+    """The part of an id before its last '#', for people; the id without one."""
+    i = id_.rfind("#")
+    return id_[:i] if i >= 0 else id_
+
+
+def split_addrs(addrs: Union[str, List[str], Tuple[str, ...]]) -> List[str]:
+    if isinstance(addrs, str):
+        items = addrs.split(",")
+    else:
+        items = list(addrs)
+    if not items:
+        raise ValueError("lockd: no address given; pass at least one HOST:PORT of a lockd node (or set LOCKD_ADDR)")
+    out: List[str] = []
+    for i, a in enumerate(items):
+        a = a.strip()
+        if not a:
+            raise ValueError(f"lockd: address {i + 1} of {len(items)} is blank; pass HOST:PORT for every node")
+        host, sep, port = a.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"lockd: address {a!r} is not HOST:PORT; write it like 127.0.0.1:7070")
+        if a not in out:
+            out.append(a)
+    return out
+
+
+def host_port(addr: str) -> Tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
