@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
@@ -199,7 +200,7 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 
-	before := survey(ctx, g.Addrs, g.status)
+	before := survey.Run(ctx, g.Addrs, g.status)
 	if before.Answered == 0 {
 		return noNodeAnswered(g, before)
 	}
@@ -217,7 +218,7 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 	if ctx.Err() != nil {
 		return clientFailure(ctx, g, "running the drill", ctx.Err())
 	}
-	after := survey(ctx, g.Addrs, g.status)
+	after := survey.Run(ctx, g.Addrs, g.status)
 	rep.ActiveBefore, rep.ActiveAfter = before.Active, after.Active
 	rep.judge(plan)
 	if g.JSON {
@@ -443,7 +444,7 @@ type drillReport struct {
 }
 
 // runDrill runs the workload and the action, and measures them.
-func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) *drillReport {
+func runDrill(ctx context.Context, cl drillClient, ask survey.StatusFunc, p drillPlan) *drillReport {
 	if p.KeyPrefix == "" {
 		p.KeyPrefix = fmt.Sprintf("drill-%04x-", rand.IntN(1<<16))
 	}
@@ -793,7 +794,7 @@ func strandedHolds(grants []drillGrant, seen []holderSeen, end time.Duration, ke
 }
 
 // runAction performs the plan's action and says how it went.
-func runAction(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) (bool, string) {
+func runAction(ctx context.Context, cl drillClient, ask survey.StatusFunc, p drillPlan) (bool, string) {
 	switch p.Action {
 	case actionNone:
 		return true, "none"

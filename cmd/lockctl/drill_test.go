@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
@@ -255,7 +256,7 @@ func (f *fakeLocks) status(ctx context.Context, addr string) (proto.Status, erro
 	if f.down {
 		return proto.Status{Self: addr, Role: "handoff"}, nil
 	}
-	return proto.Status{Self: addr, Role: roleActive}, nil
+	return proto.Status{Self: addr, Role: survey.RoleActive}, nil
 }
 
 // drillAcrossAHandoff runs a short drill with a handoff against f, whose
@@ -670,7 +671,7 @@ func TestDrillReportEscapesWhatNodesSay(t *testing.T) {
 
 func TestDrillHandoffDetailEscapesTheNewActive(t *testing.T) {
 	ask := func(ctx context.Context, addr string) (proto.Status, error) {
-		return proto.Status{Self: addr, Role: roleActive}, nil
+		return proto.Status{Self: addr, Role: survey.RoleActive}, nil
 	}
 	ok, detail := runAction(context.Background(), &fakeHandoffLocks{to: isolate + ":1"}, ask, drillPlan{Action: actionHandoff})
 	if !ok || !strings.HasPrefix(detail, `handed off to \u2066yolped\u2069:1 in `) {
