@@ -434,14 +434,14 @@ func nullIfEmpty(s string) *string {
 func drillJSONOf(r *drill.Report, p drill.Plan) drillJSON {
 	out := drillJSON{
 		Workers: p.Workers, Keys: p.Keys,
-		LeaseSeconds: p.Lease.Seconds(), DurationSeconds: p.Duration.Seconds(),
+		LeaseSeconds: seconds(p.Lease), DurationSeconds: seconds(p.Duration),
 		Action: drillActionJSON{Kind: p.Action, Command: nullIfEmpty(p.Command),
-			AtSeconds: secondsJSON(r.ActionAt), OK: r.ActionOK, Detail: r.ActionDetail},
+			AtSeconds: seconds(r.ActionAt), OK: r.ActionOK, Detail: r.ActionDetail},
 		ActiveBefore: nullIfEmpty(r.ActiveBefore), ActiveAfter: nullIfEmpty(r.ActiveAfter),
 		Cycles: r.Cycles, Grants: r.Grants, Errors: r.Errors, ErrorKinds: r.ErrorKinds,
 		FirstError: nullIfEmpty(oneLine(r.FirstError)),
 		Lost:       r.Lost(), LostGrants: r.LostGrants, LostReleases: len(r.LostReleases), InDoubt: r.InDoubt, Ghosts: len(r.Ghosts), UncheckedKeys: r.Unchecked,
-		GapMs: millis(r.Gap), GapFromSeconds: secondsJSON(r.GapFrom), GapToSeconds: secondsJSON(r.GapTo),
+		GapMs: millis(r.Gap), GapFromSeconds: seconds(r.GapFrom), GapToSeconds: seconds(r.GapTo),
 		Fencing:  drillFencingJSON{OK: r.ViolationCount == 0, Violations: []drillViolationJSON{}},
 		Pass:     len(r.Failures) == 0,
 		Failures: []string{},
@@ -459,7 +459,7 @@ func drillJSONOf(r *drill.Report, p drill.Plan) drillJSON {
 	}
 	for _, v := range r.Violations {
 		out.Fencing.Violations = append(out.Fencing.Violations, drillViolationJSON{Key: v.Key, Token: v.Token,
-			AtSeconds: secondsJSON(v.At), After: v.After, AfterAtSeconds: secondsJSON(v.AfterAt)})
+			AtSeconds: seconds(v.At), After: v.After, AfterAtSeconds: seconds(v.AfterAt)})
 	}
 	out.Failures = append(out.Failures, r.Failures...)
 	return out

@@ -263,7 +263,7 @@ func drillAcrossAHandoff(t *testing.T, f *fakeLocks, nothing string) (drill.Plan
 	return p, rep
 }
 
-// Issue 9: a release the old active answered ok and the new one never
+// A release the old active answered ok and the new one never
 // heard of leaves the key held by the released token until its lease
 // ends. The drill finds it by asking who holds the key its acquires wait
 // on, counts it as lost, and reports the stall.
@@ -556,7 +556,7 @@ type fakeHandoffLocks struct {
 
 func (f *fakeHandoffLocks) Handoff(ctx context.Context, to string) (string, error) { return f.to, nil }
 
-// Issue 14: a drill whose action removed the active fails when no new
+// A drill whose action removed the active fails when no new
 // active granted anything afterwards, even with no bound set, and says
 // why; an action that left the active in place does not.
 func TestDrillFailsWhenNobodyTookOver(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
 	"io"
 	"math"
 	"net"
@@ -31,8 +30,9 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
-
+	"github.com/lockd-io/lockd/cmd/internal/flagname"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 	"github.com/lockd-io/lockd/proto/client"
@@ -115,7 +115,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 // do so: two fifths of the allocations of parsing a command line that
 // asks for no help. So unless args may ask for a command's help, Setup
 // runs before the global flags are added to the commands; they parse the
-// same, and no help line is written (issue 10).
+// same, and no help line is written.
 func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	helpMiss := new(string)
 	cmds := commands()
@@ -223,12 +223,12 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 			}
 		}
 		if s := didyoumean.Suggest(flag, known); s != "" && len(flag) > 1 {
-			return usageError(name, "unknown flag %s; did you mean --%s?", dashed(flag), s)
+			return usageError(name, "unknown flag %s; did you mean --%s?", flagname.Dashed(flag), s)
 		}
-		return usageError(name, "unknown flag %s", dashed(flag))
+		return usageError(name, "unknown flag %s", flagname.Dashed(flag))
 	}
 	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return usageError(name, "%s needs a value", dashed(strings.TrimPrefix(flag, "-")))
+		return usageError(name, "%s needs a value", flagname.Dashed(strings.TrimPrefix(flag, "-")))
 	}
 	if m := invalidValue().FindStringSubmatch(msg); m != nil {
 		value, flag := m[1], m[2]
@@ -250,18 +250,9 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 				want = "want a whole number"
 			}
 		}
-		return usageError(name, "%s %q: %s", dashed(flag), value, want)
+		return usageError(name, "%s %q: %s", flagname.Dashed(flag), value, want)
 	}
 	return usageError(name, "%s", msg)
-}
-
-// dashed writes a flag as it is typed: -k for a one-letter flag, --key
-// for the others.
-func dashed(flag string) string {
-	if len(flag) == 1 {
-		return "-" + flag
-	}
-	return "--" + flag
 }
 
 // invalidValue matches the flag package's complaint about a value. It is
@@ -534,7 +525,7 @@ func lookupGlobal[T any](cCtx *cli.Context, name string, def T, get func(*cli.Co
 // for a flag that was not, looks through every flag of the lineage and
 // runs a regexp over each of their names: asked for each global flag in
 // each context, that was a quarter of the allocations of parsing a
-// command line (issue 10).
+// command line.
 func given(c *cli.Context, name string) bool {
 	for _, n := range c.LocalFlagNames() {
 		if n == name || globalName(n) == name {
@@ -698,9 +689,8 @@ func (g *globals) client(opts client.Options) (*client.Client, error) {
 // that many goroutines share and that must not stall while one
 // connection is re-dialled; here a call that finds its connection down
 // re-dials it at once, and redirects, re-sends and failover across
-// several nodes work as before. A second dial, its status exchange and
-// its goroutines would be start-up work every run pays for nothing
-// (issue 10).
+// several nodes still work. A second dial, its status exchange and its
+// goroutines would be start-up work every run pays for nothing.
 func (g *globals) lockClient() (*client.Client, error) {
 	return g.client(client.Options{ConnsPerAddr: 1})
 }

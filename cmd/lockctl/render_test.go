@@ -156,7 +156,7 @@ func TestGoldenQueues(t *testing.T) {
 	golden(t, "queues.json.golden", b.Bytes())
 }
 
-// Issue 11, item 10: an empty list draws nothing (the command says so on
+// An empty list draws nothing (the command says so on
 // stderr, on a terminal only), so that `| wc -l` counts 0.
 func TestQueuesEmpty(t *testing.T) {
 	for _, tc := range []struct{ pattern, want string }{
@@ -184,7 +184,7 @@ func TestQueuesEmpty(t *testing.T) {
 	}
 }
 
-// Issue 11, item 10: plain output is awk-safe: one word per header, the
+// Plain output is awk-safe: one word per header, the
 // same number of fields on every line, field 1 the node or the key, no
 // trailing spaces; --no-headers leaves the header out.
 func TestPlainOutputIsAwkSafe(t *testing.T) {
@@ -220,7 +220,7 @@ func TestPlainOutputIsAwkSafe(t *testing.T) {
 	}
 }
 
-// Issue 11, items 4 and 16: a table for a person fits the terminal's
+// A table for a person fits the terminal's
 // width (80 columns when it is unknown), cutting long keys and addresses
 // with an ellipsis, and draws ASCII only when the terminal cannot show
 // more; wide cuts nothing.

@@ -402,7 +402,7 @@ func statusJSONOf(v survey.View, problems []string, at time.Time) statusJSON {
 			j.Token = ptrTo(n.Token)
 		}
 		if n.HasUptime {
-			j.UptimeSeconds = ptrTo(secondsJSON(n.Uptime))
+			j.UptimeSeconds = ptrTo(seconds(n.Uptime))
 		}
 		if n.Err != nil && !n.Reachable {
 			j.Error = ptrTo(networkCause(n.Err))

@@ -299,7 +299,7 @@ func TestStatusCommand(t *testing.T) {
 	}
 
 	// Colour forced on colours plain text when piped, without changing
-	// its layout (issue 11, item 10); -o table draws the person's view.
+	// its layout; -o table draws the person's view.
 	// NO_COLOR does not override an explicit --color always.
 	t.Setenv("NO_COLOR", "1")
 	code, out, _ = lockctl(t, "--addr", a, "--color", "always", "status")
@@ -362,7 +362,7 @@ func TestStatusWatchPiped(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	// Issue 11, item 12: piped, every line carries the time of its
+	// Piped, every line carries the time of its
 	// survey, and the header comes once.
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "TIME ") || strings.Contains(out.String(), "\x1b[") {
@@ -499,7 +499,7 @@ func TestStatusCommandHostileNode(t *testing.T) {
 	}
 }
 
-// Issue 11, item 12: status --check is a health check: exit 1, with each
+// Status --check is a health check: exit 1, with each
 // problem named, when a node is down, a standby lags, the active is
 // degraded, or there is no single active; the same problems are in the
 // JSON.
