@@ -252,11 +252,24 @@ func (f *fakeLocks) status(ctx context.Context, addr string) (proto.Status, erro
 // before the handoff, or t fails saying what.
 func drillAcrossAHandoff(t *testing.T, f *fakeLocks, nothing string) (drill.Plan, *drill.Report) {
 	t.Helper()
-	f.held, f.leases, f.expires = map[string]uint64{}, map[uint64]time.Duration{}, map[string]time.Time{}
 	p := drill.Plan{Workers: 4, Keys: 3, Lease: 400 * time.Millisecond, Duration: time.Second,
 		Action: drill.ActionHandoff, At: 200 * time.Millisecond, MaxGap: -1, MaxErrors: -1, MaxLost: 0}
-	rep := runFakeDrill(f, p)
-	judge(rep, p)
+	var rep *drill.Report
+	// A machine busy enough to start the action late leaves no time for
+	// the forgotten lease to end within the drill, which is what the
+	// callers measure: such a run is run again, a bounded number of times.
+	for attempt := 1; ; attempt++ {
+		f.mu.Lock()
+		f.held, f.leases, f.expires = map[string]uint64{}, map[uint64]time.Duration{}, map[string]time.Time{}
+		f.next, f.handoff, f.lastKey, f.lastToken, f.forgot = 0, 0, "", 0, 0
+		f.mu.Unlock()
+		rep = runFakeDrill(f, p)
+		judge(rep, p)
+		if rep.ActionAt <= p.At+100*time.Millisecond || attempt == 3 {
+			break
+		}
+		t.Logf("attempt %d: the action started at %s, not %s: the machine is busy; again", attempt, rep.ActionAt, p.At)
+	}
 	if f.forgot == 0 {
 		t.Fatal(nothing + ": the workers released nothing before the handoff")
 	}
