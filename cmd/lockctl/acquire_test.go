@@ -57,7 +57,7 @@ func TestAcquireTimeoutExit3(t *testing.T) {
 	}
 }
 
-// Issue 11, item 3: --wait and --nonblock mean what flock's -w and -n
+// --wait and --nonblock mean what flock's -w and -n
 // mean. No --wait waits forever (wait 0 on the wire); --wait 0 and -n
 // fail at once when the lock is held, sending the smallest wait the
 // protocol has; -w takes plain seconds as flock does.

@@ -196,7 +196,8 @@ func (c *benchCommand) Run(cCtx *cli.Context) error {
 	res.DurationSeconds = elapsed.Seconds()
 	res.CyclesPerSecond = float64(res.Cycles) / elapsed.Seconds()
 	res.latency = [4]time.Duration{all.quantile(0.50), all.quantile(0.99), all.quantile(0.999), all.max}
-	res.Latency = latencySeconds{seconds(res.latency[0]), seconds(res.latency[1]), seconds(res.latency[2]), seconds(res.latency[3])}
+	// Latencies are far below a millisecond: they keep every digit.
+	res.Latency = latencySeconds{res.latency[0].Seconds(), res.latency[1].Seconds(), res.latency[2].Seconds(), res.latency[3].Seconds()}
 	if res.firstErr != nil {
 		res.FirstError = oneLine(res.firstErr.Error())
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/cmd/internal/complete"
+	"github.com/lockd-io/lockd/cmd/internal/drill"
 )
 
 // completionCommand prints a shell completion script generated from
@@ -68,7 +69,7 @@ func completionOptions() []complete.Option {
 	return []complete.Option{
 		complete.FlagValues(flagColor, "auto", "always", "never"),
 		complete.FlagValues(flagOutput, outputText, outputTable, outputWide, outputJSON),
-		complete.FlagValues("drill action", actionHandoff, actionNone),
+		complete.FlagValues("drill action", drill.ActionHandoff, drill.ActionNone),
 		complete.FlagValues("bench mode", benchPipelined, benchPerWorker),
 		complete.ArgValues("completion", complete.Shells()...),
 		complete.CommandArgs("exec"),

@@ -1,29 +1,25 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/drill"
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 
-	"github.com/lockd-io/lockd/engine"
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -46,42 +42,8 @@ type drillCommand struct {
 	expectFailover bool
 }
 
-// Actions a drill can take at --at.
-const (
-	actionHandoff = "handoff"
-	actionNone    = "none"
-	actionRun     = "run" // --run CMD
-)
-
-const (
-	// drillActionTimeout bounds a handoff action, as handoff's --timeout.
-	drillActionTimeout = 10 * time.Second
-	// drillBackoff is the pause of a worker after an error, so an outage
-	// is counted in failed cycles, not in a hot loop's thousands.
-	drillBackoff = 10 * time.Millisecond
-	// drillReleaseFor bounds a release at the end of a cycle; the client
-	// re-sends it for 5s.
-	drillReleaseFor = 6 * time.Second
-	// maxViolationsShown is how many fencing violations a report lists.
-	maxViolationsShown = 5
-	// drillProbeAfter is how long an acquire waits before the drill asks
-	// the active who holds its key (Q), and then again each as long while
-	// it still waits: on a healthy cluster a drill's acquire waits a few
-	// cycles of the holder, a millisecond or so, while a key held by a
-	// release the new active did not know of stays held until its lease
-	// ends. Leases shorter than four times this are probed at a quarter of
-	// the lease.
-	drillProbeAfter = 250 * time.Millisecond
-	// drillSweepFor bounds the last look at every key once the workload
-	// ended.
-	drillSweepFor = 5 * time.Second
-	// drillGhostAfter is how long a grant seen held must have gone
-	// unanswered before the end of the workload to count as a ghost when
-	// no later grant of its key shows that it ended: the client's failure
-	// timeout, by which an answer held up by a node that went has been
-	// asked for again elsewhere.
-	drillGhostAfter = time.Second
-)
+// drillActionTimeout bounds a handoff action, as handoff's --timeout.
+const drillActionTimeout = 10 * time.Second
 
 func (c *drillCommand) Command() *cli.Command {
 	return &cli.Command{
@@ -163,7 +125,7 @@ func (c *drillCommand) Command() *cli.Command {
 			leaseFlag(&c.lease, 5*time.Second),
 			durflag.New(cli.DurationFlag{Name: "duration", Destination: &c.duration, Value: 10 * time.Second,
 				Usage: "run the workload for `DURATION`"}),
-			&cli.StringFlag{Name: "action", Destination: &c.action, Value: actionHandoff,
+			&cli.StringFlag{Name: "action", Destination: &c.action, Value: drill.ActionHandoff,
 				Usage: "`ACTION` to take at --at: handoff (of the active role) or none"},
 			&cli.StringFlag{Name: "run", Destination: &c.run,
 				Usage: "run `CMD` with sh -c at --at instead of a handoff, e.g. one that kills a node"},
@@ -195,33 +157,33 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	plan.Output = g.Stderr
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 
-	before := survey(ctx, g.Addrs, g.status)
+	before := survey.Run(ctx, g.Addrs, g.status)
 	if before.Answered == 0 {
 		return noNodeAnswered(g, before)
 	}
-	plan.Env = append(os.Environ(), "LOCKD_ADDR="+g.AddrList)
-	plan.Env = append(plan.Env, actionEnv(before.Active)...)
+	env := append(os.Environ(), "LOCKD_ADDR="+g.AddrList)
+	env = append(env, actionEnv(before.Active)...)
 	cl, err := g.client(client.Options{})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	plan.Progress = new(drillProgress)
-	stopProgress := startProgress(g, func() string { return plan.Progress.line(plan, styleOf(g)) })
-	rep := runDrill(ctx, cl, g.status, plan)
+	plan.Progress = new(drill.Progress)
+	plan.Act = func(ctx context.Context) (bool, string) { return runAction(ctx, cl, g.status, plan, g.Stderr, env) }
+	stopProgress := startProgress(g, func() string { return progressLine(plan.Progress.Snapshot(), plan, styleOf(g)) })
+	rep := drill.Run(ctx, cl, plan)
 	stopProgress()
 	if ctx.Err() != nil {
 		return clientFailure(ctx, g, "running the drill", ctx.Err())
 	}
-	after := survey(ctx, g.Addrs, g.status)
+	after := survey.Run(ctx, g.Addrs, g.status)
 	rep.ActiveBefore, rep.ActiveAfter = before.Active, after.Active
-	rep.judge(plan)
+	judge(rep, plan)
 	if g.JSON {
-		if err := printJSON(g.Stdout, rep.json(plan)); err != nil {
+		if err := printJSON(g.Stdout, drillJSONOf(rep, plan)); err != nil {
 			return err
 		}
 	} else if err := renderDrill(g.Stdout, rep, plan, styleOf(g).Color); err != nil {
@@ -234,10 +196,10 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 	return nil
 }
 
-// plan checks the flags and turns them into a drillPlan.
-func (c *drillCommand) plan(cCtx *cli.Context) (drillPlan, error) {
+// plan checks the flags and turns them into a drill.Plan.
+func (c *drillCommand) plan(cCtx *cli.Context) (drill.Plan, error) {
 	const name = "drill"
-	p := drillPlan{Workers: c.workers, Keys: c.keys, Lease: c.lease, Duration: c.duration,
+	p := drill.Plan{Workers: c.workers, Keys: c.keys, Lease: c.lease, Duration: c.duration,
 		Action: c.action, At: c.at, MaxGap: -1, MaxErrors: -1, MaxLost: -1, ExpectFailover: c.expectFailover}
 	switch {
 	case c.workers < 1 || c.workers > 10000:
@@ -259,11 +221,11 @@ func (c *drillCommand) plan(cCtx *cli.Context) (drillPlan, error) {
 		if strings.TrimSpace(c.run) == "" {
 			return p, usageError(name, "--run is empty; give the shell command to run at --at")
 		}
-		p.Action, p.Command = actionRun, c.run
-	} else if c.action != actionHandoff && c.action != actionNone {
+		p.Action, p.Command = drill.ActionRun, c.run
+	} else if c.action != drill.ActionHandoff && c.action != drill.ActionNone {
 		return p, usageError(name, "--action %q: want handoff or none (or --run CMD)", c.action)
 	}
-	if c.expectFailover && p.Action == actionNone {
+	if c.expectFailover && p.Action == drill.ActionNone {
 		return p, usageError(name, "--expect-failover with --action none cannot pass: give --run CMD or --action handoff")
 	}
 	if cCtx.IsSet("max-gap") {
@@ -287,49 +249,19 @@ func (c *drillCommand) plan(cCtx *cli.Context) (drillPlan, error) {
 	return p, nil
 }
 
-// drillPlan is a checked drill.
-type drillPlan struct {
-	Workers   int
-	Keys      int
-	Lease     time.Duration
-	Duration  time.Duration
-	Action    string // actionHandoff, actionNone or actionRun
-	Command   string // the shell command of actionRun
-	At        time.Duration
-	MaxGap    time.Duration // -1: no bound
-	MaxErrors int           // -1: no bound
-	MaxLost   int           // -1: no bound
-	// ExpectFailover fails the drill when the active did not change.
-	ExpectFailover bool
-	Output         io.Writer // where the command's output goes (lockctl's stderr)
-	Env            []string  // the command's environment
-	KeyPrefix      string    // "": drill-XXXX-, unique to this run
-	// Progress, when set, is kept up to date while the drill runs.
-	Progress *drillProgress
-}
-
-// drillProgress is what the live line of a drill shows: counts kept as
-// the workers go, and the action's outcome once it has one.
-type drillProgress struct {
-	start  atomic.Int64 // UnixNano; 0 until the workload starts
-	grants atomic.Int64
-	errors atomic.Int64
-	action atomic.Pointer[string]
-}
-
-// line is the live line: elapsed time, grants, errors and the action.
-func (pr *drillProgress) line(p drillPlan, s renderStyle) string {
-	start := pr.start.Load()
-	if start == 0 {
+// progressLine is the live line: elapsed time, grants, errors and the
+// action.
+func progressLine(pr drill.Snapshot, p drill.Plan, s renderStyle) string {
+	if pr.Start.IsZero() {
 		return "drill: starting"
 	}
-	elapsed := time.Since(time.Unix(0, start))
+	elapsed := time.Since(pr.Start)
 	parts := []string{fmt.Sprintf("drill: %s of %s", humanDuration(min(elapsed, p.Duration)), p.Duration),
-		countOf(int(pr.grants.Load()), "grant", "grants"), countOf(int(pr.errors.Load()), "error", "errors")}
-	switch d := pr.action.Load(); {
-	case p.Action == actionNone:
-	case d != nil:
-		parts = append(parts, "action: "+printableText(*d))
+		countOf(pr.Grants, "grant", "grants"), countOf(pr.Errors, "error", "errors")}
+	switch {
+	case p.Action == drill.ActionNone:
+	case pr.Acted:
+		parts = append(parts, "action: "+printableText(pr.Action))
 	case elapsed < p.At:
 		parts = append(parts, fmt.Sprintf("%s in %s", p.Action, humanDuration(p.At-elapsed)))
 	default:
@@ -338,466 +270,12 @@ func (pr *drillProgress) line(p drillPlan, s renderStyle) string {
 	return strings.Join(parts, s.dot())
 }
 
-// drillClient is what a drill needs of the lockd client.
-type drillClient interface {
-	Acquire(ctx context.Context, key string, lease, wait time.Duration) (client.Lock, error)
-	Release(ctx context.Context, key string, token uint64) error
-	Handoff(ctx context.Context, to string) (string, error)
-	Queue(ctx context.Context, key string) (proto.Queue, error)
-}
-
-// drillGrant is one granted acquire: when (since the start) and which
-// token, and when its release was answered ok, if it was.
-type drillGrant struct {
-	At         time.Duration
-	Token      uint64
-	ReleasedAt time.Duration
-	Key        int32
-	Released   bool
-}
-
-// holderSeen is what the active answered when the drill asked who held a
-// key: the holders' tokens, as of a question sent At.
-type holderSeen struct {
-	At      time.Duration
-	Key     int32
-	Holders []uint64
-}
-
-// strandedHold is a key the active held by a token no worker held: a
-// release it answered ok and then forgot (a lost release), or a ghost
-// grant, whose answer no worker received (the client sent the acquire
-// again, and it waited behind the grant made for it).
-type strandedHold struct {
-	Key   string
-	Token uint64
-	Ghost bool
-	// FreedAt is when the key was freed: when the lost release was
-	// answered ok, or, for a ghost, when the key's holder before it
-	// released it (0 when none did).
-	FreedAt time.Duration
-	SeenAt  time.Duration // when the active was first asked and named Token
-	// Stall is how long the key stayed held once freed: to the first
-	// grant of the key after SeenAt, or to the end of the workload
-	// (Regranted false) when none came.
-	Stall     time.Duration
-	Regranted bool
-}
-
-// fenceViolation is a token that was not larger than an earlier one of the
-// same key.
-type fenceViolation struct {
-	Key     string
-	Token   uint64
-	At      time.Duration // when the client got Token
-	After   uint64        // the largest earlier token of the key
-	AfterAt time.Duration // when the client got After
-}
-
-// drillReport is what a drill measured.
-type drillReport struct {
-	Start        time.Time
-	ActiveBefore string
-	ActiveAfter  string
-
-	ActionAt     time.Duration
-	ActionEnd    time.Duration // when the action returned
-	ActionOK     bool
-	ActionDetail string
-
-	Grants      int
-	GrantsAfter int // grants from the action on
-	Cycles      int
-	Errors      int
-	ErrorKinds  map[string]int
-	FirstError  string
-	// LostGrants counts releases answered notheld that were not in
-	// flight during the action: the grant was lost.
-	LostGrants int
-	// InDoubt counts releases answered notheld that were in flight during
-	// the action: either the grant was lost, or the old active applied
-	// the release and went before its answer did, and the re-sent release
-	// found the token gone. A client cannot tell which.
-	InDoubt int
-	// LostReleases are the releases answered ok that the active forgot,
-	// and Ghosts the grants no worker received, in the order the keys
-	// were freed.
-	LostReleases []strandedHold
-	Ghosts       []strandedHold
-	// Unchecked counts keys the last look could not ask about.
-	Unchecked int
-
-	Gap     time.Duration
-	GapFrom time.Duration
-	GapTo   time.Duration
-
-	// Takeover is the time from the action to the first grant made by a
-	// new active (TookOver false when none came).
-	Takeover time.Duration
-	TookOver bool
-
-	Violations     []fenceViolation // the first maxViolationsShown
-	ViolationCount int
-
-	Failures []string
-}
-
-// runDrill runs the workload and the action, and measures them.
-func runDrill(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) *drillReport {
-	if p.KeyPrefix == "" {
-		p.KeyPrefix = fmt.Sprintf("drill-%04x-", rand.IntN(1<<16))
-	}
-	keyName := func(k int) string { return p.KeyPrefix + strconv.Itoa(k) }
-	rep := &drillReport{ErrorKinds: make(map[string]int), Start: time.Now()}
-	start := rep.Start
-	pr := p.Progress
-	if pr == nil {
-		pr = new(drillProgress)
-	}
-	pr.start.Store(start.UnixNano())
-	wctx, cancel := context.WithDeadline(ctx, start.Add(p.Duration))
-	defer cancel()
-
-	var mu sync.Mutex // guards the counters of rep while workers run
-	fail := func(err error) {
-		pr.errors.Add(1)
-		kind := drillErrorKind(err)
-		mu.Lock()
-		rep.Errors++
-		rep.ErrorKinds[kind]++
-		if rep.FirstError == "" {
-			rep.FirstError = oneLine(err.Error())
-		}
-		mu.Unlock()
-	}
-	probe := newHolderProbe(cl, p, keyName, start)
-	var notHeldAll []drillSpan // releases answered notheld: sent and answered
-	grants := make([][]drillGrant, p.Workers)
-	var wg sync.WaitGroup
-	for w := range p.Workers {
-		wg.Go(func() {
-			var mine []drillGrant
-			var notHeld []drillSpan
-			cycles := 0
-			waiting := &probe.waits[w]
-			for wctx.Err() == nil {
-				k := rand.IntN(p.Keys)
-				waiting.begin(k, time.Since(start))
-				lock, err := cl.Acquire(wctx, keyName(k), p.Lease, 0)
-				waiting.end()
-				if err != nil {
-					if wctx.Err() != nil {
-						break
-					}
-					fail(err)
-					sleepCtx(wctx, drillBackoff)
-					continue
-				}
-				mine = append(mine, drillGrant{At: time.Since(start), Token: lock.Token, Key: int32(k)})
-				pr.grants.Add(1)
-				// The release outlives the workload's end, so that a
-				// drill leaves no lock behind.
-				rctx, rcancel := context.WithTimeout(ctx, drillReleaseFor)
-				sent := time.Since(start)
-				err = cl.Release(rctx, keyName(k), lock.Token)
-				rcancel()
-				switch {
-				case err == nil:
-					cycles++
-					g := &mine[len(mine)-1]
-					g.Released, g.ReleasedAt = true, time.Since(start)
-				case errors.Is(err, client.ErrNotHeld):
-					notHeld = append(notHeld, drillSpan{From: sent, To: time.Since(start)})
-				case ctx.Err() != nil:
-				default:
-					fail(err)
-					sleepCtx(wctx, drillBackoff)
-				}
-			}
-			grants[w] = mine
-			mu.Lock()
-			rep.Cycles += cycles
-			notHeldAll = append(notHeldAll, notHeld...)
-			mu.Unlock()
-		})
-	}
-	probeDone := make(chan struct{})
-	go func() {
-		defer close(probeDone)
-		probe.run(wctx)
-	}()
-
-	// The action runs beside the workload; the report waits for it.
-	actionDone := make(chan struct{})
-	go func() {
-		defer close(actionDone)
-		select {
-		case <-wctx.Done():
-			rep.ActionDetail = "not started: the drill ended first"
-			return
-		case <-time.After(time.Until(start.Add(p.At))):
-		}
-		rep.ActionAt = time.Since(start)
-		rep.ActionOK, rep.ActionDetail = runAction(ctx, cl, ask, p)
-		rep.ActionEnd = time.Since(start)
-		detail := rep.ActionDetail
-		pr.action.Store(&detail)
-	}()
-	wg.Wait()
-	end := time.Since(start)
-	<-actionDone
-	cancel()
-	<-probeDone
-
-	var all []drillGrant
-	used := make(map[int32]bool)
-	for _, g := range grants {
-		all = append(all, g...)
-		for _, gr := range g {
-			if gr.Released {
-				used[gr.Key] = true
-			}
-		}
-	}
-	// The last look: every key the drill released, once every release
-	// was answered. It finds a lost release no acquire waited on long
-	// enough to probe.
-	rep.Unchecked = probe.sweep(ctx, slices.Sorted(maps.Keys(used)))
-
-	slices.SortStableFunc(all, func(a, b drillGrant) int { return cmp.Compare(a.At, b.At) })
-	rep.Grants = len(all)
-	end = min(end, p.Duration)
-	rep.Gap, rep.GapFrom, rep.GapTo = longestGap(all, end)
-	if p.Action != actionNone && rep.ActionOK {
-		rep.Takeover, rep.TookOver = takeover(all, rep.ActionAt)
-		for _, g := range all {
-			if g.At >= rep.ActionAt {
-				rep.GrantsAfter++
-			}
-		}
-	}
-	rep.ViolationCount, rep.Violations = checkFencing(all, keyName)
-	rep.LostReleases, rep.Ghosts = strandedHolds(all, probe.seen, end, keyName)
-	acted := p.Action != actionNone && rep.ActionEnd > 0
-	rep.LostGrants, rep.InDoubt = sortNotHeld(notHeldAll, acted, rep.ActionAt, rep.ActionEnd)
-	return rep
-}
-
-// drillSpan is a request of the drill: when it was sent and when its
-// answer came, since the start.
-type drillSpan struct{ From, To time.Duration }
-
-// sortNotHeld sorts the releases answered notheld into lost grants and
-// those in doubt: a release in flight while the action ran (sent before
-// it ended, answered after it began) may have been applied by the old
-// active just before it went, its answer lost with the connection; the
-// client then re-sent it, and the node that answered no longer knew the
-// token. The old active could not apply a release sent after the action
-// ended (it was gone, frozen or no longer active), and one answered
-// before the action began owes nothing to it: their notheld means the
-// node that answered never knew the grant.
-func sortNotHeld(spans []drillSpan, acted bool, actionAt, actionEnd time.Duration) (lost, inDoubt int) {
-	for _, s := range spans {
-		if acted && s.From <= actionEnd && s.To >= actionAt {
-			inDoubt++
-		} else {
-			lost++
-		}
-	}
-	return lost, inDoubt
-}
-
-// holderProbe asks the active who holds the key of every acquire that
-// waits unusually long, and keeps the answers: the evidence of a lost
-// release or a ghost grant. One goroutine watches every worker, so that a
-// drill of many workers costs one timer, not one per acquire.
-type holderProbe struct {
-	cl      drillClient
-	keyName func(int) string
-	start   time.Time
-	after   time.Duration // an acquire waiting this long is probed
-	waits   []acquireWait // one per worker
-
-	mu   sync.Mutex
-	seen []holderSeen
-}
-
-// acquireWait is what a worker is waiting for, read by the probe.
-type acquireWait struct {
-	since   atomic.Int64 // time since the start plus one, in ns; 0 while not waiting
-	key     atomic.Int32
-	probing atomic.Bool // a question about this wait is in flight
-	asked   time.Duration
-}
-
-func (w *acquireWait) begin(key int, at time.Duration) {
-	w.key.Store(int32(key))
-	w.since.Store(int64(at) + 1)
-}
-
-func (w *acquireWait) end() { w.since.Store(0) }
-
-func newHolderProbe(cl drillClient, p drillPlan, keyName func(int) string, start time.Time) *holderProbe {
-	return &holderProbe{cl: cl, keyName: keyName, start: start,
-		after: min(drillProbeAfter, p.Lease/4), waits: make([]acquireWait, p.Workers)}
-}
-
-// run probes until ctx ends, and returns once every question it asked
-// was answered or given up.
-func (h *holderProbe) run(ctx context.Context) {
-	var asks sync.WaitGroup
-	defer asks.Wait()
-	tick := time.NewTicker(max(h.after/4, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		now := time.Since(h.start)
-		for i := range h.waits {
-			w := &h.waits[i]
-			since := w.since.Load()
-			if since == 0 || now-time.Duration(since-1) < h.after || now-w.asked < h.after || w.probing.Load() {
-				continue
-			}
-			w.asked = now
-			w.probing.Store(true)
-			key := int(w.key.Load())
-			asks.Go(func() {
-				defer w.probing.Store(false)
-				h.ask(ctx, key)
-			})
-		}
-	}
-}
-
-// ask asks the active who holds key and keeps the answer; an error is
-// no answer (the acquire it was about reports its own).
-func (h *holderProbe) ask(ctx context.Context, key int) bool {
-	at := time.Since(h.start)
-	q, err := h.cl.Queue(ctx, h.keyName(key))
-	if err != nil {
-		return false
-	}
-	if !q.Held {
-		return true
-	}
-	seen := holderSeen{At: at, Key: int32(key), Holders: []uint64{q.Token}}
-	for _, hd := range q.Holders {
-		if hd.Token != q.Token {
-			seen.Holders = append(seen.Holders, hd.Token)
-		}
-	}
-	h.mu.Lock()
-	h.seen = append(h.seen, seen)
-	h.mu.Unlock()
-	return true
-}
-
-// sweep asks about every key of keys, a few at a time, within
-// drillSweepFor, and returns how many it could not ask about.
-func (h *holderProbe) sweep(ctx context.Context, keys []int32) int {
-	sctx, cancel := context.WithTimeout(ctx, drillSweepFor)
-	defer cancel()
-	var unchecked atomic.Int64
-	var wg sync.WaitGroup
-	next := make(chan int32)
-	for range min(len(h.waits), 16) {
-		wg.Go(func() {
-			for k := range next {
-				if !h.ask(sctx, int(k)) {
-					unchecked.Add(1)
-				}
-			}
-		})
-	}
-	for _, k := range keys {
-		next <- k
-	}
-	close(next)
-	wg.Wait()
-	return int(unchecked.Load())
-}
-
-// strandedHolds finds, in the grants (sorted by time) and the holders
-// the active named, the keys it held by a token no worker held:
-//   - a lost release: a token named by a question sent after its release
-//     was answered ok;
-//   - a ghost grant: a token no worker ever received, named while a
-//     worker of the drill could still have received it, and either
-//     followed by a grant of its key (so it ended unreceived) or seen at
-//     least drillGhostAfter before the workload's end.
-//
-// Either keeps its key held until its lease ends. The stall of each runs
-// from when the key was freed to its first grant after it was seen held,
-// or to end when none came.
-func strandedHolds(grants []drillGrant, seen []holderSeen, end time.Duration, keyName func(int) string) (lost, ghosts []strandedHold) {
-	got := make(map[uint64]drillGrant, len(grants))
-	grantsOf := make(map[int32][]time.Duration)
-	releasesOf := make(map[int32][]time.Duration)
-	for _, g := range grants {
-		got[g.Token] = g
-		grantsOf[g.Key] = append(grantsOf[g.Key], g.At)
-		if g.Released {
-			releasesOf[g.Key] = append(releasesOf[g.Key], g.ReleasedAt)
-		}
-	}
-	for _, r := range releasesOf {
-		slices.Sort(r)
-	}
-	seen = slices.Clone(seen)
-	slices.SortStableFunc(seen, func(a, b holderSeen) int { return cmp.Compare(a.At, b.At) })
-	found := make(map[uint64]bool)
-	for _, s := range seen {
-		times := grantsOf[s.Key]
-		next, regranted := time.Duration(0), false
-		if i, _ := slices.BinarySearch(times, s.At+1); i < len(times) {
-			next, regranted = times[i], true
-		}
-		for _, tok := range s.Holders {
-			if found[tok] {
-				continue
-			}
-			h := strandedHold{Key: keyName(int(s.Key)), Token: tok, SeenAt: s.At, Regranted: regranted}
-			g, received := got[tok]
-			switch {
-			case received && g.Released && g.Key == s.Key && g.ReleasedAt <= s.At:
-				h.FreedAt = g.ReleasedAt
-			case !received && (regranted || s.At+drillGhostAfter <= end):
-				h.Ghost = true
-				rel := releasesOf[s.Key]
-				if i, _ := slices.BinarySearch(rel, s.At+1); i > 0 {
-					h.FreedAt = rel[i-1]
-				}
-			default:
-				continue
-			}
-			found[tok] = true
-			h.Stall = end - h.FreedAt
-			if regranted {
-				h.Stall = next - h.FreedAt
-			}
-			if h.Ghost {
-				ghosts = append(ghosts, h)
-			} else {
-				lost = append(lost, h)
-			}
-		}
-	}
-	byFreed := func(a, b strandedHold) int { return cmp.Compare(a.FreedAt, b.FreedAt) }
-	slices.SortStableFunc(lost, byFreed)
-	slices.SortStableFunc(ghosts, byFreed)
-	return lost, ghosts
-}
-
 // runAction performs the plan's action and says how it went.
-func runAction(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan) (bool, string) {
+func runAction(ctx context.Context, cl handoffer, ask survey.StatusFunc, p drill.Plan, out io.Writer, env []string) (bool, string) {
 	switch p.Action {
-	case actionNone:
+	case drill.ActionNone:
 		return true, "none"
-	case actionHandoff:
+	case drill.ActionHandoff:
 		actx, cancel := context.WithTimeout(ctx, drillActionTimeout)
 		defer cancel()
 		res, err := runHandoff(actx, cl, ask, "")
@@ -809,9 +287,9 @@ func runAction(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan)
 			return false, "handoff failed: " + oneLine(err.Error())
 		}
 		return true, fmt.Sprintf("handed off to %s in %s", printable(res.To), shortDuration(res.Gap))
-	case actionRun:
+	case drill.ActionRun:
 		cmd := exec.CommandContext(ctx, "sh", "-c", p.Command)
-		cmd.Stdout, cmd.Stderr, cmd.Env = p.Output, p.Output, p.Env
+		cmd.Stdout, cmd.Stderr, cmd.Env = out, out, env
 		began := time.Now()
 		err := cmd.Run()
 		took := shortDuration(time.Since(began))
@@ -827,111 +305,17 @@ func runAction(ctx context.Context, cl drillClient, ask statusFunc, p drillPlan)
 	return false, "unknown action " + p.Action
 }
 
-// drillErrorKind names an error for the report's tally.
-func drillErrorKind(err error) string {
-	var srv *client.ServerError
-	switch {
-	case errors.Is(err, client.ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, client.ErrTimeout):
-		return "timeout"
-	case errors.Is(err, client.ErrNotHeld):
-		return "notheld"
-	case errors.As(err, &srv):
-		return "refused"
-	case errors.Is(err, client.ErrClosed):
-		return "closed"
-	}
-	return "other"
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
-// longestGap is the longest interval without a grant between the start
-// (0), the grants (sorted by time) and the end: a cluster that never
-// recovered shows a gap that lasts until the end.
-func longestGap(grants []drillGrant, end time.Duration) (gap, from, to time.Duration) {
-	prev := time.Duration(0)
-	consider := func(t time.Duration) {
-		if t-prev > gap {
-			gap, from, to = t-prev, prev, t
-		}
-		prev = t
-	}
-	for _, g := range grants {
-		consider(g.At)
-	}
-	consider(max(end, prev))
-	return gap, from, to
-}
-
-// takeover measures the time without an active that clients saw: from
-// the last grant by the old active to the first grant by a new one. A
-// token's high bits are the epoch of the node that issued it (see package
-// engine), and a node that becomes active starts a newer epoch, so the new
-// active's first grant is the first after the action whose epoch is newer
-// than every epoch before the action.
-func takeover(grants []drillGrant, actionAt time.Duration) (time.Duration, bool) {
-	var before uint64
-	for _, g := range grants {
-		if g.At < actionAt {
-			before = max(before, g.Token>>engine.CounterBits)
-		}
-	}
-	lastOld := actionAt
-	for _, g := range grants {
-		epoch := g.Token >> engine.CounterBits
-		if epoch <= before {
-			lastOld = g.At
-			continue
-		}
-		if g.At >= actionAt {
-			return max(g.At-lastOld, 0), true
-		}
-	}
-	return 0, false
-}
-
-// checkFencing checks, key by key and in grant order, that every token is
-// larger than every earlier one. Grants are ordered by the time the
-// client saw them: a lock is granted again only after its release, which
-// follows the earlier grant, so on a correct cluster that order is the
-// order of the grants themselves.
-func checkFencing(grants []drillGrant, keyName func(int) string) (int, []fenceViolation) {
-	high := make(map[int32]drillGrant)
-	count := 0
-	var shown []fenceViolation
-	for _, g := range grants {
-		if h, ok := high[g.Key]; ok && g.Token <= h.Token {
-			count++
-			if len(shown) < maxViolationsShown {
-				shown = append(shown, fenceViolation{Key: keyName(int(g.Key)), Token: g.Token, At: g.At, After: h.Token, AfterAt: h.At})
-			}
-			continue
-		}
-		high[g.Key] = g
-	}
-	return count, shown
-}
-
 // judge checks the report against the plan's bounds and lists why the
 // drill failed, if it did.
-func (r *drillReport) judge(p drillPlan) {
+func judge(r *drill.Report, p drill.Plan) {
 	if r.ViolationCount > 0 {
 		v := r.Violations[0]
 		r.Failures = append(r.Failures, fmt.Sprintf("fencing violated: key %s got token %d after %d", printable(v.Key), v.Token, v.After))
 	}
-	if p.Action != actionNone && !r.ActionOK {
+	if p.Action != drill.ActionNone && !r.ActionOK {
 		r.Failures = append(r.Failures, "the action failed: "+r.ActionDetail)
 	}
-	if why := r.noTakeover(p); why != "" {
+	if why := noTakeover(r, p); why != "" {
 		r.Failures = append(r.Failures, why)
 	}
 	if p.ExpectFailover {
@@ -952,8 +336,8 @@ func (r *drillReport) judge(p drillPlan) {
 	if p.MaxErrors >= 0 && r.Errors > p.MaxErrors {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d errors are over --max-errors %d", r.Errors, p.MaxErrors))
 	}
-	if p.MaxLost >= 0 && r.lost() > p.MaxLost {
-		r.Failures = append(r.Failures, fmt.Sprintf("lost %d (%s, %s) is over --max-lost %d", r.lost(),
+	if p.MaxLost >= 0 && r.Lost() > p.MaxLost {
+		r.Failures = append(r.Failures, fmt.Sprintf("lost %d (%s, %s) is over --max-lost %d", r.Lost(),
 			countOf(r.LostGrants, "grant", "grants"), countOf(len(r.LostReleases), "release", "releases"), p.MaxLost))
 	}
 	if p.MaxLost >= 0 && r.Unchecked > 0 {
@@ -962,40 +346,11 @@ func (r *drillReport) judge(p drillPlan) {
 	}
 }
 
-// lost counts the answers the cluster forgot: grants and releases.
-func (r *drillReport) lost() int { return r.LostGrants + len(r.LostReleases) }
-
-// longestStall is the lost release or ghost grant that kept its key held
-// longest; ok is false when there was none.
-func (r *drillReport) longestStall() (h strandedHold, ok bool) {
-	for _, x := range slices.Concat(r.LostReleases, r.Ghosts) {
-		if !ok || x.Stall > h.Stall {
-			h, ok = x, true
-		}
-	}
-	return h, ok
-}
-
-// cause names what kept the key held.
-func (h strandedHold) cause() string {
-	if h.Ghost {
-		return "ghost grant"
-	}
-	return "lost release"
-}
-
-// removedActive reports whether the action took the active role away
-// from the node that had it: the active after the drill is another node,
-// or none.
-func (r *drillReport) removedActive(p drillPlan) bool {
-	return p.Action != actionNone && r.ActionOK && r.ActiveBefore != "" && r.ActiveAfter != r.ActiveBefore
-}
-
 // noTakeover says why the drill fails when the action removed the active
 // and no new active granted anything afterwards, whatever the bounds: the
 // clients never moved. It is "" when that did not happen.
-func (r *drillReport) noTakeover(p drillPlan) string {
-	if !r.removedActive(p) || r.TookOver {
+func noTakeover(r *drill.Report, p drill.Plan) string {
+	if !r.RemovedActive(p) || r.TookOver {
 		return ""
 	}
 	what := fmt.Sprintf("no new active granted a lock after the action removed the active %s", printable(r.ActiveBefore))
@@ -1005,7 +360,7 @@ func (r *drillReport) noTakeover(p drillPlan) string {
 		cause = "no node is active now"
 	case r.GrantsAfter == 0 && r.Errors > 0:
 		cause = fmt.Sprintf("%s is active now, but the clients got no lock after the action, only %s (first: %s)",
-			printable(r.ActiveAfter), countOf(r.Errors, "error", "errors"), r.FirstError)
+			printable(r.ActiveAfter), countOf(r.Errors, "error", "errors"), oneLine(r.FirstError))
 	case r.GrantsAfter == 0:
 		cause = fmt.Sprintf("%s is active now, but the clients got no lock after the action: their requests stayed with the old active", printable(r.ActiveAfter))
 	default:
@@ -1076,17 +431,17 @@ func nullIfEmpty(s string) *string {
 	return &s
 }
 
-func (r *drillReport) json(p drillPlan) drillJSON {
+func drillJSONOf(r *drill.Report, p drill.Plan) drillJSON {
 	out := drillJSON{
 		Workers: p.Workers, Keys: p.Keys,
-		LeaseSeconds: p.Lease.Seconds(), DurationSeconds: p.Duration.Seconds(),
+		LeaseSeconds: seconds(p.Lease), DurationSeconds: seconds(p.Duration),
 		Action: drillActionJSON{Kind: p.Action, Command: nullIfEmpty(p.Command),
-			AtSeconds: secondsJSON(r.ActionAt), OK: r.ActionOK, Detail: r.ActionDetail},
+			AtSeconds: seconds(r.ActionAt), OK: r.ActionOK, Detail: r.ActionDetail},
 		ActiveBefore: nullIfEmpty(r.ActiveBefore), ActiveAfter: nullIfEmpty(r.ActiveAfter),
 		Cycles: r.Cycles, Grants: r.Grants, Errors: r.Errors, ErrorKinds: r.ErrorKinds,
-		FirstError: nullIfEmpty(r.FirstError),
-		Lost:       r.lost(), LostGrants: r.LostGrants, LostReleases: len(r.LostReleases), InDoubt: r.InDoubt, Ghosts: len(r.Ghosts), UncheckedKeys: r.Unchecked,
-		GapMs: millis(r.Gap), GapFromSeconds: secondsJSON(r.GapFrom), GapToSeconds: secondsJSON(r.GapTo),
+		FirstError: nullIfEmpty(oneLine(r.FirstError)),
+		Lost:       r.Lost(), LostGrants: r.LostGrants, LostReleases: len(r.LostReleases), InDoubt: r.InDoubt, Ghosts: len(r.Ghosts), UncheckedKeys: r.Unchecked,
+		GapMs: millis(r.Gap), GapFromSeconds: seconds(r.GapFrom), GapToSeconds: seconds(r.GapTo),
 		Fencing:  drillFencingJSON{OK: r.ViolationCount == 0, Violations: []drillViolationJSON{}},
 		Pass:     len(r.Failures) == 0,
 		Failures: []string{},
@@ -1095,16 +450,16 @@ func (r *drillReport) json(p drillPlan) drillJSON {
 		ms := millis(r.Takeover)
 		out.TakeoverMs = &ms
 	}
-	if h, ok := r.longestStall(); ok {
-		ms, cause := millis(h.Stall), h.cause()
+	if h, ok := r.LongestStall(); ok {
+		ms, cause := millis(h.Stall), h.Cause()
 		out.StallMs, out.StallKey, out.StallCause = &ms, &h.Key, &cause
 	}
-	if p.Action == actionNone {
+	if p.Action == drill.ActionNone {
 		out.Action.AtSeconds = 0
 	}
 	for _, v := range r.Violations {
 		out.Fencing.Violations = append(out.Fencing.Violations, drillViolationJSON{Key: v.Key, Token: v.Token,
-			AtSeconds: secondsJSON(v.At), After: v.After, AfterAtSeconds: secondsJSON(v.AfterAt)})
+			AtSeconds: seconds(v.At), After: v.After, AfterAtSeconds: seconds(v.AfterAt)})
 	}
 	out.Failures = append(out.Failures, r.Failures...)
 	return out
@@ -1113,7 +468,7 @@ func (r *drillReport) json(p drillPlan) drillJSON {
 // renderDrill writes the report as a few labelled lines, the verdict last.
 // Addresses and keys are escaped with printable; the details, errors and
 // failures, which may quote a server or a command line, with printableText.
-func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
+func renderDrill(w io.Writer, r *drill.Report, p drill.Plan, color bool) error {
 	pal := newPalette(w, color)
 	var b strings.Builder
 	line := func(label, value string) {
@@ -1124,13 +479,13 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 	}
 	action := p.Action + " at " + p.At.String()
 	switch p.Action {
-	case actionNone:
+	case drill.ActionNone:
 		action = "no action"
-	case actionRun:
+	case drill.ActionRun:
 		action = fmt.Sprintf("command at %s: %s", p.At, printableText(p.Command))
 	}
 	line("drill", fmt.Sprintf("%s, %s, %s, %s", countOf(p.Workers, "worker", "workers"), countOf(p.Keys, "key", "keys"), p.Duration, action))
-	if p.Action != actionNone {
+	if p.Action != drill.ActionNone {
 		detail := printableText(r.ActionDetail)
 		if !r.ActionOK {
 			detail = pal.bad.Render(detail)
@@ -1149,11 +504,11 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 		for _, k := range slices.Sorted(maps.Keys(r.ErrorKinds)) {
 			kinds = append(kinds, fmt.Sprintf("%d %s", r.ErrorKinds[k], k))
 		}
-		errs = pal.warn.Render(errs) + " (" + strings.Join(kinds, ", ") + "); first: " + printableText(r.FirstError)
+		errs = pal.warn.Render(errs) + " (" + strings.Join(kinds, ", ") + "); first: " + printableText(oneLine(r.FirstError))
 	}
 	line("errors", errs+boundNote(p.MaxErrors >= 0, strconv.Itoa(p.MaxErrors)))
-	lost := strconv.Itoa(r.lost())
-	if r.lost() > 0 {
+	lost := strconv.Itoa(r.Lost())
+	if r.Lost() > 0 {
 		var what []string
 		if r.LostGrants > 0 {
 			what = append(what, countOf(r.LostGrants, "grant", "grants")+" (release said notheld)")
@@ -1175,7 +530,7 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 		line("ghosts", pal.warn.Render(countOf(n, "key", "keys"))+" held by a grant no worker received: its answer was lost, "+
 			"and the acquire sent again waited behind it")
 	}
-	if h, ok := r.longestStall(); ok {
+	if h, ok := r.LongestStall(); ok {
 		freed := "released at " + shortDuration(h.FreedAt)
 		if h.Ghost {
 			freed = "freed at " + shortDuration(h.FreedAt)
@@ -1185,15 +540,15 @@ func renderDrill(w io.Writer, r *drillReport, p drillPlan, color bool) error {
 			until = "granted again at " + shortDuration(h.FreedAt+h.Stall)
 		}
 		line("stall", fmt.Sprintf("%s on key %s by a %s: %s, %s", pal.strong.Render(shortDuration(h.Stall)),
-			printable(h.Key), h.cause(), freed, until))
+			printable(h.Key), h.Cause(), freed, until))
 	}
 	line("gap", fmt.Sprintf("%s without a grant, from %s to %s%s", pal.strong.Render(shortDuration(r.Gap)),
 		shortDuration(r.GapFrom), shortDuration(r.GapTo), boundNote(p.MaxGap >= 0, p.MaxGap.String())))
-	if p.Action != actionNone && r.ActionOK {
+	if p.Action != drill.ActionNone && r.ActionOK {
 		switch {
 		case r.TookOver:
 			line("takeover", pal.strong.Render(shortDuration(r.Takeover))+" from the last grant by the old active to the first by the new one")
-		case r.removedActive(p):
+		case r.RemovedActive(p):
 			line("takeover", pal.bad.Render("none")+": no new active granted a lock after the action removed the active")
 		default:
 			line("takeover", "none: no new active granted a lock during the drill")

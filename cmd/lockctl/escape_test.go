@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
@@ -386,8 +387,8 @@ const serverWords = "lease\u202e too long\x1b]0;owned\x07 \u0085 \xff"
 func TestServerErrorTextIsEscaped(t *testing.T) {
 	addr := startHostile(t, func(self string, req proto.Request) []byte {
 		if req.Op == proto.OpStatus {
-			return proto.AppendStatus(nil, req.Key, proto.Status{Self: self, Role: roleActive, Active: self,
-				Peers: []proto.PeerStatus{{Addr: self, Role: roleActive, Reachable: true}}})
+			return proto.AppendStatus(nil, req.Key, proto.Status{Self: self, Role: survey.RoleActive, Active: self,
+				Peers: []proto.PeerStatus{{Addr: self, Role: survey.RoleActive, Reachable: true}}})
 		}
 		return proto.AppendError(nil, req.Key, req.Op, serverWords)
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 	"github.com/lockd-io/lockd/proto/auth"
 	"github.com/lockd-io/lockd/proto/client"
 )
@@ -77,7 +78,7 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	before := survey(ctx, g.Addrs, g.status)
+	before := survey.Run(ctx, g.Addrs, g.status)
 	if before.Answered == 0 {
 		return noNodeAnswered(g, before)
 	}
@@ -139,7 +140,7 @@ func (e *notServing) Error() string {
 // runHandoff asks for the handoff, then asks the new active for its status
 // until it says it is active, and measures the gap between the two. Drill
 // uses it too.
-func runHandoff(ctx context.Context, cl handoffer, ask statusFunc, to string) (handoffResult, error) {
+func runHandoff(ctx context.Context, cl handoffer, ask survey.StatusFunc, to string) (handoffResult, error) {
 	start := time.Now()
 	newActive, err := cl.Handoff(ctx, to)
 	if err != nil {
@@ -149,7 +150,7 @@ func runHandoff(ctx context.Context, cl handoffer, ask statusFunc, to string) (h
 	for {
 		st, err := ask(ctx, newActive)
 		switch {
-		case err == nil && st.Role == roleActive:
+		case err == nil && st.Role == survey.RoleActive:
 			return handoffResult{To: newActive, Gap: time.Since(start)}, nil
 		case err == nil:
 			last = "role=" + printable(st.Role)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
@@ -32,7 +33,7 @@ func TestHandoffCommand(t *testing.T) {
 	// The handoff is sticky: the role stays where it went.
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		st, err := client.Status(context.Background(), b)
-		if err != nil || st.Role != roleActive {
+		if err != nil || st.Role != survey.RoleActive {
 			t.Fatalf("handoff did not stick: %s is %s (active %q) %v after lockctl saw it active", b, st.Role, st.Active, err)
 		}
 	}
@@ -78,7 +79,7 @@ func TestRunHandoffWaitsForTheNewActive(t *testing.T) {
 		if time.Since(start) < 50*time.Millisecond {
 			return proto.Status{Self: addr, Role: "joining"}, nil
 		}
-		return proto.Status{Self: addr, Role: roleActive}, nil
+		return proto.Status{Self: addr, Role: survey.RoleActive}, nil
 	}
 	res, err := runHandoff(context.Background(), fakeHandoff{to: "b:1"}, ask, "")
 	if err != nil || res.To != "b:1" || res.Gap < 50*time.Millisecond {
@@ -87,7 +88,7 @@ func TestRunHandoffWaitsForTheNewActive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	never := func(ctx context.Context, addr string) (proto.Status, error) {
-		return proto.Status{Self: addr, Role: roleStandby}, nil
+		return proto.Status{Self: addr, Role: survey.RoleStandby}, nil
 	}
 	_, err = runHandoff(ctx, fakeHandoff{to: "b:1"}, never, "")
 	var ns *notServing

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// Issue 11, item 15: make install puts lockd and lockctl under PREFIX (so
+// `make install` puts lockd and lockctl under PREFIX (so
 // that the README's recipe can call them bare) and the completions where
 // the shells look; make uninstall takes them away again.
 func TestMakeInstall(t *testing.T) {
@@ -40,7 +40,7 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("make install did not install %s: %v", f, err)
 		}
 	}
-	// Issue 10: release builds leave out urfave/cli's man-page generator
+	// Release builds leave out urfave/cli's man-page generator
 	// and need no cgo (static binaries start faster).
 	for _, b := range []string{"lockd", "lockctl"} {
 		info, err := buildinfo.ReadFile(filepath.Join(prefix, "bin", b))

@@ -10,15 +10,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
 	"io"
-	"math"
 	"net"
 	"os"
 	"os/signal"
-	"os/user"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,15 +22,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
-
-	"github.com/lockd-io/lockd/proto"
-	"github.com/lockd-io/lockd/proto/auth"
+	"github.com/lockd-io/lockd/cmd/internal/flagname"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -115,7 +109,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 // do so: two fifths of the allocations of parsing a command line that
 // asks for no help. So unless args may ask for a command's help, Setup
 // runs before the global flags are added to the commands; they parse the
-// same, and no help line is written (issue 10).
+// same, and no help line is written.
 func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	helpMiss := new(string)
 	cmds := commands()
@@ -223,12 +217,12 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 			}
 		}
 		if s := didyoumean.Suggest(flag, known); s != "" && len(flag) > 1 {
-			return usageError(name, "unknown flag %s; did you mean --%s?", dashed(flag), s)
+			return usageError(name, "unknown flag %s; did you mean --%s?", flagname.Dashed(flag), s)
 		}
-		return usageError(name, "unknown flag %s", dashed(flag))
+		return usageError(name, "unknown flag %s", flagname.Dashed(flag))
 	}
 	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return usageError(name, "%s needs a value", dashed(strings.TrimPrefix(flag, "-")))
+		return usageError(name, "%s needs a value", flagname.Dashed(strings.TrimPrefix(flag, "-")))
 	}
 	if m := invalidValue().FindStringSubmatch(msg); m != nil {
 		value, flag := m[1], m[2]
@@ -250,18 +244,9 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 				want = "want a whole number"
 			}
 		}
-		return usageError(name, "%s %q: %s", dashed(flag), value, want)
+		return usageError(name, "%s %q: %s", flagname.Dashed(flag), value, want)
 	}
 	return usageError(name, "%s", msg)
-}
-
-// dashed writes a flag as it is typed: -k for a one-letter flag, --key
-// for the others.
-func dashed(flag string) string {
-	if len(flag) == 1 {
-		return "-" + flag
-	}
-	return "--" + flag
 }
 
 // invalidValue matches the flag package's complaint about a value. It is
@@ -534,7 +519,7 @@ func lookupGlobal[T any](cCtx *cli.Context, name string, def T, get func(*cli.Co
 // for a flag that was not, looks through every flag of the lineage and
 // runs a regexp over each of their names: asked for each global flag in
 // each context, that was a quarter of the allocations of parsing a
-// command line (issue 10).
+// command line.
 func given(c *cli.Context, name string) bool {
 	for _, n := range c.LocalFlagNames() {
 		if n == name || globalName(n) == name {
@@ -551,183 +536,6 @@ func globalName(alias string) string {
 		return flagOutput
 	}
 	return alias
-}
-
-// loadSecurity reads the TLS and secret flags.
-func (g *globals) loadSecurity(cCtx *cli.Context) error {
-	cmd := cCtx.Command.Name
-	files := auth.TLSFiles{
-		CA:         lookupGlobal(cCtx, flagTLSCA, "", (*cli.Context).String),
-		Cert:       lookupGlobal(cCtx, flagTLSCert, "", (*cli.Context).String),
-		Key:        lookupGlobal(cCtx, flagTLSKey, "", (*cli.Context).String),
-		ServerName: lookupGlobal(cCtx, flagTLSServerName, "", (*cli.Context).String),
-	}
-	useTLS := lookupGlobal(cCtx, flagTLS, false, (*cli.Context).Bool) || files.CA != "" || files.Cert != ""
-	if !useTLS && files.ServerName != "" {
-		return usageError(cmd, "--tls-server-name is for TLS: add --tls (system CAs) or --tls-ca FILE")
-	}
-	if useTLS {
-		t, err := auth.LoadTLS(files, nil)
-		if err != nil {
-			return usageError(cmd, "%v", err)
-		}
-		g.Security.TLS = t.ClientConfig("")
-		g.Security.TLS.ServerName = files.ServerName
-	}
-	if path := lookupGlobal(cCtx, flagSecretFile, "", (*cli.Context).String); path != "" {
-		secret, warning, err := auth.ReadSecretFile(flagSecretFile, path)
-		if err != nil {
-			return usageError(cmd, "%v", err)
-		}
-		if warning != "" {
-			warn(g.Stderr, warning, "")
-		}
-		g.Security.Secret = secret
-	}
-	for _, f := range []struct{ flag, env string }{
-		{flagTLSCA, "LOCKD_TLS_CA"}, {flagTLSCert, "LOCKD_TLS_CERT"}, {flagTLSKey, "LOCKD_TLS_KEY"},
-		{flagTLSServerName, "LOCKD_TLS_SERVER_NAME"}, {flagSecretFile, "LOCKD_SECRET_FILE"},
-	} {
-		if v := lookupGlobal(cCtx, f.flag, "", (*cli.Context).String); v != "" {
-			g.SecurityEnv = append(g.SecurityEnv, f.env+"="+v)
-		}
-	}
-	if useTLS {
-		g.SecurityEnv = append(g.SecurityEnv, "LOCKD_TLS=true")
-	}
-	return nil
-}
-
-// status asks the node at addr for its status, connecting as every other
-// request does (TLS, secret). It waits --timeout for the answer, and no
-// longer than --failure-timeout: a node silent that long is down to every
-// lock command, and status says so as soon as they would. Without TLS, a
-// question still unanswered after tlsProbeAfter also asks whether the
-// node speaks TLS, and ends with a *speaksTLSError when it does.
-func (g *globals) status(ctx context.Context, addr string) (proto.Status, error) {
-	ctx, cancel := context.WithTimeout(ctx, min(g.Timeout, g.FailureTimeout))
-	defer cancel()
-	if g.Security.TLS != nil {
-		return client.StatusWith(ctx, addr, g.Security)
-	}
-	type answer struct {
-		st  proto.Status
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		st, err := client.StatusWith(ctx, addr, g.Security)
-		done <- answer{st, err}
-	}()
-	grace := time.NewTimer(tlsProbeAfter)
-	defer grace.Stop()
-	var a answer
-	select {
-	case a = <-done:
-		if a.err == nil || !plainFailure(a.err) || ctx.Err() != nil {
-			return a.st, a.err
-		}
-		// Closed at once: a TLS node refusing the secret's hello.
-		pctx, pcancel := context.WithTimeout(ctx, tlsProbeWait)
-		defer pcancel()
-		if speaksTLS(pctx, addr) {
-			return proto.Status{}, &speaksTLSError{addr}
-		}
-		return a.st, a.err
-	case <-grace.C:
-	}
-	probe := make(chan bool, 1)
-	go func() { probe <- speaksTLS(ctx, addr) }()
-	select {
-	case a = <-done:
-		return a.st, a.err
-	case tlsNode := <-probe:
-		if !tlsNode {
-			a = <-done
-			return a.st, a.err
-		}
-		cancel()
-		<-done
-		return proto.Status{}, &speaksTLSError{addr}
-	}
-}
-
-// timeoutOr is --timeout when it was given, else def: the default of a
-// command whose whole wait --timeout bounds (handoff, status
-// --wait-active).
-func (g *globals) timeoutOr(def time.Duration) time.Duration {
-	if g.TimeoutSet {
-		return g.Timeout
-	}
-	return def
-}
-
-// withTimeout bounds a request by --timeout. The cause names the flag,
-// so that the error says which limit ran out.
-func (g *globals) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, g.Timeout, errRequestTimeout)
-}
-
-// errRequestTimeout is the cause of a context that --timeout ended.
-var errRequestTimeout = errors.New("no answer within --timeout")
-
-// client connects to the --addr nodes. The client dials in the background;
-// unreachable nodes show up as client.ErrUnavailable on first use.
-func (g *globals) client(opts client.Options) (*client.Client, error) {
-	opts.TLS, opts.Secret = g.Security.TLS, g.Security.Secret
-	opts.FailureTimeout = g.FailureTimeout
-	opts.Name = g.Name
-	if opts.ReleaseFor == 0 {
-		opts.ReleaseFor = g.Timeout
-	}
-	if opts.Role == auth.None {
-		opts.Role = auth.Client
-	}
-	c, err := client.New(g.Addrs, opts)
-	if err != nil {
-		return nil, usageError("", "cannot use --addr %s: %v", g.AddrList, err)
-	}
-	return c, nil
-}
-
-// lockClient is the client of the lock commands (acquire, release, renew,
-// hold, exec, queues): one connection per node, also when --addr names
-// only one. Each is a single caller (hold and exec renew every third of
-// the lease; queues pipelines its Q requests on the one connection). The
-// client library's second connection to a lone node is for a process
-// that many goroutines share and that must not stall while one
-// connection is re-dialled; here a call that finds its connection down
-// re-dials it at once, and redirects, re-sends and failover across
-// several nodes work as before. A second dial, its status exchange and
-// its goroutines would be start-up work every run pays for nothing
-// (issue 10).
-func (g *globals) lockClient() (*client.Client, error) {
-	return g.client(client.Options{ConnsPerAddr: 1})
-}
-
-// defaultName is who lockctl says it is when --name is not given:
-// USER@HOST:PID, the host without its domain, so that a person reading
-// queues can find the process (and the machine) that holds a key.
-func defaultName() string {
-	who := os.Getenv("USER")
-	if who == "" {
-		who = os.Getenv("LOGNAME")
-	}
-	if who == "" {
-		if u, err := user.Current(); err == nil {
-			who = u.Username
-		} else {
-			who = strconv.Itoa(os.Getuid())
-		}
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	if i := strings.IndexByte(host, '.'); i > 0 {
-		host = host[:i]
-	}
-	return who + "@" + host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // withSignals returns a context canceled by the first SIGINT or SIGTERM,
@@ -754,199 +562,4 @@ func withSignals(parent context.Context) (ctx context.Context, stop func()) {
 			cancel(context.Canceled)
 		})
 	}
-}
-
-// noArgs refuses positional arguments for commands that take none: a key
-// typed without --key is the usual mistake.
-func noArgs(cCtx *cli.Context) error {
-	if cCtx.NArg() > 0 {
-		return usageError(cCtx.Command.Name, "unexpected argument %q: %s takes flags only (the key goes in --key KEY)", cCtx.Args().First(), cCtx.Command.Name)
-	}
-	return nil
-}
-
-// Checks of the flags the lock commands share. The server refuses the same
-// things, but a usage error names the flag and costs no round trip.
-
-func checkKey(cmd, key string) error {
-	if key == "" {
-		return usageError(cmd, "--key is required")
-	}
-	if msg := proto.CheckKey([]byte(key)); msg != "" {
-		return usageError(cmd, "--key %s: %s", clipKey(key), msg)
-	}
-	return nil
-}
-
-// clipKeyAt is how many bytes of a key an error echoes: a key of
-// 100,000 bytes makes an error of 100,000 bytes that scrolls away what it
-// says.
-const clipKeyAt = 40
-
-// clipKey is key quoted for an error, its start only when it is long,
-// with its length in bytes.
-func clipKey(key string) string {
-	if len(key) <= clipKeyAt {
-		return strconv.Quote(key)
-	}
-	cut := clipKeyAt
-	for cut > 0 && !utf8.RuneStart(key[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(key[:cut]), len(key))
-}
-
-func checkLease(cmd string, lease time.Duration) error {
-	switch {
-	case lease < time.Millisecond:
-		return usageError(cmd, "--lease %s: must be at least 1ms (lockd counts in milliseconds)", lease)
-	case lease > proto.MaxSeconds*time.Second:
-		return usageError(cmd, "--lease %s: must be at most %s", lease, proto.MaxSeconds*time.Second)
-	}
-	return nil
-}
-
-// lockWait is how long a command waits in a key's queue: --wait and
-// --nonblock, read the way flock(1) reads -w and -n. No --wait waits
-// forever; --wait 0 or --nonblock does not wait at all.
-type lockWait struct {
-	d   time.Duration
-	set bool // --wait or --nonblock was given
-}
-
-// Set reads a --wait value: a Go duration (500ms, 2m) or, as flock's
-// -w, plain seconds (10, 0.5).
-func (w *lockWait) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > proto.MaxSeconds {
-			return fmt.Errorf("want a duration like 500ms, 30s or 2m, or seconds like 10 or 0.5")
-		}
-		d = time.Duration(f * float64(time.Second))
-	}
-	w.d, w.set = d, true
-	return nil
-}
-
-func (w *lockWait) String() string {
-	if w == nil || !w.set {
-		return ""
-	}
-	return w.d.String()
-}
-
-// atOnce reports whether the command must not wait at all.
-func (w lockWait) atOnce() bool { return w.set && w.d == 0 }
-
-// nonblockWait is the wait lockctl sends for "do not wait": the
-// protocol's wait 0 means forever (proto/doc.go), and it has no "do not
-// queue", so lockctl asks for the smallest wait there is, 0.001 s. "At
-// once" is within a millisecond: a lock freed in that millisecond is
-// still granted.
-const nonblockWait = time.Millisecond
-
-// wire is the wait the client sends: 0 (forever) when none was given.
-func (w lockWait) wire() time.Duration {
-	switch {
-	case !w.set:
-		return 0
-	case w.d < nonblockWait:
-		return nonblockWait
-	}
-	return w.d
-}
-
-// describe says how long the command waited, for messages.
-func (w lockWait) describe() string {
-	if w.atOnce() {
-		return "at once"
-	}
-	return "after waiting " + w.d.String()
-}
-
-// checkWait checks --wait and folds --nonblock into it.
-func checkWait(cmd string, w *lockWait, nonblock bool) error {
-	switch {
-	case nonblock && w.set && w.d != 0:
-		return usageError(cmd, "--nonblock and --wait %s do not go together: --nonblock is --wait 0", w.d)
-	case nonblock:
-		w.d, w.set = 0, true
-	case w.d < 0:
-		return usageError(cmd, "--wait %s: must be 0 (do not wait) or more; leave --wait out to wait forever", w.d)
-	case w.d > proto.MaxSeconds*time.Second:
-		return usageError(cmd, "--wait %s: must be at most %s", w.d, proto.MaxSeconds*time.Second)
-	}
-	return nil
-}
-
-func parseToken(cmd, token string) (uint64, error) {
-	if token == "" {
-		return 0, usageError(cmd, "--token is required (the number acquire printed)")
-	}
-	// As `jq .token` prints it, quotes and all: JSON carries tokens as
-	// strings.
-	if len(token) >= 2 && token[0] == '"' && token[len(token)-1] == '"' {
-		token = token[1 : len(token)-1]
-	}
-	t, err := proto.ParseToken(token)
-	if err != nil {
-		return 0, usageError(cmd, "--token: %v", err)
-	}
-	return t, nil
-}
-
-// Flags the lock commands share, bound to the command's own fields.
-
-const defaultLease = 30 * time.Second
-
-func keyFlag(dst *string) cli.Flag {
-	return &cli.StringFlag{Name: "key", Destination: dst,
-		Usage: "the lock's name, any `KEY` of 1 to 255 bytes without spaces or control characters (required)"}
-}
-
-func leaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
-	return durflag.New(cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
-		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` (30s, 2m) or seconds (30, 0.5)"})
-}
-
-// waitFlags are flock's -w and -n.
-func waitFlags(dst *lockWait, nonblock *bool) []cli.Flag {
-	return []cli.Flag{
-		&cli.GenericFlag{Name: "wait", Aliases: []string{"w"}, Value: dst, DefaultText: "wait forever",
-			Usage: "longest to wait in the key's queue for the lock, a `DURATION` (30s, 2m) or seconds (10, 0.5), as flock -w; " +
-				"0 does not wait (fail at once if the lock is held)"},
-		&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"}, Destination: nonblock,
-			Usage: "fail at once if the lock is held, as flock -n (the same as --wait 0)"},
-	}
-}
-
-// limitFlag is --limit: a semaphore of N places instead of a lock.
-func limitFlag(dst *int) cli.Flag {
-	return &cli.IntFlag{Name: "limit", Destination: dst, Value: 1,
-		Usage: "let up to `N` hold the key at once, each with its own token (a semaphore); every user of a key must give the same N"}
-}
-
-// checkLimit checks --limit.
-func checkLimit(cmd string, n int) error {
-	if n < 1 || n > proto.MaxLimit {
-		return usageError(cmd, "--limit %d: want how many may hold the key at once, from 1 (a lock, the default) to %d", n, proto.MaxLimit)
-	}
-	return nil
-}
-
-func tokenFlag(dst *string) cli.Flag {
-	return &cli.StringFlag{Name: "token", Destination: dst,
-		Usage: "the fencing `TOKEN` that acquire printed (required)"}
-}
-
-// firstError returns the first non-nil error, so a command's checks read
-// as one list.
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -665,7 +665,7 @@ func TestGlobalFlagsBeforeOrAfterCommand(t *testing.T) {
 	}
 }
 
-// Issue 11, item 12: with --json (or -o json) a failure is JSON on
+// With --json (or -o json) a failure is JSON on
 // stdout too, with the exit code, the message and the hint; the line on
 // stderr stays.
 func TestErrorsAreJSONWithJSON(t *testing.T) {
@@ -698,7 +698,7 @@ func TestErrorsAreJSONWithJSON(t *testing.T) {
 	}
 }
 
-// Issue 11, item 5: lockctl --version and lockctl version.
+// Lockctl --version and lockctl version.
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"-v"}, {"version"}} {
 		code, out, errOut := lockctl(t, args...)
@@ -712,7 +712,7 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// Issue 11, item 11: a typo of a command or a flag gets a "did you
+// A typo of a command or a flag gets a "did you
 // mean", and a one-letter flag is echoed with one dash.
 func TestDidYouMean(t *testing.T) {
 	unsetenv(t, "LOCKD_ADDR")
@@ -751,7 +751,7 @@ func TestGlobalAliases(t *testing.T) {
 	}
 }
 
-// Issue 10: a run that prints no help skips the sorting of every
+// A run that prints no help skips the sorting of every
 // command's flags into categories; every way of asking for a command's
 // help still shows its global flags apart.
 func TestCommandHelpShowsGlobalFlags(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 )
 
 // printJSON writes v as one line of JSON: scripts read lockctl's output
@@ -93,6 +92,3 @@ func oneLine(s string) string {
 }
 
 var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
-
-// seconds is a duration as JSON wants it: a number of seconds.
-func seconds(d time.Duration) float64 { return d.Seconds() }

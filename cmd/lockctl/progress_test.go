@@ -4,25 +4,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/cmd/internal/drill"
 )
 
-// Issue 11, item 7: drill and bench show a live line on a terminal
+// drill and bench show a live line on a terminal
 // (phase, elapsed, grants so far, the action once it fired), cleared when
 // the run ends; on a dumb terminal without escape codes.
 func TestProgressLine(t *testing.T) {
-	p := drillPlan{Duration: 6 * time.Second, Action: actionRun, At: 2 * time.Second}
-	var pr drillProgress
-	if got := pr.line(p, renderStyle{}); got != "drill: starting" {
+	p := drill.Plan{Duration: 6 * time.Second, Action: drill.ActionRun, At: 2 * time.Second}
+	var pr drill.Snapshot
+	if got := progressLine(pr, p, renderStyle{}); got != "drill: starting" {
 		t.Errorf("before the start: %q", got)
 	}
-	pr.start.Store(time.Now().Add(-time.Second).UnixNano())
-	pr.grants.Store(1234)
-	if got := pr.line(p, renderStyle{}); !strings.HasPrefix(got, "drill: 1.0s of 6s · 1234 grants · 0 errors · run in 1.0s") {
+	pr.Start, pr.Grants = time.Now().Add(-time.Second), 1234
+	if got := progressLine(pr, p, renderStyle{}); !strings.HasPrefix(got, "drill: 1.0s of 6s · 1234 grants · 0 errors · run in 1.0s") {
 		t.Errorf("before the action: %q", got)
 	}
-	detail := "command exited 0 after 3ms"
-	pr.action.Store(&detail)
-	if got := pr.line(p, renderStyle{ASCII: true}); !strings.HasSuffix(got, " - action: command exited 0 after 3ms") {
+	pr.Action, pr.Acted = "command exited 0 after 3ms", true
+	if got := progressLine(pr, p, renderStyle{ASCII: true}); !strings.HasSuffix(got, " - action: command exited 0 after 3ms") {
 		t.Errorf("after the action: %q", got)
 	}
 

@@ -180,7 +180,8 @@ type queuesJSON struct {
 }
 
 // queueKeyJSON is one key. Token and lease_left_seconds are its oldest
-// holder's, as before semaphores; holders lists every holder.
+// holder's, so that a script written for one holder per key reads a
+// semaphore's key the same way; holders lists every holder.
 type queueKeyJSON struct {
 	Key              string            `json:"key"`
 	Held             bool              `json:"held"`
@@ -212,15 +213,15 @@ func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 		k := queueKeyJSON{Key: q.Key, Held: q.Held, Limit: limitOf(q), Holders: []queueHolderJSON{}, Waiters: []queueWaiterJSON{}}
 		if q.Held {
 			k.Token = ptrTo(q.Token)
-			k.LeaseLeftSeconds = ptrTo(secondsJSON(q.LeaseLeft))
+			k.LeaseLeftSeconds = ptrTo(seconds(q.LeaseLeft))
 		}
 		for _, h := range holdersOf(q) {
-			hj := queueHolderJSON{Token: h.Token, LeaseLeftSeconds: secondsJSON(h.LeaseLeft)}
+			hj := queueHolderJSON{Token: h.Token, LeaseLeftSeconds: seconds(h.LeaseLeft)}
 			hj.Name, hj.ID = nameAndID(h.ID)
 			k.Holders = append(k.Holders, hj)
 		}
 		for i, w := range q.Waiters {
-			wj := queueWaiterJSON{Position: i + 1, WaitedSeconds: secondsJSON(w.Waited)}
+			wj := queueWaiterJSON{Position: i + 1, WaitedSeconds: seconds(w.Waited)}
 			if w.Addr != "" {
 				wj.Addr = ptrTo(w.Addr)
 			}

@@ -376,9 +376,10 @@ func roundedDuration(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// secondsJSON is a duration in seconds for JSON, to the millisecond, so
-// that 1.574 prints as such and not as 1.5739999999999998.
-func secondsJSON(d time.Duration) float64 {
+// seconds is a duration as JSON gives it, a number of seconds, to the
+// millisecond lockd counts in, so that 1.574 prints as such and not as
+// 1.5739999999999998.
+func seconds(d time.Duration) float64 {
 	return float64(d.Round(time.Millisecond).Milliseconds()) / 1000
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 	"github.com/lockd-io/lockd/proto"
 )
 
@@ -60,14 +61,14 @@ const (
 // sampleCluster is a three-node cluster seen from its active: the second
 // node is catching up, the third is down, so the active (sync mode) has no
 // standby in sync: it is degraded.
-func sampleCluster() clusterView {
+func sampleCluster() survey.View {
 	a, b, c := "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"
 	peers := []proto.PeerStatus{
 		{Addr: a, Role: "active", Reachable: true, Seq: 120, Token: tokA},
 		{Addr: b, Role: "standby", Reachable: true, Seq: 117, Lag: 3, Token: tokB},
 		{Addr: c, Role: "down"},
 	}
-	return buildView([]nodeAnswer{
+	return survey.Build([]survey.Answer{
 		{Asked: a, Status: proto.Status{Self: a, Role: "active", Active: a, Token: tokA, Seq: 120,
 			Uptime: 26*time.Hour + 3*time.Minute, Replication: "sync", Degraded: true, Peers: peers}},
 		{Asked: b, Status: proto.Status{Self: b, Role: "standby", Active: a, Token: tokB, Seq: 117,
@@ -122,7 +123,7 @@ func TestGoldenStatus(t *testing.T) {
 		golden(t, tc.file, b.Bytes())
 	}
 	var b bytes.Buffer
-	if err := printJSON(&b, statusJSONOf(sampleCluster(), sampleCluster().problems(defaultMaxLag), time.Time{})); err != nil {
+	if err := printJSON(&b, statusJSONOf(sampleCluster(), clusterProblems(sampleCluster(), defaultMaxLag), time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status.json.golden", b.Bytes())
@@ -155,7 +156,7 @@ func TestGoldenQueues(t *testing.T) {
 	golden(t, "queues.json.golden", b.Bytes())
 }
 
-// Issue 11, item 10: an empty list draws nothing (the command says so on
+// An empty list draws nothing (the command says so on
 // stderr, on a terminal only), so that `| wc -l` counts 0.
 func TestQueuesEmpty(t *testing.T) {
 	for _, tc := range []struct{ pattern, want string }{
@@ -183,7 +184,7 @@ func TestQueuesEmpty(t *testing.T) {
 	}
 }
 
-// Issue 11, item 10: plain output is awk-safe: one word per header, the
+// Plain output is awk-safe: one word per header, the
 // same number of fields on every line, field 1 the node or the key, no
 // trailing spaces; --no-headers leaves the header out.
 func TestPlainOutputIsAwkSafe(t *testing.T) {
@@ -219,7 +220,7 @@ func TestPlainOutputIsAwkSafe(t *testing.T) {
 	}
 }
 
-// Issue 11, items 4 and 16: a table for a person fits the terminal's
+// A table for a person fits the terminal's
 // width (80 columns when it is unknown), cutting long keys and addresses
 // with an ellipsis, and draws ASCII only when the terminal cannot show
 // more; wide cuts nothing.

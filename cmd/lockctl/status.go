@@ -7,18 +7,16 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -36,9 +34,6 @@ const (
 	// waitActiveTimeout is how long --wait-active waits when --timeout
 	// is not given.
 	waitActiveTimeout = 10 * time.Second
-	// maxSurveyNodes bounds how many nodes a survey follows, so that nodes
-	// naming ever new peers cannot keep it going.
-	maxSurveyNodes = 64
 	// waitActivePoll is how often --wait-active asks.
 	waitActivePoll = 75 * time.Millisecond
 	// defaultMaxLag is how far behind a standby may be before --check
@@ -141,7 +136,7 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	case c.watch:
 		return c.watchLoop(ctx, g)
 	}
-	v := survey(ctx, g.Addrs, g.status)
+	v := survey.Run(ctx, g.Addrs, g.status)
 	if err := ctx.Err(); err != nil {
 		return clientFailure(ctx, g, "asking for status", err)
 	}
@@ -152,7 +147,7 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	if c.check {
 		maxLag = c.maxLag
 	}
-	problems := v.problems(maxLag)
+	problems := clusterProblems(v, maxLag)
 	if g.JSON {
 		err = printJSON(g.Stdout, statusJSONOf(v, problems, time.Time{}))
 	} else {
@@ -167,10 +162,10 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	return e
 }
 
-// problems lists what is wrong with the cluster, in words, for --check:
+// clusterProblems lists what is wrong with the cluster, in words, for --check:
 // a node down or out of reach, a standby too far behind, no active or
 // several. Addresses are escaped.
-func (v clusterView) problems(maxLag uint64) []string {
+func clusterProblems(v survey.View, maxLag uint64) []string {
 	var out []string
 	switch {
 	case len(v.Claims) > 1:
@@ -184,7 +179,7 @@ func (v clusterView) problems(maxLag uint64) []string {
 	}
 	for _, n := range v.Nodes {
 		switch {
-		case !n.Reachable && n.Role == roleDown:
+		case !n.Reachable && n.Role == survey.RoleDown:
 			out = append(out, printable(n.Addr)+" is down")
 		case !n.Reachable:
 			out = append(out, fmt.Sprintf("%s does not answer lockctl (%s)", printable(n.Addr), networkCause(n.Err)))
@@ -205,7 +200,7 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 	st := styleOf(g)
 	var buf bytes.Buffer
 	for i := 0; ; i++ {
-		v := survey(ctx, g.Addrs, g.status)
+		v := survey.Run(ctx, g.Addrs, g.status)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -213,7 +208,7 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 		buf.Reset()
 		switch {
 		case g.JSON:
-			printJSON(&buf, statusJSONOf(v, v.problems(defaultMaxLag), now))
+			printJSON(&buf, statusJSONOf(v, clusterProblems(v, defaultMaxLag), now))
 		case st.Table:
 			// One write per frame: clear and redraw without flicker.
 			buf.WriteString(clearScreen)
@@ -221,14 +216,14 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 			fmt.Fprintf(&buf, "%s\n\n", p.faint.Render(fmt.Sprintf(
 				"every %s%s%s%sCtrl-C to stop", c.interval, st.dot(), now.Format("15:04:05"), st.dot())))
 			if v.Answered == 0 {
-				fmt.Fprintf(&buf, "no node answered at %s (%s); still trying\n", printable(g.AddrList), printableText(v.firstError()))
+				fmt.Fprintf(&buf, "no node answered at %s (%s); still trying\n", printable(g.AddrList), printableText(firstCause(v)))
 			} else {
 				renderStatus(&buf, v, st)
 			}
 		default:
 			stamp := now.UTC().Format(time.RFC3339)
 			if v.Answered == 0 {
-				fmt.Fprintf(&buf, "%s  no node answered at %s (%s); still trying\n", stamp, printable(g.AddrList), printableText(v.firstError()))
+				fmt.Fprintf(&buf, "%s  no node answered at %s (%s); still trying\n", stamp, printable(g.AddrList), printableText(firstCause(v)))
 				break
 			}
 			// Measured with the header every time, so that the columns
@@ -259,7 +254,7 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 
 // waitActive asks addr for its status until it reports itself active or
 // timeout passes.
-func waitActive(ctx context.Context, g *globals, ask statusFunc, addr string, timeout time.Duration) error {
+func waitActive(ctx context.Context, g *globals, ask survey.StatusFunc, addr string, timeout time.Duration) error {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	last := "no answer yet"
@@ -274,7 +269,7 @@ func waitActive(ctx context.Context, g *globals, ask statusFunc, addr string, ti
 		switch {
 		case err != nil:
 			last = "unreachable: " + networkCause(err)
-		case st.Role == roleActive:
+		case st.Role == survey.RoleActive:
 			waited := now.Sub(start)
 			if g.JSON {
 				return printJSON(g.Stdout, waitActiveJSON{Addr: addr, Active: true, WaitedMs: millis(waited)})
@@ -313,7 +308,7 @@ type waitActiveJSON struct {
 // answer (a secret or TLS it wants, a refusal) is a setting to fix and is
 // reported first, then one that took the connection and said nothing,
 // then one that could not be reached at all.
-func noNodeAnswered(g *globals, v clusterView) error {
+func noNodeAnswered(g *globals, v survey.View) error {
 	var srv *client.ServerError
 	var setup *client.SetupError
 	var tlsNode *speaksTLSError
@@ -348,269 +343,14 @@ func noNodeAnswered(g *globals, v clusterView) error {
 	return unreachable(g, errors.New("no node was asked"))
 }
 
-// Roles as nodes report them (cluster.Role values), plus what a peer is
-// called when its peers cannot reach it.
-const (
-	roleActive  = "active"
-	roleStandby = "standby"
-	roleDown    = "down"
-	// roleUnresponsive is a node that took lockctl's connection and
-	// said nothing within --failure-timeout: frozen or overloaded.
-	roleUnresponsive = "unresponsive"
-)
-
-// statusFunc asks one node for its status: client.Status, or a fake in
-// tests.
-type statusFunc func(ctx context.Context, addr string) (proto.Status, error)
-
-// nodeAnswer is what one address said, or why it said nothing.
-type nodeAnswer struct {
-	Asked  string
-	Status proto.Status
-	Err    error
-}
-
-// survey asks every address of addrs, then every peer the answers name
-// that was not asked yet, until no new node turns up, and returns the
-// cluster as seen from here.
-func survey(ctx context.Context, addrs []string, ask statusFunc) clusterView {
-	asked := make(map[string]bool)
-	var answers []nodeAnswer
-	next := slices.Clone(addrs)
-	for len(next) > 0 && len(asked) < maxSurveyNodes && ctx.Err() == nil {
-		var round []string
-		for _, a := range next {
-			if !asked[a] && len(asked) < maxSurveyNodes {
-				asked[a] = true
-				round = append(round, a)
-			}
-		}
-		got := make([]nodeAnswer, len(round))
-		var wg sync.WaitGroup
-		for i, a := range round {
-			wg.Go(func() {
-				// ask bounds the question (--timeout): a node that has not
-				// answered by then is shown as unreachable.
-				st, err := ask(ctx, a)
-				got[i] = nodeAnswer{Asked: a, Status: st, Err: err}
-			})
-		}
-		wg.Wait()
-		next = next[:0]
-		for _, ans := range got {
-			answers = append(answers, ans)
-			if ans.Err != nil {
-				continue
-			}
-			// A node reached by another name (localhost:7070 for
-			// 127.0.0.1:7070) is not asked again under its own.
-			asked[ans.Status.Self] = true
-			for _, p := range ans.Status.Peers {
-				if !asked[p.Addr] {
-					next = append(next, p.Addr)
-				}
-			}
-		}
-	}
-	return buildView(answers)
-}
-
-// clusterView is the cluster as the answers of a survey describe it.
-type clusterView struct {
-	// Active is the node that reports itself active (the one of highest
-	// priority when several do), or, when none answered as active, the
-	// active the others name; "" when nobody knows of one.
-	Active string
-	// Claims lists every node that reports itself active: more than one
-	// means a partition is healing (split brain).
-	Claims   []string
-	Nodes    []nodeView
-	Answered int // nodes that answered
-	// Silent is the node its peers name active that took lockctl's
-	// connection and answered nothing (frozen, overloaded): not Active.
-	Silent string
-}
-
-// nodeView is one node, from its own answer when it gave one, else from
-// what its peers say of it.
-type nodeView struct {
-	Addr      string
-	Priority  int // 1-based place in the peers list; 0 when not in it
-	Role      string
-	Reachable bool // it answered lockctl
-	HasLag    bool
-	Lag       uint64
-	HasToken  bool
-	Token     uint64
-	HasUptime bool
-	Uptime    time.Duration
-	Sticky    bool
-	// Replication is the node's mode, sync or async ("" from an older
-	// node); Degraded, on a sync-mode active, says no standby is in sync.
-	Replication string
-	Degraded    bool
-	// Seq, Keys and Waiters are what the node says of itself, when it
-	// answered.
-	Seq     uint64
-	Keys    int
-	Waiters int
-	Err     error // why it did not answer
-}
-
-func (v clusterView) firstError() string {
+// firstCause is why the first node that did not answer said nothing.
+func firstCause(v survey.View) string {
 	for _, n := range v.Nodes {
 		if n.Err != nil {
 			return networkCause(n.Err)
 		}
 	}
 	return "no address to ask"
-}
-
-// buildView merges the answers of a survey into one view.
-func buildView(answers []nodeAnswer) clusterView {
-	var v clusterView
-	own := make(map[string]proto.Status) // by the node's own name
-	var order []string                   // nodes in the order first heard of
-	seen := make(map[string]bool)
-	note := func(addr string) {
-		if !seen[addr] {
-			seen[addr] = true
-			order = append(order, addr)
-		}
-	}
-	errs := make(map[string]error)
-	silent := make(map[string]bool) // took lockctl's connection, said nothing
-	for _, a := range answers {
-		if a.Err != nil {
-			note(a.Asked)
-			errs[a.Asked] = a.Err
-			silent[a.Asked] = errors.Is(a.Err, client.ErrNoAnswer)
-			continue
-		}
-		if _, dup := own[a.Status.Self]; dup {
-			continue
-		}
-		own[a.Status.Self] = a.Status
-		note(a.Status.Self)
-		v.Answered++
-	}
-	// The priority order: the peers lists, the active's first (they are
-	// the same list on a well configured cluster).
-	var reporters []proto.Status
-	for _, a := range order {
-		if st, ok := own[a]; ok {
-			reporters = append(reporters, st)
-		}
-	}
-	slices.SortStableFunc(reporters, func(a, b proto.Status) int {
-		return boolRank(a.Role == roleActive) - boolRank(b.Role == roleActive)
-	})
-	prio := make(map[string]int)
-	n := 0
-	for _, st := range reporters {
-		for _, p := range st.Peers {
-			if _, ok := prio[p.Addr]; !ok {
-				n++
-				prio[p.Addr] = n
-			}
-			note(p.Addr)
-		}
-	}
-	// What the active says of its peers is the freshest word on their
-	// lag; what any node says of a peer stands in for a node we could not
-	// reach ourselves.
-	var activeSt *proto.Status
-	for i := range reporters {
-		if reporters[i].Role == roleActive {
-			activeSt = &reporters[i]
-			break
-		}
-	}
-	peerView := func(addr string) (proto.PeerStatus, bool) {
-		for _, st := range reporters {
-			for _, p := range st.Peers {
-				if p.Addr == addr && p.Addr != st.Self {
-					return p, true
-				}
-			}
-		}
-		return proto.PeerStatus{}, false
-	}
-	for _, addr := range order {
-		nv := nodeView{Addr: addr, Priority: prio[addr], Err: errs[addr]}
-		if st, ok := own[addr]; ok {
-			nv.Reachable = true
-			nv.Role = st.Role
-			nv.HasToken, nv.Token = true, st.Token
-			nv.HasUptime, nv.Uptime = true, st.Uptime
-			nv.Sticky = st.Sticky
-			nv.Replication, nv.Degraded = st.Replication, st.Degraded
-			nv.Seq, nv.Keys, nv.Waiters = st.Seq, st.Keys, st.Waiters
-			for _, p := range st.Peers {
-				if p.Addr == st.Self {
-					nv.HasLag, nv.Lag = true, p.Lag
-				}
-			}
-			if st.Role == roleActive {
-				nv.HasLag, nv.Lag = true, 0
-				v.Claims = append(v.Claims, addr)
-			}
-		} else if silent[addr] {
-			// What its peers say of it is as old as their failure
-			// timeout: a node frozen a moment ago is still "active" to
-			// them, and must not be to the person reading this.
-			nv.Role = roleUnresponsive
-			if p, ok := peerView(addr); ok && p.Role == roleActive {
-				v.Silent = addr
-			}
-		} else if p, ok := peerView(addr); ok && p.Reachable {
-			nv.Role = p.Role
-			nv.HasToken, nv.Token = true, p.Token
-		} else {
-			nv.Role = roleDown
-		}
-		if activeSt != nil && addr != activeSt.Self {
-			for _, p := range activeSt.Peers {
-				if p.Addr == addr && p.Reachable {
-					nv.HasLag, nv.Lag = true, p.Lag
-				}
-			}
-		}
-		if nv.Err == nil && !nv.Reachable {
-			nv.Err = errors.New("not asked")
-		}
-		v.Nodes = append(v.Nodes, nv)
-	}
-	slices.SortStableFunc(v.Nodes, func(a, b nodeView) int {
-		return prioRank(a.Priority) - prioRank(b.Priority)
-	})
-	slices.SortStableFunc(v.Claims, func(a, b string) int { return prioRank(prio[a]) - prioRank(prio[b]) })
-	if len(v.Claims) > 0 {
-		v.Active = v.Claims[0]
-	} else {
-		for _, st := range reporters {
-			if st.Active != "" && !silent[st.Active] {
-				v.Active = st.Active
-				break
-			}
-		}
-	}
-	return v
-}
-
-func boolRank(b bool) int {
-	if b {
-		return 0
-	}
-	return 1
-}
-
-// prioRank sorts nodes without a priority after those with one.
-func prioRank(p int) int {
-	if p == 0 {
-		return maxSurveyNodes + 1
-	}
-	return p
 }
 
 // statusJSON is the --json shape of status; it is part of lockctl's
@@ -638,7 +378,7 @@ type statusNodeJSON struct {
 	Error         *string  `json:"error"`
 }
 
-func statusJSONOf(v clusterView, problems []string, at time.Time) statusJSON {
+func statusJSONOf(v survey.View, problems []string, at time.Time) statusJSON {
 	out := statusJSON{Nodes: []statusNodeJSON{}, Healthy: len(problems) == 0, Problems: []string{}}
 	out.Problems = append(out.Problems, problems...)
 	if !at.IsZero() {
@@ -662,7 +402,7 @@ func statusJSONOf(v clusterView, problems []string, at time.Time) statusJSON {
 			j.Token = ptrTo(n.Token)
 		}
 		if n.HasUptime {
-			j.UptimeSeconds = ptrTo(secondsJSON(n.Uptime))
+			j.UptimeSeconds = ptrTo(seconds(n.Uptime))
 		}
 		if n.Err != nil && !n.Reachable {
 			j.Error = ptrTo(networkCause(n.Err))
@@ -679,7 +419,7 @@ func ptrTo[T any](v T) *T { return &v }
 // green), a summary line under the table; plain, one line per node, the
 // ROLE column saying which is active. Wide adds each node's replication
 // position, keys and waiters, as it reports them.
-func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
+func renderStatus(w io.Writer, v survey.View, s renderStyle) error {
 	p := newPalette(w, s.Color)
 	t := grid{header: []string{"NODE", "PRIO", "ROLE", "REACHABLE", "LAG", "TOKEN", "UPTIME"},
 		shrink: []shrinkable{{col: 0, middle: true}, {col: 2}}}
@@ -737,7 +477,7 @@ func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
 			paint[0], paint[2] = nodeStyle(p.bad), nodeStyle(p.bad)
 		case active:
 			paint[0], paint[2] = nodeStyle(p.good), nodeStyle(p.good)
-		case !n.Reachable && (n.Role == roleDown || n.Role == roleUnresponsive):
+		case !n.Reachable && (n.Role == survey.RoleDown || n.Role == survey.RoleUnresponsive):
 			paint[2] = nodeStyle(p.bad)
 		}
 		if !n.Reachable {
@@ -768,7 +508,7 @@ func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
 }
 
 // statusSummary is the line under the table that answers "is all well?".
-func statusSummary(v clusterView, p *palette, s renderStyle) string {
+func statusSummary(v survey.View, p *palette, s renderStyle) string {
 	var parts []string
 	switch {
 	case len(v.Claims) > 1:
@@ -795,7 +535,7 @@ func statusSummary(v clusterView, p *palette, s renderStyle) string {
 		if n.Reachable {
 			reachable++
 		}
-		if n.Addr == v.Active || n.Role == roleDown || n.Role == roleUnresponsive {
+		if n.Addr == v.Active || n.Role == survey.RoleDown || n.Role == survey.RoleUnresponsive {
 			continue
 		}
 		standbys++

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/cluster"
+	"github.com/lockd-io/lockd/cmd/internal/survey"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
@@ -83,7 +84,7 @@ func (tc *testCluster) waitSettled(t *testing.T, active string) {
 	changed := false
 	for {
 		ok := false
-		if st, err := client.Status(context.Background(), active); err == nil && st.Role == roleActive {
+		if st, err := client.Status(context.Background(), active); err == nil && st.Role == survey.RoleActive {
 			if !changed {
 				tc.touch(t, active)
 				changed = true
@@ -98,7 +99,7 @@ func (tc *testCluster) waitSettled(t *testing.T, active string) {
 				if err != nil {
 					continue // stopped by the test
 				}
-				if sb.Role != roleStandby || sb.Active != active || sb.Seq != st.Seq {
+				if sb.Role != survey.RoleStandby || sb.Active != active || sb.Seq != st.Seq {
 					ok = false
 				}
 			}
@@ -151,7 +152,7 @@ func freeLoopbackAddrs(t *testing.T, n int) []string {
 
 // fakeStatus answers status questions from a table; an address missing
 // from it refuses the connection.
-func fakeStatus(table map[string]proto.Status) statusFunc {
+func fakeStatus(table map[string]proto.Status) survey.StatusFunc {
 	return func(ctx context.Context, addr string) (proto.Status, error) {
 		if st, ok := table[addr]; ok {
 			return st, nil
@@ -164,66 +165,40 @@ func threeNodes(active string) map[string]proto.Status {
 	addrs := []string{"10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}
 	var peers []proto.PeerStatus
 	for _, a := range addrs {
-		role := roleStandby
+		role := survey.RoleStandby
 		if a == active {
-			role = roleActive
+			role = survey.RoleActive
 		}
 		peers = append(peers, proto.PeerStatus{Addr: a, Role: role, Reachable: true, Token: 42})
 	}
 	table := make(map[string]proto.Status)
 	for _, a := range addrs {
-		role := roleStandby
+		role := survey.RoleStandby
 		if a == active {
-			role = roleActive
+			role = survey.RoleActive
 		}
 		table[a] = proto.Status{Self: a, Role: role, Active: active, Token: 42, Uptime: time.Minute, Peers: peers}
 	}
 	return table
 }
 
-func TestSurveyFollowsPeers(t *testing.T) {
-	table := threeNodes("10.0.0.2:7070")
-	// The user knows one node by another name.
-	table["localhost:7070"] = table["10.0.0.1:7070"]
-	var mu sync.Mutex
-	asked := map[string]int{}
-	ask := func(ctx context.Context, addr string) (proto.Status, error) {
-		mu.Lock()
-		asked[addr]++
-		mu.Unlock()
-		return fakeStatus(table)(ctx, addr)
-	}
-	v := survey(context.Background(), []string{"localhost:7070"}, ask)
-	if v.Active != "10.0.0.2:7070" || v.Answered != 3 || len(v.Nodes) != 3 {
-		t.Fatalf("view: %+v", v)
-	}
-	for i, n := range v.Nodes {
-		if n.Priority != i+1 || !n.Reachable {
-			t.Errorf("node %d: %+v", i, n)
-		}
-	}
-	if asked["10.0.0.1:7070"] != 0 {
-		t.Errorf("the node asked as localhost:7070 was asked again under its own name: %v", asked)
-	}
-}
-
 func TestBuildViewUnreachableAndSplitBrain(t *testing.T) {
 	table := threeNodes("10.0.0.1:7070")
 	delete(table, "10.0.0.3:7070")
-	v := survey(context.Background(), []string{"10.0.0.3:7070", "10.0.0.2:7070"}, fakeStatus(table))
+	v := survey.Run(context.Background(), []string{"10.0.0.3:7070", "10.0.0.2:7070"}, fakeStatus(table))
 	if v.Answered != 2 || v.Nodes[2].Reachable || v.Nodes[2].Addr != "10.0.0.3:7070" {
 		t.Fatalf("view: %+v", v)
 	}
 	// Its peers still see it: its role comes from them.
-	if v.Nodes[2].Role != roleStandby || !errors.Is(v.Nodes[2].Err, syscall.ECONNREFUSED) {
+	if v.Nodes[2].Role != survey.RoleStandby || !errors.Is(v.Nodes[2].Err, syscall.ECONNREFUSED) {
 		t.Errorf("unreachable node: %+v", v.Nodes[2])
 	}
 
 	split := threeNodes("10.0.0.1:7070")
 	st := split["10.0.0.3:7070"]
-	st.Role, st.Active = roleActive, "10.0.0.3:7070"
+	st.Role, st.Active = survey.RoleActive, "10.0.0.3:7070"
 	split["10.0.0.3:7070"] = st
-	v = survey(context.Background(), []string{"10.0.0.3:7070"}, fakeStatus(split))
+	v = survey.Run(context.Background(), []string{"10.0.0.3:7070"}, fakeStatus(split))
 	if len(v.Claims) != 2 || v.Active != "10.0.0.1:7070" {
 		t.Errorf("split brain: claims %v, active %q (want the higher priority)", v.Claims, v.Active)
 	}
@@ -245,11 +220,11 @@ func TestBuildViewFrozenActive(t *testing.T) {
 		}
 		return fakeStatus(table)(ctx, addr)
 	}
-	v := survey(context.Background(), []string{"10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}, ask)
+	v := survey.Run(context.Background(), []string{"10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}, ask)
 	if v.Active != "" || v.Silent != "10.0.0.1:7070" || len(v.Claims) != 0 {
 		t.Fatalf("active %q, silent %q, claims %v", v.Active, v.Silent, v.Claims)
 	}
-	if n := v.Nodes[0]; n.Role != roleUnresponsive || n.Reachable {
+	if n := v.Nodes[0]; n.Role != survey.RoleUnresponsive || n.Reachable {
 		t.Errorf("the frozen node: %+v", n)
 	}
 	var b strings.Builder
@@ -257,8 +232,8 @@ func TestBuildViewFrozenActive(t *testing.T) {
 	if !strings.Contains(b.String(), "the active 10.0.0.1:7070 does not answer") {
 		t.Errorf("summary:\n%s", b.String())
 	}
-	js := statusJSONOf(v, v.problems(defaultMaxLag), time.Time{})
-	if js.Active != nil || js.Healthy || js.Nodes[0].Role != roleUnresponsive {
+	js := statusJSONOf(v, clusterProblems(v, defaultMaxLag), time.Time{})
+	if js.Active != nil || js.Healthy || js.Nodes[0].Role != survey.RoleUnresponsive {
 		t.Errorf("JSON: active %v, healthy %v, role %q", js.Active, js.Healthy, js.Nodes[0].Role)
 	}
 }
@@ -271,9 +246,9 @@ func TestWaitActiveFake(t *testing.T) {
 		defer mu.Unlock()
 		calls++
 		if calls < 3 {
-			return proto.Status{Self: addr, Role: roleStandby, Active: "x:1"}, nil
+			return proto.Status{Self: addr, Role: survey.RoleStandby, Active: "x:1"}, nil
 		}
-		return proto.Status{Self: addr, Role: roleActive}, nil
+		return proto.Status{Self: addr, Role: survey.RoleActive}, nil
 	}
 	var out, errb strings.Builder
 	g := &globals{Stdout: &out, Stderr: &errb, AddrList: "a:1"}
@@ -284,7 +259,7 @@ func TestWaitActiveFake(t *testing.T) {
 		t.Errorf("output %q", out.String())
 	}
 	never := func(ctx context.Context, addr string) (proto.Status, error) {
-		return proto.Status{Self: addr, Role: roleStandby, Active: "b:2"}, nil
+		return proto.Status{Self: addr, Role: survey.RoleStandby, Active: "b:2"}, nil
 	}
 	err := waitActive(context.Background(), g, never, "a:1", 200*time.Millisecond)
 	if exitCode(err) != exitFailed || !strings.Contains(err.Error(), "role=standby, active=b:2") {
@@ -324,7 +299,7 @@ func TestStatusCommand(t *testing.T) {
 	}
 
 	// Colour forced on colours plain text when piped, without changing
-	// its layout (issue 11, item 10); -o table draws the person's view.
+	// its layout; -o table draws the person's view.
 	// NO_COLOR does not override an explicit --color always.
 	t.Setenv("NO_COLOR", "1")
 	code, out, _ = lockctl(t, "--addr", a, "--color", "always", "status")
@@ -387,7 +362,7 @@ func TestStatusWatchPiped(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	// Issue 11, item 12: piped, every line carries the time of its
+	// Piped, every line carries the time of its
 	// survey, and the header comes once.
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "TIME ") || strings.Contains(out.String(), "\x1b[") {
@@ -418,16 +393,16 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 // hostileCluster is three nodes whose addresses and roles must not reach
 // a terminal raw: two claim the active role, lockctl cannot reach the
 // third, which its peers call by a role of its own.
-func hostileCluster() clusterView {
+func hostileCluster() survey.View {
 	a, b, c := "10.0.0.1:7070\u202e", "10.0.0.2:"+c1, sgr+":7070"
 	peers := []proto.PeerStatus{
-		{Addr: a, Role: roleActive, Reachable: true, Token: tokA},
-		{Addr: b, Role: roleStandby, Reachable: true, Lag: 3, Token: tokB},
+		{Addr: a, Role: survey.RoleActive, Reachable: true, Token: tokA},
+		{Addr: b, Role: survey.RoleStandby, Reachable: true, Lag: 3, Token: tokB},
 		{Addr: c, Role: "stand\u2066by", Reachable: true},
 	}
-	return buildView([]nodeAnswer{
-		{Asked: a, Status: proto.Status{Self: a, Role: roleActive, Active: a, Token: tokA, Uptime: time.Hour, Peers: peers}},
-		{Asked: b, Status: proto.Status{Self: b, Role: roleActive, Active: b, Token: tokB, Uptime: time.Minute, Peers: peers}},
+	return survey.Build([]survey.Answer{
+		{Asked: a, Status: proto.Status{Self: a, Role: survey.RoleActive, Active: a, Token: tokA, Uptime: time.Hour, Peers: peers}},
+		{Asked: b, Status: proto.Status{Self: b, Role: survey.RoleActive, Active: b, Token: tokB, Uptime: time.Minute, Peers: peers}},
 		{Asked: c, Err: syscall.ECONNREFUSED},
 	})
 }
@@ -459,7 +434,7 @@ func TestStatusNeverPrintsAHostileRune(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := printJSON(&b, statusJSONOf(v, v.problems(defaultMaxLag), time.Time{})); err != nil {
+	if err := printJSON(&b, statusJSONOf(v, clusterProblems(v, defaultMaxLag), time.Time{})); err != nil {
 		t.Fatal(err)
 	}
 	assertNoHostileBytes(t, "JSON", b.String(), false)
@@ -486,7 +461,7 @@ func TestWaitActiveEscapesWhatNodesSay(t *testing.T) {
 		t.Errorf("error %q", b.String())
 	}
 	active := func(ctx context.Context, addr string) (proto.Status, error) {
-		return proto.Status{Self: addr, Role: roleActive}, nil
+		return proto.Status{Self: addr, Role: survey.RoleActive}, nil
 	}
 	if err := waitActive(context.Background(), g, active, rlo+":1", time.Second); err != nil {
 		t.Fatal(err)
@@ -503,7 +478,7 @@ func TestStatusCommandHostileNode(t *testing.T) {
 	peer := "127.0.0.1:1" + rlo // not a port: the dial fails at once
 	addr := startHostile(t, func(self string, req proto.Request) []byte {
 		return proto.AppendStatus(nil, req.Key, proto.Status{Self: self, Role: role, Active: peer, Uptime: time.Second,
-			Peers: []proto.PeerStatus{{Addr: self, Role: role, Reachable: true}, {Addr: peer, Role: roleActive, Reachable: true}}})
+			Peers: []proto.PeerStatus{{Addr: self, Role: role, Reachable: true}, {Addr: peer, Role: survey.RoleActive, Reachable: true}}})
 	})
 	code, out, errOut := lockctl(t, "--addr", addr, "status")
 	if code != 0 {
@@ -524,26 +499,26 @@ func TestStatusCommandHostileNode(t *testing.T) {
 	}
 }
 
-// Issue 11, item 12: status --check is a health check: exit 1, with each
+// Status --check is a health check: exit 1, with each
 // problem named, when a node is down, a standby lags, the active is
 // degraded, or there is no single active; the same problems are in the
 // JSON.
 func TestStatusCheckProblems(t *testing.T) {
 	v := sampleCluster()
 	degraded := "10.0.0.1:7070 is degraded: no standby is in sync with it, so a crash of it may lose what it answered last"
-	got := v.problems(defaultMaxLag)
+	got := clusterProblems(v, defaultMaxLag)
 	if len(got) != 2 || got[0] != degraded || got[1] != "10.0.0.3:7070 is down" {
 		t.Errorf("problems %q, want the degraded active and the down node", got)
 	}
-	if got := v.problems(2); len(got) != 3 || got[1] != "10.0.0.2:7070 is 3 changes behind the active (more than 2)" {
+	if got := clusterProblems(v, 2); len(got) != 3 || got[1] != "10.0.0.2:7070 is 3 changes behind the active (more than 2)" {
 		t.Errorf("with --max-lag 2: %q", got)
 	}
-	if got := hostileCluster().problems(defaultMaxLag); len(got) < 1 || !strings.HasPrefix(got[0], `2 nodes claim the active role (10.0.0.1:7070\u202e, `) {
+	if got := clusterProblems(hostileCluster(), defaultMaxLag); len(got) < 1 || !strings.HasPrefix(got[0], `2 nodes claim the active role (10.0.0.1:7070\u202e, `) {
 		t.Errorf("split brain: %q", got)
 	}
-	var none clusterView
-	none.Nodes = []nodeView{{Addr: "a:1", Role: roleStandby, Reachable: true}}
-	if got := none.problems(defaultMaxLag); len(got) != 1 || got[0] != "no node is active" {
+	var none survey.View
+	none.Nodes = []survey.Node{{Addr: "a:1", Role: survey.RoleStandby, Reachable: true}}
+	if got := clusterProblems(none, defaultMaxLag); len(got) != 1 || got[0] != "no node is active" {
 		t.Errorf("no active: %q", got)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 11, item 2: against a server that takes connections and never
+// Against a server that takes connections and never
 // answers, every command says so, with exit code 6, within about the
 // failure timeout, instead of waiting forever or blaming the lock, the
 // dial or the network.
@@ -103,7 +103,7 @@ func bouncer(t *testing.T, to *string) string {
 	return ln.Addr().String()
 }
 
-// Issue 11, item 1: nodes that send a request back and forth say so in
+// Nodes that send a request back and forth say so in
 // those words, not as a network error.
 func TestRedirectLoopSaysNodesDisagree(t *testing.T) {
 	var a, b string
@@ -116,7 +116,7 @@ func TestRedirectLoopSaysNodesDisagree(t *testing.T) {
 	}
 }
 
-// Issue 11, item 8: release against a node that is down fails at once,
+// Release against a node that is down fails at once,
 // as acquire and renew do, instead of re-sending silently for 5 s.
 func TestReleaseAgainstDownNodeFailsAtOnce(t *testing.T) {
 	dead := closedAddr(t)

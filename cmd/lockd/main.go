@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
+	"github.com/lockd-io/lockd/cmd/internal/flagname"
 	"io"
 	"log/slog"
 	"os"
@@ -415,12 +416,12 @@ func flagUsage(err error, flags []cli.Flag) string {
 			known = append(known, f.Names()...)
 		}
 		if s := didyoumean.Suggest(flag, known); s != "" && len(flag) > 1 {
-			return fmt.Sprintf("unknown flag %s; did you mean --%s?", dashed(flag), s)
+			return fmt.Sprintf("unknown flag %s; did you mean --%s?", flagname.Dashed(flag), s)
 		}
-		return "unknown flag " + dashed(flag)
+		return "unknown flag " + flagname.Dashed(flag)
 	}
 	if flag, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return dashed(strings.TrimPrefix(flag, "-")) + " needs a value"
+		return flagname.Dashed(strings.TrimPrefix(flag, "-")) + " needs a value"
 	}
 	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
 		// invalid value "banana" for flag -heartbeat: parse error
@@ -444,17 +445,8 @@ func flagUsage(err error, flags []cli.Flag) string {
 					}
 				}
 			}
-			return fmt.Sprintf("%s %s: %s", dashed(flag), value, want)
+			return fmt.Sprintf("%s %s: %s", flagname.Dashed(flag), value, want)
 		}
 	}
 	return msg
-}
-
-// dashed writes a flag as it is typed: -v for a one-letter flag, --listen
-// for the others.
-func dashed(flag string) string {
-	if len(flag) == 1 {
-		return "-" + flag
-	}
-	return "--" + flag
 }

@@ -32,7 +32,7 @@ func TestStartupErrors(t *testing.T) {
 	}{
 		{[]string{"--bogus"}, 2, "lockd: unknown flag --bogus; see `lockd --help`\n"},
 		{[]string{"--max-keys", "abc"}, 2, "lockd: --max-keys \"abc\": want a whole number; see `lockd --help`\n"},
-		// Issue 11, item 15: lockd's usage errors read like lockctl's,
+		// Lockd's usage errors read like lockctl's,
 		// with a "did you mean" for a typo.
 		{[]string{"--lisen", "127.0.0.1:0"}, 2, "lockd: unknown flag --lisen; did you mean --listen?; see `lockd --help`\n"},
 		{[]string{"--heartbeat", "banana"}, 2, "lockd: --heartbeat \"banana\": want a duration like 500ms, 30s or 2m, or seconds like 10 or 0.5; see `lockd --help`\n"},

@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/cmd/internal/flagname"
 )
 
 // Shells lists the shells Generate writes for.
@@ -114,16 +116,9 @@ type flag struct {
 func (f flag) spelled() []string {
 	out := make([]string, len(f.names))
 	for i, n := range f.names {
-		out[i] = dashed(n)
+		out[i] = flagname.Dashed(n)
 	}
 	return out
-}
-
-func dashed(name string) string {
-	if len(name) == 1 {
-		return "-" + name
-	}
-	return "--" + name
 }
 
 var helpFlag = flag{names: []string{"help", "h"}, usage: "show help"}
