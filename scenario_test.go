@@ -34,8 +34,9 @@ var repoRoot, _ = os.Getwd()
 // suiteBudget bounds the whole suite. When it runs out, testscript sends
 // SIGQUIT to every process a script started (a Go process then prints its
 // goroutines, which is what a hang needs) and the script fails, instead of
-// a stuck lockd holding the run until go test's own ten-minute timeout.
-const suiteBudget = 2 * time.Minute
+// a stuck lockd holding the run until go test's own timeout. Sixty
+// scenarios on a busy 2-core machine take about three minutes.
+const suiteBudget = 4 * time.Minute
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
