@@ -94,7 +94,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			return cli.Exit(flagUsage(err, c.App.Flags)+"; see `lockd --help`", 2)
 		},
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on; a bare PORT or :PORT means 127.0.0.1:PORT, as for --metrics-listen"},
+			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on; a bare PORT means 127.0.0.1:PORT, :PORT every interface"},
 			&cli.StringFlag{Name: "peers", EnvVars: []string{"LOCKD_PEERS"}, Usage: "every node of the cluster as `ADDR,ADDR,...` in priority order (first = preferred active); empty for a single node"},
 			&cli.StringFlag{Name: "advertise", EnvVars: []string{"LOCKD_ADVERTISE"}, Usage: "this node's `ADDR` as written in --peers, when it differs from --listen (e.g. --listen 0.0.0.0:7070)"},
 			durflag.New(cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "`DURATION` between heartbeats to each peer"}),

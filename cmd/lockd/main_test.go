@@ -54,10 +54,11 @@ func TestStartupErrors(t *testing.T) {
 	}
 }
 
-// --listen takes a port alone as loopback, as --metrics-listen does.
+// --listen takes a bare port as loopback; :PORT keeps its meaning of
+// every interface.
 func TestListenAddr(t *testing.T) {
 	for in, want := range map[string]string{
-		"7079": "127.0.0.1:7079", ":7079": "127.0.0.1:7079", " 7079 ": "127.0.0.1:7079",
+		"7079": "127.0.0.1:7079", ":7079": ":7079", " 7079 ": "127.0.0.1:7079",
 		"10.0.0.1:7070": "10.0.0.1:7070", "[::1]:7070": "[::1]:7070", "0.0.0.0:7070": "0.0.0.0:7070",
 		"nohost": "nohost", "70799": "70799", "": "",
 	} {
