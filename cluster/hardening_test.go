@@ -405,7 +405,7 @@ func TestAuthBackoffIsBounded(t *testing.T) {
 	var b authBackoff
 	now := time.Now()
 	for i := range 3 * maxAuthSources {
-		b.failed(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(), now)
+		b.failed(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(), "client", now)
 		if len(b.m) > maxAuthSources {
 			t.Fatalf("%d sources remembered", len(b.m))
 		}
@@ -413,15 +413,20 @@ func TestAuthBackoffIsBounded(t *testing.T) {
 	// IPv6 counts by /64: one machine cannot spread its guesses over
 	// its addresses.
 	for i := range authFreeFailures + 1 {
-		b.failed(fmt.Sprintf("2001:db8::%x", i+1), now)
+		b.failed(fmt.Sprintf("2001:db8::%x", i+1), "client", now)
 	}
-	if b.penalty("2001:db8::ffff", now) <= 0 {
+	if b.penalty("2001:db8::ffff", "client", now) <= 0 {
 		t.Fatal("another address of the same /64 is not slowed down")
+	}
+	// Wrong client secrets from a source do not slow down the peers'
+	// handshakes from there (nodes behind one NAT, or on one machine).
+	if b.penalty("2001:db8::1", "peer", now) != 0 {
+		t.Fatal("wrong client secrets slow down a peer's handshake from the same source")
 	}
 	// Once they are forgotten, new sources take their room.
 	later := now.Add(authForget + time.Second)
 	for i := range maxAuthSources {
-		b.failed(netip.AddrFrom4([4]byte{192, 0, byte(i >> 8), byte(i)}).String(), later)
+		b.failed(netip.AddrFrom4([4]byte{192, 0, byte(i >> 8), byte(i)}).String(), "client", later)
 	}
 	if len(b.m) > maxAuthSources {
 		t.Fatalf("%d sources remembered", len(b.m))

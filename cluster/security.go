@@ -254,12 +254,12 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	var err error
 	var reply []string
 	role := c.role
-	if wait := n.authFails.penalty(c.ip, now); wait > 0 {
+	if wait := n.authFails.penalty(c.ip, key, now); wait > 0 {
 		err = fmt.Errorf("too many wrong secrets from this address: retry in %s", wait.Round(10*time.Millisecond))
 	} else {
 		reply, role, err = c.hs.Step(n.gate.secrets, n.gate.open, c.role, to, req.Key, req.Args)
 		if errors.Is(err, auth.ErrWrongSecret) {
-			n.authFails.failed(c.ip, now)
+			n.authFails.failed(c.ip, key, now)
 		}
 	}
 	if err != nil {
@@ -358,9 +358,11 @@ const (
 	maxAuthSources = 4096
 )
 
-// authBackoff counts failed authentications by source: an IPv4 address,
-// or an IPv6 /64 (one machine usually holds the whole of it). Guarded
-// by n.mu.
+// authBackoff counts failed authentications by source and role: an IPv4
+// address, or an IPv6 /64 (one machine usually holds the whole of it),
+// and the role asked for, so that clients guessing (or misconfigured)
+// behind a NAT or on a node's own machine never slow down the peers'
+// handshakes from there. Guarded by n.mu.
 type authBackoff struct {
 	m map[string]*authFailures
 }
@@ -371,31 +373,32 @@ type authFailures struct {
 	until time.Time // authentications are refused until then
 }
 
-// authSource is what failures from remote IP ip count against.
-func authSource(ip string) string {
+// authSource is what failures from remote IP ip asking for role count
+// against.
+func authSource(ip, role string) string {
 	a, err := netip.ParseAddr(ip)
 	if err != nil || !a.Unmap().Is6() {
-		return ip
+		return ip + " " + role
 	}
 	p, _ := a.Prefix(64)
-	return p.String()
+	return p.String() + " " + role
 }
 
-// penalty is how long authentications from ip are still refused.
-func (b *authBackoff) penalty(ip string, now time.Time) time.Duration {
+// penalty is how long authentications from ip as role are still refused.
+func (b *authBackoff) penalty(ip, role string, now time.Time) time.Duration {
 	if b.m == nil {
 		return 0
 	}
-	f := b.m[authSource(ip)]
+	f := b.m[authSource(ip, role)]
 	if f == nil {
 		return 0
 	}
 	return max(f.until.Sub(now), 0)
 }
 
-// failed counts a wrong secret from ip.
-func (b *authBackoff) failed(ip string, now time.Time) {
-	src := authSource(ip)
+// failed counts a wrong secret from ip for role.
+func (b *authBackoff) failed(ip, role string, now time.Time) {
+	src := authSource(ip, role)
 	if b.m == nil {
 		b.m = make(map[string]*authFailures)
 	}
