@@ -465,6 +465,9 @@ func ParseRecord(a Answer) (Record, error) {
 				return fail(msg)
 			}
 		}
+		if !opt.Ref.IsZero() {
+			return fail("a record carries no ref=")
+		}
 		r.Limit, r.ID = opt.Limit, opt.ID
 		if msg = CheckKey([]byte(a.Key)); msg != "" {
 			return fail(msg)
