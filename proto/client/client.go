@@ -223,6 +223,11 @@ type Client struct {
 	// named, then random to this client, then a count of its acquires.
 	idPrefix string
 	ids      atomic.Uint64
+
+	// watches are the keys watched, one subscription each (Watch); wmu
+	// is taken before any group's own mutex.
+	wmu     sync.Mutex
+	watches map[string]*watchGroup
 }
 
 // hooks let tests replace the network and the clock.
