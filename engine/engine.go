@@ -150,7 +150,10 @@ type Event struct {
 	Limit  int
 	Waiter Waiter
 	// ID is the acquire's id, on Granted: a replica keeps it with the
-	// holder, so that a re-sent acquire finds its grant after a failover.
+	// holder, so that a re-sent acquire finds its grant after a failover;
+	// and on a TimedOut of Advance, whose waiter left its queue (not on
+	// the TimedOut of a request replaced by its re-send, which keeps the
+	// place).
 	ID string
 }
 
@@ -603,6 +606,9 @@ func (e *Engine) AddGhost(now time.Time, key string, limit int, id string, lease
 	return true
 }
 
+// QueuedID reports whether a waiter (or ghost) with id is queued.
+func (e *Engine) QueuedID(id string) bool { return e.byID[id] != nil }
+
 // Withdraw takes the waiter of key whose acquire carried id, and came on
 // connection conn, out of the queue (X), and returns it; false when no
 // such waiter waits (granted already, timed out, never queued, or
@@ -699,9 +705,9 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			// first: the waiter's wait was [since, deadline).
 			w := e.waits[0].wt
 			ks := w.ks
-			if w.w.Conn != GhostConn {
-				out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: w.w})
-			}
+			// A ghost's too, Waiter.Conn GhostConn: nobody to answer,
+			// but its place is gone, for the standbys as well.
+			out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: w.w, ID: e.waiterID(w)})
 			e.leave(w)
 			// A ghost whose grace ended may have kept a place free:
 			// the waiters behind it get it now.

@@ -120,8 +120,9 @@ func TestGhostAtTheHeadHoldsTheKeyForItsGraceOnly(t *testing.T) {
 		t.Fatalf("next deadline %v, %v, want the grace's end", d, ok)
 	}
 	evs = e.Advance(at(2*time.Second), nil)
-	if len(evs) != 1 || evs[0].Kind != Granted || evs[0].Waiter != (Waiter{3, 1}) {
-		t.Fatalf("grace over: %+v, want c granted and nothing said of the ghost", evs)
+	if len(evs) != 2 || evs[0].Kind != TimedOut || evs[0].Waiter.Conn != GhostConn || evs[0].ID != "b#1" ||
+		evs[1].Kind != Granted || evs[1].Waiter != (Waiter{3, 1}) {
+		t.Fatalf("grace over: %+v, want the ghost's end, then c granted", evs)
 	}
 	if e.byID["b#1"] != nil {
 		t.Fatal("the ghost's id still queued after its grace")
@@ -149,8 +150,8 @@ func TestGhostGraceIsBounded(t *testing.T) {
 	if d, ok := e.NextDeadline(); !ok || !d.Equal(at(MaxGhostGrace)) {
 		t.Fatalf("grace ends %v, want %v", d, at(MaxGhostGrace))
 	}
-	if evs := e.Advance(at(MaxGhostGrace), nil); len(evs) != 0 {
-		t.Fatalf("a ghost's end said something: %+v", evs)
+	if evs := e.Advance(at(MaxGhostGrace), nil); len(evs) != 1 || evs[0].Waiter.Conn != GhostConn {
+		t.Fatalf("a ghost's end: %+v", evs)
 	}
 	if k, w := e.Stats(); k != 0 || w != 0 {
 		t.Fatalf("after the grace: %d keys, %d waiters", k, w)

@@ -64,10 +64,10 @@ const (
 
 // PeerVersion is the version of the peer messages this package writes.
 // 2 added acknowledgements (V), semaphores and acquire ids in records,
-// and the heartbeat flags top, base, round and v. A node learns each
-// peer's from the v:N flag of its heartbeats (none: 1) and writes to it
-// only what it reads.
-const PeerVersion = 2
+// and the heartbeat flags top, base, round and v; 3 the waiters' records
+// J and D. A node learns each peer's from the v:N flag of its heartbeats
+// (none: 1) and writes to it only what it reads.
+const PeerVersion = 3
 
 // Answer kinds that no request shares.
 const (
@@ -85,6 +85,12 @@ const (
 	RecSynced   Op = 'Y' // Y from synced token seq: the snapshot is complete
 	RecHandoff  Op = 'H' // H from token seq: the role is yours once applied
 	RecTakeover Op = 'O' // O from token: sent back by the successor when it serves
+	// RecJoined and RecLeft replicate the waiters whose acquire carried
+	// an id (PeerVersion 3): J key id lease wait-left [limit=N] when one
+	// joins the tail of key's queue, D key id when it leaves it without
+	// a grant.
+	RecJoined Op = 'J'
+	RecLeft   Op = 'D'
 )
 
 // Words of fixed answers.
