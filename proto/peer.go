@@ -409,11 +409,11 @@ func appendControlRecord(b []byte, r *Record) []byte {
 		b = append(b, ' ')
 		b = append(b, r.ID...)
 		b = append(b, ' ')
-		b = AppendSeconds(b, (r.Lease+time.Millisecond-1).Truncate(time.Millisecond))
+		b = AppendSeconds(b, (r.Lease + time.Millisecond - 1).Truncate(time.Millisecond))
 		b = append(b, ' ')
 		// Rounded up, so that a wait with something left never reads as
 		// 0, forever.
-		b = AppendSeconds(b, (r.Wait+time.Millisecond-1).Truncate(time.Millisecond))
+		b = AppendSeconds(b, (r.Wait + time.Millisecond - 1).Truncate(time.Millisecond))
 		if r.Limit > 1 {
 			b = append(b, " limit="...)
 			b = strconv.AppendInt(b, int64(r.Limit), 10)

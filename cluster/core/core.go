@@ -78,7 +78,7 @@ type Config struct {
 	// DefaultMaxWatches and DefaultMaxTotalWatches.
 	MaxWatches      int
 	MaxTotalWatches int
-	Logger      *slog.Logger
+	Logger          *slog.Logger
 }
 
 // Out receives the core's actions, synchronously and in the order they
