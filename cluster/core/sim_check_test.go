@@ -70,6 +70,14 @@ type simClient struct {
 	id      string
 	nextID  int
 	resend  string // an acquire to send again, with its id, once connected
+	// withdrawing: an X sent for the outstanding acquire (id), on conn
+	// xConn; acqAnswer is the kind the acquire was answered with since
+	// (0: not yet). The X must be answered after the acquire, and "ok"
+	// only when that answer was T.
+	withdrawing bool
+	xConn       *simConn
+	xID         string
+	acqAnswer   proto.Op
 }
 
 func (c *simClient) name() string { return "client " + strconv.Itoa(c.idx) }
@@ -120,6 +128,37 @@ func (c *simClient) act() {
 			line += " limit=" + strconv.Itoa(l)
 		}
 		c.send('A', key, line+" id="+c.id)
+		if s.rng.IntN(6) == 0 {
+			// The caller gives up after a while: withdraw the acquire.
+			epoch, conn, id := c.epoch, c.conn, c.id
+			c.s.at(time.Duration(1+s.rng.IntN(400))*time.Millisecond, func() { c.withdraw(epoch, conn, id) })
+		}
+	}
+}
+
+// withdraw sends X for the acquire id if it is still outstanding on conn.
+func (c *simClient) withdraw(epoch int, conn *simConn, id string) {
+	if c.epoch != epoch || !c.busy || c.op != 'A' || c.conn != conn || c.withdrawing || !conn.open || conn.closed[0] {
+		return
+	}
+	c.withdrawing, c.xConn, c.xID, c.acqAnswer = true, conn, id, 0
+	line := "X " + c.key + " " + id
+	c.s.logf("%s -> node %d: %s", c.name(), conn.to, line)
+	conn.toServer([]byte(line + "\n"))
+}
+
+// withdrawn checks the answer to an X.
+func (c *simClient) withdrawn(a proto.Answer, line []byte) {
+	s := c.s
+	c.withdrawing = false
+	switch {
+	case a.Kind == proto.KindMoved:
+	case a.Kind != proto.OpWithdraw || len(a.Fields) != 1:
+		s.fail("%s: answer %q to X %s", c.name(), line, c.xID)
+	case c.acqAnswer == 0:
+		s.fail("%s: X %s answered %q before its acquire", c.name(), c.xID, line)
+	case a.Fields[0] == proto.WordOK && c.acqAnswer != proto.KindTimeout:
+		s.fail("%s: X %s answered ok, but its acquire was answered %s", c.name(), c.xID, c.acqAnswer)
 	}
 }
 
@@ -175,6 +214,7 @@ func (c *simClient) dropped(conn *simConn) {
 	}
 	c.s.logf("%s lost its connection to node %d", c.name(), conn.to)
 	c.conn = nil
+	c.withdrawing = false
 	if c.busy && c.op == 'A' && c.s.now-c.sentAt < 4*time.Second && c.s.rng.IntN(4) > 0 {
 		c.resend = c.req
 	}
@@ -195,6 +235,13 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		return
 	}
 	s.logf("%s <- node %d: %s", c.name(), conn.to, strings.TrimSpace(string(line)))
+	if c.withdrawing && conn == c.xConn && a.Key == c.key {
+		if !c.busy {
+			c.withdrawn(a, line)
+			return
+		}
+		c.acqAnswer = a.Kind
+	}
 	if !c.busy || a.Key != c.key {
 		s.fail("%s: answer %q matches no request (outstanding %q)", c.name(), strings.TrimSpace(string(line)), c.req)
 		return
@@ -224,6 +271,7 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		c.target = s.byAddr(a.Fields[0])
 		conn.close(0, "moved")
 		c.conn = nil
+		c.withdrawing = false
 		if c.op == 'R' {
 			// Re-send the release where the role is.
 			tok, _ := strconv.ParseUint(strings.Fields(c.req)[2], 10, 64)
