@@ -30,7 +30,12 @@ package core
 //     the same locks; none is joining or handing off;
 //   - without handoffs by command, the active is the first node of --peers
 //     (take-back by priority);
-//   - no client still waits for an answer.
+//   - no client still waits for an answer;
+//   - the watcher is subscribed on the active and its last state of the
+//     key is the active's.
+//
+// And throughout: an X is answered after its acquire, "ok" only when
+// that acquire was answered T; every watch line reads as a queue.
 
 import (
 	"maps"
@@ -433,6 +438,7 @@ func (s *sim) checkQuiet() {
 	if !s.handoffsByCommand() && a.idx != 0 {
 		s.fail("node %d is active at the end; the first of --peers (node 0) should have taken the role back", a.idx)
 	}
+	s.checkWatcher(a)
 	for _, c := range s.clients {
 		if c.busy && s.now-c.sentAt > 4*time.Second {
 			s.fail("%s still waits for an answer to %q sent at %.4fs", c.name(), c.req, c.sentAt.Seconds())
@@ -539,4 +545,136 @@ func (s *sim) tellGranted(n *simNode, c *simClient, key string, token uint64) {
 	line := []byte("A " + key + " " + strconv.FormatUint(token, 10) + "\n")
 	s.checkOutgoing(n, conn, line)
 	c.answer(conn, line)
+}
+
+// simWatcher watches k0 (L) on the node it believes active, as the
+// official client does: it follows M, subscribes again after a drop, and
+// probes a silent connection with S. Every L line must read as a queue;
+// at the end of the quiet period it must be subscribed on the active and
+// its last state must be the active's.
+type simWatcher struct {
+	s       *sim
+	idx     int // its dialler number, after the clients'
+	conn    *simConn
+	target  int
+	dialing bool
+	last    proto.Queue
+	have    bool
+	heard   time.Duration // when the connection last read a line
+	probed  bool
+	moves   int
+}
+
+const watchedKey = "k0"
+
+func (w *simWatcher) connect() {
+	s := w.s
+	if w.dialing {
+		return
+	}
+	w.dialing = true
+	if w.target < 0 || w.target >= len(s.nodes) {
+		w.target = s.rng.IntN(len(s.nodes))
+	}
+	s.dial(-1-w.idx, w.target, kindClient, func(conn *simConn, err error) {
+		w.dialing = false
+		if err != nil {
+			w.target = s.rng.IntN(len(s.nodes))
+			s.at(time.Duration(1+s.rng.IntN(300))*time.Millisecond, w.connect)
+			return
+		}
+		w.conn, w.have, w.heard, w.probed = conn, false, s.now, false
+		conn.onLine = func(line []byte) { w.line(conn, line) }
+		conn.onClose = func(string) { w.dropped(conn) }
+		s.logf("watcher -> node %d: L %s", conn.to, watchedKey)
+		conn.toServer([]byte("L " + watchedKey + "\n"))
+		s.at(time.Second, func() { w.probe(conn) })
+	})
+}
+
+// probe sends S on a connection silent for a second, and drops it when
+// nothing came back for two.
+func (w *simWatcher) probe(conn *simConn) {
+	s := w.s
+	if w.conn != conn {
+		return
+	}
+	switch {
+	case s.now-w.heard >= 2*time.Second:
+		s.logf("watcher gives up on its silent connection to node %d", conn.to)
+		conn.close(0, "silent")
+		w.dropped(conn)
+		return
+	case s.now-w.heard >= time.Second && !w.probed:
+		w.probed = true
+		conn.toServer([]byte("S -\n"))
+	}
+	s.at(500*time.Millisecond, func() { w.probe(conn) })
+}
+
+func (w *simWatcher) dropped(conn *simConn) {
+	if w.conn != conn {
+		return
+	}
+	w.conn, w.have = nil, false
+	w.target = w.s.rng.IntN(len(w.s.nodes))
+	w.s.at(time.Duration(1+w.s.rng.IntN(300))*time.Millisecond, w.connect)
+}
+
+func (w *simWatcher) line(conn *simConn, line []byte) {
+	s := w.s
+	if conn != w.conn {
+		return
+	}
+	w.heard, w.probed = s.now, false
+	a, err := proto.ParseAnswer(line)
+	if err != nil {
+		s.fail("watcher: unreadable line %q", line)
+		return
+	}
+	switch a.Kind {
+	case proto.OpStatus:
+	case proto.OpWatch:
+		q, err := proto.ParseQueue(a)
+		if err != nil || a.Key != watchedKey {
+			s.fail("watcher: L line %q: %v", strings.TrimSpace(string(line)), err)
+			return
+		}
+		w.last, w.have, w.moves = q, true, 0
+	case proto.KindMoved:
+		s.logf("watcher <- node %d: %s", conn.to, strings.TrimSpace(string(line)))
+		w.moves++
+		w.target = s.byAddr(a.Fields[0])
+		conn.close(0, "moved")
+		w.conn, w.have = nil, false
+		pause := time.Duration(min(w.moves, 10)) * 20 * time.Millisecond
+		s.at(pause, w.connect)
+	default:
+		s.fail("watcher: unexpected line %q", strings.TrimSpace(string(line)))
+	}
+}
+
+// checkWatcher: at the end, the watch is on the active and shows its
+// state of the key.
+func (s *sim) checkWatcher(a *simNode) {
+	w := s.watcher
+	if w == nil {
+		return
+	}
+	if w.conn == nil || w.conn.to != a.idx || !w.have {
+		s.fail("watcher is not subscribed on the active node %d at the end (conn %v, state %v)", a.idx, w.conn != nil, w.have)
+		return
+	}
+	q := a.core.queueOf(a.clock(), watchedKey)
+	tokens := func(q proto.Queue) []uint64 {
+		var out []uint64
+		for _, h := range q.Holders {
+			out = append(out, h.Token)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if q.Held != w.last.Held || !slices.Equal(tokens(q), tokens(w.last)) || q.Waiting != w.last.Waiting {
+		s.fail("watcher's last state of %s is %+v, the active's %+v", watchedKey, w.last, q)
+	}
 }
