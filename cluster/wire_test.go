@@ -12,6 +12,20 @@ import (
 	"github.com/lockd-io/lockd/proto/client"
 )
 
+// pendingReqs counts the requests the metrics still wait to see
+// answered, over every connection of tn.
+func (tn *testNode) pendingReqs() int {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	n := 0
+	for _, c := range tn.conns {
+		for _, q := range c.pending {
+			n += len(q.reqs)
+		}
+	}
+	return n
+}
+
 func newTestClient(t *testing.T, addrs []string, name string) *client.Client {
 	t.Helper()
 	c, err := client.New(addrs, client.Options{Redial: 50 * time.Millisecond, Name: name})
@@ -114,7 +128,7 @@ func TestInterruptedWaiterLeavesTheQueueAtOnce(t *testing.T) {
 // waiter, and the expiry, each as a state, in order.
 func TestWatchOnTheWire(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
-	startNode(t, addr, nil)
+	tn := startNode(t, addr, nil)
 	w := dialWire(t, addr)
 	w.send("L k")
 	w.expect("L k - - 0")
@@ -144,6 +158,13 @@ func TestWatchOnTheWire(t *testing.T) {
 	a.expect("R k ok")
 	w.send("Q k")
 	w.expect(`Q k - - 0`)
+	b.send("A k 30 0 id=b#2", "X k b#2", "X k b#2")
+	b.expect(`A k \d+`)
+	b.expect("X k none")
+	b.expect("X k none")
+	if n := tn.pendingReqs(); n != 0 {
+		t.Errorf("%d requests answered but still counted as waiting", n)
+	}
 }
 
 func TestWatchBounds(t *testing.T) {
