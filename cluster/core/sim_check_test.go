@@ -81,7 +81,7 @@ type simClient struct {
 	// only when that answer was T.
 	withdrawing bool
 	xConn       *simConn
-	xID         string
+	xID, xKey   string
 	acqAnswer   proto.Op
 }
 
@@ -146,7 +146,7 @@ func (c *simClient) withdraw(epoch int, conn *simConn, id string) {
 	if c.epoch != epoch || !c.busy || c.op != 'A' || c.conn != conn || c.withdrawing || !conn.open || conn.closed[0] {
 		return
 	}
-	c.withdrawing, c.xConn, c.xID, c.acqAnswer = true, conn, id, 0
+	c.withdrawing, c.xConn, c.xID, c.xKey, c.acqAnswer = true, conn, id, c.key, 0
 	line := "X " + c.key + " " + id
 	c.s.logf("%s -> node %d: %s", c.name(), conn.to, line)
 	conn.toServer([]byte(line + "\n"))
@@ -157,8 +157,7 @@ func (c *simClient) withdrawn(a proto.Answer, line []byte) {
 	s := c.s
 	c.withdrawing = false
 	switch {
-	case a.Kind == proto.KindMoved:
-	case a.Kind != proto.OpWithdraw || len(a.Fields) != 1:
+	case len(a.Fields) != 1:
 		s.fail("%s: answer %q to X %s", c.name(), line, c.xID)
 	case c.acqAnswer == 0:
 		s.fail("%s: X %s answered %q before its acquire", c.name(), c.xID, line)
@@ -240,12 +239,14 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		return
 	}
 	s.logf("%s <- node %d: %s", c.name(), conn.to, strings.TrimSpace(string(line)))
-	if c.withdrawing && conn == c.xConn && a.Key == c.key {
-		if !c.busy {
+	if c.withdrawing && conn == c.xConn {
+		if a.Kind == proto.OpWithdraw && a.Key == c.xKey {
 			c.withdrawn(a, line)
 			return
 		}
-		c.acqAnswer = a.Kind
+		if c.busy && c.op == 'A' && c.id == c.xID && a.Key == c.key {
+			c.acqAnswer = a.Kind // the withdrawn acquire's own answer
+		}
 	}
 	if !c.busy || a.Key != c.key {
 		s.fail("%s: answer %q matches no request (outstanding %q)", c.name(), strings.TrimSpace(string(line)), c.req)
