@@ -374,7 +374,7 @@ func (c *Core) flushPending(cn *conn, key string, from int) bool {
 }
 
 // routeOwn routes evs and reports whether one of them grants w, which the
-// caller answers itself.
+// caller answers itself, as it does a T of w (a try-lock).
 func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (bool, uint64) {
 	granted, tok := false, uint64(0)
 	for _, ev := range evs {
@@ -384,6 +384,9 @@ func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (boo
 			c.replicate(ev)
 			c.touch(ev.Key)
 			continue
+		}
+		if ev.Kind == engine.TimedOut && ev.Waiter == w {
+			continue // a try-lock's T: the caller answers it
 		}
 		c.routeOne(now, ev)
 	}
