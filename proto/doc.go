@@ -193,9 +193,12 @@
 // keeps those places for a grace period (at most the failure timeout,
 // and never more than 5 seconds). A re-sent acquire with the same id
 // takes its place back, with the wait it had left, instead of joining the
-// tail; a place nobody claims within the grace is dropped, and when the
-// key frees with such a place at the head, the place whose grace has
-// ended is skipped (it never holds the key up past its grace).
+// tail; a place nobody claims within the grace is dropped. While an
+// unclaimed place is at the head of a key that frees, the key stays free
+// for its waiter, for what is left of the grace at most; then the next
+// waiter is granted. A try-lock never takes such a place. The grace is
+// short because a client re-sends as soon as it finds the new active,
+// within a failure timeout of the old one's end.
 //
 //	A key token     granted: token is the fencing token, larger than every earlier one
 //	T key           the wait elapsed without a grant: nothing is held
