@@ -21,9 +21,10 @@ type conn struct {
 	stream   *stream // set when this connection is a standby's replication stream
 	// held are answers waiting for the standbys' acknowledgements
 	// (synchronous replication), in the order they are to be written.
-	held    []heldAnswer
-	refs    map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
-	watches map[string]struct{} // the keys this connection watches (L)
+	held     []heldAnswer
+	refs     map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
+	refsPeak int                 // the most refs has held since it was made
+	watches  map[string]struct{} // the keys this connection watches (L)
 }
 
 // pendingA is an acquire on a connection that has not been answered in
