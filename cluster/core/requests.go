@@ -213,13 +213,12 @@ func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
 	c.refuse(cn, pe.Op, pe.Key, pe.Msg)
 }
 
-// Refusals of an acquire whose ref could not be read go by (A, key): a
-// client that sent a ref reads the refusal of the line it sent as the
-// answer to its oldest acquire of the key, which is what a client of
-// this grammar sends only by mistake.
-
 // Refuse answers a request that will not be served with E and msg, in
-// the order its (op, key) requires.
+// the order its (op, key) requires. It carries no ref: the shell refuses
+// only requests of a connection that may send none (not authenticated),
+// so a refused acquire is the only one its connection has outstanding,
+// and the client matches the E by (A, key). A line that does not parse
+// (RequestError) is answered the same way: its ref could not be read.
 func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
 	if cn := c.conns[id]; cn != nil {
 		c.refuse(cn, op, key, msg)
