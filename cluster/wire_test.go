@@ -285,3 +285,20 @@ func TestQueueOrderSurvivesFailoverAndHandoff(t *testing.T) {
 		}
 	}
 }
+
+// A malformed acquire that carries a readable ref is refused with it, at
+// once, beside an older acquire of the key waiting on the connection.
+func TestMalformedAcquireRefusedWithItsRef(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNode(t, addr, nil)
+	a := dialWire(t, addr)
+	a.send("A k 30 0")
+	a.expect(`A k \d+`)
+	b := dialWire(t, addr)
+	b.send("A k 30 0 ref=1", "A k 30 10 limit=0 ref=2")
+	b.expect(`E k A: ref=2 limit "0": want a whole number .*`)
+	// Without a ref it is ordered among the acquires without one: none
+	// waits here, so it comes at once too.
+	b.send("A k 30 10 limit=0")
+	b.expect(`E k A: limit "0": want a whole number .*`)
+}

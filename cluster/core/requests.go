@@ -204,10 +204,18 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 
 // RequestError answers a line that is no request. A refused acquire whose
 // key could be read is matched by (A, key) like any acquire: it must not
-// overtake an older acquire of the key still waiting.
+// overtake an older acquire of the key still waiting; one whose ref could
+// be read too is answered at once, with it.
 func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
 	cn := c.conns[id]
 	if cn == nil {
+		return
+	}
+	if pe.Op == proto.OpAcquire && !pe.Ref.IsZero() && pe.Key != proto.WordNone {
+		c.count.Refusals++
+		seq := cn.nextSeq
+		cn.nextSeq++
+		c.answerAcquire(cn, pe.Key, seq, pe.Ref, proto.AppendErrorRef(nil, pe.Key, pe.Op, pe.Ref, pe.Msg))
 		return
 	}
 	c.refuse(cn, pe.Op, pe.Key, pe.Msg)
@@ -217,8 +225,7 @@ func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
 // the order its (op, key) requires. It carries no ref: the shell refuses
 // only requests of a connection that may send none (not authenticated),
 // so a refused acquire is the only one its connection has outstanding,
-// and the client matches the E by (A, key). A line that does not parse
-// (RequestError) is answered the same way: its ref could not be read.
+// and the client matches the E by (A, key).
 func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
 	if cn := c.conns[id]; cn != nil {
 		c.refuse(cn, op, key, msg)
