@@ -241,6 +241,16 @@ func TestQueueOrderSurvivesFailoverAndHandoff(t *testing.T) {
 	if got := waiterIDs(t, holder, "k"); !slices.Equal(got, want) {
 		t.Fatalf("queue %v, want %v", got, want)
 	}
+	// The standbys know the three places (J records go out as the
+	// waiters join, and are not waited for: a crash within a moment of a
+	// join may lose that one's place).
+	for _, n := range []*testNode{b, c} {
+		waitFor(t, "the standby told of the waiters", func() bool {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return n.core.Status(n.now()).Waiters == 3
+		})
+	}
 	a.crash()
 	waitFor(t, "b active", func() bool { return b.roleIs(Active) })
 	waitFor(t, "the waiters back on b", func() bool {
@@ -258,7 +268,11 @@ func TestQueueOrderSurvivesFailoverAndHandoff(t *testing.T) {
 	if got := waiterIDs(t, holder, "k"); !slices.Equal(got, want) {
 		t.Fatalf("queue after kill -9 of the active %v, want %v", got, want)
 	}
-	waitFor(t, "c synced with b", func() bool { return c.isSynced() })
+	waitFor(t, "c synced with b, and told of the waiters", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.core.Synced() && c.core.Active() == addrs[1] && c.core.Status(c.now()).Waiters == 3
+	})
 	b.shutdown() // SIGINT: hands the role to c
 	waitFor(t, "c active", func() bool { return c.roleIs(Active) })
 	waitFor(t, "the waiters back on c", func() bool {

@@ -517,6 +517,11 @@ func (c *Core) stop() {
 // Status is this node's view of itself and of the cluster, as S answers.
 func (c *Core) Status(now time.Time) proto.Status {
 	keys, waiters := c.eng.Stats()
+	if c.role != Active {
+		// A standby's queues are the places it keeps for the active's
+		// waiters (J records): what it would queue if it took the role.
+		waiters = len(c.rwaitKey)
+	}
 	st := proto.Status{
 		Self:    c.self,
 		Role:    string(c.role),
