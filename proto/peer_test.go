@@ -38,6 +38,8 @@ var docPeerLines = []struct {
 	{"Y 127.0.0.1:7071 synced 7360982537641984003 42", "record", Record{Kind: RecSynced, From: standby, Token: docTok3, Seq: 42}},
 	{"F deploy 7360982537641984002", "record", Record{Kind: RecFree, Key: "deploy", Token: 7360982537641984002}},
 	{"G deploy 7360982537641984004 30", "record", Record{Kind: RecHeld, Key: "deploy", Token: docTok4, Lease: 30 * time.Second}},
+	{"J deploy bob#2 30 9.5", "record", Record{Kind: RecJoined, Key: "deploy", ID: "bob#2", Lease: 30 * time.Second, Wait: 9500 * time.Millisecond}},
+	{"D deploy bob#2", "record", Record{Kind: RecLeft, Key: "deploy", ID: "bob#2"}},
 	{"W - 7360982537641984004 44", "record", Record{Kind: RecMark, Token: docTok4, Seq: 44}},
 	{"H 127.0.0.1:7071 7360982537641984004 44", "record", Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44}},
 	{"O 127.0.0.1:7071 7360982537641984004", "takeover", uint64(docTok4)},
@@ -407,7 +409,7 @@ func TestParseRecordRefuses(t *testing.T) {
 		line, msg string
 	}{
 		{"G deploy 1", `G record wants G KEY TOKEN LEASELEFT [limit=N] [id=ID], got 1 field(s) after "deploy"`},
-		{"G deploy 1 2 3", `G record "3": want limit=N or id=ID`},
+		{"G deploy 1 2 3", `G record "3": want limit=N, id=ID or ref=R`},
 		{"G deploy x 2", `G record token "x" is not an unsigned 64-bit integer`},
 		{"G deploy 1 2.5000", `G record lease "2.5000" has more than millisecond precision`},
 		{"G deploy 1 -2", `G record lease "-2"`},
