@@ -26,7 +26,8 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 }
 
 // AcquireWith is Acquire with options that change what is asked for:
-// Limit(n) takes one of n places of a semaphore instead of a lock. With
+// Limit(n) takes one of n places of a semaphore instead of a lock,
+// Name(s) names this acquire to observers, Wait(d) replaces wait. With
 // no option it is Acquire. A refusal because the key exists with another
 // limit is a *ServerError that matches ErrLimitMismatch.
 func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.Duration, opts ...AcquireOption) (Lock, error) {
@@ -36,19 +37,18 @@ func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.D
 	if err := checkLease("acquire", key, lease); err != nil {
 		return Lock{}, err
 	}
+	o, err := gatherOptions("acquire", key, opts)
+	if err != nil {
+		return Lock{}, err
+	}
+	if o.waitSet {
+		wait = o.wireWait()
+	}
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
-	limit := 1
-	for _, o := range opts {
-		if o.limit != 0 {
-			limit = o.limit
-		}
-	}
-	if limit < 1 || limit > proto.MaxLimit {
-		return Lock{}, fmt.Errorf("acquire %s: limit %d is out of range; a key allows 1 (a lock) to %d holders at once", key, limit, proto.MaxLimit)
-	}
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.acquireID()}
+	limit := o.limit
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.idFor(o)}
 	rctx := ctx
 	if wait > 0 {
 		// The server answers T when the wait ends, but holds that answer
@@ -80,25 +80,6 @@ func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.D
 		return Lock{}, timeoutErr(key, wait)
 	}
 	return Lock{}, badAnswer("acquire", key, cn, a)
-}
-
-// An AcquireOption changes what AcquireWith asks for. The zero value
-// changes nothing.
-type AcquireOption struct {
-	limit int
-}
-
-// Limit makes AcquireWith take one of n places of key, a semaphore: up to n
-// hold it at once, each with a token and a lease of its own, renewed and
-// released by that token as a lock is; the next acquire waits in the
-// same FIFO queue. Limit(1), like no option, is a lock. The first acquire
-// of a key sets its limit; while the key is held or waited on, an acquire
-// with another limit is refused with an error matching ErrLimitMismatch.
-func Limit(n int) AcquireOption {
-	if n == 0 {
-		n = -1 // out of range, not "no option"
-	}
-	return AcquireOption{limit: n}
 }
 
 // acquireGrace is how long past its wait an acquire waits for the
