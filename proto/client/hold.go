@@ -275,11 +275,11 @@ func (h *Held) expire() {
 		h.end(fmt.Errorf("hold %s token %d: %w: its last lease ended at %s", key, token, ErrMaxHold, end.Format(time.RFC3339Nano)))
 		return
 	}
-	why := "no node answered in time"
-	if last != nil {
-		why = "the last renewal failed: " + last.Error()
+	if last == nil {
+		h.end(fmt.Errorf("hold %s token %d: %w at %s (no node answered in time); another client may hold the key now", key, token, ErrExpired, end.Format(time.RFC3339Nano)))
+		return
 	}
-	h.end(fmt.Errorf("hold %s token %d: %w at %s (%s); another client may hold the key now", key, token, ErrExpired, end.Format(time.RFC3339Nano), why))
+	h.end(fmt.Errorf("hold %s token %d: %w at %s; another client may hold the key now; the last renewal failed: %w", key, token, ErrExpired, end.Format(time.RFC3339Nano), last))
 }
 
 // end marks the hold done with err; the first reason stays.
@@ -308,6 +308,8 @@ func (h *Held) Done() <-chan struct{} { return h.ctx.Done() }
 
 // Err is nil while the lock is held; after Done it wraps ErrLost
 // (and so ErrNotHeld), ErrExpired, ErrMaxHold, ErrReleased or ErrClosed.
+// ErrLost from a refusal also wraps the node's *ServerError, and
+// ErrExpired the last renewal's error when one failed.
 func (h *Held) Err() error {
 	if h.ctx.Err() == nil {
 		return nil
