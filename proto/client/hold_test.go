@@ -69,7 +69,7 @@ func TestHoldRenewsUntilReleased(t *testing.T) {
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, h, 0)
+	waitDone(t, h, 10*time.Millisecond)
 	if !errors.Is(h.Err(), client.ErrReleased) || !errors.Is(context.Cause(h.Context()), client.ErrReleased) {
 		t.Fatalf("after Release: Err %v, cause %v", h.Err(), context.Cause(h.Context()))
 	}
@@ -229,5 +229,47 @@ func TestHoldOptionErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("AcquireWith: %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// A full semaphore's timeout says its places are taken, a lock's that
+// another client holds it; neither names a command-line flag, and Queue
+// says a lock's limit is 1, as Lock does.
+func TestTimeoutWordsAndQueueLimit(t *testing.T) {
+	addr := startNode(t)
+	c := newClient(t, addr, client.Options{})
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "lock", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AcquireWith(ctx, "sem", time.Minute, 0, client.Limit(1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key  string
+		opts []client.AcquireOption
+		want string
+	}{
+		{"lock", nil, "another client holds the key"},
+		{"sem", []client.AcquireOption{client.Limit(1)}, "another client holds the key"},
+	} {
+		_, err := c.AcquireWith(ctx, tc.key, time.Minute, 0, append(tc.opts, client.Wait(0))...)
+		if !errors.Is(err, client.ErrTimeout) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "--") {
+			t.Errorf("%s: %v, want %q and no flag", tc.key, err, tc.want)
+		}
+	}
+	for range 2 {
+		if _, err := c.AcquireWith(ctx, "three", time.Minute, 0, client.Limit(2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.AcquireWith(ctx, "three", time.Minute, 0, client.Limit(2), client.Wait(0))
+	if !errors.Is(err, client.ErrTimeout) || !strings.Contains(err.Error(), "all 2 places of the semaphore are taken") {
+		t.Errorf("full semaphore: %v", err)
+	}
+	q, err := c.Queue(ctx, "lock")
+	if err != nil || q.Limit != 1 || q.Token != l.Token || l.Limit != 1 {
+		t.Errorf("queue of a lock: %+v %v, lock %+v: want limit 1 in both", q, err, l)
 	}
 }

@@ -64,7 +64,7 @@ func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.D
 	}
 	a, cn, err := c.roundTrip(rctx, &req, true)
 	if errors.Is(err, errWaitElapsed) || (err != nil && ctx.Err() == nil && rctx.Err() != nil) {
-		return Lock{}, timeoutErr(key, wait)
+		return Lock{}, timeoutErr(key, wait, limit)
 	}
 	if err != nil {
 		return Lock{}, callErr("acquire", key, err)
@@ -77,7 +77,7 @@ func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.D
 			}
 		}
 	case proto.KindTimeout:
-		return Lock{}, timeoutErr(key, wait)
+		return Lock{}, timeoutErr(key, wait, limit)
 	}
 	return Lock{}, badAnswer("acquire", key, cn, a)
 }
@@ -290,7 +290,9 @@ func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time
 	return badAnswer("renew", key, cn, a)
 }
 
-// Queue returns the holder of key and its waiters, in queue order.
+// Queue returns the holders of key and its waiters, in queue order. Its
+// Limit is 1 for a lock (and for a key nobody holds), as Lock.Limit is;
+// the wire leaves it out for a lock.
 func (c *Client) Queue(ctx context.Context, key string) (proto.Queue, error) {
 	if err := checkKey("queue", key); err != nil {
 		return proto.Queue{}, err
@@ -304,6 +306,7 @@ func (c *Client) Queue(ctx context.Context, key string) (proto.Queue, error) {
 	if err != nil {
 		return q, fmt.Errorf("queue %s: %s answered %w; check that client and server versions match", key, cn.addr, err)
 	}
+	q.Limit = max(q.Limit, 1)
 	return q, nil
 }
 
@@ -410,7 +413,7 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			}
 			at.fail(cn, gen, r.err)
 			if !resend {
-				return proto.Answer{}, nil, fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check with lockctl status before retrying", r.err)
+				return proto.Answer{}, nil, fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check the node's state before retrying", r.err)
 			}
 			if at.drops >= maxDrops {
 				return proto.Answer{}, nil, c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", at.drops, r.err))
@@ -450,7 +453,7 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 				c.setActive(addr)
 				at.moves++
 				if at.moves > maxMoves {
-					return a, cn, fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, and check lockctl status", maxMoves, cn.addr, addr, ErrDisagree)
+					return a, cn, fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, once the cluster has settled on one active node", maxMoves, cn.addr, addr, ErrDisagree)
 				}
 				at.target = addr
 				pause = moveBackoff(at.moves)
@@ -566,8 +569,12 @@ func callErr(op, key string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, key, err)
 }
 
-func timeoutErr(key string, wait time.Duration) error {
-	return fmt.Errorf("acquire %s: %w after %s; another client holds the key: retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait)
+func timeoutErr(key string, wait time.Duration, limit int) error {
+	held := "another client holds the key"
+	if limit > 1 {
+		held = fmt.Sprintf("all %d places of the semaphore are taken", limit)
+	}
+	return fmt.Errorf("acquire %s: %w after %s: %s; retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait, held)
 }
 
 func notHeldErr(op, key string, token uint64) error {
