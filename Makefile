@@ -120,6 +120,7 @@ FUZZ_TARGETS := \
 	./proto:FuzzParseBeatAnswer \
 	./proto:FuzzParseRecord \
 	./proto:FuzzParseHandoffAnswer \
+	./proto:FuzzAnswerRef \
 	./proto/auth:FuzzStep \
 	./proto/client:FuzzDispatch \
 	./cmd/lockctl:FuzzPrintable \

@@ -150,7 +150,10 @@ type Event struct {
 	Limit  int
 	Waiter Waiter
 	// ID is the acquire's id, on Granted: a replica keeps it with the
-	// holder, so that a re-sent acquire finds its grant after a failover.
+	// holder, so that a re-sent acquire finds its grant after a failover;
+	// and on a TimedOut of Advance, whose waiter left its queue (not on
+	// the TimedOut of a request replaced by its re-send, which keeps the
+	// place).
 	ID string
 }
 
@@ -302,6 +305,11 @@ type Engine struct {
 	freeWait []*waiter
 	freeHold []*crowdHolder
 	arrivals uint32 // waiters queued so far, wrapping: ties of since are rare
+	// ghosts numbers the ghosts queued (AddGhost), and ghostWait holds
+	// each ghost's wait deadline (0: forever) while its heap entry is its
+	// grace.
+	ghosts    uint64
+	ghostWait map[*waiter]int64
 }
 
 // Check reports a configuration that New would refuse (a Node out of
@@ -392,6 +400,18 @@ func (e *Engine) Acquire(now time.Time, key string, limit int, lease, wait time.
 // takes its place in the queue, and the waiter it replaces is answered
 // TimedOut (its request was given up on). An empty id is Acquire.
 func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
+	return e.acquire(now, key, limit, lease, wait, false, id, w, out)
+}
+
+// TryAcquireID is AcquireID that never queues, the try-lock: w is granted
+// at once if a place of key is free (or its id holds one already), and
+// answered TimedOut at once otherwise, in out. A place kept for a waiter
+// of the previous active (see AddGhost) counts as taken.
+func (e *Engine) TryAcquireID(now time.Time, key string, limit int, lease time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
+	return e.acquire(now, key, limit, lease, 0, true, id, w, out)
+}
+
+func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.Duration, try bool, id string, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
 		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
@@ -421,12 +441,16 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 	}
 	nanos := now.UnixNano()
 	if id != "" {
-		if out, ok := e.again(now, ks, lease, id, w, out); ok {
+		if out, ok := e.again(now, ks, lease, id, try, w, out); ok {
 			return out, nil
 		}
 	}
-	if ks.nheld() < ks.limit() {
+	// A free place under a queue is one kept for a ghost at its head.
+	if ks.nheld() < ks.limit() && ks.head() == nil {
 		return e.grant(now, ks, lease, w, id, out), nil
+	}
+	if try {
+		return append(out, Event{Kind: TimedOut, Key: key, Waiter: w}), nil
 	}
 	if ks.nwait() >= e.cfg.MaxWaitersPerKey {
 		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
@@ -466,7 +490,7 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 // again serves an acquire whose id a holder or a waiter of ks already
 // carries: it is a re-send of the same acquire. It reports false when
 // neither does.
-func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id string, w Waiter, out []Event) ([]Event, bool) {
+func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id string, try bool, w Waiter, out []Event) ([]Event, bool) {
 	for h := range ks.holders {
 		if h.id == id {
 			h.deadline = now.UnixNano() + int64(lease)
@@ -475,14 +499,128 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 		}
 	}
 	wt := e.byID[id]
-	if wt == nil || wt.ks != ks {
+	if wt == nil || wt.ks != ks || try {
 		return out, false
 	}
-	out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w})
+	if wt.w.Conn != GhostConn {
+		out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w})
+	}
 	e.waiters.remove(wt)
 	wt.w, wt.lease = w, lease
 	e.waiters.add(wt)
+	if dl, ok := e.ghostWait[wt]; ok {
+		// A ghost's place claimed back: its wait is what it had left,
+		// no longer its grace.
+		delete(e.ghostWait, wt)
+		if wt.heapIdx >= 0 {
+			heap.Remove(&e.waits, int(wt.heapIdx))
+		}
+		if dl > 0 {
+			e.waits.push(waitEntry{deadline: dl, wt: wt})
+		}
+		if ks.nheld() < ks.limit() {
+			out = e.fill(now, ks, out)
+		}
+	}
 	return out, true
+}
+
+// GhostConn is the Waiter.Conn of a ghost: a place in a queue kept, after
+// a failover or a handoff, for a waiter of the node this one took over
+// from, until its client re-sends the acquire (same id) and claims it.
+// No connection has this number.
+const GhostConn = ^uint64(0)
+
+// MaxGhostGrace bounds how long a ghost keeps its place: a ghost at the
+// head of a free key keeps the key free meanwhile (the place is its
+// waiter's, who is re-sending), so the grace must stay short.
+const MaxGhostGrace = 5 * time.Second
+
+// AddGhost queues a ghost of key at the tail of its queue: the place of
+// a waiter with id that the previous active had queued, whose wait had
+// waitLeft to go (0: forever), for lease. The ghost keeps the place for
+// grace (at most MaxGhostGrace): an AcquireID with its id takes it back
+// with the wait it had left; one that does not come in time is dropped.
+// While a ghost is at the head of a key with a free place, the place
+// stays free for it, for at most the grace; after the grace the next
+// waiter is granted. A ghost is never granted and never answered.
+//
+// A key that does not exist is created with limit; an id already queued
+// or holding, or a key with another limit, adds nothing.
+func (e *Engine) AddGhost(now time.Time, key string, limit int, id string, lease, waitLeft, grace time.Duration) bool {
+	if id == "" || lease <= 0 || e.byID[id] != nil {
+		return false
+	}
+	grace = min(max(grace, time.Millisecond), MaxGhostGrace)
+	limit = max(limit, 1)
+	ks := e.lookup(key)
+	if ks == nil {
+		if e.all.len() >= e.cfg.MaxKeys {
+			return false
+		}
+		ks = e.newKey(key, limit)
+	} else if ks.limit() != limit {
+		return false
+	}
+	for h := range ks.holders {
+		if h.id == id {
+			return false
+		}
+	}
+	nanos := now.UnixNano()
+	e.ghosts++
+	wt := e.newWaiter()
+	e.arrivals++
+	*wt = waiter{w: Waiter{Conn: GhostConn, Seq: e.ghosts}, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
+	if e.byID == nil {
+		e.byID = make(map[string]*waiter)
+		e.idOf = make(map[*waiter]string)
+	}
+	e.byID[id] = wt
+	e.idOf[wt] = id
+	e.byIDPeak = max(e.byIDPeak, len(e.byID))
+	e.idOfPeak = max(e.idOfPeak, len(e.idOf))
+	if e.ghostWait == nil {
+		e.ghostWait = make(map[*waiter]int64)
+	}
+	var dl int64
+	if waitLeft > 0 {
+		dl = nanos + int64(waitLeft)
+	}
+	e.ghostWait[wt] = dl
+	end := nanos + int64(grace)
+	if dl > 0 {
+		end = min(end, dl)
+	}
+	e.waits.push(waitEntry{deadline: end, wt: wt})
+	x := e.extra(ks)
+	if x.tail == nil {
+		x.head = wt
+	} else {
+		x.tail.next = wt
+		wt.prev = x.tail
+	}
+	x.tail = wt
+	x.nwait++
+	e.waiters.add(wt)
+	return true
+}
+
+// QueuedID reports whether a waiter (or ghost) with id is queued.
+func (e *Engine) QueuedID(id string) bool { return e.byID[id] != nil }
+
+// Withdraw takes the waiter of key whose acquire carried id, and came on
+// connection conn, out of the queue (X), and returns it; false when no
+// such waiter waits (granted already, timed out, never queued, or
+// another connection's).
+func (e *Engine) Withdraw(key, id string, conn uint64) (Waiter, bool) {
+	wt := e.byID[id]
+	if wt == nil || wt.w.Conn != conn || wt.ks.key != key {
+		return Waiter{}, false
+	}
+	w := wt.w
+	e.leave(wt)
+	return w, true
 }
 
 // pluralHolders says "1 holder" or "n holders".
@@ -566,8 +704,16 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			// A wait ending at the same instant as a lease times out
 			// first: the waiter's wait was [since, deadline).
 			w := e.waits[0].wt
-			out = append(out, Event{Kind: TimedOut, Key: w.ks.key, Waiter: w.w})
+			ks := w.ks
+			// A ghost's too, Waiter.Conn GhostConn: nobody to answer,
+			// but its place is gone, for the standbys as well.
+			out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: w.w, ID: e.waiterID(w)})
 			e.leave(w)
+			// A ghost whose grace ended may have kept a place free:
+			// the waiters behind it get it now.
+			if ks.head() != nil && ks.nheld() < ks.limit() {
+				out = e.fill(time.Unix(0, wt), ks, out)
+			}
 		default:
 			h := e.leases.top()
 			out = append(out, Event{Kind: Freed, Key: h.keyOf().key, Token: h.token, Expired: true})
@@ -639,6 +785,9 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 		e.leaveCrowd(h)
 	}
 	if wt := ks.head(); wt != nil {
+		if wt.w.Conn == GhostConn {
+			return out // the place is kept for the ghost (AddGhost)
+		}
 		w, lease, id := wt.w, wt.lease, e.waiterID(wt)
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
@@ -660,6 +809,9 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
 	for ks.head() != nil && ks.nheld() < ks.limit() {
 		wt := ks.head()
+		if wt.w.Conn == GhostConn {
+			return out // kept for the ghost
+		}
 		w, lease, id := wt.w, wt.lease, e.waiterID(wt)
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
@@ -860,6 +1012,9 @@ func (e *Engine) unlink(wt *waiter) {
 		heap.Remove(&e.waits, int(wt.heapIdx))
 	}
 	e.waiters.remove(wt)
+	if len(e.ghostWait) > 0 {
+		delete(e.ghostWait, wt)
+	}
 	if id := e.waiterID(wt); id != "" {
 		if e.byID[id] == wt {
 			delete(e.byID, id)

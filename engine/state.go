@@ -119,6 +119,42 @@ func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []W
 	return hs, ws, ks.nwait()
 }
 
+// Waiters calls fn for every waiter, key by key (in no particular but a
+// deterministic order), each key's in queue order, with the key's limit.
+// Ghosts (AddGhost) are listed too, with Waiter.Conn GhostConn. fn must
+// not call the engine.
+func (e *Engine) Waiters(now time.Time, fn func(key string, limit int, w WaiterInfo)) {
+	nanos := now.UnixNano()
+	for i := range e.all.len() {
+		ks := *e.all.at(i)
+		for wt := ks.head(); wt != nil; wt = wt.next {
+			wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: e.waiterID(wt)}
+			if wt.heapIdx >= 0 {
+				wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
+			}
+			if dl, ok := e.ghostWait[wt]; ok {
+				wi.WaitLeft = 0
+				if dl > 0 {
+					wi.WaitLeft = time.Duration(max(dl-nanos, 1))
+				}
+			}
+			fn(ks.key, ks.limit(), wi)
+		}
+	}
+}
+
+// WaiterID is the id of waiter w's acquire, "" when it had none or w
+// does not wait.
+func (e *Engine) WaiterID(w Waiter) string {
+	if len(e.idOf) == 0 {
+		return ""
+	}
+	if wt := e.waiters.get(w); wt != nil {
+		return e.idOf[wt]
+	}
+	return ""
+}
+
 // holderInfo lists h, a holder of ks, as of nanos.
 func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
 	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id}

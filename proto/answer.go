@@ -37,6 +37,50 @@ func AppendMoved(b []byte, key, addr string) []byte {
 	return append(b, '\n')
 }
 
+// AppendGrantedRef writes "A key token [ref=R]".
+func AppendGrantedRef(b []byte, key string, token uint64, ref Ref) []byte {
+	b = AppendGranted(b, key, token)
+	return appendRefEOL(b, ref)
+}
+
+// AppendTimeoutRef writes "T key [ref=R]".
+func AppendTimeoutRef(b []byte, key string, ref Ref) []byte {
+	return appendRefEOL(AppendTimeout(b, key), ref)
+}
+
+// AppendMovedRef writes "M key addr [ref=R]".
+func AppendMovedRef(b []byte, key, addr string, ref Ref) []byte {
+	return appendRefEOL(AppendMoved(b, key, addr), ref)
+}
+
+// AppendErrorRef writes "E key OP: [ref=R] msg": the ref is the first
+// word after the op, so that the refusal of a ref'd acquire finds it.
+func AppendErrorRef(b []byte, key string, op Op, ref Ref, msg string) []byte {
+	if ref.IsZero() {
+		return AppendError(b, key, op, msg)
+	}
+	if key == "" {
+		key = WordNone
+	}
+	b = append(b, 'E', ' ')
+	b = append(b, key...)
+	b = append(b, ' ')
+	b = append(b, op.String()...)
+	b = append(b, ':')
+	b = AppendRef(b, ref)
+	b = append(b, ' ')
+	return appendFlat(b, msg)
+}
+
+// appendRefEOL puts " ref=R" before the line ending b ends in.
+func appendRefEOL(b []byte, ref Ref) []byte {
+	if ref.IsZero() {
+		return b
+	}
+	b = AppendRef(b[:len(b)-1], ref)
+	return append(b, '\n')
+}
+
 // AppendWord writes "OP key word", the answer of R and N ("ok", "notheld").
 func AppendWord(b []byte, op Op, key, word string) []byte {
 	b = append(b, byte(op), ' ')
@@ -58,6 +102,11 @@ func AppendError(b []byte, key string, op Op, msg string) []byte {
 	b = append(b, ' ')
 	b = append(b, op.String()...)
 	b = append(b, ':', ' ')
+	return appendFlat(b, msg)
+}
+
+// appendFlat writes msg with its line breaks flattened, and the line end.
+func appendFlat(b []byte, msg string) []byte {
 	for i := 0; i < len(msg); i++ {
 		c := msg[i]
 		if c == '\n' || c == '\r' {
@@ -105,13 +154,53 @@ func (a Answer) ReqOp() Op {
 	return a.Kind
 }
 
-// ErrorText is the words of an E answer, without its op.
+// ErrorText is the words of an E answer, without its op and ref.
 func (a Answer) ErrorText() string {
 	f := a.Fields
 	if len(f) > 0 && len(f[0]) == 2 && f[0][1] == ':' {
 		f = f[1:]
+		if a.ReqOp() == OpAcquire && len(f) > 0 && strings.HasPrefix(f[0], "ref=") {
+			f = f[1:]
+		}
 	}
 	return strings.Join(f, " ")
+}
+
+// Ref is the ref=R an answer to an acquire carries (A, T, M, and E of
+// A), "" when it carries none.
+func (a Answer) Ref() string {
+	f := a.Fields
+	switch a.Kind {
+	case OpAcquire, KindTimeout, KindMoved:
+		if n := len(f); n > 0 && strings.HasPrefix(f[n-1], "ref=") {
+			return f[n-1][4:]
+		}
+	case KindError:
+		if len(f) > 1 && f[0] == "A:" && strings.HasPrefix(f[1], "ref=") {
+			return f[1][4:]
+		}
+	}
+	return ""
+}
+
+// WithoutRef is a with its ref word taken out, so that code that reads
+// the answers of acquires without ref= reads it unchanged.
+func (a Answer) WithoutRef() Answer {
+	f := a.Fields
+	switch a.Kind {
+	case OpAcquire, KindTimeout, KindMoved:
+		if n := len(f); n > 0 && strings.HasPrefix(f[n-1], "ref=") {
+			a.Fields = f[:n-1]
+			if n == 1 {
+				a.Fields = nil // as ParseAnswer leaves a line of no fields
+			}
+		}
+	case KindError:
+		if len(f) > 1 && f[0] == "A:" && strings.HasPrefix(f[1], "ref=") {
+			a.Fields = append([]string{f[0]}, f[2:]...)
+		}
+	}
+	return a
 }
 
 // ParseAnswer reads one answer line.
@@ -305,8 +394,14 @@ type QueueWaiter struct {
 }
 
 // AppendQueue writes the Q answer for q.
-func AppendQueue(b []byte, q Queue) []byte {
-	b = append(b, 'Q', ' ')
+func AppendQueue(b []byte, q Queue) []byte { return appendQueue(b, OpQueue, q) }
+
+// AppendWatch writes "L key BODY", a watch's view of q: BODY is the words
+// of q's Q answer after its key, which ParseQueue reads.
+func AppendWatch(b []byte, q Queue) []byte { return appendQueue(b, OpWatch, q) }
+
+func appendQueue(b []byte, op Op, q Queue) []byte {
+	b = append(b, byte(op), ' ')
 	b = append(b, q.Key...)
 	if q.Held {
 		b = append(b, ' ')
@@ -367,10 +462,11 @@ func AppendQueue(b []byte, q Queue) []byte {
 	return append(b, '\n')
 }
 
-// ParseQueue reads the fields of a Q answer.
+// ParseQueue reads the fields of a Q answer, or of an L answer (a
+// watch's, whose body is a Q answer's).
 func ParseQueue(a Answer) (Queue, error) {
 	q := Queue{Key: a.Key}
-	if a.Kind != OpQueue || len(a.Fields) < 3 {
+	if (a.Kind != OpQueue && a.Kind != OpWatch) || len(a.Fields) < 3 {
 		return q, errors.New("malformed queue answer")
 	}
 	f := a.Fields

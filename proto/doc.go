@@ -89,10 +89,13 @@
 // # Answers at a glance
 //
 //	request               answers
-//	A key lease wait ...  A key token | T key | M key addr | E key A: words
+//	A key lease wait ...  A key token | T key | M key addr | E key A: words (each with ref=R when the A had one)
 //	R key token           R key ok | R key notheld | M key addr | E key R: words
 //	N key token lease     N key ok | N key notheld | M key addr | E key N: words
+//	X key id              X key ok | X key none | M key addr | E key X: words
 //	Q key                 Q key TOKEN|- LEASELEFT|- NWAITERS WAITED,ADDR ... [name=value ...] | M | E
+//	L key                 L key BODY, now and after every change | M | E
+//	U key                 U key ok | E
 //	K pattern             K pattern TOTAL KEY ... | M | E
 //	S label               S label self=ADDR role=ROLE ... peer=... | E
 //	H label [addr]        H label ok NEWACTIVE | M label addr | E label H: words
@@ -119,7 +122,18 @@
 //   - M answers the oldest outstanding request on its key, whatever its op.
 //
 // The server answers requests with the same (op, key) in the order they
-// were sent on the connection, which makes the rule exact. An E whose key
+// were sent on the connection, which makes the rule exact.
+//
+// Acquires that carry ref=R are the exception, and are matched by their
+// ref instead: every answer to such an acquire carries it back (A key
+// token ref=R, T key ref=R, M key addr ref=R, E key A: ref=R words), and
+// is written as soon as it is known, not held back behind an older
+// acquire of the same key on the connection. So one connection can carry
+// a long wait and a try-lock of the same key, and the try-lock's answer
+// comes at once. A client that puts ref= on every acquire (the official
+// clients do) matches A, T, M and E-of-A answers that carry a ref by ref
+// alone; answers without a ref go by the (op, key) rule. An L line, and
+// an M that matches no outstanding request, belong to a watch (see L). An E whose key
 // is - or whose op is ? answers a line the server could not read that far;
 // a client that sends only well-formed lines never meets one.
 //
@@ -134,11 +148,13 @@
 //
 // # A: acquire
 //
-//	A key lease wait [limit=N] [id=ID]
+//	A key lease wait [limit=N] [id=ID] [ref=R]
 //
 // Asks for the lock on key. lease is how long the lock is held unless it
 // is renewed or released; it must be more than 0. wait is the longest the
-// request stays in the key's queue; 0 waits forever. Waiters are served in
+// request stays in the key's queue; 0 waits forever, and - never queues:
+// the try-lock, answered at once with A key token (granted) or T key
+// (held by others). Waiters are served in
 // FIFO order: when the holder releases or its lease runs out, the key
 // passes at once to the head of the queue, with a new token.
 //
@@ -164,6 +180,22 @@
 // NAME#SUFFIX also says who acquired: NAME is for people (lockctl's
 // --name, user@host:pid by default), SUFFIX makes the id unique; tools
 // show the part before the last # (IDName), or a whole id without one.
+//
+// ref=R (1 to 16 letters or digits, [0-9A-Za-z]) is the client's handle
+// for the answer: every answer to the acquire ends with ref=R (for E, it
+// is the first word after "A:"), and is not held back behind older
+// acquires of the key (see Pipelining). A ref need only be unique among
+// the client's outstanding acquires on one connection.
+//
+// Waiters whose acquire carried an id keep their place across a failover
+// or a handoff: the active replicates each such waiter (key, id, place in
+// the queue, wait left) to its standbys, and a node that takes the role
+// keeps those places for a grace period (at most the failure timeout,
+// and never more than 5 seconds). A re-sent acquire with the same id
+// takes its place back, with the wait it had left, instead of joining the
+// tail; a place nobody claims within the grace is dropped, and when the
+// key frees with such a place at the head, the place whose grace has
+// ended is skipped (it never holds the key up past its grace).
 //
 //	A key token     granted: token is the fencing token, larger than every earlier one
 //	T key           the wait elapsed without a grant: nothing is held
@@ -197,6 +229,82 @@
 //	$ nc 127.0.0.1 7071
 //	A deploy 30 10
 //	M deploy 127.0.0.1:7070
+//
+//	$ nc 127.0.0.1 7070    # try-locks, and refs that let answers overtake
+//	A report 30 0 ref=1
+//	A report 7360982537641984006 ref=1
+//	A report 30 - ref=2
+//	T report ref=2
+//	A report 30 60 id=bob#7 ref=3
+//	# waiting; a try-lock sent behind it is answered at once all the same:
+//	A report 30 - ref=4
+//	T report ref=4
+//	A report 30 - limit=2 ref=5
+//	E report A: ref=5 limit mismatch: key "report" allows 1 holder; this acquire asked for 2: use the same --limit as the others
+//
+// # X: withdraw
+//
+//	X key id
+//
+// Takes the waiting acquire of key whose id=ID is id out of the queue at
+// once, as if its wait had elapsed: a client that gives up waiting (its
+// caller was interrupted, its deadline passed) sends X rather than
+// leaving a waiter that would be granted and released for nothing. X
+// withdraws only an acquire sent on the same connection. The acquire is
+// answered first, T key (with its ref=R if it had one), then the X.
+//
+//	X key ok        the acquire was waiting and is withdrawn (its T came just before)
+//	X key none      no acquire with that id waits on key from this connection:
+//	                granted already, timed out, or never queued
+//	M key addr      this node is not active: ask addr
+//	E key X: words  refused
+//
+// After X key none, a grant may be on its way (it crossed the X on the
+// wire): the client releases it when it comes.
+//
+//	$ nc 127.0.0.1 7070
+//	A report 30 60 id=carol#1 ref=6
+//	X report carol#1
+//	T report ref=6
+//	X report ok
+//	X report carol#1
+//	X report none
+//
+// # L: watch, U: unwatch
+//
+//	L key
+//	U key
+//
+// L subscribes the connection to key's holders and waiters. It is
+// answered at once with L key BODY, where BODY is exactly the words a Q
+// answer has after its key (ParseQueue reads an L answer as it reads a
+// Q), and again with a fresh L key BODY after every change of the key's
+// holders or waiters: a grant, a release, an expiry, a waiter joining or
+// leaving, a place of a semaphore taken or freed. Renewals alone send
+// nothing. Several changes served at once may show as one line, the
+// state after them. An L of a key already watched on the connection
+// answers its state again; it is still one watch. U ends the watch: U key
+// ok, after which no L key line follows. A watch ends when its
+// connection closes.
+//
+// A connection watches at most --max-watches keys (default 256), a node
+// at most --max-total-watches (default 100000); beyond them L is answered
+// E key L: words. On a node with secrets, L needs an authenticated
+// connection like every lock request. A standby answers L with M key
+// addr. When the active gives its role up (a handoff, a demotion), every
+// watch on it is answered M key addr and ends: a client that reads an M
+// matching no outstanding request of its own, while it watches key,
+// watches key again at addr, and delivers the state it first reads there.
+//
+//	$ nc 127.0.0.1 7070
+//	L deploy
+//	L deploy - - 0
+//	# another client acquires deploy:
+//	L deploy 7360982537641984007 30 0
+//	# and a third waits for it:
+//	L deploy 7360982537641984007 28.1 1 0,127.0.0.1:51300
+//	U deploy
+//	U deploy ok
 //
 // # R: release
 //
@@ -428,9 +536,9 @@
 //
 //	$ nc 127.0.0.1 7070
 //	a deploy 30 10
-//	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)
+//	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, X withdraw, Q queue, L watch, U unwatch, K keys, S status, H handoff, I authenticate)
 //	A deploy 30
-//	E deploy A: want A KEY LEASE WAIT [limit=N] [id=ID] (seconds; wait 0 = forever), got 1 argument(s)
+//	E deploy A: want A KEY LEASE WAIT [limit=N] [id=ID] [ref=R] (seconds; wait 0 = forever, - = never queue), got 1 argument(s)
 //	A deploy 30 1.2345
 //	E deploy A: wait "1.2345" has more than millisecond precision (at most 3 digits after the point)
 //	R deploy

@@ -32,7 +32,20 @@ var fuzzRequests = []string{
 	"C 0 0000", // found by FuzzParse: format did not know C
 	"I client s3cret\n",
 	"I peer hello 0123abcd\n",
+	"A deploy 30 - ref=1\n",
+	"A deploy 30 10 limit=3 id=ci#1 ref=zZ09\n",
+	"X deploy ci#1\n",
+	"L deploy\n",
+	"U deploy\n",
 	// Refused.
+	"A deploy 30 -- ref=1",
+	"A deploy 30 10 ref=",
+	"A deploy 30 10 ref=a-b",
+	"A deploy 30 10 ref=12345678901234567",
+	"A deploy 30 10 ref=1 ref=2",
+	"X deploy a b",
+	"L deploy x",
+	"U deploy x",
 	"",
 	"\n",
 	"\r\n",
@@ -148,7 +161,21 @@ func format(t *testing.T, req Request) []byte {
 	switch req.Op {
 	case OpAcquire:
 		word(FormatSeconds(req.Lease))
-		word(FormatSeconds(req.Wait))
+		if req.Try {
+			word("-")
+		} else {
+			word(FormatSeconds(req.Wait))
+		}
+		if req.Limit != 0 {
+			word("limit=" + strconv.Itoa(req.Limit))
+		}
+		if req.ID != "" {
+			word("id=" + req.ID)
+		}
+		b = AppendRef(b, req.Ref)
+	case OpWithdraw:
+		word(req.ID)
+	case OpWatch, OpUnwatch:
 	case OpRelease:
 		word(strconv.FormatUint(req.Token, 10))
 	case OpRenew:
@@ -311,6 +338,8 @@ func FuzzParseQueue(f *testing.F) {
 		"Q builds 7 30 1 1,- limit=3 holder=9,12.5 id=9,carol#1 id=7,a=b,c\n",
 		"Q k 7 1 0 id=7,a id=7,b\n",
 		"Q k - - 1 1,- wid=1,x later=1\n",
+		"L deploy 7 29.5 1 3.2,127.0.0.1:51234 id=7,alice#1 wid=1,bob#2\n",
+		"L k - - 0\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -323,7 +352,7 @@ func FuzzParseQueue(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if a.Kind != OpQueue || q.Key != a.Key {
+		if (a.Kind != OpQueue && a.Kind != OpWatch) || q.Key != a.Key {
 			t.Fatalf("ParseQueue(%q) = %+v from an answer %+v", line, q, a)
 		}
 		if q.LeaseLeft < 0 || !q.Held && (q.Token != 0 || q.LeaseLeft != 0) {
@@ -338,6 +367,9 @@ func FuzzParseQueue(f *testing.F) {
 			return
 		}
 		back := AppendQueue(nil, q)
+		if a.Kind == OpWatch {
+			back = AppendWatch(nil, q)
+		}
 		a2, err := ParseAnswer(back)
 		if err != nil {
 			t.Fatalf("ParseQueue(%q) = %+v, written back as %q, unreadable: %v", line, q, back, err)
@@ -368,6 +400,12 @@ var peerSeeds = []string{
 	"G deploy 7360982537641984002 12.75\n",
 	"Y 127.0.0.1:7071 synced 7360982537641984003 42\n",
 	"F deploy 7360982537641984002\n",
+	"J deploy bob#2 30 9.5\n",
+	"J builds carol#1 60 0 limit=3\n",
+	"D deploy bob#2\n",
+	"J deploy bob#2 0 1\n",
+	"J deploy bob#2 30 1 id=x\n",
+	"D deploy\n",
 	"G deploy 7360982537641984004 30\n",
 	"W - 7360982537641984004 44\n",
 	"H 127.0.0.1:7071 7360982537641984004 44\n",
@@ -569,6 +607,48 @@ func FuzzParseHandoffAnswer(f *testing.F) {
 		}
 		if addr2, err := ParseHandoffAnswer(a2); err != nil || addr2 != addr {
 			t.Fatalf("handoff answer %q written back as %q reads %q, %v", line, back, addr2, err)
+		}
+	})
+}
+
+// FuzzAnswerRef proves that the ref of an acquire's answer is read back
+// from every answer form that carries it, that taking it out leaves the
+// answer an acquire without ref= gets, and that Answer.Ref never panics.
+func FuzzAnswerRef(f *testing.F) {
+	for _, s := range []string{"1", "zZ09", "0123456789abcdef", "", "a-b", "12345678901234567"} {
+		f.Add("deploy", s, "queue full: 50 clients wait", uint64(7))
+	}
+	f.Fuzz(func(t *testing.T, key, ref, msg string, token uint64) {
+		if CheckKey([]byte(key)) != "" {
+			return
+		}
+		r, ok := MakeRef(ref)
+		if !ok {
+			if _, err := Parse([]byte("A k 1 1 ref=" + ref)); err == nil && !strings.ContainsAny(ref, " \r\n") {
+				t.Fatalf("MakeRef(%q) refused what Parse accepts", ref)
+			}
+			return
+		}
+		if r.String() != ref {
+			t.Fatalf("MakeRef(%q).String() = %q", ref, r.String())
+		}
+		for _, c := range []struct{ with, without []byte }{
+			{AppendGrantedRef(nil, key, token, r), AppendGranted(nil, key, token)},
+			{AppendTimeoutRef(nil, key, r), AppendTimeout(nil, key)},
+			{AppendMovedRef(nil, key, "127.0.0.1:7071", r), AppendMoved(nil, key, "127.0.0.1:7071")},
+			{AppendErrorRef(nil, key, OpAcquire, r, msg), AppendError(nil, key, OpAcquire, msg)},
+		} {
+			a, err := ParseAnswer(c.with)
+			if err != nil {
+				t.Fatalf("%q unreadable: %v", c.with, err)
+			}
+			if a.Ref() != ref {
+				t.Fatalf("%q: Ref() = %q, want %q", c.with, a.Ref(), ref)
+			}
+			b, _ := ParseAnswer(c.without)
+			if got := a.WithoutRef(); !reflect.DeepEqual(got, b) || got.ErrorText() != b.ErrorText() || (a.Kind == KindError && a.ErrorText() != b.ErrorText()) {
+				t.Fatalf("%q without its ref is %+v (%q, %q), want %+v (%q)", c.with, got, got.ErrorText(), a.ErrorText(), b, b.ErrorText())
+			}
 		}
 	})
 }

@@ -348,10 +348,11 @@ func checkRole(s string) (string, string) {
 type Record struct {
 	Kind   Op            // RecHeld, RecFree, RecMark, RecSynced, RecHandoff, KindMoved
 	Limit  int           // G: the key's limit (0 when not given: 1)
-	ID     string        // G: the acquire's id, "" when none
+	ID     string        // G: the acquire's id, "" when none; J, D: the waiter's
 	Key    string        // G, F: the key
 	Token  uint64        // G, F: the holder's token; W, Y-synced, H: the high-water mark
-	Lease  time.Duration // G: lease left
+	Lease  time.Duration // G: lease left; J: the waiter's lease
+	Wait   time.Duration // J: the wait it has left, 0 forever
 	Seq    uint64        // W, Y-synced, H: the active's replication position
 	From   string        // Y-synced, H: the standby's address (the line's key); M: see Addr
 	Pinned bool          // H: the handoff was asked for by command
@@ -399,9 +400,29 @@ func AppendRecord(b []byte, r Record) []byte {
 }
 
 // appendControlRecord writes the records that are not a lock's: W, Y, H
-// and M.
+// and M, and the waiters' J and D.
 func appendControlRecord(b []byte, r *Record) []byte {
 	switch r.Kind {
+	case RecJoined:
+		b = append(b, byte(RecJoined), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = append(b, r.ID...)
+		b = append(b, ' ')
+		b = AppendSeconds(b, (r.Lease + time.Millisecond - 1).Truncate(time.Millisecond))
+		b = append(b, ' ')
+		// Rounded up, so that a wait with something left never reads as
+		// 0, forever.
+		b = AppendSeconds(b, (r.Wait + time.Millisecond - 1).Truncate(time.Millisecond))
+		if r.Limit > 1 {
+			b = append(b, " limit="...)
+			b = strconv.AppendInt(b, int64(r.Limit), 10)
+		}
+	case RecLeft:
+		b = append(b, byte(RecLeft), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = append(b, r.ID...)
 	case RecMark:
 		b = append(b, byte(RecMark), ' ')
 		b = append(b, WordNone...)
@@ -465,6 +486,9 @@ func ParseRecord(a Answer) (Record, error) {
 				return fail(msg)
 			}
 		}
+		if !opt.Ref.IsZero() {
+			return fail("a record carries no ref=")
+		}
 		r.Limit, r.ID = opt.Limit, opt.ID
 		if msg = CheckKey([]byte(a.Key)); msg != "" {
 			return fail(msg)
@@ -475,6 +499,44 @@ func ParseRecord(a Answer) (Record, error) {
 		}
 		if r.Lease, msg = ParseSeconds([]byte(f[1])); msg != "" {
 			return fail("lease " + msg)
+		}
+	case RecJoined, RecLeft:
+		form := "J KEY ID LEASE WAITLEFT [limit=N]"
+		if a.Kind == RecLeft {
+			form = "D KEY ID"
+		}
+		if (a.Kind == RecLeft && len(f) != 1) || (a.Kind == RecJoined && (len(f) < 3 || len(f) > 4)) {
+			return want(form)
+		}
+		if msg = CheckKey([]byte(a.Key)); msg != "" {
+			return fail(msg)
+		}
+		r.Key = a.Key
+		if msg = CheckID(f[0]); msg != "" {
+			return fail("id " + msg)
+		}
+		r.ID = f[0]
+		if a.Kind == RecLeft {
+			break
+		}
+		if r.Lease, msg = ParseSeconds([]byte(f[1])); msg != "" {
+			return fail("lease " + msg)
+		}
+		if r.Lease <= 0 {
+			return fail("lease must be more than 0")
+		}
+		if r.Wait, msg = ParseSeconds([]byte(f[2])); msg != "" {
+			return fail("wait " + msg)
+		}
+		if len(f) == 4 {
+			var opt Request
+			if msg := parseAcquireOption(&opt, []byte(f[3])); msg != "" || opt.Limit == 0 {
+				if msg == "" {
+					msg = fmt.Sprintf("%q: want limit=N", clipString(f[3]))
+				}
+				return fail(msg)
+			}
+			r.Limit = opt.Limit
 		}
 	case RecFree:
 		if len(f) != 1 {
@@ -550,7 +612,7 @@ func ParseRecord(a Answer) (Record, error) {
 	case KindError:
 		return Record{}, errors.New("stream refused: " + a.ErrorText())
 	default:
-		return Record{}, errors.New("unknown record kind " + strconv.Quote(a.Kind.String()) + " (want G, F, W, Y, H or M)")
+		return Record{}, errors.New("unknown record kind " + strconv.Quote(a.Kind.String()) + " (want G, F, J, D, W, Y, H or M)")
 	}
 	return r, nil
 }

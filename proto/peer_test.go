@@ -407,7 +407,7 @@ func TestParseRecordRefuses(t *testing.T) {
 		line, msg string
 	}{
 		{"G deploy 1", `G record wants G KEY TOKEN LEASELEFT [limit=N] [id=ID], got 1 field(s) after "deploy"`},
-		{"G deploy 1 2 3", `G record "3": want limit=N or id=ID`},
+		{"G deploy 1 2 3", `G record "3": want limit=N, id=ID or ref=R`},
 		{"G deploy x 2", `G record token "x" is not an unsigned 64-bit integer`},
 		{"G deploy 1 2.5000", `G record lease "2.5000" has more than millisecond precision`},
 		{"G deploy 1 -2", `G record lease "-2"`},

@@ -41,6 +41,13 @@ const (
 	OpStatus  Op = 'S' // S label
 	OpHandoff Op = 'H' // H label [addr]
 	OpAuth    Op = 'I' // I role secret | I role hello nonce | I role proof proof
+	// OpWithdraw takes a waiting acquire out of its queue: X key id.
+	OpWithdraw Op = 'X'
+	// OpWatch subscribes the connection to a key's holders and waiters:
+	// L key. Its answers, now and after every change, are L key BODY.
+	OpWatch Op = 'L'
+	// OpUnwatch ends a watch: U key.
+	OpUnwatch Op = 'U'
 )
 
 // Peer requests, sent by one lockd node to another over the client port.
@@ -57,10 +64,10 @@ const (
 
 // PeerVersion is the version of the peer messages this package writes.
 // 2 added acknowledgements (V), semaphores and acquire ids in records,
-// and the heartbeat flags top, base, round and v. A node learns each
-// peer's from the v:N flag of its heartbeats (none: 1) and writes to it
-// only what it reads.
-const PeerVersion = 2
+// and the heartbeat flags top, base, round and v; 3 the waiters' records
+// J and D. A node learns each peer's from the v:N flag of its heartbeats
+// (none: 1) and writes to it only what it reads.
+const PeerVersion = 3
 
 // Answer kinds that no request shares.
 const (
@@ -78,6 +85,12 @@ const (
 	RecSynced   Op = 'Y' // Y from synced token seq: the snapshot is complete
 	RecHandoff  Op = 'H' // H from token seq: the role is yours once applied
 	RecTakeover Op = 'O' // O from token: sent back by the successor when it serves
+	// RecJoined and RecLeft replicate the waiters whose acquire carried
+	// an id (PeerVersion 3): J key id lease wait-left [limit=N] when one
+	// joins the tail of key's queue, D key id when it leaves it without
+	// a grant.
+	RecJoined Op = 'J'
+	RecLeft   Op = 'D'
 )
 
 // Words of fixed answers.
@@ -101,10 +114,15 @@ type Request struct {
 	Lease time.Duration // A, N
 	Wait  time.Duration // A
 	Limit int           // A: how many may hold the key at once; 0 when not given (1)
-	ID    string        // A: the client's name for this acquire, "" when not given
-	Token uint64        // R, N, Y, O; P carries it too
-	Addr  string        // H (optional target)
-	Args  []string      // P, Y and O: the words after the key
+	ID    string        // A: the client's name for this acquire, "" when not given; X: the acquire to withdraw
+	// Try (A, wait "-"): never queue; Wait is 0 and means nothing then.
+	Try bool
+	// Ref (A): the client's handle for matching the answers, zero when
+	// not given. Every answer to the acquire carries it back.
+	Ref   Ref
+	Token uint64   // R, N, Y, O; P carries it too
+	Addr  string   // H (optional target)
+	Args  []string // P, Y and O: the words after the key
 }
 
 // Limits of the optional words of A.
@@ -114,7 +132,50 @@ const (
 	MaxLimit = 65535
 	// MaxIDLen is the longest id=ID an A may carry, in bytes.
 	MaxIDLen = 64
+	// MaxRefLen is the longest ref=R an A may carry, in bytes of
+	// [0-9A-Za-z].
+	MaxRefLen = 16
 )
+
+// Ref is an acquire's ref=R, held in place so that reading it allocates
+// nothing. The zero Ref is "no ref".
+type Ref struct {
+	n uint8
+	b [MaxRefLen]byte
+}
+
+// MakeRef returns s as a Ref, or false when s is not 1 to MaxRefLen
+// bytes of [0-9A-Za-z].
+func MakeRef(s string) (Ref, bool) { return refOf([]byte(s)) }
+
+func refOf(b []byte) (Ref, bool) {
+	var r Ref
+	if len(b) == 0 || len(b) > MaxRefLen {
+		return r, false
+	}
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return r, false
+		}
+	}
+	r.n = uint8(copy(r.b[:], b))
+	return r, true
+}
+
+// IsZero reports whether the acquire carried no ref.
+func (r Ref) IsZero() bool { return r.n == 0 }
+
+// String is the ref as written on the wire ("" for none).
+func (r Ref) String() string { return string(r.b[:r.n]) }
+
+// AppendRef writes " ref=R", or nothing for the zero Ref.
+func AppendRef(b []byte, r Ref) []byte {
+	if r.n == 0 {
+		return b
+	}
+	b = append(b, " ref="...)
+	return append(b, r.b[:r.n]...)
+}
 
 // ParseError says why a line is not a request. Op and Key are what could
 // be read of the line, so that the E answer echoes them.
@@ -153,7 +214,7 @@ func Parse(line []byte) (Request, error) {
 	opw := words[0]
 	if len(opw) != 1 || opw[0] < 'A' || opw[0] > 'Z' {
 		_, key := guessOpKey(words[:n])
-		return req, &ParseError{Key: key, Msg: fmt.Sprintf("op %q is not one upper-case letter (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)", clip(opw))}
+		return req, &ParseError{Key: key, Msg: fmt.Sprintf("op %q is not one upper-case letter (%s)", clip(opw), opList)}
 	}
 	req.Op = Op(opw[0])
 	if n < 2 {
@@ -170,8 +231,8 @@ func Parse(line []byte) (Request, error) {
 	}
 	switch req.Op {
 	case OpAcquire:
-		if len(args) < 2 || len(args) > 4 {
-			return fail("want A KEY LEASE WAIT [limit=N] [id=ID] (seconds; wait 0 = forever), got " + strconv.Itoa(len(args)) + " argument(s)")
+		if len(args) < 2 || len(args) > 5 {
+			return fail("want A KEY LEASE WAIT [limit=N] [id=ID] [ref=R] (seconds; wait 0 = forever, - = never queue), got " + strconv.Itoa(len(args)) + " argument(s)")
 		}
 		var err string
 		if req.Lease, err = ParseSeconds(args[0]); err != "" {
@@ -180,13 +241,27 @@ func Parse(line []byte) (Request, error) {
 		if req.Lease <= 0 {
 			return fail("lease must be greater than 0 seconds")
 		}
-		if req.Wait, err = ParseSeconds(args[1]); err != "" {
+		if len(args[1]) == 1 && args[1][0] == '-' {
+			req.Try = true
+		} else if req.Wait, err = ParseSeconds(args[1]); err != "" {
 			return fail("wait " + err)
 		}
 		for _, a := range args[2:] {
 			if msg := parseAcquireOption(&req, a); msg != "" {
 				return fail(msg)
 			}
+		}
+	case OpWithdraw:
+		if len(args) != 1 {
+			return fail("want X KEY ID (the id= of the acquire to withdraw), got " + strconv.Itoa(len(args)) + " argument(s)")
+		}
+		if msg := CheckID(string(args[0])); msg != "" {
+			return fail(fmt.Sprintf("id %q: %s", clip(args[0]), msg))
+		}
+		req.ID = string(args[0])
+	case OpWatch, OpUnwatch:
+		if len(args) != 0 {
+			return fail("want " + req.Op.String() + " KEY with nothing after it")
 		}
 	case OpRelease:
 		if len(args) != 1 {
@@ -278,18 +353,33 @@ func Parse(line []byte) (Request, error) {
 		}
 		req.Args = stringsOf(args)
 	default:
-		return fail("unknown op " + req.Op.String() + " (A acquire, R release, N renew, Q queue, K keys, S status, H handoff, I authenticate)")
+		return fail("unknown op " + req.Op.String() + " (" + opList + ")")
 	}
 	return req, nil
 }
 
-// parseAcquireOption reads one optional word of A, limit=N or id=ID, into
-// req, or says why it cannot.
+// opList names the ops a client may send, for the errors that list them.
+const opList = "A acquire, R release, N renew, X withdraw, Q queue, L watch, U unwatch, K keys, S status, H handoff, I authenticate"
+
+// parseAcquireOption reads one optional word of A, limit=N, id=ID or
+// ref=R, into req, or says why it cannot.
 func parseAcquireOption(req *Request, w []byte) string {
+	if len(w) > 4 && string(w[:4]) == "ref=" {
+		// Read in place: the hot path of a pipelining client.
+		if !req.Ref.IsZero() {
+			return "ref given twice"
+		}
+		r, ok := refOf(w[4:])
+		if !ok {
+			return fmt.Sprintf("ref %q: want 1 to %d letters or digits", clip(w[4:]), MaxRefLen)
+		}
+		req.Ref = r
+		return ""
+	}
 	name, val, ok := strings.Cut(string(w), "=")
 	switch {
 	case !ok:
-		return fmt.Sprintf("%q: want limit=N or id=ID after the wait", clip(w))
+		return fmt.Sprintf("%q: want limit=N, id=ID or ref=R after the wait", clip(w))
 	case name == "limit":
 		if req.Limit != 0 {
 			return "limit given twice"
@@ -308,7 +398,7 @@ func parseAcquireOption(req *Request, w []byte) string {
 		}
 		req.ID = val
 	default:
-		return fmt.Sprintf("%q: want limit=N or id=ID after the wait", clip(w))
+		return fmt.Sprintf("%q: want limit=N, id=ID or ref=R after the wait", clip(w))
 	}
 	return ""
 }
@@ -336,13 +426,18 @@ func IDName(id string) string {
 }
 
 // AppendAcquire writes the request "A key lease wait [limit=N] [id=ID]".
+// A negative wait writes "-", the try-lock.
 func AppendAcquire(b []byte, key string, lease, wait time.Duration, limit int, id string) []byte {
 	b = append(b, 'A', ' ')
 	b = append(b, key...)
 	b = append(b, ' ')
 	b = AppendSeconds(b, lease)
 	b = append(b, ' ')
-	b = AppendSeconds(b, wait)
+	if wait < 0 {
+		b = append(b, '-')
+	} else {
+		b = AppendSeconds(b, wait)
+	}
 	if limit > 1 {
 		b = append(b, " limit="...)
 		b = strconv.AppendInt(b, int64(limit), 10)

@@ -34,6 +34,12 @@ func TestParseAccepts(t *testing.T) {
 		{"R deploy 007", Request{Op: OpRelease, Key: "deploy", Token: 7}},
 		{"N deploy 7360982537641984001 60", Request{Op: OpRenew, Key: "deploy", Token: tok, Lease: time.Minute}},
 		{"Q deploy", Request{Op: OpQueue, Key: "deploy"}},
+		{"A deploy 30 - ref=zZ09", Request{Op: OpAcquire, Key: "deploy", Lease: 30 * time.Second, Try: true, Ref: mustRef("zZ09")}},
+		{"A deploy 30 2.5 limit=2 ref=0123456789abcdef id=a#1", Request{Op: OpAcquire, Key: "deploy", Lease: 30 * time.Second, Wait: 2500 * time.Millisecond,
+			Limit: 2, ID: "a#1", Ref: mustRef("0123456789abcdef")}},
+		{"X deploy a#1", Request{Op: OpWithdraw, Key: "deploy", ID: "a#1"}},
+		{"L deploy", Request{Op: OpWatch, Key: "deploy"}},
+		{"U deploy", Request{Op: OpUnwatch, Key: "deploy"}},
 		{"K *", Request{Op: OpKeys, Key: "*"}},
 		{"K dep*", Request{Op: OpKeys, Key: "dep*"}},
 		{"S -", Request{Op: OpStatus, Key: "-"}},
@@ -88,7 +94,16 @@ func TestParseRefuses(t *testing.T) {
 		{"7 deploy", 0, "deploy", `op "7"`},
 		{"\x00 deploy", 0, "deploy", `op "\x00"`},
 		{"A\tdeploy 30 10", 0, "30", "op"},
-		{"X deploy", 'X', "deploy", "unknown op X"},
+		{"Z deploy", 'Z', "deploy", "unknown op Z"},
+		{"X deploy", 'X', "deploy", "want X KEY ID"},
+		{"X deploy a b", 'X', "deploy", "got 2 argument(s)"},
+		{"L deploy x", 'L', "deploy", "want L KEY with nothing after it"},
+		{"U deploy x", 'U', "deploy", "want U KEY with nothing after it"},
+		{"A deploy 30 -- ref=1", 'A', "deploy", `wait "--" is not a number`},
+		{"A deploy 30 10 ref=a-b", 'A', "deploy", `ref "a-b": want 1 to 16 letters or digits`},
+		{"A deploy 30 10 ref=", 'A', "deploy", `"ref=": want limit=N, id=ID or ref=R`},
+		{"A deploy 30 10 ref=12345678901234567", 'A', "deploy", `want 1 to 16 letters or digits`},
+		{"A deploy 30 10 ref=1 ref=2", 'A', "deploy", "ref given twice"},
 		{"T deploy", 'T', "deploy", "unknown op T"},
 		{"M deploy", 'M', "deploy", "unknown op M"},
 		{"E deploy", 'E', "deploy", "unknown op E"},
@@ -104,14 +119,14 @@ func TestParseRefuses(t *testing.T) {
 		{"A dep\x00loy 30 10", 'A', "-", "key has"},
 		{"A deploy\n 30 10", 'A', "-", "key has"},
 		// A: argument count, lease, wait.
-		{"A deploy", 'A', "deploy", "want A KEY LEASE WAIT [limit=N] [id=ID] (seconds; wait 0 = forever), got 0 argument(s)"},
+		{"A deploy", 'A', "deploy", "want A KEY LEASE WAIT [limit=N] [id=ID] [ref=R] (seconds; wait 0 = forever, - = never queue), got 0 argument(s)"},
 		{"A deploy 30", 'A', "deploy", "got 1 argument(s)"},
-		{"A deploy 30 10 5", 'A', "deploy", `"5": want limit=N or id=ID after the wait`},
+		{"A deploy 30 10 5", 'A', "deploy", `"5": want limit=N, id=ID or ref=R after the wait`},
 		{"A deploy 30 10 limit=0", 'A', "deploy", `limit "0": want a whole number from 1 to 65535`},
 		{"A deploy 30 10 limit=3 limit=3", 'A', "deploy", "limit given twice"},
 		{"A deploy 30 10 id=a id=b", 'A', "deploy", "id given twice"},
-		{"A deploy 30 10 color=red", 'A', "deploy", `"color=red": want limit=N or id=ID`},
-		{"A deploy 30 10 limit=2 id=x 5", 'A', "deploy", "got 5 argument(s)"},
+		{"A deploy 30 10 color=red", 'A', "deploy", `"color=red": want limit=N, id=ID or ref=R`},
+		{"A deploy 30 10 limit=2 id=x ref=1 5", 'A', "deploy", "got 6 argument(s)"},
 		{"A deploy 0 10", 'A', "deploy", "lease must be greater than 0"},
 		{"A deploy 0.000 10", 'A', "deploy", "lease must be greater than 0"},
 		{"A deploy abc 10", 'A', "deploy", `lease "abc" is not a number of seconds`},
@@ -348,5 +363,49 @@ func TestAcquireOptions(t *testing.T) {
 	}
 	if got := string(AppendAcquire(nil, "deploy", 30*time.Second, 10*time.Second, 1, "")); got != "A deploy 30 10\n" {
 		t.Fatalf("AppendAcquire of a lock: %q", got)
+	}
+}
+
+func mustRef(s string) Ref {
+	r, ok := MakeRef(s)
+	if !ok {
+		panic("bad ref " + s)
+	}
+	return r
+}
+
+func TestAnswersWithRef(t *testing.T) {
+	r := mustRef("k7")
+	for _, tt := range []struct{ got, want string }{
+		{string(AppendGrantedRef(nil, "deploy", 7, r)), "A deploy 7 ref=k7\n"},
+		{string(AppendTimeoutRef(nil, "deploy", r)), "T deploy ref=k7\n"},
+		{string(AppendMovedRef(nil, "deploy", "127.0.0.1:7071", r)), "M deploy 127.0.0.1:7071 ref=k7\n"},
+		{string(AppendErrorRef(nil, "deploy", OpAcquire, r, "queue\nfull")), "E deploy A: ref=k7 queue full\n"},
+		{string(AppendErrorRef(nil, "deploy", OpAcquire, Ref{}, "queue full")), "E deploy A: queue full\n"},
+		{string(AppendGrantedRef(nil, "deploy", 7, Ref{})), "A deploy 7\n"},
+		{string(AppendWatch(nil, Queue{Key: "deploy", Held: true, Token: 7, LeaseLeft: time.Second, Waiting: 1,
+			Waiters: []QueueWaiter{{Waited: 0, Addr: "127.0.0.1:1", ID: "b#1"}}})), "L deploy 7 1 1 0,127.0.0.1:1 wid=1,b#1\n"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+	a, _ := ParseAnswer([]byte("E deploy A: ref=k7 queue full"))
+	if a.Ref() != "k7" || a.ErrorText() != "queue full" || a.ReqOp() != OpAcquire {
+		t.Errorf("E with ref reads as ref %q text %q op %v", a.Ref(), a.ErrorText(), a.ReqOp())
+	}
+	q, err := ParseQueue(mustAnswer(t, "L deploy 7 1 1 0,127.0.0.1:1 wid=1,b#1"))
+	if err != nil || !q.Held || q.Token != 7 || len(q.Waiters) != 1 || q.Waiters[0].ID != "b#1" {
+		t.Errorf("L answer reads as %+v, %v", q, err)
+	}
+}
+
+func TestParseRefAllocatesNothing(t *testing.T) {
+	line := []byte("A deploy 30 10 ref=0123456789abcdef")
+	base := []byte("A deploy 30 10")
+	with := testing.AllocsPerRun(100, func() { Parse(line) })
+	without := testing.AllocsPerRun(100, func() { Parse(base) })
+	if with != without {
+		t.Errorf("Parse allocates %v times with a ref, %v without", with, without)
 	}
 }

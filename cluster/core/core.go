@@ -73,7 +73,12 @@ type Config struct {
 	// for (default: half the failure timeout).
 	SyncTimeout time.Duration
 	Engine      engine.Config // lock limits; Node is set from Self's place in Peers
-	Logger      *slog.Logger
+	// MaxWatches bounds the keys one connection watches (L), and
+	// MaxTotalWatches the watches of the node; 0 takes
+	// DefaultMaxWatches and DefaultMaxTotalWatches.
+	MaxWatches      int
+	MaxTotalWatches int
+	Logger          *slog.Logger
 }
 
 // Out receives the core's actions, synchronously and in the order they
@@ -177,6 +182,17 @@ type Core struct {
 	waiting *waitingHandoff
 
 	count Counters
+
+	// Watches (wire.go): the connections watching each key, how many
+	// watches there are, and the keys whose state changed and is not
+	// sent to their watchers yet.
+	watchers map[string][]ConnID
+	nwatches int
+	dirty    []string
+	// The waiters the active replicated (J, D), by key in queue order,
+	// and the key of each id: queued as ghosts on promotion.
+	rwait    map[string][]replWaiter
+	rwaitKey map[string]string
 
 	// Synchronous replication (see sync.go).
 	committed uint64   // every standby in sync has applied up to here

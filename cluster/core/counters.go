@@ -15,6 +15,7 @@ type Counters struct {
 	Timeouts        uint64 // waits that ended without a grant (T)
 	Redirects       uint64 // requests answered M: this node is not active
 	Refusals        uint64 // requests answered E by the core (limits, grammar)
+	Withdrawals     uint64 // waiters withdrawn by X
 
 	Promotions uint64 // became active without a handoff (failover, start)
 	Demotions  uint64 // stepped down for another active

@@ -106,6 +106,9 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
 		s.held++
 	})
 	if s.cursor == 0 {
+		if s.version >= 3 {
+			buf = c.snapshotWaiters(now, buf)
+		}
 		buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecSynced, From: s.from, Token: c.eng.HighWater(), Seq: c.seq})
 		s.syncing, s.synced = false, c.seq
 		c.fresh = false // a standby now holds this node's state: it is the cluster's
@@ -302,6 +305,7 @@ func (c *Core) StreamOpened(now time.Time, target string) []byte {
 	delete(c.cancelled, target)
 	f.open, f.syncing, f.live, f.started, f.top, f.acked, f.ackDue = true, true, false, now, 0, 0, false
 	f.staged = make(map[string][]stagedHold)
+	c.rwait, c.rwaitKey = nil, nil // the snapshot lists them again
 	return proto.AppendSync(nil, c.self, c.eng.HighWater())
 }
 
@@ -333,7 +337,14 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		return fmt.Errorf("replication stream from %s: token %d is further ahead of this node's clock than --max-clock-skew", target, rec.Token)
 	}
 	switch rec.Kind {
+	case proto.RecJoined:
+		c.applyJoined(now, rec)
+	case proto.RecLeft:
+		c.forgetWaiter(rec.ID)
 	case proto.RecHeld:
+		if rec.ID != "" {
+			c.forgetWaiter(rec.ID) // granted
+		}
 		if f.syncing {
 			f.stageHeld(now, rec)
 			f.top = max(f.top, rec.Token)

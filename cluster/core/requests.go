@@ -21,7 +21,9 @@ type conn struct {
 	stream   *stream // set when this connection is a standby's replication stream
 	// held are answers waiting for the standbys' acknowledgements
 	// (synchronous replication), in the order they are to be written.
-	held []heldAnswer
+	held    []heldAnswer
+	refs    map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
+	watches map[string]struct{} // the keys this connection watches (L)
 }
 
 // pendingA is an acquire on a connection that has not been answered in
@@ -63,14 +65,21 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 		return
 	}
 	delete(c.conns, id)
-	for _, q := range cn.pending {
+	for key, q := range cn.pending {
 		for _, p := range q {
 			if !p.done() {
-				c.eng.Cancel(waiterOf(cn, p.seq()))
+				c.cancel(key, waiterOf(cn, p.seq()))
 			}
 		}
 	}
-	cn.pending, cn.early = nil, nil
+	for seq, r := range cn.refs {
+		c.cancel(r.key, waiterOf(cn, seq))
+	}
+	for key := range cn.watches {
+		c.dropWatch(cn, key)
+	}
+	cn.pending, cn.early, cn.refs = nil, nil, nil
+	c.flushWatches(now)
 	if len(cn.held) > 0 {
 		cn.held = nil
 		c.holding = slices.DeleteFunc(c.holding, func(h *conn) bool { return h == cn })
@@ -85,10 +94,19 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	}
 }
 
+// cancel takes a waiter of a closed connection out of its queue.
+func (c *Core) cancel(key string, w engine.Waiter) {
+	id := c.eng.WaiterID(w)
+	if c.eng.Cancel(w) {
+		c.replicateLeft(key, id)
+		c.touch(key)
+	}
+}
+
 // isLockOp reports whether op is served only by the active.
 func isLockOp(op proto.Op) bool {
 	switch op {
-	case proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys:
+	case proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpWithdraw, proto.OpWatch:
 		return true
 	}
 	return false
@@ -140,22 +158,13 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		}
 	case proto.OpQueue:
 		c.advance(now)
-		hs, ws, nwait := c.eng.InspectN(now, key, proto.MaxListKeys)
-		q := proto.Queue{Key: key, Held: len(hs) > 0, Waiting: nwait}
-		if len(hs) > 0 {
-			q.Token, q.LeaseLeft, q.Limit = hs[0].Token, hs[0].LeaseLeft, hs[0].Limit
-		}
-		for _, h := range hs {
-			q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft, ID: h.ID})
-		}
-		for _, w := range ws {
-			addr := ""
-			if wc := c.conns[ConnID(w.Waiter.Conn)]; wc != nil {
-				addr = wc.remote
-			}
-			q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr, ID: w.ID})
-		}
-		c.send(cn, proto.AppendQueue(c.buf[:0], q))
+		c.send(cn, proto.AppendQueue(c.buf[:0], c.queueOf(now, key)))
+	case proto.OpWithdraw:
+		c.withdraw(now, cn, req)
+	case proto.OpWatch:
+		c.watch(now, cn, req)
+	case proto.OpUnwatch:
+		c.unwatch(cn, req)
 	case proto.OpKeys:
 		// Only a listing parked during a handoff reaches here: answer it
 		// whole, as parked requests are few.
@@ -203,6 +212,11 @@ func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
 	c.refuse(cn, pe.Op, pe.Key, pe.Msg)
 }
 
+// Refusals of an acquire whose ref could not be read go by (A, key): a
+// client that sent a ref reads the refusal of the line it sent as the
+// answer to its oldest acquire of the key, which is what a client of
+// this grammar sends only by mistake.
+
 // Refuse answers a request that will not be served with E and msg, in
 // the order its (op, key) requires.
 func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
@@ -230,17 +244,24 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, "this connection already has "+strconv.Itoa(MaxConnWaiters)+" waiting acquires; open another connection"))
 		return
 	}
+	if req.Try {
+		c.tryAcquire(now, cn, req, seq)
+		return
+	}
 	w := waiterOf(cn, seq)
 	id := req.ID
 	if c.testNoIDs {
 		id = ""
 	}
+	fresh := id != "" && len(c.streams) > 0 && !c.eng.QueuedID(id)
 	evs, err := c.eng.AcquireID(now, key, req.Limit, req.Lease, req.Wait, id, w, c.evs[:0])
 	granted, tok := c.routeOwn(now, evs, w)
 	switch {
 	case err != nil:
 		c.count.Refusals++
-		c.answerA(cn, key, seq, proto.AppendError(nil, key, req.Op, err.Error()))
+		c.answerAcquire(cn, key, seq, req.Ref, proto.AppendErrorRef(nil, key, req.Op, req.Ref, err.Error()))
+	case granted && !req.Ref.IsZero():
+		c.send(cn, proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
 	case granted:
 		// Written at once, even past an older acquire of key that waits
 		// on this connection: that can only be a re-sent acquire whose
@@ -251,7 +272,18 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		// goes to the next, so every grant still has exactly one owner.
 		c.send(cn, proto.AppendGranted(c.buf[:0], key, tok))
 	default:
-		cn.wait(key, seq)
+		if req.Ref.IsZero() {
+			cn.wait(key, seq)
+		} else {
+			cn.waitRef(key, seq, req.Ref)
+		}
+		if fresh {
+			// A new waiter; one that took its own place back (a re-send,
+			// a ghost claimed) is known to the standbys where it stands.
+			c.replicateJoined(key, id, max(req.Limit, 1), req.Lease, req.Wait)
+		}
+		c.touch(key)
+		c.flushWatches(now)
 	}
 }
 
@@ -262,7 +294,7 @@ func (c *Core) redirect(now time.Time, cn *conn, req proto.Request) {
 	if req.Op == proto.OpAcquire {
 		seq := cn.nextSeq
 		cn.nextSeq++
-		c.answerA(cn, req.Key, seq, proto.AppendMoved(nil, req.Key, to))
+		c.answerAcquire(cn, req.Key, seq, req.Ref, proto.AppendMovedRef(nil, req.Key, to, req.Ref))
 		return
 	}
 	c.send(cn, proto.AppendMoved(c.buf[:0], req.Key, to))
@@ -350,11 +382,13 @@ func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (boo
 			granted, tok = true, ev.Token
 			c.count.Grants++
 			c.replicate(ev)
+			c.touch(ev.Key)
 			continue
 		}
 		c.routeOne(now, ev)
 	}
 	c.evs = evs
+	c.flushWatches(now)
 	return granted, tok
 }
 
@@ -364,6 +398,7 @@ func (c *Core) route(now time.Time, evs []engine.Event) {
 		c.routeOne(now, ev)
 	}
 	c.evs = evs
+	c.flushWatches(now)
 }
 
 func (c *Core) routeOne(now time.Time, ev engine.Event) {
@@ -371,21 +406,21 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 	switch {
 	case ev.Kind == engine.Granted:
 		c.count.Grants++
-	case ev.Kind == engine.TimedOut:
+	case ev.Kind == engine.TimedOut && ev.Waiter.Conn != engine.GhostConn:
 		c.count.Timeouts++
 	case ev.Kind == engine.Freed && ev.Expired:
 		c.count.Expiries++
 	}
+	if ev.Kind != engine.Renewed {
+		c.touch(ev.Key)
+	}
+	if ev.Kind == engine.TimedOut && ev.ID != "" {
+		c.replicateLeft(ev.Key, ev.ID)
+	}
 	switch ev.Kind {
 	case engine.Granted, engine.TimedOut:
 		cn := c.conns[ConnID(ev.Waiter.Conn)]
-		var line []byte
-		if ev.Kind == engine.Granted {
-			line = proto.AppendGranted(nil, ev.Key, ev.Token)
-		} else {
-			line = proto.AppendTimeout(nil, ev.Key)
-		}
-		if (cn == nil || !c.answerA(cn, ev.Key, ev.Waiter.Seq, line)) && ev.Kind == engine.Granted {
+		if !c.answerWaiter(cn, ev.Key, ev.Waiter.Seq, ev.Kind == engine.Granted, ev.Token) && ev.Kind == engine.Granted {
 			// Its connection closed after the grant was decided: release
 			// at once rather than pin the key for a whole lease.
 			more, _ := c.eng.Release(now, ev.Key, ev.Token, nil)
@@ -397,12 +432,18 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 }
 
 // dropWaiters answers every waiter with M to.
+// Watches end the same way: each is answered M to.
 func (c *Core) dropWaiters(to string) {
 	for _, ev := range c.eng.DropWaiters(nil) {
 		if cn := c.conns[ConnID(ev.Waiter.Conn)]; cn != nil {
+			if ref, ok := cn.takeRef(ev.Waiter.Seq); ok {
+				c.send(cn, proto.AppendMovedRef(c.buf[:0], ev.Key, to, ref))
+				continue
+			}
 			c.answerA(cn, ev.Key, ev.Waiter.Seq, proto.AppendMoved(nil, ev.Key, to))
 		}
 	}
+	c.dropWatches(to)
 }
 
 // replayParked serves the requests held back during a handoff, now that

@@ -304,6 +304,7 @@ func (c *Core) promote(now time.Time, reason string) {
 	c.synced = true
 	c.expectInSync(now)
 	c.log.Info("promoted", "self", c.self, "reason", reason, "holders", c.eng.Held(), "token_floor", c.eng.HighWater())
+	c.queueGhosts(now)
 	c.advance(now)
 }
 

@@ -2,7 +2,10 @@
 //
 // It owns the client side of the wire protocol described in package proto:
 // persistent connections to every node, pipelined requests, matching each
-// answer to its request by (op, key), following the active node when a
+// answer to its request (an acquire's by the ref=R it carries, so that
+// acquires of one key from different goroutines never wait on each
+// other's answers; others by (op, key)), withdrawing (X) an acquire whose
+// caller gave up, keeping watches (L) on the active, following the active node when a
 // standby redirects (M), moving an acquire to another connection when one
 // drops, and re-sending releases until a node answers. It knows nothing of
 // how a server grants locks.
@@ -223,6 +226,11 @@ type Client struct {
 	// named, then random to this client, then a count of its acquires.
 	idPrefix string
 	ids      atomic.Uint64
+
+	// watches are the keys watched, one subscription each (Watch); wmu
+	// is taken before any group's own mutex.
+	wmu     sync.Mutex
+	watches map[string]*watchGroup
 }
 
 // hooks let tests replace the network and the clock.

@@ -269,7 +269,7 @@ func TestDropMidAcquireMovesToOtherConnectionWithRemainingWait(t *testing.T) {
 	waitFor(t, "2 live connections", func() bool { return c.liveConns("") == 2 && f.accepts.Load() == 2 })
 	res := acquireAsync(c, bg, "k", 30*time.Second, 10*time.Second)
 	r := f.next()
-	line, id, _ := strings.Cut(r.line, " id=")
+	line, id, _ := strings.Cut(noRef(r.line), " id=")
 	if line != "A k 30 10" || id == "" {
 		t.Fatalf("first request %q", r.line)
 	}
@@ -281,7 +281,7 @@ func TestDropMidAcquireMovesToOtherConnectionWithRemainingWait(t *testing.T) {
 	}
 	// The same acquire, with what is left of its wait and the same id,
 	// so that a node that granted or queued it answers that again.
-	if r2.line != "A k 30 6.75 id="+id {
+	if noRef(r2.line) != "A k 30 6.75 id="+id {
 		t.Fatalf("moved request %q, want the remaining wait 6.75s and id %s", r2.line, id)
 	}
 	r2.sc.send("A k 5")
@@ -562,13 +562,48 @@ func TestCancelledAcquireReleasesLateGrant(t *testing.T) {
 	if got := await(t, res); !errors.Is(got.err, context.Canceled) {
 		t.Fatalf("acquire: %+v, want context.Canceled", got)
 	}
-	r.sc.send("A k 42")
+	// The client withdraws the acquire; the grant crossed the X on the
+	// wire, so the node answers X none, and the grant is released.
+	x := f.next()
+	_, id, _ := strings.Cut(noRef(r.line), " id=")
+	if x.line != "X k "+id {
+		t.Fatalf("request after the cancel %q, want X k %s", x.line, id)
+	}
+	r.sc.send("A k 42", "X k none")
 	rel := f.next()
 	if rel.line != "R k 42" {
 		t.Fatalf("request after the late grant %q, want its release", rel.line)
 	}
 	rel.sc.send("R k ok")
 	waitFor(t, "the release to be answered", func() bool { return c.pendingCount() == 0 })
+}
+
+func TestCancelledAcquireWithdrawsIt(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, nil)
+	c := newTestClient(t, []string{f.addr}, Options{}, hooks{})
+	ctx, cancel := context.WithCancel(bg)
+	res := acquireAsync(c, ctx, "k", 30*time.Second, 0)
+	r := f.next()
+	_, rest, _ := strings.Cut(r.line, " id=")
+	id, ref, _ := strings.Cut(rest, " ref=")
+	cancel()
+	if got := await(t, res); !errors.Is(got.err, context.Canceled) {
+		t.Fatalf("acquire: %+v, want context.Canceled", got)
+	}
+	x := f.next()
+	if x.line != "X k "+id {
+		t.Fatalf("request after the cancel %q, want X k %s", x.line, id)
+	}
+	// The waiter leaves the queue: its acquire is answered T, then X ok;
+	// nothing is released.
+	x.sc.send("T k ref="+ref, "X k ok")
+	waitFor(t, "both answers consumed", func() bool { return c.pendingCount() == 0 })
+	select {
+	case r := <-f.reqs:
+		t.Fatalf("request %q after a withdrawn acquire", r.line)
+	case <-time.After(50 * time.Millisecond):
+	}
 }
 
 func TestCloseStopsWaitingCalls(t *testing.T) {
@@ -856,4 +891,13 @@ func TestAcquireAvoidsConnectionBusyWithSameKey(t *testing.T) {
 		first.sc.send("A hot 1")
 		second.sc.send("T hot")
 	}
+}
+
+// noRef is an acquire line without its ref=R, which numbers the acquires
+// of each connection.
+func noRef(line string) string {
+	if i := strings.Index(line, " ref="); i >= 0 {
+		return line[:i]
+	}
+	return line
 }

@@ -52,6 +52,13 @@ type conn struct {
 	seq     uint64
 	pending map[pendingKey]*fifo
 	spare   []*fifo
+	// refs numbers the acquires sent here (proto's ref=R): an answer
+	// that carries one goes to its acquire whatever was sent before it.
+	refs uint64
+	// watching are the watches subscribed (or subscribing) here, by key:
+	// every L line of a key goes to its watch, and an M of a watched key
+	// that answers no request moves the watch.
+	watching map[string]*watchGroup
 	// answered is the largest seq answered so far. An M answering a
 	// request older than it came after the node had served a later one:
 	// the node had taken the request in (queued it) rather than
@@ -76,7 +83,8 @@ type fifo struct {
 
 // matchOps are the ops whose requests an M answer may answer: every op
 // the client sends but S, which every node answers itself.
-var matchOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpHandoff}
+var matchOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpHandoff,
+	proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch}
 
 // probeLabel is the label of the keep-alive S requests.
 const probeLabel = proto.WordNone
@@ -217,7 +225,12 @@ func (cn *conn) down(err error) {
 	pending := cn.pending
 	cn.pending = make(map[pendingKey]*fifo)
 	cn.wbuf = cn.wbuf[:0]
+	watching := cn.watching
+	cn.watching = nil
 	cn.mu.Unlock()
+	for _, g := range watching {
+		g.lost(cn, "")
+	}
 	for _, q := range pending {
 		for _, cl := range q.calls[q.head:] {
 			if !cl.probe {
@@ -264,7 +277,11 @@ func (cn *conn) queueLocked(cl *call) {
 		q.head = 0
 	}
 	q.calls = append(q.calls, cl)
-	cn.wbuf = cl.req.appendTo(cn.wbuf)
+	if cl.req.op == proto.OpAcquire {
+		cn.refs++
+		cl.ref = cn.refs
+	}
+	cn.wbuf = cl.req.appendTo(cn.wbuf, cl.ref)
 }
 
 func (cn *conn) wakeWriter() {
@@ -365,6 +382,42 @@ func (cn *conn) popLocked(op proto.Op, key string) *call {
 	return cl
 }
 
+// popRefLocked takes the outstanding acquire of key sent with ref, or
+// returns nil.
+func (cn *conn) popRefLocked(key string, ref uint64) *call {
+	q := cn.pending[pendingKey{proto.OpAcquire, key}]
+	if q == nil {
+		return nil
+	}
+	for i := q.head; i < len(q.calls); i++ {
+		if q.calls[i].ref != ref {
+			continue
+		}
+		if i == q.head {
+			return cn.popLocked(proto.OpAcquire, key)
+		}
+		cl := q.calls[i]
+		copy(q.calls[i:], q.calls[i+1:])
+		q.calls[len(q.calls)-1] = nil
+		q.calls = q.calls[:len(q.calls)-1]
+		return cl
+	}
+	return nil
+}
+
+// answerRef is the ref an answer to an acquire carries, 0 when none.
+func answerRef(a proto.Answer) uint64 {
+	r := a.Ref()
+	if r == "" {
+		return 0
+	}
+	v, err := strconv.ParseUint(r, 36, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
 // popAnyLocked takes the oldest outstanding request on key, whatever its
 // op: the one an M answer belongs to.
 func (cn *conn) popAnyLocked(key string) *call {
@@ -452,8 +505,35 @@ func (cn *conn) dispatch(a proto.Answer) error {
 	var cl *call
 	landed := false
 	cn.mu.Lock()
-	if a.Kind == proto.KindMoved {
+	if a.Kind == proto.OpWatch {
+		g := cn.watching[a.Key]
+		cl = cn.popLocked(proto.OpWatch, a.Key)
+		cn.mu.Unlock()
+		if g != nil {
+			g.deliver(cn, a)
+		}
+		if cl != nil {
+			cl.deliver(result{ans: a})
+		}
+		return nil
+	}
+	if ref := answerRef(a); ref != 0 {
+		cl = cn.popRefLocked(a.Key, ref)
+		if cl != nil {
+			a = a.WithoutRef()
+		}
+	} else if a.Kind == proto.KindMoved {
 		cl = cn.popAnyLocked(a.Key)
+		if cl == nil {
+			if g := cn.watching[a.Key]; g != nil {
+				// The active gave its role up: the watch moves.
+				delete(cn.watching, a.Key)
+				cn.mu.Unlock()
+				addr, _ := movedTo(cn.addr, a)
+				g.lost(cn, addr)
+				return nil
+			}
+		}
 	} else if op := a.ReqOp(); op != 0 {
 		cl = cn.popLocked(op, a.Key)
 	}
@@ -496,6 +576,7 @@ const (
 type call struct {
 	req   request
 	seq   uint64
+	ref   uint64        // A: its ref=R on this connection
 	cn    *conn         // where it was sent, and
 	gen   uint64        // which connection of cn
 	res   chan result   // cap 1; receives exactly one result
@@ -544,7 +625,8 @@ func (cl *call) abandon() (result, bool) {
 
 // request is one request line to send.
 type request struct {
-	op proto.Op
+	op  proto.Op
+	try bool // A: wait "-", never queue
 	// limit (A) is how many may hold the key at once (0 and 1: a lock).
 	// Beside op it fills padding: a lock's request is no larger than it
 	// was before semaphores.
@@ -592,7 +674,7 @@ func ceilMillis(d time.Duration) time.Duration {
 	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
 }
 
-func (r *request) appendTo(b []byte) []byte {
+func (r *request) appendTo(b []byte, ref uint64) []byte {
 	b = append(b, byte(r.op), ' ')
 	b = append(b, r.key...)
 	switch r.op {
@@ -600,7 +682,11 @@ func (r *request) appendTo(b []byte) []byte {
 		b = append(b, ' ')
 		b = proto.AppendSeconds(b, r.lease)
 		b = append(b, ' ')
-		b = proto.AppendSeconds(b, r.wait)
+		if r.try {
+			b = append(b, '-')
+		} else {
+			b = proto.AppendSeconds(b, r.wait)
+		}
 		if r.limit > 1 {
 			b = append(b, " limit="...)
 			b = strconv.AppendInt(b, int64(r.limit), 10)
@@ -609,6 +695,13 @@ func (r *request) appendTo(b []byte) []byte {
 			b = append(b, " id="...)
 			b = append(b, r.id...)
 		}
+		if ref != 0 {
+			b = append(b, " ref="...)
+			b = strconv.AppendUint(b, ref, 36)
+		}
+	case proto.OpWithdraw:
+		b = append(b, ' ')
+		b = append(b, r.id...)
 	case proto.OpRelease:
 		b = append(b, ' ')
 		b = strconv.AppendUint(b, r.token, 10)

@@ -31,6 +31,34 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 // no option it is Acquire. A refusal because the key exists with another
 // limit is a *ServerError that matches ErrLimitMismatch.
 func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.Duration, opts ...AcquireOption) (Lock, error) {
+	return c.acquire(ctx, key, lease, wait, false, opts)
+}
+
+// ErrHeld: a TryAcquire found the key held by others (all the places of
+// a semaphore taken). Nothing was queued. The error also matches
+// ErrTimeout, as an acquire whose wait ran out does.
+var ErrHeld = errors.New("the key is held by others")
+
+// TryAcquire takes key if it is free now, and never waits in its queue
+// (proto's try-lock, a wait of "-"): the node answers at once. When the
+// key is held, the error matches ErrHeld (and ErrTimeout). Limit(n)
+// takes one of n places, as for AcquireWith; other errors are those of
+// Acquire. One Client's TryAcquire is answered at once also while other
+// goroutines of it wait on the same key.
+func (c *Client) TryAcquire(ctx context.Context, key string, lease time.Duration, opts ...AcquireOption) (Lock, error) {
+	return c.acquire(ctx, key, lease, 0, true, opts)
+}
+
+// heldError is a TryAcquire's answer T.
+type heldError struct{ key string }
+
+func (e *heldError) Error() string {
+	return "try-acquire " + e.key + ": " + ErrHeld.Error() + "; nothing was queued: try again later, or wait with Acquire"
+}
+
+func (e *heldError) Is(target error) bool { return target == ErrHeld || target == ErrTimeout }
+
+func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Duration, try bool, opts []AcquireOption) (Lock, error) {
 	if err := checkKey("acquire", key); err != nil {
 		return Lock{}, err
 	}
@@ -41,16 +69,17 @@ func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.D
 	if err != nil {
 		return Lock{}, err
 	}
-	if o.waitSet {
-		wait = o.wireWait()
+	if o.waitSet && !try {
+		// Wait(0) is "do not wait": the try-lock, which never queues.
+		wait, try = o.wait, o.wait <= 0
 	}
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
 	limit := o.limit
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.idFor(o)}
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.idFor(o), try: try}
 	rctx := ctx
-	if wait > 0 {
+	if wait > 0 && !try {
 		// The server answers T when the wait ends, but holds that answer
 		// back behind an older acquire of the same key on the same
 		// connection (answers to one (op, key) come in send order), and
@@ -77,6 +106,9 @@ func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.D
 			}
 		}
 	case proto.KindTimeout:
+		if try {
+			return Lock{}, &heldError{key}
+		}
 		return Lock{}, timeoutErr(key, wait, limit)
 	}
 	return Lock{}, badAnswer("acquire", key, cn, a)
@@ -404,6 +436,9 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 		case <-ctx.Done():
 			var ok bool
 			if r, ok = cl.abandon(); !ok {
+				// Take a waiting acquire out of the node's queue now,
+				// rather than be granted and release it later.
+				cn.withdraw(cl)
 				return proto.Answer{}, nil, ctx.Err()
 			}
 		}

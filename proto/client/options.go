@@ -39,10 +39,11 @@ func Limit(n int) AcquireOption {
 }
 
 // Wait bounds how long an acquire waits for the key: up to d, then it
-// fails with an error matching ErrTimeout. Wait(0) does not wait: the
-// key is granted at once or the acquire fails at once. Without Wait, Hold
-// waits until its ctx ends; AcquireWith takes Wait in place of its wait
-// argument.
+// fails with an error matching ErrTimeout. Wait(0) does not wait: it is
+// the try-lock of TryAcquire, granted at once or failing at once with an
+// error matching ErrHeld (and ErrTimeout), queued never. Without Wait,
+// Hold waits until its ctx ends; AcquireWith takes Wait in place of its
+// wait argument; TryAcquire ignores it.
 func Wait(d time.Duration) AcquireOption {
 	return AcquireOption{func(o *acquireOptions) { o.wait, o.waitSet = max(d, 0), true }}
 }
@@ -82,15 +83,6 @@ func gatherOptions(op, key string, opts []AcquireOption) (acquireOptions, error)
 		return o, fmt.Errorf("%s %s: MaxHold %s is negative: give how long the hold may renew itself, or leave MaxHold out", op, key, o.maxHold)
 	}
 	return o, nil
-}
-
-// wireWait is the wait to send for a Wait option: the wire's wait 0
-// means forever, so "do not wait" is the smallest wait there is.
-func (o *acquireOptions) wireWait() time.Duration {
-	if o.wait < time.Millisecond {
-		return time.Millisecond
-	}
-	return o.wait
 }
 
 // idFor is the id of one acquire: the client's own (acquireID) unless the

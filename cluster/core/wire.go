@@ -1,0 +1,400 @@
+package core
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
+)
+
+// Watches, withdrawals, refs and the replicated waiters.
+
+// Defaults of the watch bounds (Config.MaxWatches, MaxTotalWatches).
+const (
+	DefaultMaxWatches      = 256
+	DefaultMaxTotalWatches = 100_000
+)
+
+// refWait is a waiting acquire that carried ref=R: its answer is written
+// as soon as it is known, with the ref, and not held behind older
+// acquires of its key (cn.pending is for those without).
+type refWait struct {
+	key string
+	ref proto.Ref
+}
+
+// waitRef records that acquire seq of key, which carried ref, waits in
+// the engine.
+func (cn *conn) waitRef(key string, seq uint64, ref proto.Ref) {
+	if cn.refs == nil {
+		cn.refs = make(map[uint64]refWait)
+	}
+	cn.refs[seq] = refWait{key, ref}
+	cn.nwaiting++
+}
+
+// takeRef forgets the ref'd waiting acquire seq, returning its ref.
+func (cn *conn) takeRef(seq uint64) (proto.Ref, bool) {
+	if len(cn.refs) == 0 {
+		return proto.Ref{}, false
+	}
+	r, ok := cn.refs[seq]
+	if !ok {
+		return proto.Ref{}, false
+	}
+	delete(cn.refs, seq)
+	if len(cn.refs) == 0 {
+		cn.refs = nil // a map keeps the room it grew to
+	}
+	cn.nwaiting--
+	return r.ref, true
+}
+
+// answerAcquire writes the answer to acquire seq of key that was never
+// queued: at once when it carried a ref, else in (A, key) order.
+func (c *Core) answerAcquire(cn *conn, key string, seq uint64, ref proto.Ref, line []byte) bool {
+	if !ref.IsZero() {
+		return c.send(cn, line)
+	}
+	return c.answerA(cn, key, seq, line)
+}
+
+// answerWaiter answers waiting acquire seq of key on cn: granted with
+// token, or (token 0) T. It reports false when cn is gone.
+func (c *Core) answerWaiter(cn *conn, key string, seq uint64, granted bool, token uint64) bool {
+	if cn == nil {
+		return false
+	}
+	if ref, ok := cn.takeRef(seq); ok {
+		var line []byte
+		if granted {
+			line = proto.AppendGrantedRef(c.buf[:0], key, token, ref)
+		} else {
+			line = proto.AppendTimeoutRef(c.buf[:0], key, ref)
+		}
+		return c.send(cn, line)
+	}
+	var line []byte
+	if granted {
+		line = proto.AppendGranted(nil, key, token)
+	} else {
+		line = proto.AppendTimeout(nil, key)
+	}
+	return c.answerA(cn, key, seq, line)
+}
+
+// tryAcquire serves an acquire with a wait of "-": granted or T at once.
+func (c *Core) tryAcquire(now time.Time, cn *conn, req proto.Request, seq uint64) {
+	key := req.Key
+	w := waiterOf(cn, seq)
+	evs, err := c.eng.TryAcquireID(now, key, req.Limit, req.Lease, req.ID, w, c.evs[:0])
+	granted, tok := c.routeOwn(now, evs, w)
+	switch {
+	case err != nil:
+		c.count.Refusals++
+		c.answerAcquire(cn, key, seq, req.Ref, proto.AppendErrorRef(nil, key, req.Op, req.Ref, err.Error()))
+	case granted:
+		c.send(cn, proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
+	default:
+		c.count.Timeouts++
+		c.answerAcquire(cn, key, seq, req.Ref, proto.AppendTimeoutRef(nil, key, req.Ref))
+	}
+}
+
+// withdraw serves X: the waiter of key with the id, queued from this
+// connection, leaves at once; its acquire is answered T, then the X.
+func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
+	c.advance(now)
+	key := req.Key
+	w, ok := c.eng.Withdraw(key, req.ID, uint64(cn.id))
+	if !ok {
+		c.send(cn, proto.AppendWord(c.buf[:0], proto.OpWithdraw, key, "none"))
+		return
+	}
+	c.count.Withdrawals++
+	c.answerWaiter(cn, key, w.Seq, false, 0)
+	c.replicateLeft(key, req.ID)
+	c.touch(key)
+	c.flushWatches(now)
+	c.send(cn, proto.AppendWord(c.buf[:0], proto.OpWithdraw, key, proto.WordOK))
+}
+
+// watch serves L: subscribe cn to key and answer its state now.
+func (c *Core) watch(now time.Time, cn *conn, req proto.Request) {
+	key := req.Key
+	if _, ok := cn.watches[key]; !ok {
+		maxConn, maxAll := c.cfg.MaxWatches, c.cfg.MaxTotalWatches
+		if maxConn <= 0 {
+			maxConn = DefaultMaxWatches
+		}
+		if maxAll <= 0 {
+			maxAll = DefaultMaxTotalWatches
+		}
+		switch {
+		case len(cn.watches) >= maxConn:
+			c.count.Refusals++
+			c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, "this connection already watches "+strconv.Itoa(maxConn)+" keys; unwatch some (U) or open another connection"))
+			return
+		case c.nwatches >= maxAll:
+			c.count.Refusals++
+			c.send(cn, proto.AppendError(c.buf[:0], key, req.Op, "this node already serves "+strconv.Itoa(maxAll)+" watches; retry later, or ask its operator to raise --max-total-watches"))
+			return
+		}
+		if cn.watches == nil {
+			cn.watches = make(map[string]struct{})
+		}
+		cn.watches[key] = struct{}{}
+		if c.watchers == nil {
+			c.watchers = make(map[string][]ConnID)
+		}
+		c.watchers[key] = append(c.watchers[key], cn.id)
+		c.nwatches++
+	}
+	c.advance(now)
+	c.send(cn, proto.AppendWatch(c.buf[:0], c.queueOf(now, key)))
+}
+
+// unwatch serves U, on any node: no L line of key follows its answer.
+func (c *Core) unwatch(cn *conn, req proto.Request) {
+	c.dropWatch(cn, req.Key)
+	c.send(cn, proto.AppendWord(c.buf[:0], proto.OpUnwatch, req.Key, proto.WordOK))
+}
+
+// dropWatch ends cn's watch of key, if any.
+func (c *Core) dropWatch(cn *conn, key string) {
+	if _, ok := cn.watches[key]; !ok {
+		return
+	}
+	delete(cn.watches, key)
+	if len(cn.watches) == 0 {
+		cn.watches = nil
+	}
+	ws := slices.DeleteFunc(c.watchers[key], func(id ConnID) bool { return id == cn.id })
+	if len(ws) == 0 {
+		delete(c.watchers, key)
+	} else {
+		c.watchers[key] = ws
+	}
+	c.nwatches--
+}
+
+// dropWatches ends every watch, answering each M to: the node gives its
+// role up, and the clients watch again where it went.
+func (c *Core) dropWatches(to string) {
+	keys := make([]string, 0, len(c.watchers))
+	for k := range c.watchers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the same order on every run
+	for _, k := range keys {
+		for _, id := range c.watchers[k] {
+			if cn := c.conns[id]; cn != nil {
+				c.send(cn, proto.AppendMoved(c.buf[:0], k, to))
+				delete(cn.watches, k)
+			}
+		}
+	}
+	c.watchers, c.nwatches = nil, 0
+	c.dirty = c.dirty[:0]
+}
+
+// touch notes that key's holders or waiters changed.
+func (c *Core) touch(key string) {
+	if len(c.watchers) == 0 {
+		return
+	}
+	if _, ok := c.watchers[key]; !ok || slices.Contains(c.dirty, key) {
+		return
+	}
+	c.dirty = append(c.dirty, key)
+}
+
+// flushWatches sends the new state of every key touched to its watchers.
+func (c *Core) flushWatches(now time.Time) {
+	if len(c.dirty) == 0 {
+		return
+	}
+	dirty := c.dirty
+	c.dirty = nil
+	for _, k := range dirty {
+		ids := c.watchers[k]
+		if len(ids) == 0 {
+			continue
+		}
+		line := proto.AppendWatch(nil, c.queueOf(now, k))
+		for _, id := range ids {
+			if cn := c.conns[id]; cn != nil {
+				c.emit(cn, line)
+			}
+		}
+	}
+	c.dirty = dirty[:0]
+}
+
+// queueOf is key's holders and waiters as Q and L answer them.
+func (c *Core) queueOf(now time.Time, key string) proto.Queue {
+	hs, ws, nwait := c.eng.InspectN(now, key, proto.MaxListKeys)
+	q := proto.Queue{Key: key, Held: len(hs) > 0, Waiting: nwait}
+	if len(hs) > 0 {
+		q.Token, q.LeaseLeft, q.Limit = hs[0].Token, hs[0].LeaseLeft, hs[0].Limit
+	}
+	for _, h := range hs {
+		q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft, ID: h.ID})
+	}
+	for _, w := range ws {
+		addr := ""
+		if wc := c.conns[ConnID(w.Waiter.Conn)]; wc != nil {
+			addr = wc.remote
+		}
+		q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr, ID: w.ID})
+	}
+	return q
+}
+
+// Replicated waiters. The active streams each waiter whose acquire has
+// an id (J when it joins the queue, D when it leaves without a grant; a
+// G with its id says it was granted) to standbys that read them
+// (PeerVersion 3). A standby keeps them, in queue order, beside its
+// engine; when it takes the role, it queues them as ghosts (engine
+// AddGhost) behind the holders, so a client that re-sends its acquire
+// with the same id gets its place and its wait back. They do not count
+// as state changes (seq): they move no token and no holder, and a
+// standby of an older version, which never sees them, keeps counting
+// the same positions.
+
+// replWaiter is a waiter as a standby knows it.
+type replWaiter struct {
+	key   string
+	id    string
+	lease time.Duration
+	until time.Time // when its wait ends; zero: forever
+	limit int
+}
+
+// ghostGrace is how long a new active keeps the places of the waiters it
+// was told of: its clients re-send their acquires as soon as they find
+// it, well within a failure timeout; a place nobody claims is given up
+// then (and never after engine.MaxGhostGrace).
+func (c *Core) ghostGrace() time.Duration {
+	return min(max(c.cfg.FailureTimeout, 500*time.Millisecond), engine.MaxGhostGrace)
+}
+
+// replicateJoined streams a waiter with id that joined key's queue.
+func (c *Core) replicateJoined(key, id string, limit int, lease, wait time.Duration) {
+	if id == "" || len(c.streams) == 0 {
+		return
+	}
+	var b []byte
+	for _, s := range c.streams {
+		if s.stream.version < 3 {
+			continue
+		}
+		if b == nil {
+			b = proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecJoined, Key: key, ID: id, Limit: limit, Lease: lease, Wait: wait})
+		}
+		c.out.Send(s.id, b)
+	}
+	if b != nil {
+		c.buf = b[:0]
+	}
+}
+
+// replicateLeft streams that the waiter with id left key's queue.
+func (c *Core) replicateLeft(key, id string) {
+	if id == "" || len(c.streams) == 0 {
+		return
+	}
+	var b []byte
+	for _, s := range c.streams {
+		if s.stream.version < 3 {
+			continue
+		}
+		if b == nil {
+			b = proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecLeft, Key: key, ID: id})
+		}
+		c.out.Send(s.id, b)
+	}
+	if b != nil {
+		c.buf = b[:0]
+	}
+}
+
+// snapshotWaiters lists every waiter with an id, in queue order, for a
+// standby's snapshot. It goes right before the synced mark, so it is the
+// queues as they are then; a waiter the standby heard of while the
+// snapshot was sent moves to its listed place.
+func (c *Core) snapshotWaiters(now time.Time, b []byte) []byte {
+	c.eng.Waiters(now, func(key string, limit int, w engine.WaiterInfo) {
+		if w.ID == "" {
+			return
+		}
+		b = proto.AppendRecord(b, proto.Record{Kind: proto.RecJoined, Key: key, ID: w.ID, Limit: limit, Lease: w.Lease, Wait: w.WaitLeft})
+	})
+	return b
+}
+
+// applyJoined takes a J record in: the waiter goes to the tail of its
+// key, moving there if it was known already.
+func (c *Core) applyJoined(now time.Time, rec proto.Record) {
+	c.forgetWaiter(rec.ID)
+	w := replWaiter{key: rec.Key, id: rec.ID, lease: rec.Lease, limit: rec.Limit}
+	if rec.Wait > 0 {
+		w.until = now.Add(rec.Wait)
+	}
+	if c.rwait == nil {
+		c.rwait = make(map[string][]replWaiter)
+		c.rwaitKey = make(map[string]string)
+	}
+	c.rwait[rec.Key] = append(c.rwait[rec.Key], w)
+	c.rwaitKey[rec.ID] = rec.Key
+}
+
+// forgetWaiter drops the replicated waiter with id: it left, or was
+// granted (a G record with its id).
+func (c *Core) forgetWaiter(id string) {
+	key, ok := c.rwaitKey[id]
+	if !ok {
+		return
+	}
+	delete(c.rwaitKey, id)
+	ws := slices.DeleteFunc(c.rwait[key], func(w replWaiter) bool { return w.id == id })
+	if len(ws) == 0 {
+		delete(c.rwait, key)
+	} else {
+		c.rwait[key] = ws
+	}
+}
+
+// queueGhosts, on promotion, queues the replicated waiters as ghosts.
+func (c *Core) queueGhosts(now time.Time) {
+	if len(c.rwait) == 0 {
+		c.rwait, c.rwaitKey = nil, nil
+		return
+	}
+	keys := make([]string, 0, len(c.rwait))
+	for k := range c.rwait {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	grace := c.ghostGrace()
+	n := 0
+	for _, k := range keys {
+		for _, w := range c.rwait[k] {
+			left := time.Duration(0)
+			if !w.until.IsZero() {
+				if left = w.until.Sub(now); left <= 0 {
+					continue
+				}
+			}
+			if c.eng.AddGhost(now, k, w.limit, w.id, w.lease, left, grace) {
+				n++
+			}
+		}
+	}
+	c.rwait, c.rwaitKey = nil, nil
+	if n > 0 {
+		c.log.Info("kept the places of the last active's waiters", "self", c.self, "waiters", n, "grace", grace.String())
+	}
+}
