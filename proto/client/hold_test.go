@@ -167,7 +167,7 @@ func TestHoldWaits(t *testing.T) {
 	}
 	defer h.Release(ctx)
 	start := time.Now()
-	if _, err := c.Hold(ctx, "jobs", time.Second, client.Wait(0)); !errors.Is(err, client.ErrTimeout) {
+	if _, err := c.Hold(ctx, "jobs", time.Second, client.Wait(0)); !errors.Is(err, client.ErrHeld) || !errors.Is(err, client.ErrTimeout) {
 		t.Fatalf("Wait(0) on a held key: %v", err)
 	}
 	if took := time.Since(start); took > 200*time.Millisecond {
@@ -251,10 +251,11 @@ func TestTimeoutWordsAndQueueLimit(t *testing.T) {
 		opts []client.AcquireOption
 		want string
 	}{
-		{"lock", nil, "another client holds the key"},
-		{"sem", []client.AcquireOption{client.Limit(1)}, "another client holds the key"},
+		{"lock", []client.AcquireOption{client.Wait(50 * time.Millisecond)}, "another client holds the key"},
+		{"sem", []client.AcquireOption{client.Limit(1), client.Wait(50 * time.Millisecond)}, "another client holds the key"},
+		{"lock", []client.AcquireOption{client.Wait(0)}, "held by others; nothing was queued"},
 	} {
-		_, err := c.AcquireWith(ctx, tc.key, time.Minute, 0, append(tc.opts, client.Wait(0))...)
+		_, err := c.AcquireWith(ctx, tc.key, time.Minute, 0, tc.opts...)
 		if !errors.Is(err, client.ErrTimeout) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "--") {
 			t.Errorf("%s: %v, want %q and no flag", tc.key, err, tc.want)
 		}
@@ -264,9 +265,11 @@ func TestTimeoutWordsAndQueueLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = c.AcquireWith(ctx, "three", time.Minute, 0, client.Limit(2), client.Wait(0))
-	if !errors.Is(err, client.ErrTimeout) || !strings.Contains(err.Error(), "all 2 places of the semaphore are taken") {
-		t.Errorf("full semaphore: %v", err)
+	for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
+		_, err = c.AcquireWith(ctx, "three", time.Minute, 0, client.Limit(2), client.Wait(wait))
+		if !errors.Is(err, client.ErrTimeout) || !strings.Contains(err.Error(), "all 2 places of the semaphore are taken") {
+			t.Errorf("full semaphore, Wait(%s): %v", wait, err)
+		}
 	}
 	q, err := c.Queue(ctx, "lock")
 	if err != nil || q.Limit != 1 || q.Token != l.Token || l.Limit != 1 {

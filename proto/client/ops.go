@@ -50,10 +50,17 @@ func (c *Client) TryAcquire(ctx context.Context, key string, lease time.Duration
 }
 
 // heldError is a TryAcquire's answer T.
-type heldError struct{ key string }
+type heldError struct {
+	key   string
+	limit int
+}
 
 func (e *heldError) Error() string {
-	return "try-acquire " + e.key + ": " + ErrHeld.Error() + "; nothing was queued: try again later, or wait with Acquire"
+	held := ErrHeld.Error()
+	if e.limit > 1 {
+		held += fmt.Sprintf(" (all %d places of the semaphore are taken)", e.limit)
+	}
+	return "try-acquire " + e.key + ": " + held + "; nothing was queued: try again later, or wait with Acquire"
 }
 
 func (e *heldError) Is(target error) bool { return target == ErrHeld || target == ErrTimeout }
@@ -107,7 +114,7 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 		}
 	case proto.KindTimeout:
 		if try {
-			return Lock{}, &heldError{key}
+			return Lock{}, &heldError{key, limit}
 		}
 		return Lock{}, timeoutErr(key, wait, limit)
 	}
