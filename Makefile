@@ -1,5 +1,6 @@
 # lockd: two commands do all the set-up on a fresh machine with Go installed:
 #   make run    build and start a single node on 127.0.0.1:7070
+#               (make run LISTEN=127.0.0.1:7171 for another port)
 #   make test   run every test (race detector on)
 
 GO      ?= go
@@ -32,8 +33,14 @@ all: build
 build:
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/lockd ./cmd/lockctl
 
+# make run LISTEN=HOST:PORT (or a port alone) starts the node there
+# instead of 127.0.0.1:7070, as lockd --listen; lockctl then needs
+# LOCKD_ADDR (or --addr) set to it.
+LISTEN  ?=
+
 run: build
-	./$(BIN)/lockd
+	@echo "make run: lockd on $(or $(LISTEN),$(LOCKD_LISTEN),127.0.0.1:7070); in another terminal: $(if $(LISTEN),LOCKD_ADDR=$(LISTEN) )./$(BIN)/lockctl status"
+	@./$(BIN)/lockd $(if $(LISTEN),--listen $(LISTEN)) || { rc=$$?; echo "make run: lockd exited $$rc; if the port is taken, pick a free one: make run LISTEN=127.0.0.1:7171" >&2; exit $$rc; }
 
 # install copies lockd and lockctl to $(PREFIX)/bin (sudo for /usr/local,
 # or PREFIX=$$HOME/.local) and their completions where bash, zsh and fish
@@ -57,11 +64,22 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
+# CONFORMANCE_CLIENTS are the official clients the conformance suite
+# (clients/conformance) must run under make test: a driver missing among
+# them fails it (clients/README.md says how each is built).
+CONFORMANCE_CLIENTS ?= go
+
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
 test: vet
-	$(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
+	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
+
+# conformance-table runs every conformance case on CONFORMANCE_CLIENTS and
+# writes the table of cases and results into clients/README.md.
+.PHONY: conformance-table
+conformance-table:
+	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -count=1 -run 'TestConformance$$' ./clients/conformance -update-table
 
 # simulate runs the deterministic cluster simulator on SEEDS seeds from
 # FIRST, on every core, and prints the failing seeds (each replays with
