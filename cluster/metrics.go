@@ -31,7 +31,7 @@ import (
 
 // Labels of the requests by op and outcome.
 var (
-	opNames      = [...]string{"acquire", "release", "renew", "queue", "keys", "status", "handoff", "auth", "invalid"}
+	opNames      = [...]string{"acquire", "release", "renew", "queue", "keys", "status", "handoff", "auth", "withdraw", "watch", "unwatch", "invalid"}
 	outcomeNames = [...]string{"granted", "timeout", "ok", "notheld", "moved", "error", "cancelled"}
 )
 
@@ -57,7 +57,7 @@ var opIndex = func() (t [256]int8) {
 	for i := range t {
 		t[i] = int8(numOps - 1) // invalid: no request, or an unknown op
 	}
-	for i, op := range []proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth} {
+	for i, op := range []proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth, proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch} {
 		t[op] = int8(i)
 	}
 	for _, op := range []proto.Op{proto.OpBeat, proto.OpSync, proto.OpResolve, proto.RecTakeover} {
@@ -249,7 +249,9 @@ func (n *Node) countAnswer(c *conn, b []byte) {
 		if bytes.HasPrefix(rest, []byte(proto.WordNotHeld)) {
 			outcome = outNotHeld
 		}
-	case proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth:
+	case proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth, proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch:
+		// An L line that answers no request is a watch's news: it
+		// finds no pending request below, and counts nothing.
 		op = kind
 	default:
 		return

@@ -57,10 +57,15 @@ type Config struct {
 	// the standby is dropped from the ones answers wait for; 0: half the
 	// failure timeout.
 	SyncTimeout time.Duration
-	Engine      engine.Config // lock limits
-	Security    Security      // TLS, secrets
-	Limits      Limits        // connections and buffers
-	Logger      *slog.Logger
+	// MaxWatches bounds the keys one connection watches, MaxTotalWatches
+	// the watches of the node; 0 takes the defaults (core.DefaultMaxWatches,
+	// core.DefaultMaxTotalWatches).
+	MaxWatches      int
+	MaxTotalWatches int
+	Engine          engine.Config // lock limits
+	Security        Security      // TLS, secrets
+	Limits          Limits        // connections and buffers
+	Logger          *slog.Logger
 }
 
 // Node is one running lockd: the shell around a core.Core that owns the
@@ -145,14 +150,16 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.stats.init()
 	c, err := core.New(core.Config{
-		Self:           self,
-		Peers:          cfg.Peers,
-		Heartbeat:      cfg.Heartbeat,
-		FailureTimeout: cfg.FailureTimeout,
-		Async:          cfg.Async,
-		SyncTimeout:    cfg.SyncTimeout,
-		Engine:         cfg.Engine,
-		Logger:         cfg.Logger,
+		Self:            self,
+		Peers:           cfg.Peers,
+		Heartbeat:       cfg.Heartbeat,
+		FailureTimeout:  cfg.FailureTimeout,
+		Async:           cfg.Async,
+		SyncTimeout:     cfg.SyncTimeout,
+		MaxWatches:      cfg.MaxWatches,
+		MaxTotalWatches: cfg.MaxTotalWatches,
+		Engine:          cfg.Engine,
+		Logger:          cfg.Logger,
 	}, (*shellOut)(n), n.now())
 	if err != nil {
 		return nil, err

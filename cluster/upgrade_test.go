@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/proto"
 )
 
 // Rolling upgrades: a node of this release meets a node of the previous
@@ -133,7 +136,7 @@ func TestUpgradeOldStandbyNewActive(t *testing.T) {
 	s.expect(`F deploy ` + tok)
 	c.send("S -")
 	c.expect(`S - .* replication=sync degraded=true .*`)
-	if !strings.Contains(logs.String(), "its_version=1 this_version=2") {
+	if !strings.Contains(logs.String(), "its_version=1 this_version="+strconv.Itoa(proto.PeerVersion)) {
 		t.Errorf("the log does not name both versions:\n%s", logs.String())
 	}
 }

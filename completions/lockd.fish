@@ -17,7 +17,7 @@ function __lockd_node --description 'the lockd command being typed'
                 set node lockd_completion
             case 'lockd version'
                 set node lockd_version
-            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --advertise-client' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
+            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-watches' 'lockd --max-total-watches' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --advertise-client' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
                 set skip 1
             case 'lockd_tls ca'
                 set node lockd_tls_ca
@@ -53,6 +53,8 @@ complete -c lockd -n '__lockd_is lockd' -l max-waiters -x -d 'most clients queue
 complete -c lockd -n '__lockd_is lockd' -l max-lease -x -d 'longest lease a client may ask for, a DURATION'
 complete -c lockd -n '__lockd_is lockd' -l max-wait -x -d 'longest finite wait a client may ask for, a DURATION'
 complete -c lockd -n '__lockd_is lockd' -l max-total-waiters -x -d 'most clients queued over all keys together, a number N'
+complete -c lockd -n '__lockd_is lockd' -l max-watches -x -d 'most keys one connection may watch, a number N'
+complete -c lockd -n '__lockd_is lockd' -l max-total-watches -x -d 'most watches over all connections together, a number N'
 complete -c lockd -n '__lockd_is lockd' -l max-clock-skew -x -d 'largest clock difference between the cluster\'s machines, a DURATION'
 complete -c lockd -n '__lockd_is lockd' -l tls-cert -x -d 'serve TLS with this node\'s certificate FILE'
 complete -c lockd -n '__lockd_is lockd' -l tls-key -x -d 'private key FILE of --tls-cert'

@@ -193,9 +193,12 @@
 // keeps those places for a grace period (at most the failure timeout,
 // and never more than 5 seconds). A re-sent acquire with the same id
 // takes its place back, with the wait it had left, instead of joining the
-// tail; a place nobody claims within the grace is dropped, and when the
-// key frees with such a place at the head, the place whose grace has
-// ended is skipped (it never holds the key up past its grace).
+// tail; a place nobody claims within the grace is dropped. While an
+// unclaimed place is at the head of a key that frees, the key stays free
+// for its waiter, for what is left of the grace at most; then the next
+// waiter is granted. A try-lock never takes such a place. The grace is
+// short because a client re-sends as soon as it finds the new active,
+// within a failure timeout of the old one's end.
 //
 //	A key token     granted: token is the fencing token, larger than every earlier one
 //	T key           the wait elapsed without a grant: nothing is held
@@ -596,7 +599,7 @@
 //	H takeback 127.0.0.1:7070
 //	H takeback ok 127.0.0.1:7070
 //
-// # Peer replication: Y, G, F, W, V, H, O
+// # Peer replication: Y, G, F, J, D, W, V, H, O
 //
 // A standby subscribes to the active's state on a connection
 // of its own, giving its address (FROM) and its token high-water mark:
@@ -609,6 +612,9 @@
 //	G key token leaseleft [limit=N] [id=ID]
 //	                         one per holder: its token and lease left, in seconds,
 //	                         the key's limit (a semaphore) and the acquire's id
+//	J key id lease waitleft [limit=N]
+//	                         one per waiter whose acquire had an id, each key's
+//	                         in queue order (a waitleft of zero waits forever)
 //	Y FROM synced TOKEN SEQ  the snapshot is complete; TOKEN and SEQ are the active's
 //
 // then live records, in the order the changes happened:
@@ -616,6 +622,12 @@
 //	G key token leaseleft [limit=N] [id=ID]
 //	                         granted or renewed
 //	F key token              freed: released, or its lease ran out
+//	J key id lease waitleft [limit=N]
+//	                         a waiter with an id joined the tail of key's queue
+//	                         (a J of an id already known moves it there)
+//	D key id                 that waiter left without a grant (its wait ended, it
+//	                         was withdrawn, its connection closed); a G with its
+//	                         id says it was granted
 //	W - TOKEN SEQ            periodic mark: the active's high-water mark and position
 //	H FROM TOKEN SEQ [pinned] handoff: you are the successor; promote once this is applied
 //	                          (pinned: asked for by command, see H above)
@@ -642,11 +654,18 @@
 // stops feeding a stream (it hands off, demotes or shuts down), it writes
 // "M - addr", addr being where the role went, and closes the connection.
 // Parse reads P, Y and O as requests; ParseAnswer reads their answers and
-// the records. Each live G and F record moves SEQ by one.
+// the records. Each live G and F record moves SEQ by one; J and D do not
+// (a standby of version 2 never sees them, and counts the same SEQ).
 //
-// Only held locks travel: a waiter belongs to its connection to the old
-// active, which answers it M when it gives the role up, and its client
-// asks again wherever the active is.
+// A waiter belongs to its connection to the old active, which answers it
+// M when it gives the role up, and its client asks again wherever the
+// active is, with the same id. The J and D records let it keep its place:
+// a standby keeps the waiters it was told of, and when it takes the role
+// (a failover, a handoff) it keeps their places, in order, behind the
+// holders, for a grace of one failure timeout (at least 0.5 and at most 5
+// seconds): the re-sent acquire takes its place back (see A). An active
+// writes J and D only to standbys of version 3; the snapshot's J records
+// come last, right before the synced mark.
 //
 // # Settling a handoff: C
 //
@@ -672,6 +691,8 @@
 //	V 127.0.0.1:7071 42
 //	F deploy 7360982537641984002
 //	G deploy 7360982537641984004 30
+//	J deploy bob#2 30 9.5
+//	D deploy bob#2
 //	W - 7360982537641984004 44
 //	V 127.0.0.1:7071 44
 //	H 127.0.0.1:7071 7360982537641984004 44

@@ -38,6 +38,8 @@ var docPeerLines = []struct {
 	{"Y 127.0.0.1:7071 synced 7360982537641984003 42", "record", Record{Kind: RecSynced, From: standby, Token: docTok3, Seq: 42}},
 	{"F deploy 7360982537641984002", "record", Record{Kind: RecFree, Key: "deploy", Token: 7360982537641984002}},
 	{"G deploy 7360982537641984004 30", "record", Record{Kind: RecHeld, Key: "deploy", Token: docTok4, Lease: 30 * time.Second}},
+	{"J deploy bob#2 30 9.5", "record", Record{Kind: RecJoined, Key: "deploy", ID: "bob#2", Lease: 30 * time.Second, Wait: 9500 * time.Millisecond}},
+	{"D deploy bob#2", "record", Record{Kind: RecLeft, Key: "deploy", ID: "bob#2"}},
 	{"W - 7360982537641984004 44", "record", Record{Kind: RecMark, Token: docTok4, Seq: 44}},
 	{"H 127.0.0.1:7071 7360982537641984004 44", "record", Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44}},
 	{"O 127.0.0.1:7071 7360982537641984004", "takeover", uint64(docTok4)},

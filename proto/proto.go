@@ -183,6 +183,9 @@ type ParseError struct {
 	Op  Op
 	Key string
 	Msg string
+	// Ref is the ref=R of a refused acquire when it could be read, so
+	// that the refusal carries it back (AppendErrorRef).
+	Ref Ref
 }
 
 func (e *ParseError) Error() string { return e.Msg }
@@ -226,8 +229,16 @@ func Parse(line []byte) (Request, error) {
 	}
 	req.Key = string(words[1])
 	args := words[2:n]
+	var ref Ref
+	if req.Op == OpAcquire {
+		for _, a := range args {
+			if len(a) > 4 && string(a[:4]) == "ref=" {
+				ref, _ = refOf(a[4:])
+			}
+		}
+	}
 	fail := func(msg string) (Request, error) {
-		return Request{}, &ParseError{Op: req.Op, Key: req.Key, Msg: msg}
+		return Request{}, &ParseError{Op: req.Op, Key: req.Key, Msg: msg, Ref: ref}
 	}
 	switch req.Op {
 	case OpAcquire:

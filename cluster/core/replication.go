@@ -56,8 +56,11 @@ func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 		version = min(p.version, proto.PeerVersion)
 	}
 	cn.stream = &stream{from: req.Key, version: version, syncing: true, cursor: engine.ScanStart, started: now}
-	if version < proto.PeerVersion {
-		c.log.Warn("standby speaks older peer messages: semaphore keys and acquire ids do not reach it, and it does not acknowledge; upgrade it", "standby", req.Key, "its_version", version, "this_version", proto.PeerVersion)
+	switch {
+	case version < 2:
+		c.log.Warn("standby speaks older peer messages: semaphore keys, acquire ids and waiters do not reach it, and it does not acknowledge; upgrade it", "standby", req.Key, "its_version", version, "this_version", proto.PeerVersion)
+	case version < proto.PeerVersion:
+		c.log.Warn("standby speaks older peer messages: the waiters' places do not reach it, so a failover to it does not keep the queue order; upgrade it", "standby", req.Key, "its_version", version, "this_version", proto.PeerVersion)
 	}
 	c.streams = append(c.streams, cn)
 	c.log.Info("standby subscribed", "standby", req.Key, "remote", cn.remote, "seq", c.seq)

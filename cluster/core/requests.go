@@ -21,9 +21,10 @@ type conn struct {
 	stream   *stream // set when this connection is a standby's replication stream
 	// held are answers waiting for the standbys' acknowledgements
 	// (synchronous replication), in the order they are to be written.
-	held    []heldAnswer
-	refs    map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
-	watches map[string]struct{} // the keys this connection watches (L)
+	held     []heldAnswer
+	refs     map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
+	refsPeak int                 // the most refs has held since it was made
+	watches  map[string]struct{} // the keys this connection watches (L)
 }
 
 // pendingA is an acquire on a connection that has not been answered in
@@ -203,22 +204,28 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 
 // RequestError answers a line that is no request. A refused acquire whose
 // key could be read is matched by (A, key) like any acquire: it must not
-// overtake an older acquire of the key still waiting.
+// overtake an older acquire of the key still waiting; one whose ref could
+// be read too is answered at once, with it.
 func (c *Core) RequestError(id ConnID, pe *proto.ParseError) {
 	cn := c.conns[id]
 	if cn == nil {
 		return
 	}
+	if pe.Op == proto.OpAcquire && !pe.Ref.IsZero() && pe.Key != proto.WordNone {
+		c.count.Refusals++
+		seq := cn.nextSeq
+		cn.nextSeq++
+		c.answerAcquire(cn, pe.Key, seq, pe.Ref, proto.AppendErrorRef(nil, pe.Key, pe.Op, pe.Ref, pe.Msg))
+		return
+	}
 	c.refuse(cn, pe.Op, pe.Key, pe.Msg)
 }
 
-// Refusals of an acquire whose ref could not be read go by (A, key): a
-// client that sent a ref reads the refusal of the line it sent as the
-// answer to its oldest acquire of the key, which is what a client of
-// this grammar sends only by mistake.
-
 // Refuse answers a request that will not be served with E and msg, in
-// the order its (op, key) requires.
+// the order its (op, key) requires. It carries no ref: the shell refuses
+// only requests of a connection that may send none (not authenticated),
+// so a refused acquire is the only one its connection has outstanding,
+// and the client matches the E by (A, key).
 func (c *Core) Refuse(id ConnID, op proto.Op, key, msg string) {
 	if cn := c.conns[id]; cn != nil {
 		c.refuse(cn, op, key, msg)
@@ -374,7 +381,7 @@ func (c *Core) flushPending(cn *conn, key string, from int) bool {
 }
 
 // routeOwn routes evs and reports whether one of them grants w, which the
-// caller answers itself.
+// caller answers itself, as it does a T of w (a try-lock).
 func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (bool, uint64) {
 	granted, tok := false, uint64(0)
 	for _, ev := range evs {
@@ -384,6 +391,9 @@ func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (boo
 			c.replicate(ev)
 			c.touch(ev.Key)
 			continue
+		}
+		if ev.Kind == engine.TimedOut && ev.Waiter == w {
+			continue // a try-lock's T: the caller answers it
 		}
 		c.routeOne(now, ev)
 	}

@@ -30,7 +30,12 @@ package core
 //     the same locks; none is joining or handing off;
 //   - without handoffs by command, the active is the first node of --peers
 //     (take-back by priority);
-//   - no client still waits for an answer.
+//   - no client still waits for an answer;
+//   - the watcher is subscribed on the active and its last state of the
+//     key is the active's.
+//
+// And throughout: an X is answered after its acquire, "ok" only when
+// that acquire was answered T; every watch line reads as a queue.
 
 import (
 	"maps"
@@ -70,6 +75,14 @@ type simClient struct {
 	id      string
 	nextID  int
 	resend  string // an acquire to send again, with its id, once connected
+	// withdrawing: an X sent for the outstanding acquire (id), on conn
+	// xConn; acqAnswer is the kind the acquire was answered with since
+	// (0: not yet). The X must be answered after the acquire, and "ok"
+	// only when that answer was T.
+	withdrawing bool
+	xConn       *simConn
+	xID, xKey   string
+	acqAnswer   proto.Op
 }
 
 func (c *simClient) name() string { return "client " + strconv.Itoa(c.idx) }
@@ -120,6 +133,36 @@ func (c *simClient) act() {
 			line += " limit=" + strconv.Itoa(l)
 		}
 		c.send('A', key, line+" id="+c.id)
+		if s.rng.IntN(6) == 0 {
+			// The caller gives up after a while: withdraw the acquire.
+			epoch, conn, id := c.epoch, c.conn, c.id
+			c.s.at(time.Duration(1+s.rng.IntN(400))*time.Millisecond, func() { c.withdraw(epoch, conn, id) })
+		}
+	}
+}
+
+// withdraw sends X for the acquire id if it is still outstanding on conn.
+func (c *simClient) withdraw(epoch int, conn *simConn, id string) {
+	if c.epoch != epoch || !c.busy || c.op != 'A' || c.conn != conn || c.withdrawing || !conn.open || conn.closed[0] {
+		return
+	}
+	c.withdrawing, c.xConn, c.xID, c.xKey, c.acqAnswer = true, conn, id, c.key, 0
+	line := "X " + c.key + " " + id
+	c.s.logf("%s -> node %d: %s", c.name(), conn.to, line)
+	conn.toServer([]byte(line + "\n"))
+}
+
+// withdrawn checks the answer to an X.
+func (c *simClient) withdrawn(a proto.Answer, line []byte) {
+	s := c.s
+	c.withdrawing = false
+	switch {
+	case len(a.Fields) != 1:
+		s.fail("%s: answer %q to X %s", c.name(), line, c.xID)
+	case c.acqAnswer == 0:
+		s.fail("%s: X %s answered %q before its acquire", c.name(), c.xID, line)
+	case a.Fields[0] == proto.WordOK && c.acqAnswer != proto.KindTimeout:
+		s.fail("%s: X %s answered ok, but its acquire was answered %s", c.name(), c.xID, c.acqAnswer)
 	}
 }
 
@@ -175,6 +218,7 @@ func (c *simClient) dropped(conn *simConn) {
 	}
 	c.s.logf("%s lost its connection to node %d", c.name(), conn.to)
 	c.conn = nil
+	c.withdrawing = false
 	if c.busy && c.op == 'A' && c.s.now-c.sentAt < 4*time.Second && c.s.rng.IntN(4) > 0 {
 		c.resend = c.req
 	}
@@ -195,6 +239,15 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		return
 	}
 	s.logf("%s <- node %d: %s", c.name(), conn.to, strings.TrimSpace(string(line)))
+	if c.withdrawing && conn == c.xConn {
+		if a.Kind == proto.OpWithdraw && a.Key == c.xKey {
+			c.withdrawn(a, line)
+			return
+		}
+		if c.busy && c.op == 'A' && c.id == c.xID && a.Key == c.key {
+			c.acqAnswer = a.Kind // the withdrawn acquire's own answer
+		}
+	}
 	if !c.busy || a.Key != c.key {
 		s.fail("%s: answer %q matches no request (outstanding %q)", c.name(), strings.TrimSpace(string(line)), c.req)
 		return
@@ -224,6 +277,7 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		c.target = s.byAddr(a.Fields[0])
 		conn.close(0, "moved")
 		c.conn = nil
+		c.withdrawing = false
 		if c.op == 'R' {
 			// Re-send the release where the role is.
 			tok, _ := strconv.ParseUint(strings.Fields(c.req)[2], 10, 64)
@@ -385,6 +439,7 @@ func (s *sim) checkQuiet() {
 	if !s.handoffsByCommand() && a.idx != 0 {
 		s.fail("node %d is active at the end; the first of --peers (node 0) should have taken the role back", a.idx)
 	}
+	s.checkWatcher(a)
 	for _, c := range s.clients {
 		if c.busy && s.now-c.sentAt > 4*time.Second {
 			s.fail("%s still waits for an answer to %q sent at %.4fs", c.name(), c.req, c.sentAt.Seconds())
@@ -491,4 +546,136 @@ func (s *sim) tellGranted(n *simNode, c *simClient, key string, token uint64) {
 	line := []byte("A " + key + " " + strconv.FormatUint(token, 10) + "\n")
 	s.checkOutgoing(n, conn, line)
 	c.answer(conn, line)
+}
+
+// simWatcher watches k0 (L) on the node it believes active, as the
+// official client does: it follows M, subscribes again after a drop, and
+// probes a silent connection with S. Every L line must read as a queue;
+// at the end of the quiet period it must be subscribed on the active and
+// its last state must be the active's.
+type simWatcher struct {
+	s       *sim
+	idx     int // its dialler number, after the clients'
+	conn    *simConn
+	target  int
+	dialing bool
+	last    proto.Queue
+	have    bool
+	heard   time.Duration // when the connection last read a line
+	probed  bool
+	moves   int
+}
+
+const watchedKey = "k0"
+
+func (w *simWatcher) connect() {
+	s := w.s
+	if w.dialing {
+		return
+	}
+	w.dialing = true
+	if w.target < 0 || w.target >= len(s.nodes) {
+		w.target = s.rng.IntN(len(s.nodes))
+	}
+	s.dial(-1-w.idx, w.target, kindClient, func(conn *simConn, err error) {
+		w.dialing = false
+		if err != nil {
+			w.target = s.rng.IntN(len(s.nodes))
+			s.at(time.Duration(1+s.rng.IntN(300))*time.Millisecond, w.connect)
+			return
+		}
+		w.conn, w.have, w.heard, w.probed = conn, false, s.now, false
+		conn.onLine = func(line []byte) { w.line(conn, line) }
+		conn.onClose = func(string) { w.dropped(conn) }
+		s.logf("watcher -> node %d: L %s", conn.to, watchedKey)
+		conn.toServer([]byte("L " + watchedKey + "\n"))
+		s.at(time.Second, func() { w.probe(conn) })
+	})
+}
+
+// probe sends S on a connection silent for a second, and drops it when
+// nothing came back for two.
+func (w *simWatcher) probe(conn *simConn) {
+	s := w.s
+	if w.conn != conn {
+		return
+	}
+	switch {
+	case s.now-w.heard >= 2*time.Second:
+		s.logf("watcher gives up on its silent connection to node %d", conn.to)
+		conn.close(0, "silent")
+		w.dropped(conn)
+		return
+	case s.now-w.heard >= time.Second && !w.probed:
+		w.probed = true
+		conn.toServer([]byte("S -\n"))
+	}
+	s.at(500*time.Millisecond, func() { w.probe(conn) })
+}
+
+func (w *simWatcher) dropped(conn *simConn) {
+	if w.conn != conn {
+		return
+	}
+	w.conn, w.have = nil, false
+	w.target = w.s.rng.IntN(len(w.s.nodes))
+	w.s.at(time.Duration(1+w.s.rng.IntN(300))*time.Millisecond, w.connect)
+}
+
+func (w *simWatcher) line(conn *simConn, line []byte) {
+	s := w.s
+	if conn != w.conn {
+		return
+	}
+	w.heard, w.probed = s.now, false
+	a, err := proto.ParseAnswer(line)
+	if err != nil {
+		s.fail("watcher: unreadable line %q", line)
+		return
+	}
+	switch a.Kind {
+	case proto.OpStatus:
+	case proto.OpWatch:
+		q, err := proto.ParseQueue(a)
+		if err != nil || a.Key != watchedKey {
+			s.fail("watcher: L line %q: %v", strings.TrimSpace(string(line)), err)
+			return
+		}
+		w.last, w.have, w.moves = q, true, 0
+	case proto.KindMoved:
+		s.logf("watcher <- node %d: %s", conn.to, strings.TrimSpace(string(line)))
+		w.moves++
+		w.target = s.byAddr(a.Fields[0])
+		conn.close(0, "moved")
+		w.conn, w.have = nil, false
+		pause := time.Duration(min(w.moves, 10)) * 20 * time.Millisecond
+		s.at(pause, w.connect)
+	default:
+		s.fail("watcher: unexpected line %q", strings.TrimSpace(string(line)))
+	}
+}
+
+// checkWatcher: at the end, the watch is on the active and shows its
+// state of the key.
+func (s *sim) checkWatcher(a *simNode) {
+	w := s.watcher
+	if w == nil {
+		return
+	}
+	if w.conn == nil || w.conn.to != a.idx || !w.have {
+		s.fail("watcher is not subscribed on the active node %d at the end (conn %v, state %v)", a.idx, w.conn != nil, w.have)
+		return
+	}
+	q := a.core.queueOf(a.clock(), watchedKey)
+	tokens := func(q proto.Queue) []uint64 {
+		var out []uint64
+		for _, h := range q.Holders {
+			out = append(out, h.Token)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if q.Held != w.last.Held || !slices.Equal(tokens(q), tokens(w.last)) || q.Waiting != w.last.Waiting {
+		s.fail("watcher's last state of %s is %+v, the active's %+v", watchedKey, w.last, q)
+	}
 }

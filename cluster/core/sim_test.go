@@ -111,6 +111,7 @@ type sim struct {
 
 	nodes   []*simNode
 	clients []*simClient
+	watcher *simWatcher
 	conns   []*simConn
 	blocked map[[2]int]bool // blocked[{a, b}]: the path a->b stalls (client side is -1-i)
 
@@ -278,6 +279,8 @@ func newSim(seed uint64, o simOptions) *sim {
 		s.clients = append(s.clients, c)
 		s.at(time.Duration(s.rng.IntN(200))*time.Millisecond, c.act)
 	}
+	s.watcher = &simWatcher{s: s, idx: cfg.clients, target: -1}
+	s.at(time.Duration(s.rng.IntN(200))*time.Millisecond, s.watcher.connect)
 	if o.script != nil {
 		for _, f := range o.script {
 			s.at(f.at, func() { s.fault(f.kind, f.node, f.dur) })

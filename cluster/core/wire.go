@@ -32,6 +32,7 @@ func (cn *conn) waitRef(key string, seq uint64, ref proto.Ref) {
 		cn.refs = make(map[uint64]refWait)
 	}
 	cn.refs[seq] = refWait{key, ref}
+	cn.refsPeak = max(cn.refsPeak, len(cn.refs))
 	cn.nwaiting++
 }
 
@@ -45,8 +46,10 @@ func (cn *conn) takeRef(seq uint64) (proto.Ref, bool) {
 		return proto.Ref{}, false
 	}
 	delete(cn.refs, seq)
-	if len(cn.refs) == 0 {
-		cn.refs = nil // a map keeps the room it grew to
+	if len(cn.refs) == 0 && cn.refsPeak > 64 {
+		// A map keeps the room it grew to; a small one is kept for the
+		// next wait, which on a busy key comes at once.
+		cn.refs, cn.refsPeak = nil, 0
 	}
 	cn.nwaiting--
 	return r.ref, true

@@ -23,6 +23,7 @@ import (
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
 
 	"github.com/lockd-io/lockd/cluster"
+	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/cmd/internal/complete"
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
@@ -105,6 +106,8 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			durflag.New(cli.DurationFlag{Name: "max-lease", Value: engine.DefaultConfig.MaxLease, EnvVars: []string{"LOCKD_MAX_LEASE"}, Usage: "longest lease a client may ask for, a `DURATION`"}),
 			durflag.New(cli.DurationFlag{Name: "max-wait", Value: engine.DefaultConfig.MaxWait, EnvVars: []string{"LOCKD_MAX_WAIT"}, Usage: "longest finite wait a client may ask for, a `DURATION` (wait 0 = forever is always allowed)"}),
 			&cli.IntFlag{Name: "max-total-waiters", Value: engine.DefaultConfig.MaxWaiters, EnvVars: []string{"LOCKD_MAX_TOTAL_WAITERS"}, Usage: "most clients queued over all keys together, a number `N`"},
+			&cli.IntFlag{Name: "max-watches", Value: core.DefaultMaxWatches, EnvVars: []string{"LOCKD_MAX_WATCHES"}, Usage: "most keys one connection may watch (L), a number `N`"},
+			&cli.IntFlag{Name: "max-total-watches", Value: core.DefaultMaxTotalWatches, EnvVars: []string{"LOCKD_MAX_TOTAL_WATCHES"}, Usage: "most watches over all connections together, a number `N`"},
 			durflag.New(cli.DurationFlag{Name: "max-clock-skew", Value: engine.DefaultConfig.MaxEpochAhead, EnvVars: []string{"LOCKD_MAX_CLOCK_SKEW"}, Usage: "largest clock difference between the cluster's machines, a `DURATION`; a token from further ahead is ignored and logged"}),
 
 			&cli.StringFlag{Name: "tls-cert", Category: catSecurity, EnvVars: []string{"LOCKD_TLS_CERT"}, Usage: "serve TLS with this node's certificate `FILE` (make one with lockd tls cert --host HOST); peers are dialled with TLS too"},
@@ -151,7 +154,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 					peers = append(peers, strings.TrimSpace(a))
 				}
 			}
-			for _, name := range []string{"max-keys", "max-waiters", "max-total-waiters", "max-conns"} {
+			for _, name := range []string{"max-keys", "max-waiters", "max-total-waiters", "max-conns", "max-watches", "max-total-watches"} {
 				if c.Int(name) <= 0 {
 					return cli.Exit(fmt.Sprintf("--%s %d: must be at least 1", name, c.Int(name)), 2)
 				}
@@ -203,13 +206,15 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 				return cli.Exit(err.Error(), 1)
 			}
 			node, err := cluster.New(cluster.Config{
-				Listen:         listenAddr(c.String("listen")),
-				Advertise:      c.String("advertise"),
-				Peers:          peers,
-				Heartbeat:      c.Duration("heartbeat"),
-				FailureTimeout: c.Duration("failure-timeout"),
-				Async:          async,
-				SyncTimeout:    c.Duration("sync-timeout"),
+				Listen:          listenAddr(c.String("listen")),
+				Advertise:       c.String("advertise"),
+				Peers:           peers,
+				Heartbeat:       c.Duration("heartbeat"),
+				FailureTimeout:  c.Duration("failure-timeout"),
+				Async:           async,
+				SyncTimeout:     c.Duration("sync-timeout"),
+				MaxWatches:      c.Int("max-watches"),
+				MaxTotalWatches: c.Int("max-total-watches"),
 				Engine: engine.Config{
 					MaxKeys:          c.Int("max-keys"),
 					MaxWaitersPerKey: c.Int("max-waiters"),

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,9 @@ type conn struct {
 	// refs numbers the acquires sent here (proto's ref=R): an answer
 	// that carries one goes to its acquire whatever was sent before it.
 	refs uint64
+	// noRef: the node refused a ref= (a release before refs): acquires
+	// go without one here, matched by (op, key) as before.
+	noRef bool
 	// watching are the watches subscribed (or subscribing) here, by key:
 	// every L line of a key goes to its watch, and an M of a watched key
 	// that answers no request moves the watch.
@@ -277,7 +281,7 @@ func (cn *conn) queueLocked(cl *call) {
 		q.head = 0
 	}
 	q.calls = append(q.calls, cl)
-	if cl.req.op == proto.OpAcquire {
+	if cl.req.op == proto.OpAcquire && !cn.noRef {
 		cn.refs++
 		cl.ref = cn.refs
 	}
@@ -403,6 +407,19 @@ func (cn *conn) popRefLocked(key string, ref uint64) *call {
 		return cl
 	}
 	return nil
+}
+
+// refusedRef reports whether a is an older node's refusal of the ref=
+// word, and if so stops sending refs on cn.
+func (cn *conn) refusedRef(cl *call, a proto.Answer) bool {
+	if cl.ref == 0 || a.Kind != proto.KindError || !strings.Contains(a.ErrorText(), `"ref=`) || !strings.Contains(a.ErrorText(), "want limit=N or id=ID after the wait") {
+		return false
+	}
+	cn.mu.Lock()
+	cn.noRef = true
+	cn.mu.Unlock()
+	cn.c.log.Warn("lockd node does not read ref= (an older release): acquires to it go without refs", "addr", cn.addr)
+	return true
 }
 
 // answerRef is the ref an answer to an acquire carries, 0 when none.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,6 +48,12 @@ func FuzzDispatch(f *testing.F) {
 		"> R k\r\nR k ok\r\n",
 		"> A 鍵\n> R 鍵\nM 鍵 127.0.0.1:7070\nR 鍵 ok\n",
 		"> P k\n> A k k\n> X k\nP k a b\n",
+		"> A k\n> A k\nT k ref=2\nA k 7 ref=1\n",
+		"> A k\n> A k\nE k A: ref=2 limit mismatch: no\nM k 127.0.0.1:7071 ref=1\n",
+		"> A k\nA k 7 ref=9\nE k A: ref=9 no\n",
+		"> A k\n> A k\nT k\nA k 7 ref=zz\n",
+		"> L k\nL k - - 0\nL k 7 30 0\nM k 127.0.0.1:7071\n",
+		"> X k\n> U k\nX k ok\nU k ok\n",
 		"",
 	} {
 		f.Add([]byte(s))
@@ -130,16 +137,31 @@ func runDispatchScript(t *testing.T, c *Client, script []byte) {
 			break
 		}
 		want := -1 // index in waiting of the call a belongs to
-		for j, sc := range waiting {
-			if sc.key == a.Key && ((a.Kind == proto.KindMoved && sc.op != proto.OpStatus) || sc.op == answerOp(a)) {
-				want = j
-				break
+		delivered := a
+		if ref, err := strconv.ParseUint(a.Ref(), 36, 64); err == nil && ref != 0 {
+			// An answer that carries a ref goes to the acquire sent with
+			// it, without its ref, or to nobody.
+			for j, sc := range waiting {
+				if sc.key == a.Key && sc.op == proto.OpAcquire && sc.cl.ref == ref {
+					want = j
+					delivered = a.WithoutRef()
+					break
+				}
+			}
+		} else {
+			for j, sc := range waiting {
+				if sc.key == a.Key && ((a.Kind == proto.KindMoved && sc.op != proto.OpStatus) || sc.op == answerOp(a)) {
+					want = j
+					break
+				}
 			}
 		}
 		err = cn.dispatch(a)
 		drain()
 		if want < 0 {
 			if (err != nil) != (a.Kind == proto.KindError) {
+				// An L that answers no request belongs to a watch, or to
+				// nobody: it never drops the connection.
 				t.Fatalf("answer %q matches no request: dispatch = %v, want an error only for an E", line, err)
 			}
 		} else if err != nil {
@@ -147,7 +169,7 @@ func runDispatchScript(t *testing.T, c *Client, script []byte) {
 		}
 		if want >= 0 {
 			sc := waiting[want]
-			if len(sc.results) != 1 || sc.results[0].err != nil || !sameAnswer(sc.results[0].ans, a) {
+			if len(sc.results) != 1 || sc.results[0].err != nil || !sameAnswer(sc.results[0].ans, delivered) {
 				t.Fatalf("answer %q belongs to %s %s (the oldest outstanding of its kind), which got %+v", line, sc.op, sc.key, sc.results)
 			}
 			waiting = append(waiting[:want], waiting[want+1:]...)

@@ -511,6 +511,9 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			}
 			continue
 		case proto.KindError:
+			if cn.refusedRef(cl, a) {
+				continue // sent again, without the ref
+			}
 			return a, cn, serverError(a)
 		}
 		if req.op != proto.OpHandoff {

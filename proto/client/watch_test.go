@@ -218,3 +218,33 @@ func TestWatchFollowsMovesAndDrops(t *testing.T) {
 	for range w.ch {
 	}
 }
+
+// A node of a release before refs refuses the word: the acquire is sent
+// again without it, and so are the next ones on that connection.
+func TestAcquireWithoutRefsOnAnOlderNode(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, func(sc *serverConn, r fakeReq) bool {
+		if _, ref, ok := strings.Cut(r.line, " ref="); ok {
+			sc.send(`E k A: "ref=` + ref + `": want limit=N or id=ID after the wait`)
+			return true
+		}
+		return false
+	})
+	c := newTestClient(t, []string{f.addr}, Options{ConnsPerAddr: 1}, hooks{})
+	res := acquireAsync(c, bg, "k", 30*time.Second, 0)
+	r := f.next()
+	if strings.Contains(r.line, "ref=") {
+		t.Fatalf("re-sent request %q still has a ref", r.line)
+	}
+	r.sc.send("A k 7")
+	if got := await(t, res); got.err != nil || got.lock.Token != 7 {
+		t.Fatalf("acquire: %+v", got)
+	}
+	res = acquireAsync(c, bg, "k", 30*time.Second, 0)
+	if r := f.next(); strings.Contains(r.line, "ref=") {
+		t.Fatalf("next request %q has a ref", r.line)
+	} else {
+		r.sc.send("A k 8")
+	}
+	await(t, res)
+}
