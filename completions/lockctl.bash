@@ -30,6 +30,7 @@ _lockctl_complete() {
         "lockctl bench") node=lockctl_bench ;;
         "lockctl status") node=lockctl_status ;;
         "lockctl queues") node=lockctl_queues ;;
+        "lockctl watch") node=lockctl_watch ;;
         "lockctl handoff") node=lockctl_handoff ;;
         "lockctl drill") node=lockctl_drill ;;
         "lockctl completion") node=lockctl_completion ;;
@@ -44,6 +45,7 @@ _lockctl_complete() {
         "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench -w"|"lockctl_bench --mode"|"lockctl_bench --limit"|"lockctl_bench --addr"|"lockctl_bench --output"|"lockctl_bench -o"|"lockctl_bench --color"|"lockctl_bench --timeout"|"lockctl_bench --failure-timeout"|"lockctl_bench --name"|"lockctl_bench --tls-ca"|"lockctl_bench --tls-cert"|"lockctl_bench --tls-key"|"lockctl_bench --tls-server-name"|"lockctl_bench --secret-file") skip=1 ;;
         "lockctl_status --max-lag"|"lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --addr"|"lockctl_status --output"|"lockctl_status -o"|"lockctl_status --color"|"lockctl_status --timeout"|"lockctl_status --failure-timeout"|"lockctl_status --name"|"lockctl_status --tls-ca"|"lockctl_status --tls-cert"|"lockctl_status --tls-key"|"lockctl_status --tls-server-name"|"lockctl_status --secret-file") skip=1 ;;
         "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr"|"lockctl_queues --output"|"lockctl_queues -o"|"lockctl_queues --color"|"lockctl_queues --timeout"|"lockctl_queues --failure-timeout"|"lockctl_queues --name"|"lockctl_queues --tls-ca"|"lockctl_queues --tls-cert"|"lockctl_queues --tls-key"|"lockctl_queues --tls-server-name"|"lockctl_queues --secret-file") skip=1 ;;
+        "lockctl_watch --key"|"lockctl_watch --addr"|"lockctl_watch --output"|"lockctl_watch -o"|"lockctl_watch --color"|"lockctl_watch --timeout"|"lockctl_watch --failure-timeout"|"lockctl_watch --name"|"lockctl_watch --tls-ca"|"lockctl_watch --tls-cert"|"lockctl_watch --tls-key"|"lockctl_watch --tls-server-name"|"lockctl_watch --secret-file") skip=1 ;;
         "lockctl_handoff --to"|"lockctl_handoff --addr"|"lockctl_handoff --output"|"lockctl_handoff -o"|"lockctl_handoff --color"|"lockctl_handoff --timeout"|"lockctl_handoff --failure-timeout"|"lockctl_handoff --name"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") skip=1 ;;
         "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --action"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --output"|"lockctl_drill -o"|"lockctl_drill --color"|"lockctl_drill --timeout"|"lockctl_drill --failure-timeout"|"lockctl_drill --name"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") skip=1 ;;
         "lockctl_completion --addr"|"lockctl_completion --output"|"lockctl_completion -o"|"lockctl_completion --color"|"lockctl_completion --timeout"|"lockctl_completion --failure-timeout"|"lockctl_completion --name"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") skip=1 ;;
@@ -57,10 +59,10 @@ _lockctl_complete() {
         flag=${COMP_WORDS[COMP_CWORD-2]}
     fi
     case "$node $flag" in
-        "lockctl --output"|"lockctl -o"|"lockctl_acquire --output"|"lockctl_acquire -o"|"lockctl_release --output"|"lockctl_release -o"|"lockctl_renew --output"|"lockctl_renew -o"|"lockctl_hold --output"|"lockctl_hold -o"|"lockctl_exec --output"|"lockctl_exec -o"|"lockctl_bench --output"|"lockctl_bench -o"|"lockctl_status --output"|"lockctl_status -o"|"lockctl_queues --output"|"lockctl_queues -o"|"lockctl_handoff --output"|"lockctl_handoff -o"|"lockctl_drill --output"|"lockctl_drill -o"|"lockctl_completion --output"|"lockctl_completion -o"|"lockctl_version --output"|"lockctl_version -o")
+        "lockctl --output"|"lockctl -o"|"lockctl_acquire --output"|"lockctl_acquire -o"|"lockctl_release --output"|"lockctl_release -o"|"lockctl_renew --output"|"lockctl_renew -o"|"lockctl_hold --output"|"lockctl_hold -o"|"lockctl_exec --output"|"lockctl_exec -o"|"lockctl_bench --output"|"lockctl_bench -o"|"lockctl_status --output"|"lockctl_status -o"|"lockctl_queues --output"|"lockctl_queues -o"|"lockctl_watch --output"|"lockctl_watch -o"|"lockctl_handoff --output"|"lockctl_handoff -o"|"lockctl_drill --output"|"lockctl_drill -o"|"lockctl_completion --output"|"lockctl_completion -o"|"lockctl_version --output"|"lockctl_version -o")
             COMPREPLY=($(compgen -W "text table wide json" -- "$cur"))
             return 0 ;;
-        "lockctl --color"|"lockctl_acquire --color"|"lockctl_release --color"|"lockctl_renew --color"|"lockctl_hold --color"|"lockctl_exec --color"|"lockctl_bench --color"|"lockctl_status --color"|"lockctl_queues --color"|"lockctl_handoff --color"|"lockctl_drill --color"|"lockctl_completion --color"|"lockctl_version --color")
+        "lockctl --color"|"lockctl_acquire --color"|"lockctl_release --color"|"lockctl_renew --color"|"lockctl_hold --color"|"lockctl_exec --color"|"lockctl_bench --color"|"lockctl_status --color"|"lockctl_queues --color"|"lockctl_watch --color"|"lockctl_handoff --color"|"lockctl_drill --color"|"lockctl_completion --color"|"lockctl_version --color")
             COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
             return 0 ;;
         "lockctl_bench --mode")
@@ -78,6 +80,7 @@ _lockctl_complete() {
         "lockctl_bench --workers"|"lockctl_bench --conns"|"lockctl_bench --duration"|"lockctl_bench --keys"|"lockctl_bench --lease"|"lockctl_bench --wait"|"lockctl_bench -w"|"lockctl_bench --limit"|"lockctl_bench --addr"|"lockctl_bench --timeout"|"lockctl_bench --failure-timeout"|"lockctl_bench --name"|"lockctl_bench --tls-ca"|"lockctl_bench --tls-cert"|"lockctl_bench --tls-key"|"lockctl_bench --tls-server-name"|"lockctl_bench --secret-file") return 0 ;;
         "lockctl_status --max-lag"|"lockctl_status --interval"|"lockctl_status --wait-active"|"lockctl_status --addr"|"lockctl_status --timeout"|"lockctl_status --failure-timeout"|"lockctl_status --name"|"lockctl_status --tls-ca"|"lockctl_status --tls-cert"|"lockctl_status --tls-key"|"lockctl_status --tls-server-name"|"lockctl_status --secret-file") return 0 ;;
         "lockctl_queues --key"|"lockctl_queues --prefix"|"lockctl_queues --addr"|"lockctl_queues --timeout"|"lockctl_queues --failure-timeout"|"lockctl_queues --name"|"lockctl_queues --tls-ca"|"lockctl_queues --tls-cert"|"lockctl_queues --tls-key"|"lockctl_queues --tls-server-name"|"lockctl_queues --secret-file") return 0 ;;
+        "lockctl_watch --key"|"lockctl_watch --addr"|"lockctl_watch --timeout"|"lockctl_watch --failure-timeout"|"lockctl_watch --name"|"lockctl_watch --tls-ca"|"lockctl_watch --tls-cert"|"lockctl_watch --tls-key"|"lockctl_watch --tls-server-name"|"lockctl_watch --secret-file") return 0 ;;
         "lockctl_handoff --to"|"lockctl_handoff --addr"|"lockctl_handoff --timeout"|"lockctl_handoff --failure-timeout"|"lockctl_handoff --name"|"lockctl_handoff --tls-ca"|"lockctl_handoff --tls-cert"|"lockctl_handoff --tls-key"|"lockctl_handoff --tls-server-name"|"lockctl_handoff --secret-file") return 0 ;;
         "lockctl_drill --workers"|"lockctl_drill --keys"|"lockctl_drill --lease"|"lockctl_drill --duration"|"lockctl_drill --run"|"lockctl_drill --at"|"lockctl_drill --max-gap"|"lockctl_drill --max-errors"|"lockctl_drill --max-lost"|"lockctl_drill --addr"|"lockctl_drill --timeout"|"lockctl_drill --failure-timeout"|"lockctl_drill --name"|"lockctl_drill --tls-ca"|"lockctl_drill --tls-cert"|"lockctl_drill --tls-key"|"lockctl_drill --tls-server-name"|"lockctl_drill --secret-file") return 0 ;;
         "lockctl_completion --addr"|"lockctl_completion --timeout"|"lockctl_completion --failure-timeout"|"lockctl_completion --name"|"lockctl_completion --tls-ca"|"lockctl_completion --tls-cert"|"lockctl_completion --tls-key"|"lockctl_completion --tls-server-name"|"lockctl_completion --secret-file") return 0 ;;
@@ -88,7 +91,7 @@ _lockctl_complete() {
     case $node in
     lockctl)
         flags="--addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h --version -v"
-        words="acquire release renew hold exec bench status queues handoff drill completion version help" ;;
+        words="acquire release renew hold exec bench status queues watch handoff drill completion version help" ;;
     lockctl_acquire)
         flags="--key --lease --wait -w --nonblock -n --limit --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
@@ -113,6 +116,9 @@ _lockctl_complete() {
     lockctl_queues)
         flags="--key --prefix --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
+    lockctl_watch)
+        flags="--key --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        words="" ;;
     lockctl_handoff)
         flags="--to --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
@@ -127,7 +133,7 @@ _lockctl_complete() {
         words="" ;;
     lockctl_help)
         flags=""
-        words="acquire release renew hold exec bench status queues handoff drill completion version" ;;
+        words="acquire release renew hold exec bench status queues watch handoff drill completion version" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$flags" -- "$cur"))

@@ -27,6 +27,8 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set node lockctl_status
             case 'lockctl queues'
                 set node lockctl_queues
+            case 'lockctl watch'
+                set node lockctl_watch
             case 'lockctl handoff'
                 set node lockctl_handoff
             case 'lockctl drill'
@@ -58,6 +60,8 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set skip 1
             case 'lockctl_queues --key' 'lockctl_queues --prefix' 'lockctl_queues --addr' 'lockctl_queues --output' 'lockctl_queues -o' 'lockctl_queues --color' 'lockctl_queues --timeout' 'lockctl_queues --failure-timeout' 'lockctl_queues --name' 'lockctl_queues --tls-ca' 'lockctl_queues --tls-cert' 'lockctl_queues --tls-key' 'lockctl_queues --tls-server-name' 'lockctl_queues --secret-file'
                 set skip 1
+            case 'lockctl_watch --key' 'lockctl_watch --addr' 'lockctl_watch --output' 'lockctl_watch -o' 'lockctl_watch --color' 'lockctl_watch --timeout' 'lockctl_watch --failure-timeout' 'lockctl_watch --name' 'lockctl_watch --tls-ca' 'lockctl_watch --tls-cert' 'lockctl_watch --tls-key' 'lockctl_watch --tls-server-name' 'lockctl_watch --secret-file'
+                set skip 1
             case 'lockctl_handoff --to' 'lockctl_handoff --addr' 'lockctl_handoff --output' 'lockctl_handoff -o' 'lockctl_handoff --color' 'lockctl_handoff --timeout' 'lockctl_handoff --failure-timeout' 'lockctl_handoff --name' 'lockctl_handoff --tls-ca' 'lockctl_handoff --tls-cert' 'lockctl_handoff --tls-key' 'lockctl_handoff --tls-server-name' 'lockctl_handoff --secret-file'
                 set skip 1
             case 'lockctl_drill --workers' 'lockctl_drill --keys' 'lockctl_drill --lease' 'lockctl_drill --duration' 'lockctl_drill --action' 'lockctl_drill --run' 'lockctl_drill --at' 'lockctl_drill --max-gap' 'lockctl_drill --max-errors' 'lockctl_drill --max-lost' 'lockctl_drill --addr' 'lockctl_drill --output' 'lockctl_drill -o' 'lockctl_drill --color' 'lockctl_drill --timeout' 'lockctl_drill --failure-timeout' 'lockctl_drill --name' 'lockctl_drill --tls-ca' 'lockctl_drill --tls-cert' 'lockctl_drill --tls-key' 'lockctl_drill --tls-server-name' 'lockctl_drill --secret-file'
@@ -85,6 +89,7 @@ complete -c lockctl -n '__lockctl_is lockctl' -a exec -d 'run a command while ho
 complete -c lockctl -n '__lockctl_is lockctl' -a bench -d 'measure acquire+release cycles per second and their latency'
 complete -c lockctl -n '__lockctl_is lockctl' -a status -d 'show every node of the cluster, its role and whether it is caught up'
 complete -c lockctl -n '__lockctl_is lockctl' -a queues -d 'show every held key with its holders and its waiters in queue order'
+complete -c lockctl -n '__lockctl_is lockctl' -a watch -d 'print a key\'s holders and waiters each time they change'
 complete -c lockctl -n '__lockctl_is lockctl' -a handoff -d 'hand the active role to the next node (or to --to) and wait until it serves'
 complete -c lockctl -n '__lockctl_is lockctl' -a drill -d 'run a failover drill: lock traffic, a handoff or your command, and a verdict'
 complete -c lockctl -n '__lockctl_is lockctl' -a completion -d 'print the shell completion script for bash, zsh or fish'
@@ -273,6 +278,23 @@ complete -c lockctl -n '__lockctl_is lockctl_queues' -l tls-server-name -x -d 'N
 complete -c lockctl -n '__lockctl_is lockctl_queues' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_queues' -l help -s h -d 'show help'
 
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l output -s o -x -a 'text table wide json' -d 'FORMAT of what commands print: text, table, wide or json'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l json -d 'print machine-readable JSON, one object per line'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l no-headers -d 'leave out the header line of status and queues'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l color -x -a 'auto always never' -d 'WHEN to colour output: auto, always or never'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l timeout -x -d 'longest to wait for lockd\'s answer to a request, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l failure-timeout -x -d 'a node silent this long is treated as down and requests move on, a DURATION'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l name -x -d 'who is asking: a NAME that leads the id of every acquire, so that lockctl...'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l tls -d 'speak TLS, verifying lockd\'s certificate with the system\'s CAs'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l tls-ca -x -d 'speak TLS, verifying lockd\'s certificate with the CA in FILE'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l tls-cert -x -d 'client certificate FILE to present, for nodes started with --tls-client-auth'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l tls-key -x -d 'private key FILE of --tls-cert'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l tls-server-name -x -d 'NAME to verify in lockd\'s certificate, when it differs from the host in --addr'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l secret-file -x -d 'prove the secret in FILE to lockd'
+complete -c lockctl -n '__lockctl_is lockctl_watch' -l help -s h -d 'show help'
+
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l to -x -d 'hand the role to the node at ADDR instead of the successor'
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_handoff' -l output -s o -x -a 'text table wide json' -d 'FORMAT of what commands print: text, table, wide or json'
@@ -350,4 +372,4 @@ complete -c lockctl -n '__lockctl_is lockctl_version' -l tls-server-name -x -d '
 complete -c lockctl -n '__lockctl_is lockctl_version' -l secret-file -x -d 'prove the secret in FILE to lockd'
 complete -c lockctl -n '__lockctl_is lockctl_version' -l help -s h -d 'show help'
 
-complete -c lockctl -n '__lockctl_is lockctl_help' -a 'acquire release renew hold exec bench status queues handoff drill completion version'
+complete -c lockctl -n '__lockctl_is lockctl_help' -a 'acquire release renew hold exec bench status queues watch handoff drill completion version'

@@ -48,7 +48,11 @@ func (c *execCommand) Command() *cli.Command {
 			"SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to COMMAND (those a\n" +
 			"terminal sends to its whole foreground group, like Ctrl-C, already reach it\n" +
 			"and are not sent twice). If the lock is lost while COMMAND runs, lockctl\n" +
-			"sends it SIGTERM, then SIGKILL after --grace, and exits 5.\n\n" +
+			"sends it SIGTERM, then SIGKILL after --grace, and exits 5. If lockctl itself\n" +
+			"dies (kill -9, the OOM killer), nothing renews the lock any more: on Linux the\n" +
+			"kernel then sends COMMAND SIGKILL (a parent-death signal), so it does not run\n" +
+			"on unlocked; only COMMAND gets it, so a script that starts others should exec\n" +
+			"its last command or stop its children itself.\n\n" +
 			waitHelp + limitHelp +
 			"A lock still held when the wait ends exits 3, or -E/--timeout-code CODE (as\n" +
 			"flock -E); with -E 0, a busy lock skips COMMAND silently.\n\n" +
@@ -121,10 +125,11 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	token, err := c.acquire(cCtx.Context, g, cl, sigs)
+	held, err := c.acquire(cCtx.Context, g, cl, sigs)
 	if err != nil {
 		return err
 	}
+	token := held.Token()
 
 	cmd := &exec.Cmd{
 		Path:   path,
@@ -137,11 +142,13 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 		// the command left children holding them open.
 		WaitDelay: time.Second,
 	}
+	// If lockctl itself dies (kill -9), the lock stops being renewed:
+	// the command must not run on without it.
+	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
-		c.release(g, cl, token)
+		c.release(g, held)
 		return startFailure(args[0], path, err)
 	}
-	k := keepLease(cl, c.key, token, c.lease, time.Now())
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // the status is read from cmd.ProcessState
@@ -149,6 +156,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	}()
 
 	var (
+		lostCh = held.Done()
 		lost   *lostError
 		kill   <-chan time.Time
 		killed bool
@@ -159,7 +167,8 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 			if !terminalSent(sig) {
 				_ = cmd.Process.Signal(sig)
 			}
-		case lost = <-k.lost:
+		case <-lostCh:
+			lostCh, lost = nil, heldLost(held)
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			t := time.NewTimer(c.grace)
 			defer t.Stop()
@@ -171,15 +180,14 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 			running = false
 		}
 	}
-	k.stop()
-	if lost == nil {
-		lost = k.lostNow()
+	if lost == nil && held.Err() != nil {
+		lost = heldLost(held)
 	}
 	if lost != nil {
 		// lockd may still count a lease lockctl gave up on: free it for the
 		// next waiter if it does, but do not wait long for that.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = cl.Release(ctx, c.key, token)
+		_ = held.Release(ctx)
 		cancel()
 		how := fmt.Sprintf("stopped %s with SIGTERM", args[0])
 		if killed {
@@ -189,7 +197,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 		}
 		return lost.exit(how)
 	}
-	c.release(g, cl, token)
+	c.release(g, held)
 	if code := commandStatus(cmd.ProcessState); code != 0 {
 		return silentExit(code)
 	}
@@ -198,7 +206,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 
 // acquire waits for the lock; the first signal cancels the wait. A signal
 // that lands as the lock is granted still stops exec, lock released.
-func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Client, sigs <-chan os.Signal) (uint64, error) {
+func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Client, sigs <-chan os.Signal) (*client.Held, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	watched := make(chan struct{})
@@ -210,37 +218,34 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 		case <-ctx.Done():
 		}
 	}()
-	waiting := startWaiting(ctx, g, c.key)
-	ask := lockAsk{c.key, c.lease, c.wait, c.limit}
-	lock, err := cl.AcquireWith(ctx, c.key, c.lease, c.wait.wire(), client.Limit(c.limit))
-	waiting()
+	held, err := holdShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
 	cancel(nil)
 	<-watched
 	if err != nil {
-		err = acquireFailure(ctx, g, cl, ask, err)
 		var e *exitError
 		if errors.As(err, &e) && e.code == exitTimeout {
 			if c.timeoutCode == 0 {
 				// "Skip the run when the lock is busy": nothing went wrong,
 				// and cron mails whatever lands on stderr.
-				return 0, silentExit(0)
+				return nil, silentExit(0)
 			}
 			e.code = c.timeoutCode
 		}
-		return 0, err
+		return nil, err
 	}
 	var stop interrupted
 	if errors.As(context.Cause(ctx), &stop) {
-		c.release(g, cl, lock.Token)
-		return 0, &exitError{code: stop.code(), what: fmt.Sprintf("%s before the command started; the lock was released", stop)}
+		c.release(g, held)
+		return nil, &exitError{code: stop.code(), what: fmt.Sprintf("%s before the command started; the lock was released", stop)}
 	}
-	return lock.Token, nil
+	return held, nil
 }
 
 // release frees the lock after the command; failing to is worth a warning
 // but does not hide the command's exit status.
-func (c *execCommand) release(g *globals, cl *client.Client, token uint64) {
-	err := releaseAtEnd(g, cl, c.key, token)
+func (c *execCommand) release(g *globals, held *client.Held) {
+	token := held.Token()
+	err := releaseHeld(g, held)
 	switch {
 	case err == nil:
 	case errors.Is(err, client.ErrNotHeld):

@@ -66,12 +66,19 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	lock, err := acquireShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
+	held, err := holdShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
 	if err != nil {
 		return err
 	}
-	k := keepLease(cl, c.key, lock.Token, c.lease, time.Now())
-	defer k.stop()
+	defer func() {
+		// On the ways out that do not release below: a lost lock that
+		// lockd may still count is freed for the next waiter, without
+		// waiting long for that.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = held.Release(ctx)
+	}()
+	lock := held.Lock()
 	if err := printLock(g, lock); err != nil {
 		return err
 	}
@@ -84,15 +91,14 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	}
 
 	select {
-	case lost := <-k.lost:
-		return lost.exit("take it again with `lockctl hold`")
+	case <-held.Done():
+		return heldLost(held).exit("take it again with `lockctl hold`")
 	case <-ctx.Done():
 	}
-	k.stop()
-	if lost := k.lostNow(); lost != nil {
-		return lost.exit("take it again with `lockctl hold`")
+	if held.Err() != nil {
+		return heldLost(held).exit("take it again with `lockctl hold`")
 	}
-	switch err := releaseAtEnd(g, cl, c.key, lock.Token); {
+	switch err := releaseHeld(g, held); {
 	case err == nil:
 		// Say that the lock is free now: on a terminal in words, and
 		// with --json as a last object (a script may be reading).
@@ -125,27 +131,34 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 // re-sends a release for 5 seconds when no connection is up.
 const releaseTimeout = 6 * time.Second
 
-// releaseAtEnd gives a lock back when hold or exec finishes. It has its own
-// context: the one whose cancel announced the end is already done. The
-// client re-sends the release for up to --timeout; a second more lets it
-// say why it gave up.
-func releaseAtEnd(g *globals, cl *client.Client, key string, token uint64) error {
+// holdShowingWait is Client.Hold with the wait indicator of acquire, and
+// acquire's explanations when the lock cannot be taken; hold and exec
+// share it, so that both renew through the client's one implementation.
+func holdShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (*client.Held, error) {
+	waiting := startWaiting(ctx, g, ask.key)
+	opts := []client.AcquireOption{client.Limit(ask.limit)}
+	if ask.wait.set {
+		opts = append(opts, client.Wait(ask.wait.d))
+	}
+	held, err := cl.Hold(ctx, ask.key, ask.lease, opts...)
+	waiting()
+	if err != nil {
+		return nil, acquireFailure(ctx, g, cl, ask, err)
+	}
+	return held, nil
+}
+
+// releaseHeld gives a held lock back when hold or exec finishes. It has
+// its own context: the one whose cancel announced the end is already
+// done. The client re-sends the release for up to --timeout; a second
+// more lets it say why it gave up.
+func releaseHeld(g *globals, held *client.Held) error {
 	ctx, cancel := context.WithTimeout(context.Background(), g.Timeout+time.Second)
 	defer cancel()
-	return cl.Release(ctx, key, token)
+	return held.Release(ctx)
 }
 
-// keeper renews a held lock in the background, every third of its lease,
-// for hold and exec. It reports on lost, at most once, when the lock is
-// gone: lockd answered notheld, refused the renewal, or no renewal got
-// through before the lease (as lockctl last knew it) ended.
-type keeper struct {
-	lost   chan *lostError
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// lostError says why a kept lock is gone; exit turns it into exit code 5.
+// lostError says why a held lock is gone; exit turns it into exit code 5.
 type lostError struct {
 	key    string
 	token  uint64
@@ -159,80 +172,22 @@ func (l *lostError) exit(try string) *exitError {
 		try:  try, err: l.err}
 }
 
-// keepLease starts renewing. granted is when the lease last started as far
-// as lockctl can tell: the moment the grant or renewal was sent or seen.
-func keepLease(cl *client.Client, key string, token uint64, lease time.Duration, granted time.Time) *keeper {
-	ctx, cancel := context.WithCancel(context.Background())
-	k := &keeper{lost: make(chan *lostError, 1), cancel: cancel, done: make(chan struct{})}
-	go k.run(ctx, cl, key, token, lease, granted)
-	return k
-}
-
-// stop ends the renewals and waits until none is in flight.
-func (k *keeper) stop() {
-	k.cancel()
-	<-k.done
-}
-
-// lostNow returns a loss already reported, without waiting.
-func (k *keeper) lostNow() *lostError {
-	select {
-	case l := <-k.lost:
-		return l
+// heldLost says in lockctl's words why a Held is done.
+func heldLost(held *client.Held) *lostError {
+	err := held.Err()
+	l := &lostError{key: held.Key(), token: held.Token(), err: err}
+	var srv *client.ServerError
+	switch {
+	case errors.As(err, &srv):
+		l.reason = "lockd refused to renew it: " + srv.Msg
+	case errors.Is(err, client.ErrNotHeld):
+		l.reason = "lockd says the token no longer holds it (its lease expired, or a failover dropped the grant)"
+	case errors.Is(err, client.ErrExpired):
+		l.reason = "no renewal got through before the lease ended (" + renewTrouble(err) + ")"
 	default:
-		return nil
+		l.reason = err.Error()
 	}
-}
-
-func (k *keeper) run(ctx context.Context, cl *client.Client, key string, token uint64, lease time.Duration, granted time.Time) {
-	defer close(k.done)
-	every := lease / 3
-	// After a failed renewal, try again soon, but not in a tight loop.
-	retry := min(max(every/10, 10*time.Millisecond), time.Second)
-	end := granted.Add(lease)
-	timer := time.NewTimer(time.Until(granted.Add(every)))
-	defer timer.Stop()
-	var lastErr error
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		if !time.Now().Before(end) {
-			reason := "no renewal got through before the lease ended"
-			if lastErr != nil {
-				reason += " (" + renewTrouble(lastErr) + ")"
-			}
-			k.lost <- &lostError{key: key, token: token, reason: reason, err: lastErr}
-			return
-		}
-		sent := time.Now()
-		rctx, rcancel := context.WithDeadline(ctx, end)
-		err := cl.Renew(rctx, key, token, lease)
-		rcancel()
-		if ctx.Err() != nil {
-			return
-		}
-		var srv *client.ServerError
-		switch {
-		case err == nil:
-			end = sent.Add(lease)
-			lastErr = nil
-			timer.Reset(time.Until(sent.Add(every)))
-			continue
-		case errors.Is(err, client.ErrNotHeld):
-			k.lost <- &lostError{key: key, token: token, err: err,
-				reason: "lockd says the token no longer holds it (its lease expired, or a failover dropped the grant)"}
-			return
-		case errors.As(err, &srv):
-			k.lost <- &lostError{key: key, token: token, err: err,
-				reason: "lockd refused to renew it: " + srv.Msg}
-			return
-		}
-		lastErr = err
-		timer.Reset(min(retry, time.Until(end)))
-	}
+	return l
 }
 
 // renewTrouble says in a few words why renewals did not get through.
@@ -240,7 +195,7 @@ func renewTrouble(err error) string {
 	switch {
 	case errors.Is(err, client.ErrUnavailable):
 		return "lockd unreachable: " + networkCause(err)
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, client.ErrExpired), errors.Is(err, context.DeadlineExceeded):
 		return "lockd did not answer"
 	}
 	return err.Error()

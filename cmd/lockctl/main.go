@@ -51,6 +51,7 @@ func commands() []*cli.Command {
 		new(benchCommand).Command(),
 		new(statusCommand).Command(),
 		new(queuesCommand).Command(),
+		new(watchCommand).Command(),
 		new(handoffCommand).Command(),
 		new(drillCommand).Command(),
 		new(completionCommand).Command(),

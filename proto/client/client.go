@@ -347,14 +347,14 @@ func (c *Client) watchLiveness() {
 
 func checkAddrs(addrs []string) ([]string, error) {
 	if len(addrs) == 0 {
-		return nil, errors.New("lockd client: no address given; pass at least one HOST:PORT of a lockd node (lockctl: --addr or LOCKD_ADDR)")
+		return nil, errors.New("lockd client: no address given; pass at least one HOST:PORT of a lockd node")
 	}
 	var list []string
 	seen := make(map[string]bool)
 	for i, a := range addrs {
 		a = strings.TrimSpace(a)
 		if a == "" {
-			return nil, fmt.Errorf("lockd client: address %d of %d is blank; pass HOST:PORT for every node (lockctl: --addr or LOCKD_ADDR)", i+1, len(addrs))
+			return nil, fmt.Errorf("lockd client: address %d of %d is blank; pass HOST:PORT for every node", i+1, len(addrs))
 		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return nil, fmt.Errorf("lockd client: address %q is not HOST:PORT (%v); write it like 127.0.0.1:7070", a, err)
@@ -724,7 +724,7 @@ func (c *Client) unavailableLocked(last error) error {
 }
 
 func unavailable(addrs []string, last error) error {
-	hint := "check that lockd is running there and that --addr (or LOCKD_ADDR) names it"
+	hint := "check that lockd is running there, and that the client was given its address"
 	if last == nil {
 		return fmt.Errorf("%w: tried %s; %s", ErrUnavailable, strings.Join(addrs, ", "), hint)
 	}

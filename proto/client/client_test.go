@@ -335,7 +335,7 @@ func TestUnavailableWhenNothingListens(t *testing.T) {
 	if !errors.As(err, &op) {
 		t.Errorf("err = %v does not wrap the dial error", err)
 	}
-	for _, want := range []string{dead, "lockd is running", "--addr"} {
+	for _, want := range []string{dead, "lockd is running", "given its address"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

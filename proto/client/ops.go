@@ -26,7 +26,8 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 }
 
 // AcquireWith is Acquire with options that change what is asked for:
-// Limit(n) takes one of n places of a semaphore instead of a lock. With
+// Limit(n) takes one of n places of a semaphore instead of a lock,
+// Name(s) names this acquire to observers, Wait(d) replaces wait. With
 // no option it is Acquire. A refusal because the key exists with another
 // limit is a *ServerError that matches ErrLimitMismatch.
 func (c *Client) AcquireWith(ctx context.Context, key string, lease, wait time.Duration, opts ...AcquireOption) (Lock, error) {
@@ -49,10 +50,17 @@ func (c *Client) TryAcquire(ctx context.Context, key string, lease time.Duration
 }
 
 // heldError is a TryAcquire's answer T.
-type heldError struct{ key string }
+type heldError struct {
+	key   string
+	limit int
+}
 
 func (e *heldError) Error() string {
-	return "try-acquire " + e.key + ": " + ErrHeld.Error() + "; nothing was queued: try again later, or wait with Acquire"
+	held := ErrHeld.Error()
+	if e.limit > 1 {
+		held += fmt.Sprintf(" (all %d places of the semaphore are taken)", e.limit)
+	}
+	return "try-acquire " + e.key + ": " + held + "; nothing was queued: try again later, or wait with Acquire"
 }
 
 func (e *heldError) Is(target error) bool { return target == ErrHeld || target == ErrTimeout }
@@ -64,19 +72,19 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 	if err := checkLease("acquire", key, lease); err != nil {
 		return Lock{}, err
 	}
+	o, err := gatherOptions("acquire", key, opts)
+	if err != nil {
+		return Lock{}, err
+	}
+	if o.waitSet && !try {
+		// Wait(0) is "do not wait": the try-lock, which never queues.
+		wait, try = o.wait, o.wait <= 0
+	}
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
 		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
 	}
-	limit := 1
-	for _, o := range opts {
-		if o.limit != 0 {
-			limit = o.limit
-		}
-	}
-	if limit < 1 || limit > proto.MaxLimit {
-		return Lock{}, fmt.Errorf("acquire %s: limit %d is out of range; a key allows 1 (a lock) to %d holders at once", key, limit, proto.MaxLimit)
-	}
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.acquireID(), try: try}
+	limit := o.limit
+	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.idFor(o), try: try}
 	rctx := ctx
 	if wait > 0 && !try {
 		// The server answers T when the wait ends, but holds that answer
@@ -92,7 +100,7 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 	}
 	a, cn, err := c.roundTrip(rctx, &req, true)
 	if errors.Is(err, errWaitElapsed) || (err != nil && ctx.Err() == nil && rctx.Err() != nil) {
-		return Lock{}, timeoutErr(key, wait)
+		return Lock{}, timeoutErr(key, wait, limit)
 	}
 	if err != nil {
 		return Lock{}, callErr("acquire", key, err)
@@ -106,30 +114,11 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 		}
 	case proto.KindTimeout:
 		if try {
-			return Lock{}, &heldError{key}
+			return Lock{}, &heldError{key, limit}
 		}
-		return Lock{}, timeoutErr(key, wait)
+		return Lock{}, timeoutErr(key, wait, limit)
 	}
 	return Lock{}, badAnswer("acquire", key, cn, a)
-}
-
-// An AcquireOption changes what AcquireWith asks for. The zero value
-// changes nothing.
-type AcquireOption struct {
-	limit int
-}
-
-// Limit makes AcquireWith take one of n places of key, a semaphore: up to n
-// hold it at once, each with a token and a lease of its own, renewed and
-// released by that token as a lock is; the next acquire waits in the
-// same FIFO queue. Limit(1), like no option, is a lock. The first acquire
-// of a key sets its limit; while the key is held or waited on, an acquire
-// with another limit is refused with an error matching ErrLimitMismatch.
-func Limit(n int) AcquireOption {
-	if n == 0 {
-		n = -1 // out of range, not "no option"
-	}
-	return AcquireOption{limit: n}
 }
 
 // acquireGrace is how long past its wait an acquire waits for the
@@ -340,7 +329,9 @@ func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time
 	return badAnswer("renew", key, cn, a)
 }
 
-// Queue returns the holder of key and its waiters, in queue order.
+// Queue returns the holders of key and its waiters, in queue order. Its
+// Limit is 1 for a lock (and for a key nobody holds), as Lock.Limit is;
+// the wire leaves it out for a lock.
 func (c *Client) Queue(ctx context.Context, key string) (proto.Queue, error) {
 	if err := checkKey("queue", key); err != nil {
 		return proto.Queue{}, err
@@ -354,6 +345,7 @@ func (c *Client) Queue(ctx context.Context, key string) (proto.Queue, error) {
 	if err != nil {
 		return q, fmt.Errorf("queue %s: %s answered %w; check that client and server versions match", key, cn.addr, err)
 	}
+	q.Limit = max(q.Limit, 1)
 	return q, nil
 }
 
@@ -463,7 +455,7 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			}
 			at.fail(cn, gen, r.err)
 			if !resend {
-				return proto.Answer{}, nil, fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check with lockctl status before retrying", r.err)
+				return proto.Answer{}, nil, fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check the node's state before retrying", r.err)
 			}
 			if at.drops >= maxDrops {
 				return proto.Answer{}, nil, c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", at.drops, r.err))
@@ -503,7 +495,7 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 				c.setActive(addr)
 				at.moves++
 				if at.moves > maxMoves {
-					return a, cn, fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, and check lockctl status", maxMoves, cn.addr, addr, ErrDisagree)
+					return a, cn, fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, once the cluster has settled on one active node", maxMoves, cn.addr, addr, ErrDisagree)
 				}
 				at.target = addr
 				pause = moveBackoff(at.moves)
@@ -622,8 +614,12 @@ func callErr(op, key string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, key, err)
 }
 
-func timeoutErr(key string, wait time.Duration) error {
-	return fmt.Errorf("acquire %s: %w after %s; another client holds the key: retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait)
+func timeoutErr(key string, wait time.Duration, limit int) error {
+	held := "another client holds the key"
+	if limit > 1 {
+		held = fmt.Sprintf("all %d places of the semaphore are taken", limit)
+	}
+	return fmt.Errorf("acquire %s: %w after %s: %s; retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait, held)
 }
 
 func notHeldErr(op, key string, token uint64) error {

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/proto"
+)
+
+// watchCommand prints a key's holders and waiters as they change.
+type watchCommand struct {
+	key string
+}
+
+func (c *watchCommand) Command() *cli.Command {
+	return &cli.Command{
+		Name:      "watch",
+		Usage:     "print a key's holders and waiters each time they change",
+		UsageText: "lockctl watch --key KEY [-o json]",
+		Description: "Prints one line with KEY's state now, then one line after every change:\n" +
+			"a grant, a release, an expiry, a waiter joining or leaving (renewals alone\n" +
+			"change nothing). lockd pushes the changes; nothing polls. It follows the\n" +
+			"active node through failovers and handoffs, printing the state there first.\n" +
+			"SIGINT (Ctrl-C) or SIGTERM ends it, exit 0.\n\n" +
+			"A line reads\n" +
+			"   KEY free [waiting=N]\n" +
+			"   KEY held token=TOKEN name=NAME lease_left=DURATION waiting=N\n" +
+			"   KEY held 2/3 tokens=TOKEN,TOKEN waiting=N      (a semaphore: --limit)\n" +
+			"and with -o json one object a line: {\"key\",\"held\",\"limit\",\"holders\":\n" +
+			"[{\"token\",\"name\",\"lease_left_seconds\"}],\"waiting\",\"waiters\":[{\"name\",\n" +
+			"\"waited_seconds\"}]}, tokens as strings.\n\n" +
+			"Examples:\n" +
+			"   lockctl watch --key deploy\n" +
+			"   lockctl watch --key leader -o json | jq -r .holders[0].name\n\n" +
+			exitCodesHelp(exitLine("0", "stopped by SIGINT or SIGTERM"),
+				helpExitFailed, helpExitUsage, helpExitUnavailable, helpExitNoAnswer),
+		Flags:  []cli.Flag{keyFlag(&c.key)},
+		Action: c.Run,
+	}
+}
+
+func (c *watchCommand) Run(cCtx *cli.Context) error {
+	const name = "watch"
+	g, err := globalsOf(cCtx)
+	if err != nil {
+		return err
+	}
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key)); err != nil {
+		return err
+	}
+	ctx, stop := withSignals(cCtx.Context)
+	defer stop()
+	cl, err := g.lockClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	states, err := cl.Watch(ctx, c.key)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return clientFailure(ctx, g, fmt.Sprintf("watching %q", c.key), err)
+	}
+	for q := range states {
+		if err := printWatch(g.Stdout, g.JSON, q); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return &exitError{code: exitFailed, what: fmt.Sprintf("the watch of %q ended", c.key),
+		try: "run lockctl watch again"}
+}
+
+type watchJSON struct {
+	Key     string            `json:"key"`
+	Held    bool              `json:"held"`
+	Limit   int               `json:"limit"`
+	Holders []watchHolderJSON `json:"holders"`
+	Waiting int               `json:"waiting"`
+	Waiters []watchWaiterJSON `json:"waiters"`
+}
+
+type watchHolderJSON struct {
+	Token     uint64  `json:"token,string"`
+	Name      string  `json:"name"`
+	LeaseLeft float64 `json:"lease_left_seconds"`
+}
+
+type watchWaiterJSON struct {
+	Name   string  `json:"name"`
+	Waited float64 `json:"waited_seconds"`
+}
+
+// printWatch writes one state of a watched key as a line.
+func printWatch(w io.Writer, asJSON bool, q proto.Queue) error {
+	limit := max(q.Limit, 1)
+	holders := q.Holders
+	if q.Held && len(holders) == 0 {
+		holders = []proto.QueueHolder{{Token: q.Token, LeaseLeft: q.LeaseLeft}}
+	}
+	waiting := max(q.Waiting, len(q.Waiters))
+	if asJSON {
+		v := watchJSON{Key: q.Key, Held: q.Held, Limit: limit, Waiting: waiting,
+			Holders: []watchHolderJSON{}, Waiters: []watchWaiterJSON{}}
+		for _, h := range holders {
+			v.Holders = append(v.Holders, watchHolderJSON{Token: h.Token, Name: proto.IDName(h.ID), LeaseLeft: secondsJSON(h.LeaseLeft)})
+		}
+		for _, wt := range q.Waiters {
+			v.Waiters = append(v.Waiters, watchWaiterJSON{Name: proto.IDName(wt.ID), Waited: secondsJSON(wt.Waited)})
+		}
+		return printJSON(w, v)
+	}
+	var b strings.Builder
+	b.WriteString(printable(q.Key))
+	switch {
+	case !q.Held:
+		b.WriteString(" free")
+		if waiting > 0 {
+			fmt.Fprintf(&b, " waiting=%d", waiting)
+		}
+	case limit > 1:
+		tokens := make([]string, len(holders))
+		for i, h := range holders {
+			tokens[i] = strconv.FormatUint(h.Token, 10)
+		}
+		fmt.Fprintf(&b, " held %d/%d tokens=%s waiting=%d", len(holders), limit, strings.Join(tokens, ","), waiting)
+	default:
+		h := holders[0]
+		name := proto.IDName(h.ID)
+		if name == "" {
+			name = "-"
+		}
+		fmt.Fprintf(&b, " held token=%d name=%s lease_left=%s waiting=%d", h.Token, printable(name), h.LeaseLeft.Round(100*time.Millisecond), waiting)
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,153 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// Three candidates on three clients: one leads, observers see its value;
+// when it resigns the next leads within 100 ms, and when that one's
+// process dies (its client closes without a word) the last leads once
+// the dead leader's lease ends.
+func TestElection(t *testing.T) {
+	addr := startNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const lease = 600 * time.Millisecond
+
+	type won struct {
+		i   int
+		h   *client.Held
+		err error
+	}
+	wins := make(chan won, 3)
+	var clients []*client.Client
+	var elections []*client.Election
+	for i, value := range []string{"10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"} {
+		c, err := client.New([]string{addr}, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		e := client.NewElection(c, "leader")
+		e.Lease = lease
+		clients, elections = append(clients, c), append(elections, e)
+		go func() {
+			h, err := e.Campaign(ctx, value)
+			wins <- won{i, h, err}
+		}()
+	}
+	values := []string{"10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"}
+
+	observer := newClient(t, addr, client.Options{})
+	oe := client.NewElection(observer, "leader")
+	seen := oe.Observe(ctx)
+
+	next := func(what string, within time.Duration) won {
+		t.Helper()
+		select {
+		case w := <-wins:
+			if w.err != nil {
+				t.Fatalf("%s: campaign %d: %v", what, w.i, w.err)
+			}
+			return w
+		case <-time.After(within):
+			t.Fatalf("%s: no candidate leads after %s", what, within)
+		}
+		return won{}
+	}
+	observed := func(want string, token uint64) {
+		t.Helper()
+		deadline := time.After(2 * time.Second)
+		for {
+			select {
+			case l := <-seen:
+				if l.Value == want && l.Token == token {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("Observe never showed %s (token %d)", want, token)
+			}
+		}
+	}
+
+	first := next("first", 2*time.Second)
+	select {
+	case w := <-wins:
+		t.Fatalf("two leaders: %d and %d", first.i, w.i)
+	case <-time.After(100 * time.Millisecond):
+	}
+	l, err := oe.Leader(ctx)
+	if err != nil || l.Value != values[first.i] || l.Token != first.h.Token() {
+		t.Fatalf("Leader %+v %v; want %s with token %d", l, err, values[first.i], first.h.Token())
+	}
+	observed(values[first.i], first.h.Token())
+
+	// Resign: the next candidate in the queue leads at once.
+	resigned := time.Now()
+	if err := elections[first.i].Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := next("after a resign", time.Second)
+	if took := time.Since(resigned); took > 100*time.Millisecond {
+		t.Errorf("the next leader led %s after the resign, want within 100ms", took)
+	}
+	if second.h.Token() <= first.h.Token() {
+		t.Errorf("token %d after %d", second.h.Token(), first.h.Token())
+	}
+	observed(values[second.i], second.h.Token())
+
+	// The leader dies: no resign, no renewal. The last candidate leads
+	// once its lease has run out, and not before.
+	died := time.Now()
+	clients[second.i].Close()
+	third := next("after the leader died", 3*lease)
+	if took := time.Since(died); took > lease+300*time.Millisecond {
+		t.Errorf("the last leader led %s after the leader died, want within the lease, %s", took, lease)
+	}
+	observed(values[third.i], third.h.Token())
+	if err := elections[third.i].Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oe.Leader(ctx); !errors.Is(err, client.ErrNoLeader) {
+		t.Errorf("Leader after every resign: %v, want ErrNoLeader", err)
+	}
+	observed("", 0)
+}
+
+// A value is one word of at most MaxValueLen bytes; a campaign whose ctx
+// ends leaves the queue.
+func TestElectionCampaignErrors(t *testing.T) {
+	addr := startNode(t)
+	c := newClient(t, addr, client.Options{})
+	e := client.NewElection(c, "leader")
+	ctx := context.Background()
+	if _, err := e.Campaign(ctx, strings.Repeat("v", client.MaxValueLen+1)); err == nil || !strings.Contains(err.Error(), "too long") {
+		t.Errorf("long value: %v", err)
+	}
+	if _, err := e.Campaign(ctx, "two words"); err == nil || !strings.Contains(err.Error(), "space") {
+		t.Errorf("value with a space: %v", err)
+	}
+	h, err := e.Campaign(ctx, strings.Repeat("v", client.MaxValueLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.Leader(ctx); err != nil || l.Value != strings.Repeat("v", client.MaxValueLen) {
+		t.Fatalf("Leader %+v %v", l, err)
+	}
+	if _, err := e.Campaign(ctx, "again"); err == nil {
+		t.Error("a second campaign of a leading Election succeeded")
+	}
+	other := client.NewElection(c, "leader")
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := other.Campaign(cctx, "late"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("campaign with a leader in place, ctx ended: %v", err)
+	}
+	h.Release(ctx)
+}
