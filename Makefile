@@ -25,7 +25,7 @@ TAGS    ?= urfave_cli_no_docs,netgo,osusergo
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build run install uninstall test vet bench bench-e2e bench-mem fuzz simulate completions clean
+.PHONY: all build run install uninstall test test-typescript vet bench bench-e2e bench-mem fuzz simulate completions clean
 
 all: build
 
@@ -59,9 +59,16 @@ vet:
 
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
-test: vet
+test: vet test-typescript
 	$(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
+
+# test-typescript builds the TypeScript client (clients/typescript) from
+# its package-lock.json, runs its own tests, and leaves its conformance
+# driver built (dist/conformance/driver.js) for the suite that make test
+# runs next.
+test-typescript:
+	cd clients/typescript && npm ci && npm run build && npm test
 
 # simulate runs the deterministic cluster simulator on SEEDS seeds from
 # FIRST, on every core, and prints the failing seeds (each replays with
