@@ -926,7 +926,7 @@ export class Client implements ConnHost {
           );
           sub.target = "";
           if (a.kind !== "L") throw badAnswer("watch", sub.key, cn, a);
-          if (this.subs.get(sub.key) !== sub) {
+          if (this.subs.get(sub.key) !== sub && (sub.conn as Conn | undefined) === cn) {
             // Every watcher left while the L was on its way.
             cn.send(new Call("U", sub.key, `U ${sub.key}\n`, () => {}, "", true));
             sub.conn = undefined;
