@@ -294,6 +294,11 @@ export class Client implements ConnHost {
       tls: this.tlsOpts,
       secret: this.secret,
       role: this.role,
+      // A node that took the connection was reached: a release sent to
+      // it may have arrived, and is worth re-sending.
+      onConnect: () => {
+        this.everUp = true;
+      },
     });
   }
 

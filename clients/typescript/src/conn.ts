@@ -427,6 +427,8 @@ export interface DialOptions {
   tls?: tls.ConnectionOptions;
   secret?: Buffer;
   role: "client" | "admin" | "peer";
+  /** Runs once the TCP connection is open, before TLS and the rest. */
+  onConnect?: () => void;
 }
 
 /**
@@ -465,6 +467,7 @@ export async function dial(addr: string, o: DialOptions): Promise<LineSocket> {
       });
     }
     s.once("error", fail);
+    s.once("connect", () => o.onConnect?.());
   });
   const ls = new LineSocket(sock);
   try {
