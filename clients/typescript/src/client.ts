@@ -164,15 +164,16 @@ class Attempt {
   /** For an acquire: avoid connections with an older acquire of this key outstanding. */
   busyKey = "";
   target = "";
-  failed = new Map<Conn, number>();
-  fresh = new Set<Conn>();
+  // Made on first use: most calls never meet a failed connection.
+  failed: Map<Conn, number> | undefined;
+  fresh: Set<Conn> | undefined;
   drops = 0;
   moves = 0;
   lastErr: Error | undefined;
   stale = 0;
   staleSince = 0;
   fail(cn: Conn, gen: number, err: Error): void {
-    this.failed.set(cn, gen);
+    (this.failed ??= new Map()).set(cn, gen);
     this.drops++;
     this.lastErr = err;
   }
@@ -431,26 +432,43 @@ export class Client implements ConnHost {
   }
 
   private pick(addr: string, at: Attempt): [Conn | undefined, boolean] {
-    let usable = (cn: Conn) => {
+    const conns = this.conns;
+    const usable = (cn: Conn): boolean => {
       if (cn.state !== "up" || (addr !== "" && cn.addr !== addr)) return false;
-      const g = at.failed.get(cn);
+      const g = at.failed?.get(cn);
       return g === undefined || cn.gen > g;
     };
-    if (at.busyKey !== "") {
-      const base = usable;
-      const free = (cn: Conn) => base(cn) && !cn.acquiring(at.busyKey);
-      if (this.conns.some(free)) usable = free;
+    // An acquire avoids connections where an older acquire of its key
+    // waits, when it can.
+    let free = at.busyKey !== "";
+    if (free) {
+      free = false;
+      for (const cn of conns) {
+        if (usable(cn) && !cn.acquiring(at.busyKey)) {
+          free = true;
+          break;
+        }
+      }
     }
-    const ok = this.conns.filter(usable);
-    if (ok.length > 0) return [ok[this.rr++ % ok.length], false];
+    let n = 0;
+    for (const cn of conns) if (usable(cn) && (!free || !cn.acquiring(at.busyKey))) n++;
+    if (n > 0) {
+      let i = this.rr++ % n;
+      for (const cn of conns) {
+        if (usable(cn) && (!free || !cn.acquiring(at.busyKey))) {
+          if (i === 0) return [cn, false];
+          i--;
+        }
+      }
+    }
     let wait = false;
-    for (const cn of this.conns) {
+    for (const cn of conns) {
       if (addr !== "" && cn.addr !== addr) continue;
       if (cn.state === "dialing") {
-        at.fresh.add(cn);
+        (at.fresh ??= new Set()).add(cn);
         wait = true;
-      } else if (cn.state === "down" && !at.fresh.has(cn)) {
-        at.fresh.add(cn);
+      } else if (cn.state === "down" && !at.fresh?.has(cn)) {
+        (at.fresh ??= new Set()).add(cn);
         cn.dialNow();
         wait = true;
       }
@@ -802,7 +820,10 @@ export class Client implements ConnHost {
           return finish(new UnavailableError(`release ${key} token ${token}: no node answered within ${this.opts.releaseFor} ms (sent ${sends} times): ${last.message}; the lock frees itself when its lease ends`, last));
         }
         timer = setTimeout(tick, Math.min(this.opts.releaseEvery, left));
-        at = Object.assign(new Attempt(), { target: at.target, lastErr: at.lastErr });
+        const next = new Attempt();
+        next.target = at.target;
+        next.lastErr = at.lastErr;
+        at = next;
         send();
       };
       send();
