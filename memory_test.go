@@ -213,7 +213,7 @@ func startMemNode(t *testing.T, path string) *memNode {
 		l.Close()
 		args := []string{"--listen", addr, "--log-level", logLevel(),
 			"--max-keys", "2000000", "--max-waiters", "1000000", "--max-total-waiters", "2000000",
-			"--max-conns", "100000", "--max-conn-output", "64MiB", "--max-output", "1GiB"}
+			"--max-conns", "100000", "--max-conns-per-ip", "0", "--max-conn-output", "64MiB", "--max-output", "1GiB"}
 		metrics := ""
 		if os.Getenv("LOCKD_MEM_DETAIL") != "" {
 			ml, err := net.Listen("tcp", "127.0.0.1:0")

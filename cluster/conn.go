@@ -41,6 +41,10 @@ type conn struct {
 	gone     bool
 	refusals int  // requests refused before it authenticated
 	evicted  bool // closed to make room for a new connection
+	// While c has not authenticated: its place in n.unauth, and the
+	// timer that closes it at --auth-timeout.
+	strangerPrev, strangerNext *conn
+	authTimer                  *time.Timer
 	// For metrics (metrics.go): peer, it carries peer messages, not
 	// client requests; pending, its client requests not answered at once.
 	peer    bool
@@ -115,6 +119,9 @@ func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 	if r := auth.CertRole(tc.ConnectionState()); r > c.role {
 		c.role = r
 		c.authed.Store(r >= auth.Client)
+		if r >= auth.Client {
+			n.forgetStrangerLocked(c)
+		}
 	}
 	n.mu.Unlock()
 	return true
@@ -580,6 +587,7 @@ func (n *Node) dropConn(c *conn) {
 		return
 	}
 	c.gone = true
+	n.forgetStrangerLocked(c)
 	if c.evicted {
 		n.evicting--
 	}

@@ -95,7 +95,8 @@ type Node struct {
 	armedAt    time.Time
 	conns      map[uint64]*conn
 	perIP      map[string]int // open connections per remote IP
-	unauth     []*conn        // connections not authenticated yet, oldest first
+	authFails  authBackoff    // failed authentications per source
+	unauth     strangers      // connections not authenticated yet, oldest first
 	evicting   int            // evicted connections not dropped yet
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
@@ -160,6 +161,9 @@ func New(cfg Config) (*Node, error) {
 	g, err := newGate(cfg.Security, cfg.Listen, len(c.Peers()))
 	if err != nil {
 		return nil, err
+	}
+	if specificHost(self) {
+		g.names = append(g.names, self)
 	}
 	n.gate = g
 	if cfg.Security.TLS != nil {
@@ -360,8 +364,8 @@ func (n *Node) acceptLoop() {
 		n.conns[c.id] = c
 		n.perIP[c.ip]++
 		if !c.authed.Load() {
-			n.unauth = append(n.unauth, c)
-			time.AfterFunc(n.cfg.Limits.AuthTimeout, func() { c.authTimeout() })
+			n.unauth.push(c)
+			c.authTimer = time.AfterFunc(n.cfg.Limits.AuthTimeout, c.authTimeout)
 		}
 		n.core.ConnOpened(core.ConnID(c.id), c.remote)
 		// Added under the mutex, before shutdown (which sets closing

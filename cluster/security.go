@@ -2,12 +2,17 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,13 +32,19 @@ type Security struct {
 	// Insecure allows serving clients without authentication on an
 	// address other than loopback.
 	Insecure bool
+	// ClientAddrs are HOST:PORT addresses clients dial to reach this
+	// node besides Listen, Advertise and the address a connection
+	// arrives at (a DNS name, a NAT or load balancer's address): a
+	// client's handshake without TLS names the address it dialled, and
+	// one naming an address that is not this node's is refused.
+	ClientAddrs []string
 }
 
 // Limits bound what one client, or all of them together, can make a node
 // hold. A zero field takes its default.
 type Limits struct {
 	MaxConns      int           // connections open at once
-	MaxConnsPerIP int           // connections from one IP address; 0: no cap
+	MaxConnsPerIP int           // connections from one IP address; negative: no cap
 	AuthTimeout   time.Duration // a connection must authenticate within this, where it must
 	LineTimeout   time.Duration // a line that has begun must end within this
 	MaxConnOutput int           // unread answers of one connection, in bytes
@@ -42,7 +53,12 @@ type Limits struct {
 
 // DefaultLimits are the limits lockd uses unless told otherwise.
 var DefaultLimits = Limits{
-	MaxConns:      10_000,
+	MaxConns: 10_000,
+	// A tenth of MaxConns: one machine, even one holding the client
+	// secret, cannot take every connection. An official client keeps
+	// one or two per address; a thousand is a fleet of them behind one
+	// NAT.
+	MaxConnsPerIP: 1000,
 	AuthTimeout:   10 * time.Second,
 	LineTimeout:   10 * time.Second,
 	MaxConnOutput: 8 << 20,
@@ -52,6 +68,9 @@ var DefaultLimits = Limits{
 func (l *Limits) fill() {
 	if l.MaxConns <= 0 {
 		l.MaxConns = DefaultLimits.MaxConns
+	}
+	if l.MaxConnsPerIP == 0 {
+		l.MaxConnsPerIP = DefaultLimits.MaxConnsPerIP
 	}
 	if l.AuthTimeout <= 0 {
 		l.AuthTimeout = DefaultLimits.AuthTimeout
@@ -84,12 +103,28 @@ type gate struct {
 	peerAuth bool
 	// certsOnly: clients prove themselves by certificate alone.
 	certsOnly bool
+	// names: the addresses a client's handshake may name besides the one
+	// its connection arrived at (see reaches); hostname, this machine's.
+	names    []string
+	hostname string
 }
 
 // newGate checks the security settings of a node listening on listen with
 // peers other nodes.
 func newGate(s Security, listen string, peers int) (gate, error) {
-	g := gate{secrets: s.Secrets}
+	g := gate{secrets: s.Secrets, names: slices.Clone(s.ClientAddrs)}
+	if specificHost(listen) {
+		g.names = append(g.names, listen)
+	}
+	g.hostname, _ = os.Hostname()
+	if err := checkSecrets(s.Secrets); err != nil {
+		return g, err
+	}
+	for _, a := range s.ClientAddrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return g, fmt.Errorf("--advertise-client %q is not HOST:PORT: %v", a, err)
+		}
+	}
 	if g.secrets.Admin == nil {
 		g.secrets.Admin = g.secrets.Client
 	}
@@ -118,6 +153,45 @@ func newGate(s Security, listen string, peers int) (gate, error) {
 		return g, fmt.Errorf("--listen %s is reachable from the network, and without authentication anyone who reaches it could take and release every lock: add --secret-file FILE (clients send it: lockctl --secret-file FILE), or --tls-client-auth with certificates from lockd tls; or pass --insecure to serve a network you trust without authentication", listen)
 	}
 	return g, nil
+}
+
+// checkSecrets refuses secrets too weak to prove anything, and two roles
+// with one secret: it proves the higher role to everyone who holds it for
+// the lower.
+func checkSecrets(s auth.Secrets) error {
+	for _, sec := range []struct {
+		flag string
+		b    []byte
+	}{{"secret-file", s.Client}, {"admin-secret-file", s.Admin}, {"peer-secret-file", s.Peer}} {
+		if sec.b == nil {
+			continue
+		}
+		if err := auth.CheckSecret(sec.b); err != nil {
+			return fmt.Errorf("--%s: %v", sec.flag, err)
+		}
+	}
+	const fresh = "make it a secret of its own: head -c 32 /dev/urandom | base64 > FILE"
+	switch {
+	case s.Peer != nil && s.Client != nil && bytes.Equal(s.Peer, s.Client):
+		return errors.New("--secret-file and --peer-secret-file hold the same secret, so every client could act as a node of the cluster (replicate, take the active role): " + fresh + " for --peer-secret-file, the same on every node")
+	case s.Peer != nil && s.Admin != nil && bytes.Equal(s.Peer, s.Admin):
+		return errors.New("--admin-secret-file and --peer-secret-file hold the same secret, so every admin could act as a node of the cluster: " + fresh + " for --peer-secret-file, the same on every node")
+	case s.Admin != nil && s.Client != nil && bytes.Equal(s.Admin, s.Client):
+		return errors.New("--secret-file and --admin-secret-file hold the same secret, so every client is an admin: " + fresh + " for --admin-secret-file, or leave --admin-secret-file out to let every client move the active role")
+	}
+	return nil
+}
+
+// specificHost reports whether addr names one host: not the wildcard of
+// a listener (":7070", "0.0.0.0:7070"), which a client on another
+// machine that dials it reaches its own machine with.
+func specificHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || !ip.IsUnspecified()
 }
 
 // isLoopback reports whether a listen address only accepts connections
@@ -172,7 +246,22 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	if _, ok := auth.ParseRole(key); !ok {
 		key = proto.WordNone
 	}
-	reply, role, err := c.hs.Step(n.gate.secrets, n.gate.open, c.role, n.self, req.Key, req.Args)
+	to := auth.Target{Self: n.self}
+	if !c.tls {
+		to.Reaches = func(addr string) bool { return n.gate.reaches(addr, c.nc.LocalAddr()) }
+	}
+	now := time.Now()
+	var err error
+	var reply []string
+	role := c.role
+	if wait := n.authFails.penalty(c.ip, now); wait > 0 {
+		err = fmt.Errorf("too many wrong secrets from this address: retry in %s", wait.Round(10*time.Millisecond))
+	} else {
+		reply, role, err = c.hs.Step(n.gate.secrets, n.gate.open, c.role, to, req.Key, req.Args)
+		if errors.Is(err, auth.ErrWrongSecret) {
+			n.authFails.failed(c.ip, now)
+		}
+	}
 	if err != nil {
 		n.refusedLog.log(n.log, "refused authentication", "remote", c.remote, "role", key, "why", err.Error())
 		c.send(func(b []byte) []byte {
@@ -186,7 +275,172 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	}
 	c.role = role
 	c.authed.Store(role >= auth.Client)
+	if role >= auth.Client {
+		n.forgetStrangerLocked(c)
+	}
 	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, key, reply...) })
+}
+
+// reaches reports whether addr, the address a client says it dialled,
+// is this node's, for a connection that arrived at local: one of the
+// node's names, or an address with local's port whose host is local's
+// IP, or a name of this machine that leads there (localhost on
+// loopback, its host name).
+func (g *gate) reaches(addr string, local net.Addr) bool {
+	for _, a := range g.names {
+		if strings.EqualFold(addr, a) {
+			return true
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	la, ok := local.(*net.TCPAddr)
+	if err != nil || !ok || port != strconv.Itoa(la.Port) {
+		return false
+	}
+	lip, ok := netip.AddrFromSlice(la.IP)
+	if !ok {
+		return false
+	}
+	lip = lip.Unmap()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().WithZone("") == lip.WithZone("")
+	}
+	switch {
+	case strings.EqualFold(host, "localhost"):
+		return lip.IsLoopback()
+	case g.hostname != "" && strings.EqualFold(host, g.hostname):
+		return true
+	}
+	for _, a := range g.names {
+		if h, _, err := net.SplitHostPort(a); err == nil && strings.EqualFold(host, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// unechoed is pe as c is answered it: its key is not echoed where it
+// may be a secret typed in the wrong place: the key of an I line that is
+// no role ("I SECRET" alone), or any key on a connection that has not
+// authenticated, whose lines may be a mistyped I ("i SECRET"). Nothing
+// matches such an answer by its key.
+func unechoed(c *conn, pe *proto.ParseError) *proto.ParseError {
+	if pe.Key == proto.WordNone {
+		return pe
+	}
+	if pe.Op == proto.OpAuth {
+		if _, isRole := auth.ParseRole(pe.Key); isRole {
+			return pe
+		}
+	} else if c.role != auth.None {
+		return pe
+	}
+	masked := *pe
+	masked.Key = proto.WordNone
+	return &masked
+}
+
+// Failed authentications slow down the next ones from the same source:
+// the first authFreeFailures wrong secrets cost nothing (a person's
+// typos), each one after refuses every authentication from there for
+// twice as long as the one before, from authPenaltyBase up to
+// authPenaltyMax, and a source is forgotten authForget after its last
+// failure. A guesser gets one secret every few seconds from an address,
+// where it got thousands a second; a correct secret from the same source during the penalty
+// is refused too (it cannot be told from a guess), told when to retry.
+const (
+	authFreeFailures = 3
+	authPenaltyBase  = 250 * time.Millisecond
+	authPenaltyMax   = 5 * time.Second
+	authForget       = time.Minute
+	// maxAuthSources bounds the sources remembered: past it, those
+	// forgotten already go first, then any.
+	maxAuthSources = 4096
+)
+
+// authBackoff counts failed authentications by source: an IPv4 address,
+// or an IPv6 /64 (one machine usually holds the whole of it). Guarded
+// by n.mu.
+type authBackoff struct {
+	m map[string]*authFailures
+}
+
+type authFailures struct {
+	n     int       // failures since the source was last forgotten
+	last  time.Time // the last one
+	until time.Time // authentications are refused until then
+}
+
+// authSource is what failures from remote IP ip count against.
+func authSource(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Unmap().Is6() {
+		return ip
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
+}
+
+// penalty is how long authentications from ip are still refused.
+func (b *authBackoff) penalty(ip string, now time.Time) time.Duration {
+	if b.m == nil {
+		return 0
+	}
+	f := b.m[authSource(ip)]
+	if f == nil {
+		return 0
+	}
+	return max(f.until.Sub(now), 0)
+}
+
+// failed counts a wrong secret from ip.
+func (b *authBackoff) failed(ip string, now time.Time) {
+	src := authSource(ip)
+	if b.m == nil {
+		b.m = make(map[string]*authFailures)
+	}
+	f := b.m[src]
+	if f != nil && now.Sub(f.last) > authForget {
+		f.n = 0
+	}
+	if f == nil {
+		if len(b.m) >= maxAuthSources {
+			b.makeRoom(now)
+		}
+		f = &authFailures{}
+		b.m[src] = f
+	}
+	f.n++
+	f.last = now
+	if k := f.n - authFreeFailures; k > 0 {
+		d := authPenaltyMax
+		if k <= 8 {
+			d = min(authPenaltyBase<<(k-1), authPenaltyMax)
+		}
+		f.until = now.Add(d)
+	}
+}
+
+// makeRoom forgets, among a few sources (a map range starts anywhere),
+// those whose last failure is older than authForget, or the first when
+// none is: a bounded cost per failure however many sources fail.
+func (b *authBackoff) makeRoom(now time.Time) {
+	const look = 32
+	first, seen, freed := "", 0, false
+	for src, f := range b.m {
+		if now.Sub(f.last) > authForget {
+			delete(b.m, src)
+			freed = true
+		} else if first == "" {
+			first = src
+		}
+		if seen++; seen == look {
+			break
+		}
+	}
+	if !freed {
+		delete(b.m, first)
+	}
 }
 
 // rateLog logs one line per interval, counting the ones it skipped, so a
@@ -388,23 +642,64 @@ func (d *deadlineReader) due() (time.Time, string) {
 // evictUnauthLocked closes the oldest connection that has not
 // authenticated, if there is one, and reports whether it did.
 func (n *Node) evictUnauthLocked() bool {
-	for len(n.unauth) > 0 {
-		c := n.unauth[0]
-		n.unauth[0] = nil
-		n.unauth = n.unauth[1:]
-		if c.gone || c.authed.Load() {
-			continue
-		}
-		n.refusedLog.log(n.log, "connection closed", "remote", c.remote, "why", "too many connections: the oldest not authenticated makes room")
-		c.send(func(b []byte) []byte {
-			return proto.AppendError(b, proto.WordNone, '?', "too many connections; this one had not authenticated; closing it")
-		})
-		c.evicted = true
-		n.evicting++
-		c.flushAndClose()
-		return true
+	c := n.unauth.head
+	if c == nil {
+		return false
 	}
-	return false
+	n.forgetStrangerLocked(c)
+	n.refusedLog.log(n.log, "connection closed", "remote", c.remote, "why", "too many connections: the oldest not authenticated makes room")
+	c.send(func(b []byte) []byte {
+		return proto.AppendError(b, proto.WordNone, '?', "too many connections; this one had not authenticated; closing it")
+	})
+	c.evicted = true
+	n.evicting++
+	c.flushAndClose()
+	return true
+}
+
+// strangers is the list of the connections that have not authenticated,
+// oldest first, linked through the connections themselves: a connection
+// leaves it as it authenticates or closes, so that the list never keeps
+// a closed connection, or its buffers, alive. Guarded by n.mu.
+type strangers struct{ head, tail *conn }
+
+func (l *strangers) push(c *conn) {
+	c.strangerPrev, c.strangerNext = l.tail, nil
+	if l.tail == nil {
+		l.head = c
+	} else {
+		l.tail.strangerNext = c
+	}
+	l.tail = c
+}
+
+func (l *strangers) remove(c *conn) {
+	if c.strangerPrev == nil && l.head != c {
+		return // not in the list
+	}
+	if c.strangerPrev == nil {
+		l.head = c.strangerNext
+	} else {
+		c.strangerPrev.strangerNext = c.strangerNext
+	}
+	if c.strangerNext == nil {
+		l.tail = c.strangerPrev
+	} else {
+		c.strangerNext.strangerPrev = c.strangerPrev
+	}
+	c.strangerPrev, c.strangerNext = nil, nil
+}
+
+// forgetStrangerLocked takes c out of the connections that have not
+// authenticated, as it authenticates or closes: it leaves the eviction
+// list and its auth timer stops (a pending timer would keep c alive
+// until it fired). n.mu is held.
+func (n *Node) forgetStrangerLocked(c *conn) {
+	n.unauth.remove(c)
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+		c.authTimer = nil
+	}
 }
 
 // authTimeout closes c if it has not authenticated within --auth-timeout,
@@ -426,9 +721,31 @@ func (c *conn) authTimeout() {
 }
 
 // maxRefusals is how many requests a connection that has not
-// authenticated may have refused before it is closed: its answers must
-// not let a stranger fill the node's buffers.
+// authenticated may send before it is closed: its answers must not let a
+// stranger fill the node's buffers. Every request counts, refused, not
+// parsed, or a step of I that proved nothing yet: an official client
+// authenticates within two.
 const maxRefusals = 16
+
+// strangerRefusedLocked counts a request of c answered while c has not
+// authenticated, and closes c at the maxRefusals-th. It reports whether
+// c is finished. n.mu is held.
+func (n *Node) strangerRefusedLocked(c *conn) bool {
+	if c.role != auth.None {
+		return false
+	}
+	if c.isClosed() {
+		return true
+	}
+	if c.refusals++; c.refusals < maxRefusals {
+		return false
+	}
+	c.send(func(b []byte) []byte {
+		return proto.AppendError(b, proto.WordNone, '?', "too many requests before authenticating; closing this connection")
+	})
+	c.flushAndClose()
+	return true
+}
 
 // connLimit is the answer to a connection over --max-conns or
 // --max-conns-per-ip, "" when it may stay.

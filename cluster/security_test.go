@@ -44,6 +44,11 @@ func TestGateRefusesUnsafeSettings(t *testing.T) {
 		{"open on all interfaces", Security{}, ":7070", 0, "add --secret-file FILE"},
 		{"peers cannot prove themselves", Security{Secrets: auth.Secrets{Client: clientSecret}}, "127.0.0.1:7070", 2, "peers must prove they are peers"},
 		{"admin secret alone on the network", Security{Secrets: auth.Secrets{Admin: adminSecret}}, "10.0.0.1:7070", 0, "add --secret-file FILE"},
+		{"client secret is the peer secret", Security{Secrets: auth.Secrets{Client: clientSecret, Peer: clientSecret}}, "127.0.0.1:7070", 2, "--secret-file and --peer-secret-file hold the same secret, so every client could act as a node"},
+		{"admin secret is the peer secret", Security{Secrets: auth.Secrets{Client: clientSecret, Admin: peerSecret, Peer: peerSecret}}, "127.0.0.1:7070", 2, "--admin-secret-file and --peer-secret-file hold the same secret"},
+		{"client secret is the admin secret", Security{Secrets: auth.Secrets{Client: clientSecret, Admin: clientSecret}}, "127.0.0.1:7070", 0, "every client is an admin"},
+		{"a trivial secret", Security{Secrets: auth.Secrets{Client: []byte("aaaaaaaaaaaaaaaaaaaa")}}, "127.0.0.1:7070", 0, "--secret-file: the secret has fewer than 8 different characters (1)"},
+		{"a short secret", Security{Secrets: auth.Secrets{Peer: []byte("short")}}, "127.0.0.1:7070", 2, "--peer-secret-file: the secret is 5 bytes, shorter than 16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := newGate(tc.sec, tc.listen, tc.peers)

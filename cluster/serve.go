@@ -45,9 +45,13 @@ func (n *Node) apply(c *conn, batch []item) {
 			if pe == nil {
 				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
 			}
+			pe = unechoed(c, pe)
 			n.stats.begin(c, pe.Op, pe.Key)
 			n.core.RequestError(id, pe)
 			answered += n.stats.end(c, now)
+			if n.strangerRefusedLocked(c) {
+				return
+			}
 			continue
 		}
 		req := &it.req
@@ -56,6 +60,9 @@ func (n *Node) apply(c *conn, batch []item) {
 			n.authStep(c, req)
 			n.countAuth(c)
 			answered++
+			if n.strangerRefusedLocked(c) {
+				return
+			}
 		case c.role < need:
 			if need >= auth.Admin {
 				n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
@@ -63,14 +70,8 @@ func (n *Node) apply(c *conn, batch []item) {
 			n.stats.begin(c, req.Op, req.Key)
 			n.core.Refuse(id, req.Op, req.Key, n.gate.refusal(need, c.role))
 			answered += n.stats.end(c, now)
-			if c.role == auth.None {
-				if c.refusals++; c.refusals >= maxRefusals {
-					c.send(func(b []byte) []byte {
-						return proto.AppendError(b, proto.WordNone, '?', "too many requests before authenticating; closing this connection")
-					})
-					c.flushAndClose()
-					return
-				}
+			if n.strangerRefusedLocked(c) {
+				return
 			}
 		case req.Op == proto.OpKeys && n.core.Role() == core.Active:
 			n.rearmLocked()

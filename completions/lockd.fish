@@ -15,7 +15,7 @@ function __lockd_node --description 'the lockd command being typed'
                 set node lockd_tls
             case 'lockd completion'
                 set node lockd_completion
-            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
+            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --advertise-client' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
                 set skip 1
             case 'lockd_tls ca'
                 set node lockd_tls_ca
@@ -58,6 +58,7 @@ complete -c lockd -n '__lockd_is lockd' -l tls-client-auth -d 'require every cli
 complete -c lockd -n '__lockd_is lockd' -l secret-file -x -d 'clients must prove the secret in FILE before any request'
 complete -c lockd -n '__lockd_is lockd' -l admin-secret-file -x -d 'only the secret in FILE may move the active role'
 complete -c lockd -n '__lockd_is lockd' -l peer-secret-file -x -d 'nodes prove to each other the secret in FILE, unless their TLS certificates do'
+complete -c lockd -n '__lockd_is lockd' -l advertise-client -x -d 'other ADDR,ADDR,..'
 complete -c lockd -n '__lockd_is lockd' -l insecure -d 'serve clients without authentication on an address other than loopback'
 complete -c lockd -n '__lockd_is lockd' -l max-conns -x -d 'most connections open at once, a number N'
 complete -c lockd -n '__lockd_is lockd' -l max-conns-per-ip -x -d 'most connections from one IP address, a number N'

@@ -367,7 +367,7 @@
 // # I: authenticate
 //
 //	I role secret
-//	I role hello nonce
+//	I role hello nonce addr
 //	I role proof proof
 //
 // A node started with a secret (--secret-file, --admin-secret-file,
@@ -391,8 +391,14 @@
 // is 16 random bytes in lower-case hex, proof is HMAC-SHA256 keyed with the
 // secret, in lower-case hex (package proto/auth has the exact strings):
 //
-//	I role hello CNONCE    ->  I role challenge SNONCE
-//	I role proof CPROOF    ->  I role ok GRANTED SPROOF
+//	I role hello CNONCE ADDR  ->  I role challenge SNONCE
+//	I role proof CPROOF       ->  I role ok GRANTED SPROOF
+//
+// ADDR is the address the client dialled, as it wrote it (HOST:PORT):
+// the proofs are bound to it, and a node refuses a hello whose ADDR is
+// not one of its own (a peer's: exactly its address in --peers; over
+// TLS a client's ADDR is not checked), so that a stranger listening on
+// another address cannot relay a client's handshake to it.
 //
 // GRANTED is the role the connection now holds. A role the node grants
 // without proof is answered "I role ok GRANTED" at once, to either form.

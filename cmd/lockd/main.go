@@ -75,6 +75,11 @@ Beyond loopback, clients must prove who they are: start with --secret-file
 (--tls-client-auth), or say --insecure for a network you trust. lockd tls ca
 and lockd tls cert make the certificates. See the README's Security section.
 
+A secret file holds at least ` + strconv.Itoa(auth.MinSecretLen) + ` bytes of printable ASCII with at least ` + strconv.Itoa(auth.MinSecretChars) + `
+different characters (make one with: head -c 32 /dev/urandom | base64 > FILE),
+can be read by its owner only (chmod 600), and differs from the other roles'
+secrets; lockd refuses to start otherwise, and on a TLS key every user can read.
+
 Every flag has a LOCKD_* environment twin (shown in brackets).
 
 Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 usage error.`,
@@ -106,10 +111,11 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.StringFlag{Name: "secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_SECRET_FILE"}, Usage: "clients must prove the secret in `FILE` (lockctl --secret-file FILE) before any request"},
 			&cli.StringFlag{Name: "admin-secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_ADMIN_SECRET_FILE"}, Usage: "only the secret in `FILE` may move the active role (lockctl handoff); without it, every client may"},
 			&cli.StringFlag{Name: "peer-secret-file", Category: catSecurity, EnvVars: []string{"LOCKD_PEER_SECRET_FILE"}, Usage: "nodes prove to each other the secret in `FILE` (the same file on every node), unless their TLS certificates do"},
+			&cli.StringFlag{Name: "advertise-client", Category: catSecurity, EnvVars: []string{"LOCKD_ADVERTISE_CLIENT"}, Usage: "other `ADDR,ADDR,...` clients dial to reach this node without TLS (a DNS name, a NAT or load balancer address): a client's handshake names the address it dialled, and one naming an address that is not this node's (--listen, --advertise, an address of this machine at this port) is refused, so that it cannot be relayed"},
 			&cli.BoolFlag{Name: "insecure", Category: catSecurity, EnvVars: []string{"LOCKD_INSECURE"}, Usage: "serve clients without authentication on an address other than loopback (a network you trust)"},
 
 			&cli.IntFlag{Name: "max-conns", Category: catLimits, Value: cluster.DefaultLimits.MaxConns, EnvVars: []string{"LOCKD_MAX_CONNS"}, Usage: "most connections open at once, a number `N`; more are refused"},
-			&cli.IntFlag{Name: "max-conns-per-ip", Category: catLimits, EnvVars: []string{"LOCKD_MAX_CONNS_PER_IP"}, DefaultText: "0: no cap", Usage: "most connections from one IP address, a number `N`"},
+			&cli.IntFlag{Name: "max-conns-per-ip", Category: catLimits, Value: cluster.DefaultLimits.MaxConnsPerIP, EnvVars: []string{"LOCKD_MAX_CONNS_PER_IP"}, Usage: "most connections from one IP address, a number `N` (0: no cap); more are refused, so one machine cannot take every connection"},
 			&cli.DurationFlag{Name: "auth-timeout", Category: catLimits, Value: cluster.DefaultLimits.AuthTimeout, EnvVars: []string{"LOCKD_AUTH_TIMEOUT"}, Usage: "a connection that has not authenticated (or finished TLS) within this `DURATION` is closed"},
 			&cli.DurationFlag{Name: "line-timeout", Category: catLimits, Value: cluster.DefaultLimits.LineTimeout, EnvVars: []string{"LOCKD_LINE_TIMEOUT"}, Usage: "a request line that has begun must end within this `DURATION`, or the connection is closed"},
 			&cli.StringFlag{Name: "max-conn-output", Category: catLimits, Value: "8MiB", EnvVars: []string{"LOCKD_MAX_CONN_OUTPUT"}, Usage: "`SIZE` of answers one client may leave unread before it is disconnected"},
@@ -166,9 +172,13 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			if d := c.Duration("sync-timeout"); d < 0 || c.IsSet("sync-timeout") && d == 0 {
 				return cli.Exit(fmt.Sprintf("--sync-timeout %s: must be more than 0 (and below --failure-timeout)", d), 2)
 			}
+			perIP := c.Int("max-conns-per-ip")
+			if perIP == 0 {
+				perIP = -1 // no cap; the zero Limits field means the default
+			}
 			limits := cluster.Limits{
 				MaxConns:      c.Int("max-conns"),
-				MaxConnsPerIP: c.Int("max-conns-per-ip"),
+				MaxConnsPerIP: perIP,
 				AuthTimeout:   c.Duration("auth-timeout"),
 				LineTimeout:   c.Duration("line-timeout"),
 			}
@@ -251,6 +261,11 @@ const (
 // loadSecurity reads the TLS files and secrets the flags name.
 func loadSecurity(c *cli.Context, logger *slog.Logger) (cluster.Security, error) {
 	sec := cluster.Security{Insecure: c.Bool("insecure")}
+	if v := strings.TrimSpace(c.String("advertise-client")); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			sec.ClientAddrs = append(sec.ClientAddrs, strings.TrimSpace(a))
+		}
+	}
 	files := auth.TLSFiles{
 		Cert:       c.String("tls-cert"),
 		Key:        c.String("tls-key"),
@@ -261,6 +276,9 @@ func loadSecurity(c *cli.Context, logger *slog.Logger) (cluster.Security, error)
 		t, err := auth.LoadTLS(files, logger)
 		if err != nil {
 			return sec, err
+		}
+		if why := auth.ExposedKey("tls-key", files.Key); why != "" {
+			return sec, errors.New(why + " (or 640 with a group only lockd is in), then start lockd again")
 		}
 		sec.TLS = t
 	}
@@ -281,7 +299,8 @@ func loadSecurity(c *cli.Context, logger *slog.Logger) (cluster.Security, error)
 			return sec, err
 		}
 		if warning != "" {
-			logger.Warn(warning)
+			// Anyone who can read it is every role it proves.
+			return sec, errors.New(warning + ", then start lockd again")
 		}
 		*f.dst = secret
 	}

@@ -24,9 +24,14 @@
 // address the client dialled, CPROOF and SPROOF HMAC-SHA256 in lower-case
 // hex, keyed with the secret, over "lockd-v1 client|ROLE|TARGET|SNONCE|CNONCE"
 // and "lockd-v1 server|ROLE|TARGET|CNONCE|SNONCE". The proofs are bound to
-// TARGET, and a node accepts a peer's hello only when TARGET is its own
-// address as --peers writes it: a stranger that listens on a dead peer's
-// address cannot relay one node's handshake to another.
+// TARGET, and a node accepts a hello only when TARGET reaches it: for a
+// peer, its own address as --peers writes it; for a client or an admin
+// without TLS, an address of this node (--listen, --advertise,
+// --advertise-client, or the address the connection arrived at, by IP
+// or by a name of this machine). So a stranger that listens on a dead
+// node's address, or on any address of a client's list, cannot relay one
+// node's handshake to another. Over TLS a client's TARGET is not checked:
+// a relay would carry only what the client encrypted for this node.
 // A secret proves its own role and every role below it; GRANTED is the
 // role of the secret that matched. A node on which ROLE needs no proof
 // answers "I ROLE ok GRANTED" at once, to either form.

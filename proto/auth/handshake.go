@@ -21,8 +21,27 @@ const (
 	WordOK        = "ok"
 )
 
+// ErrWrongSecret is the refusal of a secret or a proof that matches no
+// secret of the role: a guess, where other refusals are mistakes.
+var ErrWrongSecret = errors.New("wrong secret")
+
 // nonceLen is the length of a nonce in bytes; on the wire it is hex.
 const nonceLen = 16
+
+// Target says which addresses a handshake may name as the one its
+// client dialled: the proofs are bound to that address, and a node that
+// accepts only its own refuses a handshake relayed to it by a stranger
+// listening on another address.
+type Target struct {
+	// Self is this node as --peers writes it: the one address a peer's
+	// handshake may name.
+	Self string
+	// Reaches reports whether addr, the address a client or an admin
+	// says it dialled, reaches this node. nil accepts every address, for
+	// a connection already bound to this node otherwise (TLS, whose
+	// relay would carry only what the client encrypted for this node).
+	Reaches func(addr string) bool
+}
 
 // Handshake is one connection's progress through the I handshake, on the
 // server side. The zero value is ready; it is not safe for concurrent use.
@@ -34,13 +53,13 @@ type Handshake struct {
 }
 
 // Step serves one I request: asked is its key (the role asked for), args
-// the words after it. self is this node's address as its peers write it.
-// It returns the answer's words after the key, and the role the
+// the words after it. to says which addresses a hello may name. It
+// returns the answer's words after the key, and the role the
 // connection holds from now on, which is have when nothing new was
 // proven. open is the role this node grants without proof. An error means
 // the connection is refused: answer it E and close. Its words never
 // repeat what the client sent, which may be a secret.
-func (h *Handshake) Step(s Secrets, open, have Role, self, askedWord string, args []string) (reply []string, now Role, err error) {
+func (h *Handshake) Step(s Secrets, open, have Role, to Target, askedWord string, args []string) (reply []string, now Role, err error) {
 	asked, ok := ParseRole(askedWord)
 	if !ok {
 		return nil, have, errors.New("unknown role: want I client, I admin or I peer")
@@ -58,7 +77,7 @@ func (h *Handshake) Step(s Secrets, open, have Role, self, askedWord string, arg
 		*h = Handshake{}
 		r := matchPlain(s, asked, []byte(args[0]))
 		if r == None {
-			return nil, have, fmt.Errorf("wrong secret for role %s", asked)
+			return nil, have, fmt.Errorf("%w for role %s", ErrWrongSecret, asked)
 		}
 		return []string{WordOK, r.String()}, max(have, r), nil
 	case (len(args) == 2 || len(args) == 3) && args[0] == WordHello:
@@ -74,12 +93,21 @@ func (h *Handshake) Step(s Secrets, open, have Role, self, askedWord string, arg
 		if len(args) == 3 {
 			target = args[2]
 		}
-		if asked == Peer && target != self {
-			// A proof is bound to the node it was meant for: a stranger
-			// listening on a dead peer's address must not relay one
-			// node's handshake to another.
+		// A proof is bound to the node it was meant for: a stranger
+		// listening on a dead node's address, or on any address of a
+		// client's list, must not relay one node's handshake to
+		// another. The words name neither this node (a stranger learns
+		// nothing of it) nor the target (it may be a mistyped secret).
+		switch {
+		case asked == Peer && target != to.Self:
 			*h = Handshake{}
-			return nil, have, errors.New("a peer must name the node it dials, and this node is " + self)
+			return nil, have, errors.New("a peer's hello must name the node it dials as --peers writes it, and this one names another node: check that --peers is the same on every node")
+		case asked != Peer && to.Reaches != nil && target == "":
+			*h = Handshake{}
+			return nil, have, errors.New("hello must name the address dialled: I " + asked.String() + " hello NONCE HOST:PORT")
+		case asked != Peer && to.Reaches != nil && !to.Reaches(target):
+			*h = Handshake{}
+			return nil, have, errors.New("this hello names an address that is not this node's, as a handshake relayed from another address would: if clients reach this node under another name or address (DNS, NAT), list it in lockd --advertise-client")
 		}
 		*h = Handshake{asked: asked, cnonce: args[1], snonce: NewNonce(), target: target}
 		return []string{WordChallenge, h.snonce}, have, nil
@@ -100,7 +128,7 @@ func (h *Handshake) Step(s Secrets, open, have Role, self, askedWord string, arg
 				return []string{WordOK, max(have, r).String(), sp}, max(have, r), nil
 			}
 		}
-		return nil, have, fmt.Errorf("wrong secret for role %s", asked)
+		return nil, have, fmt.Errorf("%w for role %s", ErrWrongSecret, asked)
 	}
 	*h = Handshake{}
 	return nil, have, fmt.Errorf("want I %s SECRET, I %s hello NONCE or I %s proof PROOF", asked, asked, asked)

@@ -112,6 +112,9 @@ func (t *TLS) reloadLocked(logIt bool) error {
 			return err
 		}
 		cert = &c
+		if w := ExposedKey("tls-key", t.files.Key); w != "" && logIt {
+			t.log.Warn("TLS key reloaded, but others can read it", "why", w)
+		}
 	}
 	var pool *x509.CertPool
 	if t.files.CA != "" {
