@@ -20,6 +20,7 @@ import {
   RefusedError,
   TimeoutError,
   UnavailableError,
+  opName,
 } from "./errors.js";
 import { Election, Hold, type HoldOptions } from "./hold.js";
 import {
@@ -966,7 +967,7 @@ export class Client implements ConnHost {
             return;
           }
           this.log(`watch ${sub.key}: ${err.message}; trying again in ${this.redial} ms`);
-          await sleep(this.redial);
+          await new Promise((r) => setTimeout(r, this.redial).unref());
         }
       }
     } finally {
@@ -1226,7 +1227,7 @@ function refusal(a: Answer): LockdError {
   const words = errorText(a);
   if (op === "A" && words.startsWith("limit mismatch:")) return new LimitMismatchError(a.key, words);
   if (words.startsWith("authenticate first") || words.startsWith("this needs the admin role")) {
-    return new AuthError(`lockd refused ${a.key}: ${words}`);
+    return new AuthError(`lockd refused ${opName(op)} ${a.key}: ${words}`);
   }
   return new RefusedError(op, a.key, words);
 }

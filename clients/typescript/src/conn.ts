@@ -441,32 +441,35 @@ export async function dial(addr: string, o: DialOptions): Promise<LineSocket> {
   const { host, port } = splitHostPort(addr);
   const sock = await new Promise<net.Socket>((resolve, reject) => {
     let s: net.Socket;
+    let settled = false;
     const t = setTimeout(() => {
+      settled = true;
       s.destroy();
       reject(new LockdError(`dialling ${addr} took longer than ${o.dialTimeout} ms`, "ENOANSWER"));
     }, o.dialTimeout);
+    // Stays attached: an error emitted before the LineSocket listens
+    // must not go unhandled.
     const fail = (e: Error) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(t);
       s.destroy();
       if (o.tls && !(e as NodeJS.ErrnoException).syscall) reject(new AuthError(`${addr}: TLS: ${e.message}`, e));
       else reject(e);
     };
+    const ready = () => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(t);
+      resolve(s);
+    };
     if (o.tls) {
       const servername = o.tls.servername ?? (net.isIP(host) ? undefined : host);
-      const opts: tls.ConnectionOptions = { ...o.tls, host, port, servername, minVersion: "TLSv1.2" };
-      s = tls.connect(opts, () => {
-        clearTimeout(t);
-        s.removeListener("error", fail);
-        resolve(s);
-      });
+      s = tls.connect({ ...o.tls, host, port, servername, minVersion: "TLSv1.2" }, ready);
     } else {
-      s = net.connect({ host, port }, () => {
-        clearTimeout(t);
-        s.removeListener("error", fail);
-        resolve(s);
-      });
+      s = net.connect({ host, port }, ready);
     }
-    s.once("error", fail);
+    s.on("error", fail);
     s.once("connect", () => o.onConnect?.());
   });
   const ls = new LineSocket(sock);

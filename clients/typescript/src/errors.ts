@@ -116,7 +116,7 @@ export class HoldLostError extends LockdError {
   }
 }
 
-function opName(op: string): string {
+export function opName(op: string): string {
   switch (op) {
     case "A":
       return "acquire";
