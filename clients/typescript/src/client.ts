@@ -12,6 +12,7 @@ import {
   AuthError,
   ClosedError,
   DisagreeError,
+  HoldLostError,
   InvalidArgumentError,
   LimitMismatchError,
   LockdError,
@@ -1002,11 +1003,48 @@ export class Client implements ConnHost {
     if (options?.renewEvery !== undefined && !(options.renewEvery > 0)) {
       throw new InvalidArgumentError(`hold ${key}: renewEvery ${options.renewEvery} must be more than 0 ms`);
     }
-    const sent = Date.now();
+    const asked = Date.now(); // the lease cannot have started before
     const lock = (await this.acquireAs(key, options, false, name)) as Lock;
-    const h = new Hold(this, lock, options, sent, () => this.holds.delete(h));
+    let start = asked;
+    const got = Date.now();
+    if (got - asked > lock.lease / 3) {
+      // A grant after a long wait may be older than the answer that
+      // brought it: confirm it with a renewal, so that a fresh hold has
+      // most of a lease ahead of it, proven.
+      start = await this.confirm(lock, got, options.signal);
+    }
+    const h = new Hold(this, lock, options, start, () => this.holds.delete(h));
     this.holds.add(h);
     return h;
+  }
+
+  /** Renews a lock whose grant arrived at got; returns when the acknowledged renewal was sent. */
+  private async confirm(lock: Lock, got: number, signal?: AbortSignal): Promise<number> {
+    const end = got + lock.lease;
+    const retry = Math.min(Math.max(Math.floor(lock.lease / 30), 10), 1000);
+    const giveBack = () => void this.release(lock.key, lock.token).catch(() => {});
+    for (;;) {
+      const sent = Date.now();
+      if (sent >= end) {
+        giveBack();
+        throw new HoldLostError("expired", `hold ${lock.key} token ${lock.token}: the grant came after a long wait and no renewal confirming it was acknowledged within its lease`);
+      }
+      const limit = AbortSignal.timeout(end - sent);
+      try {
+        await this.renew(lock, lock.lease, { signal: signal ? AbortSignal.any([signal, limit]) : limit });
+        return sent;
+      } catch (e) {
+        if (signal?.aborted) {
+          giveBack();
+          throw e;
+        }
+        if (e instanceof NotHeldError || e instanceof RefusedError) {
+          throw new HoldLostError("notheld", `hold ${lock.key} token ${lock.token}: the lock was lost before the hold began: ${(e as Error).message}`, e);
+        }
+        if (e instanceof ClosedError) throw e;
+      }
+      await sleep(retry);
+    }
   }
 
   /** An election on key: campaign to lead, read or observe the leader. */

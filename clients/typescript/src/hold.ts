@@ -49,7 +49,7 @@ export class Hold implements AsyncDisposable {
     private readonly client: Client,
     lock: Lock,
     options: HoldOptions,
-    sentAt: number,
+    start: number,
     private readonly onEnd: () => void,
   ) {
     this.key = lock.key;
@@ -59,19 +59,12 @@ export class Hold implements AsyncDisposable {
     this.id = lock.id;
     this.signal = this.ctl.signal;
     this.every = options.renewEvery ?? Math.max(Math.floor(this.lease / 3), 1);
-    const now = Date.now();
-    // The lease began at the grant, which came after the acquire was
-    // first sent: that moment is a proven lower bound. When the acquire
-    // waited long, the bound is of no use: renew at once, and count from
-    // the grant's arrival until that renewal is acknowledged.
-    let first = this.every;
-    this.base = sentAt;
-    if (now - sentAt > this.lease / 4) {
-      this.base = now;
-      first = 0;
-    }
+    // The lease began at the grant, which came after the acquire (or the
+    // renewal that confirmed it) was sent: that moment is a proven lower
+    // bound of the lease's start.
+    this.base = start;
     this.armExpiry();
-    this.renewT = setTimeout(() => void this.renewOnce(), first);
+    this.renewT = setTimeout(() => void this.renewOnce(), Math.max(start + this.every - Date.now(), 0));
     if (options.max !== undefined) {
       this.maxT = setTimeout(() => {
         this.lose("max", `the hold of ${this.key} reached its max of ${options.max} ms and was released`);
@@ -122,7 +115,7 @@ export class Hold implements AsyncDisposable {
       if (this.signal.aborted) return;
       this.base = Math.max(this.base, sent);
       this.armExpiry();
-      retry = this.every;
+      retry = Math.max(sent + this.every - Date.now(), 0);
     } catch (e) {
       if (this.signal.aborted) return;
       if (e instanceof NotHeldError) return this.lose("notheld", `the lock on ${this.key} is lost: ${e.message}`, e);

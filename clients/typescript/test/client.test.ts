@@ -160,3 +160,95 @@ test("a watch delivers every state, and moves to the node an M names", async (t)
   await b.waitFor("the unwatch", () => b.got("U").length === 1);
   assert.equal((await w.next()).done, true);
 });
+
+test("a node that answers nothing, not even a keep-alive, is left after the failure timeout, and the acquire moves with its id", async (t) => {
+  const a = await FakeNode.start();
+  const b = await FakeNode.start();
+  const c = new Client([a.addr, b.addr], { failureTimeout: 300 });
+  t.after(async () => {
+    await c.close();
+    await a.stop();
+    await b.stop();
+  });
+  await a.waitFor("a connection", () => a.open().length === 1);
+  await b.waitFor("a connection", () => b.open().length === 1);
+  await new Promise((r) => setTimeout(r, 50));
+  b.handle = (l) => (l.words[0] === "A" ? grant(l, arg(l, "ref")) : "");
+  a.handle = () => {
+    a.silent = true; // frozen with the acquire in hand
+    return "";
+  };
+  b.silent = true;
+  const start = Date.now();
+  const p = c.acquire("fz", { lease: 10000, wait: 5000 });
+  // Whichever node took it first is frozen; thaw b if it was a that froze.
+  await new Promise((r) => setTimeout(r, 20));
+  const first = a.got("A").length === 1 ? a : b;
+  if (first === a) b.silent = false;
+  else {
+    // b took it: make a the node that serves next.
+    a.silent = false;
+    a.handle = (l) => (l.words[0] === "A" ? grant(l, arg(l, "ref")) : "");
+  }
+  const lock = await p;
+  const took = Date.now() - start;
+  const other = first === a ? b : a;
+  const [sent] = first.got("A");
+  const [resent] = other.got("A");
+  assert.equal(arg(resent, "id"), arg(sent, "id"), "the moved acquire keeps its id");
+  assert.ok(lock.token > 0n);
+  assert.ok(took >= 250 && took < 1500, `moved after ${took} ms, the failure timeout is 300`);
+});
+
+test("an M is followed at once to the node it names, which is then the active", async (t) => {
+  const active = await FakeNode.start();
+  const standby = await FakeNode.start();
+  const c = new Client([standby.addr]);
+  t.after(async () => {
+    await c.close();
+    await active.stop();
+    await standby.stop();
+  });
+  standby.handle = (l) => `M ${l.words[1]} ${active.addr}${l.words[0] === "A" ? " ref=" + arg(l, "ref") : ""}`;
+  active.handle = (l) => (l.words[0] === "A" ? grant(l, arg(l, "ref")) : l.words[0] === "Q" ? `Q ${l.words[1]} 5 9.5 0 id=5,node-a#x-1` : "");
+  await c.acquire("mv", { lease: 1000, wait: 1000 });
+  assert.equal(c.activeAddr, active.addr);
+  const leader = await c.election("mv").leader();
+  assert.deepEqual(leader, { value: "node-a", token: 5n });
+  assert.equal(standby.got("Q").length, 0, "a known active is asked first");
+});
+
+test("a hold granted after a long wait is confirmed by a renewal before it is returned", async (t) => {
+  const n = await FakeNode.start();
+  const c = new Client([n.addr]);
+  t.after(async () => {
+    await c.close();
+    await n.stop();
+  });
+  n.handle = (l) => {
+    if (l.words[0] === "A") {
+      setTimeout(() => l.conn.write(grant(l, arg(l, "ref")) + "\n"), 300);
+      return "";
+    }
+    return l.words[0] === "N" ? "N lw ok" : l.words[0] === "R" ? "R lw ok" : "";
+  };
+  const h = await c.hold("lw", { lease: 600 });
+  assert.equal(n.got("N").length, 1, "confirmed before hold returned");
+  assert.equal(h.signal.aborted, false);
+  await h.release();
+  assert.equal((h.lost as HoldLostError).reason, "released");
+});
+
+test("close rejects waiting calls with ClosedError and ends holds with reason closed", async (t) => {
+  const n = await FakeNode.start();
+  const c = new Client([n.addr]);
+  t.after(() => n.stop());
+  n.handle = (l) => (l.words[0] === "A" && l.words[1] === "h" ? grant(l, arg(l, "ref")) : l.words[0] === "N" ? "N h ok" : "");
+  const h = await c.hold("h", { lease: 5000 });
+  const waiting = c.acquire("w", { lease: 1000 });
+  await n.waitFor("the waiting acquire", () => n.got("A").length === 2);
+  await c.close();
+  await assert.rejects(waiting, (e: Error) => e.name === "ClosedError");
+  assert.equal((h.lost as HoldLostError).reason, "closed");
+  await assert.rejects(c.queue("x"), (e: Error) => (e as { code?: string }).code === "ECLOSED");
+});

@@ -15,6 +15,8 @@ export class FakeNode {
   readonly conns: net.Socket[] = [];
   /** Answers a line (the words after the op included); "" answers nothing. */
   handle: (l: Line) => string = () => "";
+  /** A frozen process: read nothing more, answer nothing, keep connections open. */
+  silent = false;
   private server: net.Server;
   addr = "";
 
@@ -24,6 +26,7 @@ export class FakeNode {
       let buf = "";
       c.on("error", () => {});
       c.on("data", (d) => {
+        if (this.silent) return;
         buf += d.toString("utf8");
         let nl: number;
         while ((nl = buf.indexOf("\n")) >= 0) {
