@@ -283,8 +283,9 @@ rl.on("line", (line) => {
 });
 rl.on("close", () => {
   void (async () => {
-    await Promise.allSettled([...inflight]);
+    // Closing first ends the calls still waiting (they answer closed).
     if (client && !closed) await client.close();
+    await Promise.allSettled([...inflight]);
     process.stdout.write("", () => process.exit(0));
   })();
 });

@@ -163,8 +163,6 @@ export const MAX_NAME_LEN = MAX_ID_LEN - idSuffixLen;
 
 /** What one call remembers of the connections it tried. */
 class Attempt {
-  /** For an acquire: avoid connections with an older acquire of this key outstanding. */
-  busyKey = "";
   target = "";
   // Made on first use: most calls never meet a failed connection.
   failed: Map<Conn, number> | undefined;
@@ -440,24 +438,14 @@ export class Client implements ConnHost {
       const g = at.failed?.get(cn);
       return g === undefined || cn.gen > g;
     };
-    // An acquire avoids connections where an older acquire of its key
-    // waits, when it can.
-    let free = at.busyKey !== "";
-    if (free) {
-      free = false;
-      for (const cn of conns) {
-        if (usable(cn) && !cn.acquiring(at.busyKey)) {
-          free = true;
-          break;
-        }
-      }
-    }
+    // Every acquire carries ref=, so its answer is never held back
+    // behind another's of the same key: any live connection will do.
     let n = 0;
-    for (const cn of conns) if (usable(cn) && (!free || !cn.acquiring(at.busyKey))) n++;
+    for (const cn of conns) if (usable(cn)) n++;
     if (n > 0) {
       let i = this.rr++ % n;
       for (const cn of conns) {
-        if (usable(cn) && (!free || !cn.acquiring(at.busyKey))) {
+        if (usable(cn)) {
           if (i === 0) return [cn, false];
           i--;
         }
@@ -495,7 +483,6 @@ export class Client implements ConnHost {
    */
   private async roundTrip(req: Req, o: TripOptions): Promise<{ a: Answer; cn: Conn }> {
     const at = new Attempt();
-    if (req.op === "A") at.busyKey = req.key;
     at.target = o.target ?? "";
     for (;;) {
       throwIfAborted(o.signal);

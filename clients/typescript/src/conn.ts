@@ -144,6 +144,7 @@ export class Conn {
     this.lastErr = err;
     const calls: Call[] = [];
     for (const q of this.pending.values()) calls.push(...q);
+    calls.push(...this.refs.values());
     this.pending.clear();
     this.refs.clear();
     this.wbuf = [];
@@ -169,11 +170,16 @@ export class Conn {
     cl.seq = ++this.seq;
     cl.conn = this;
     cl.gen = this.gen;
-    const k = cl.op + " " + cl.key;
-    const q = this.pending.get(k);
-    if (q) q.push(cl);
-    else this.pending.set(k, [cl]);
-    if (cl.ref !== "") this.refs.set(cl.ref, cl);
+    if (cl.ref !== "") {
+      // Matched by its ref alone: its answers carry it, and are not
+      // held behind other acquires of the key.
+      this.refs.set(cl.ref, cl);
+    } else {
+      const k = cl.op + " " + cl.key;
+      const q = this.pending.get(k);
+      if (q) q.push(cl);
+      else this.pending.set(k, [cl]);
+    }
     this.wbuf.push(cl.line);
     if (!this.flushing) {
       this.flushing = true;
@@ -190,12 +196,6 @@ export class Conn {
     const data = this.wbuf.length === 1 ? this.wbuf[0] : this.wbuf.join("");
     this.wbuf = [];
     sock.write(data);
-  }
-
-  /** Whether an acquire of key is outstanding here. */
-  acquiring(key: string): boolean {
-    const q = this.pending.get("A " + key);
-    return q !== undefined && q.length > 0;
   }
 
   /** Queues a keep-alive: S, which every node answers at once without touching a lock. */
@@ -226,7 +226,7 @@ export class Conn {
       this.sock.destroy();
       return;
     }
-    if (silent >= ft || (silent >= ft / 4 && this.pending.size > 0)) this.probe(now);
+    if (silent >= ft || (silent >= ft / 4 && (this.pending.size > 0 || this.refs.size > 0))) this.probe(now);
   }
 
   private take(k: string, cl?: Call): Call | undefined {
@@ -240,7 +240,6 @@ export class Conn {
     const got = q[i];
     q.splice(i, 1);
     if (q.length === 0) this.pending.delete(k);
-    if (got.ref !== "") this.refs.delete(got.ref);
     return got;
   }
 
@@ -254,6 +253,21 @@ export class Conn {
     return best ? this.take(best.op + " " + key, best) : undefined;
   }
 
+  /**
+   * The oldest ref'd acquire of key, for an answer to it that carries no
+   * ref: from a node that does not echo refs, or refuses them. Never
+   * met on a node that speaks ref=, so it costs the usual path nothing.
+   */
+  private takeUnrefd(key: string): Call | undefined {
+    for (const [ref, cl] of this.refs) {
+      if (cl.key === key) {
+        this.refs.delete(ref);
+        return cl;
+      }
+    }
+    return undefined;
+  }
+
   private onLine(line: string): void {
     this.lastRead = Date.now();
     const a = parseAnswer(line);
@@ -262,7 +276,10 @@ export class Conn {
     const ref = answerRef(a);
     if (ref !== "") {
       const r = this.refs.get(ref);
-      if (r && r.key === a.key) cl = this.take("A " + a.key, r);
+      if (r && r.key === a.key) {
+        this.refs.delete(ref);
+        cl = r;
+      }
     } else if (a.kind === "M") {
       cl = this.takeAny(a.key);
       if (!cl && this.host.watchMoved(this, a)) return;
@@ -276,6 +293,7 @@ export class Conn {
       const op = reqOp(a);
       if (op !== "") cl = this.take(op + " " + a.key);
     }
+    if (!cl && (a.kind === "A" || a.kind === "T" || a.kind === "M" || reqOp(a) === "A")) cl = this.takeUnrefd(a.key);
     if (!cl) {
       if (a.kind === "E") {
         // One of our requests will never be answered: the stream is out
