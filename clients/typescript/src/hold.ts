@@ -2,7 +2,7 @@
 // election built on it.
 
 import type { AcquireOptions, CallOptions, Client, Lock, Watch } from "./client.js";
-import { ClosedError, HoldLostError, InvalidArgumentError, type LostReason, NotHeldError } from "./errors.js";
+import { ClosedError, HoldLostError, InvalidArgumentError, type LostReason, NotHeldError, RefusedError } from "./errors.js";
 import { checkID, idName } from "./wire.js";
 
 export interface HoldOptions extends AcquireOptions {
@@ -118,7 +118,8 @@ export class Hold implements AsyncDisposable {
       retry = Math.max(sent + this.every - Date.now(), 0);
     } catch (e) {
       if (this.signal.aborted) return;
-      if (e instanceof NotHeldError) return this.lose("notheld", `the lock on ${this.key} is lost: ${e.message}`, e);
+      // A refusal will not change on a retry: the lock is as good as lost.
+      if (e instanceof NotHeldError || e instanceof RefusedError) return this.lose("notheld", `the lock on ${this.key} is lost: ${e.message}`, e);
       if (e instanceof ClosedError) return this.lose("closed", "the client was closed", e);
       // Unreachable for now: keep trying until the lease is no longer provable.
     }
