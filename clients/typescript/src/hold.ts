@@ -186,12 +186,12 @@ export class Election {
   /**
    * Waits to lead (FIFO among the candidates) and returns the leader's
    * hold: it renews itself, and its signal aborts when leadership is
-   * lost. value says who leads: 1 to 33 bytes, no space or control
-   * character.
+   * lost. value says who leads: 1 to 33 bytes, no space, control
+   * character or '#'.
    */
   async campaign(value: string, options: { lease?: number; signal?: AbortSignal } = {}): Promise<Hold> {
-    if (typeof value !== "string" || checkID(value) !== "" || Buffer.byteLength(value) > 33) {
-      throw new InvalidArgumentError(`campaign ${this.key}: value ${JSON.stringify(value)}: want 1 to 33 bytes without space or control character`);
+    if (typeof value !== "string" || checkID(value) !== "" || Buffer.byteLength(value) > 33 || value.includes("#")) {
+      throw new InvalidArgumentError(`campaign ${this.key}: value ${JSON.stringify(value)}: want 1 to 33 bytes without space, control character or '#'`);
     }
     const h = await this.client.holdAs(this.key, { lease: options.lease ?? this.lease, wait: 0, signal: options.signal }, value);
     this.held = h;
