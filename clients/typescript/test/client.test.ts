@@ -252,3 +252,23 @@ test("close rejects waiting calls with ClosedError and ends holds with reason cl
   assert.equal((h.lost as HoldLostError).reason, "closed");
   await assert.rejects(c.queue("x"), (e: Error) => (e as { code?: string }).code === "ECLOSED");
 });
+
+test("await using releases a hold at the end of its block", async (t) => {
+  const n = await FakeNode.start();
+  const c = new Client([n.addr]);
+  t.after(async () => {
+    await c.close();
+    await n.stop();
+  });
+  n.handle = (l) => (l.words[0] === "A" ? grant(l, arg(l, "ref")) : l.words[0] === "R" ? `R ${l.words[1]} ok` : "");
+  let token = 0n;
+  {
+    await using h = await c.hold("du", { lease: 5000 });
+    token = h.token;
+    assert.equal(n.got("R").length, 0);
+  }
+  assert.deepEqual(
+    n.got("R").map((l) => l.text),
+    [`R du ${token}`],
+  );
+});
