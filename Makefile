@@ -1,5 +1,6 @@
 # lockd: two commands do all the set-up on a fresh machine with Go installed:
 #   make run    build and start a single node on 127.0.0.1:7070
+#               (make run LISTEN=127.0.0.1:7171 for another port)
 #   make test   run every test (race detector on)
 
 GO      ?= go
@@ -32,8 +33,14 @@ all: build
 build:
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/lockd ./cmd/lockctl
 
+# make run LISTEN=HOST:PORT (or a port alone) starts the node there
+# instead of 127.0.0.1:7070, as lockd --listen; lockctl then needs
+# LOCKD_ADDR (or --addr) set to it.
+LISTEN  ?=
+
 run: build
-	./$(BIN)/lockd
+	@echo "make run: lockd on $(or $(LISTEN),$(LOCKD_LISTEN),127.0.0.1:7070); in another terminal: $(if $(LISTEN),LOCKD_ADDR=$(LISTEN) )./$(BIN)/lockctl status"
+	@./$(BIN)/lockd $(if $(LISTEN),--listen $(LISTEN)) || { rc=$$?; echo "make run: lockd exited $$rc; if the port is taken, pick a free one: make run LISTEN=127.0.0.1:7171" >&2; exit $$rc; }
 
 # install copies lockd and lockctl to $(PREFIX)/bin (sudo for /usr/local,
 # or PREFIX=$$HOME/.local) and their completions where bash, zsh and fish

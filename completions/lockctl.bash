@@ -117,7 +117,7 @@ _lockctl_complete() {
         flags="--to --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_drill)
-        flags="--workers --keys --lease --duration --action --run --at --max-gap --max-errors --max-lost --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--workers --keys --lease --duration --action --run --at --max-gap --max-errors --max-lost --expect-failover --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_completion)
         flags="--addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"

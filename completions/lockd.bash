@@ -18,6 +18,7 @@ _lockd_complete() {
         case "$node $w" in
         "lockd tls") node=lockd_tls ;;
         "lockd completion") node=lockd_completion ;;
+        "lockd version") node=lockd_version ;;
         "lockd_tls ca") node=lockd_tls_ca ;;
         "lockd_tls cert") node=lockd_tls_cert ;;
         "lockd --listen"|"lockd --peers"|"lockd --advertise"|"lockd --heartbeat"|"lockd --failure-timeout"|"lockd --replication"|"lockd --sync-timeout"|"lockd --max-keys"|"lockd --max-waiters"|"lockd --max-lease"|"lockd --max-wait"|"lockd --max-total-waiters"|"lockd --max-clock-skew"|"lockd --tls-cert"|"lockd --tls-key"|"lockd --tls-ca"|"lockd --secret-file"|"lockd --admin-secret-file"|"lockd --peer-secret-file"|"lockd --advertise-client"|"lockd --max-conns"|"lockd --max-conns-per-ip"|"lockd --auth-timeout"|"lockd --line-timeout"|"lockd --max-conn-output"|"lockd --max-output"|"lockd --log-level"|"lockd --log-format"|"lockd --metrics-listen") skip=1 ;;
@@ -50,7 +51,7 @@ _lockd_complete() {
     case $node in
     lockd)
         flags="--listen --peers --advertise --heartbeat --failure-timeout --replication --sync-timeout --max-keys --max-waiters --max-lease --max-wait --max-total-waiters --max-clock-skew --tls-cert --tls-key --tls-ca --tls-client-auth --secret-file --admin-secret-file --peer-secret-file --advertise-client --insecure --max-conns --max-conns-per-ip --auth-timeout --line-timeout --max-conn-output --max-output --log-level --log-format --metrics-listen --help -h --version -v"
-        words="tls completion" ;;
+        words="tls completion version" ;;
     lockd_tls)
         flags="--help -h"
         words="ca cert" ;;
@@ -63,6 +64,9 @@ _lockd_complete() {
     lockd_completion)
         flags="--help -h"
         words="bash zsh fish" ;;
+    lockd_version)
+        flags="--help -h"
+        words="" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$flags" -- "$cur"))

@@ -15,6 +15,8 @@ function __lockd_node --description 'the lockd command being typed'
                 set node lockd_tls
             case 'lockd completion'
                 set node lockd_completion
+            case 'lockd version'
+                set node lockd_version
             case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --advertise-client' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
                 set skip 1
             case 'lockd_tls ca'
@@ -38,6 +40,7 @@ complete -c lockd -f
 
 complete -c lockd -n '__lockd_is lockd' -a tls -d 'create a CA and certificates for TLS between lockd nodes and clients (no openssl needed)'
 complete -c lockd -n '__lockd_is lockd' -a completion -d 'print the shell completion script for bash, zsh or fish'
+complete -c lockd -n '__lockd_is lockd' -a version -d 'print lockd\'s version (also: lockd --version)'
 complete -c lockd -n '__lockd_is lockd' -l listen -x -d 'HOST:PORT to serve clients and peers on'
 complete -c lockd -n '__lockd_is lockd' -l peers -x -d 'every node of the cluster as ADDR,ADDR,..'
 complete -c lockd -n '__lockd_is lockd' -l advertise -x -d 'this node\'s ADDR as written in --peers, when it differs from --listen'
@@ -94,3 +97,5 @@ complete -c lockd -n '__lockd_is lockd_tls_cert' -l help -s h -d 'show help'
 
 complete -c lockd -n '__lockd_is lockd_completion' -a 'bash zsh fish'
 complete -c lockd -n '__lockd_is lockd_completion' -l help -s h -d 'show help'
+
+complete -c lockd -n '__lockd_is lockd_version' -l help -s h -d 'show help'

@@ -188,6 +188,10 @@ type Core struct {
 	// until expectUntil at the latest.
 	expect      []string
 	expectUntil time.Time
+	// degradedSince is when degraded last became true; degradedWarned,
+	// whether that spell was logged (warnDegraded).
+	degradedSince  time.Time
+	degradedWarned bool
 
 	nextBeat   time.Time // when heartbeats and the supervisor are due
 	nextAsk    uint64
@@ -349,6 +353,7 @@ func (c *Core) Tick(now time.Time) {
 	c.retryWaitingHandoff(now)
 	c.checkExpect(now)
 	c.checkHeld(now)
+	c.warnDegraded(now)
 	if h := c.handoff; h != nil && !h.resolving && !now.Before(h.deadline) {
 		c.handoffUnconfirmed(now, "the successor "+h.to+" did not confirm within "+c.cfg.HandoffTimeout.String())
 	}

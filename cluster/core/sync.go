@@ -98,7 +98,7 @@ func (c *Core) expectInSync(now time.Time) {
 		}
 	}
 	c.expectUntil = now.Add(c.cfg.SyncTimeout)
-	c.setDegraded(len(c.expect) == 0 && len(c.peers) > 0)
+	c.setDegraded(now, len(c.expect) == 0 && len(c.peers) > 0)
 }
 
 // expectLive makes an active that did not run for a while wait for every
@@ -191,7 +191,7 @@ func (c *Core) commit(now time.Time) {
 			any = true
 		}
 	}
-	c.setDegraded(!any && len(c.peers) > 0)
+	c.setDegraded(now, !any && len(c.peers) > 0)
 	c.committed = max(c.committed, committed)
 	c.release(func(h heldAnswer) bool { return h.need <= c.committed })
 }
@@ -215,16 +215,40 @@ func (c *Core) release(ok func(heldAnswer) bool) {
 	c.holding = keep
 }
 
-func (c *Core) setDegraded(d bool) {
+// setDegraded records whether the active has no standby in sync. It
+// logs nothing yet: every active starts degraded until its standbys have
+// subscribed and caught up, which on a normal start takes well under
+// degradedGrace; warnDegraded warns of one that stays so.
+func (c *Core) setDegraded(now time.Time, d bool) {
 	if d == c.degraded {
 		return
 	}
 	c.degraded = d
 	if d {
-		c.log.Warn("replication degraded: no standby in sync, answers do not wait for one, and a crash of this node may lose them", "self", c.self)
-	} else {
+		c.degradedSince = now
+		return
+	}
+	if c.degradedWarned {
 		c.log.Info("replication in sync again", "self", c.self, "standbys", len(c.inSync()))
 	}
+	c.degradedWarned = false
+}
+
+// degradedGrace is how long an active may have no standby in sync before
+// it warns: long enough for standbys started with it to subscribe and
+// catch up, short enough that an operator hears of a cluster running
+// without a copy.
+func (c *Core) degradedGrace() time.Duration { return 5 * c.cfg.FailureTimeout }
+
+// warnDegraded warns, once per spell, of an active that has had no
+// standby in sync for degradedGrace.
+func (c *Core) warnDegraded(now time.Time) {
+	if !c.degraded || c.degradedWarned || c.role != Active || now.Sub(c.degradedSince) < c.degradedGrace() {
+		return
+	}
+	c.degradedWarned = true
+	c.log.Warn("replication degraded: no standby in sync, answers do not wait for one, and a crash of this node may lose them",
+		"self", c.self, "for", now.Sub(c.degradedSince).Round(time.Millisecond).String())
 }
 
 // heldDeadline is when the oldest held answer times out.
@@ -283,7 +307,7 @@ func (c *Core) settleHeld(handedOff bool) {
 	c.holding = c.holding[:0]
 	c.committed = c.seq
 	c.expect = c.expect[:0]
-	c.degraded = false // not active: nothing to say
+	c.degraded, c.degradedWarned = false, false // not active: nothing to say
 }
 
 // StreamAck returns the acknowledgement to write on the stream from

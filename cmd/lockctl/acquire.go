@@ -30,7 +30,10 @@ func (c *acquireCommand) Command() *cli.Command {
 		Description: "Waits in the key's FIFO queue until the lock is granted, prints the token\n" +
 			"(a number that grows with every grant) and exits, leaving the lock held.\n" +
 			"Release it with that token, or let the lease end. With --json it prints\n" +
-			"{\"key\":...,\"token\":...,\"lease_seconds\":...,\"limit\":...,\"id\":...}.\n\n" +
+			"{\"key\":...,\"token\":\"...\",\"lease_seconds\":...,\"limit\":...,\"id\":...}: in JSON\n" +
+			"a token is a string of decimal digits, because a token is a 64-bit number\n" +
+			"that jq 1.6 and JavaScript, reading numbers as doubles, would round;\n" +
+			"--token takes it back with or without its quotes.\n\n" +
 			waitHelp + limitHelp +
 			"Examples:\n" +
 			"   token=$(lockctl acquire --key deploy --lease 5m --wait 1m) || exit\n" +
@@ -185,7 +188,7 @@ const waitHelp = "-w/--wait and -n/--nonblock mean what they mean to flock(1): n
 // leaves them out.
 type lockJSON struct {
 	Key          string  `json:"key"`
-	Token        uint64  `json:"token"`
+	Token        uint64  `json:"token,string"`
 	LeaseSeconds float64 `json:"lease_seconds"`
 	Limit        int     `json:"limit,omitempty"`
 	ID           string  `json:"id,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestAcquirePrintsToken(t *testing.T) {
@@ -35,8 +36,8 @@ func TestAcquireJSON(t *testing.T) {
 		t.Fatalf("stdout %q: %v", stdout, err)
 	}
 	tok, _ := f.holder("deploy")
-	// The token must survive as an exact integer, not a float.
-	if got.Key != "deploy" || got.Token != tok || got.LeaseSeconds != 0.5 || !strings.Contains(stdout, `"token":`+strconv.FormatUint(tok, 10)) {
+	// The token must survive exact: a string of its decimal digits.
+	if got.Key != "deploy" || got.Token != tok || got.LeaseSeconds != 0.5 || !strings.Contains(stdout, `"token":"`+strconv.FormatUint(tok, 10)+`"`) {
 		t.Errorf("got %s, want key deploy, token %d, lease_seconds 0.5", stdout, tok)
 	}
 }
@@ -86,5 +87,64 @@ func TestWaitMeansWhatFlockMeans(t *testing.T) {
 	code, _, errOut := lockctl(t, "--addr", f.addr, "acquire", "--key", "k", "-w", "0.2")
 	if code != exitTimeout || !strings.Contains(errOut, `"k" was still held after waiting 200ms`) {
 		t.Errorf("-w 0.2: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// A token from acquire --json goes through a reader that takes every JSON
+// number for a double, as jq 1.6 and JavaScript's JSON.parse do (here
+// encoding/json into interface{}, which does the same), and comes out
+// whole: the release with it, quotes and all as `jq .token` prints it,
+// or bare as `jq -r .token` does, succeeds.
+func TestTokenSurvivesDoubleReadingJSON(t *testing.T) {
+	f := startFake(t)
+	for _, quoted := range []bool{false, true} {
+		code, stdout, stderr := lockctl(t, "--addr", f.addr, "-o", "json", "acquire", "--key", "deploy")
+		if code != 0 {
+			t.Fatalf("acquire: exit %d; stderr %q", code, stderr)
+		}
+		tok, _ := f.holder("deploy")
+		if tok < 1<<53 {
+			t.Fatalf("token %d: the fake must hand out tokens a double cannot hold for this test to mean anything", tok)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatalf("stdout %q: %v", stdout, err)
+		}
+		s, ok := doc["token"].(string)
+		if !ok || s != strconv.FormatUint(tok, 10) {
+			t.Fatalf("token read as %#v (%T), want the string %q", doc["token"], doc["token"], strconv.FormatUint(tok, 10))
+		}
+		if quoted {
+			s = `"` + s + `"`
+		}
+		code, stdout, stderr = lockctl(t, "--addr", f.addr, "release", "--key", "deploy", "--token", s)
+		if code != 0 {
+			t.Fatalf("release --token %s: exit %d, stdout %q, stderr %q", s, code, stdout, stderr)
+		}
+	}
+}
+
+// A key far over the limit is refused with an error a person can read:
+// its start and its length, not the whole key echoed back.
+func TestLongKeyErrorIsShort(t *testing.T) {
+	key := strings.Repeat("k", 100000)
+	for _, args := range [][]string{
+		{"acquire", "--key", key},
+		{"release", "--key", key, "--token", "1"},
+		{"queues", "--key", key},
+		{"exec", "--key", key, "--", "true"},
+		{"hold", "--key", key},
+	} {
+		code, _, errOut := lockctl(t, append([]string{"--addr", "127.0.0.1:1"}, args...)...)
+		if code != exitUsage || len(errOut) > 300 || !strings.Contains(errOut, "(100000 bytes)") || !strings.Contains(errOut, "longer than 255") {
+			t.Errorf("%s: exit %d, %d bytes on stderr: %.200q", args[0], code, len(errOut), errOut)
+		}
+	}
+	if got := clipKey("deploy"); got != `"deploy"` {
+		t.Errorf("clipKey of a short key: %s", got)
+	}
+	// Cut at a rune's start, never inside one.
+	if got := clipKey(strings.Repeat("é", 100)); !utf8.ValidString(got) || !strings.HasSuffix(got, "... (200 bytes)") {
+		t.Errorf("clipKey of a long UTF-8 key: %s", got)
 	}
 }

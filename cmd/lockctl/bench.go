@@ -15,6 +15,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
+
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -72,8 +74,8 @@ func (c *benchCommand) Command() *cli.Command {
 				Usage: "`N` concurrent workers, each running one cycle at a time"},
 			&cli.IntFlag{Name: "conns", Destination: &c.conns, DefaultText: "the client's default",
 				Usage: "`N` connections per node for --mode pipelined"},
-			&cli.DurationFlag{Name: "duration", Destination: &c.duration, Value: 10 * time.Second,
-				Usage: "how long to run, a `DURATION`"},
+			durflag.New(cli.DurationFlag{Name: "duration", Destination: &c.duration, Value: 10 * time.Second,
+				Usage: "how long to run, a `DURATION`"}),
 			&cli.StringFlag{Name: "keys", Destination: &c.keys, Value: "unique",
 				Usage: "which `KEYS` the workers lock: unique, hot, or a number of shared keys"},
 			leaseFlag(&c.lease, 5*time.Second),

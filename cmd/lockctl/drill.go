@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
 
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
@@ -38,6 +41,9 @@ type drillCommand struct {
 	maxGap    time.Duration
 	maxErrors int
 	maxLost   int
+	// expectFailover: the drill fails unless the action moved the active
+	// role to another node.
+	expectFailover bool
 }
 
 // Actions a drill can take at --at.
@@ -87,8 +93,11 @@ func (c *drillCommand) Command() *cli.Command {
 		Description: "Runs --workers goroutines that acquire and release random keys (of --keys)\n" +
 			"through one shared client, the way an application does, for --duration. At\n" +
 			"--at it disrupts the cluster: a handoff of the active role (the default), or\n" +
-			"your command run with `sh -c` (for example one that kills the active node;\n" +
-			"it sees LOCKD_ADDR). Then it reports:\n\n" +
+			"your command run with `sh -c` (for example one that kills the active node).\n" +
+			"The command sees LOCKD_ADDR (--addr), LOCKD_ACTIVE_ADDR (the node that was\n" +
+			"active when the drill started, as status reports it, empty when none was)\n" +
+			"and LOCKD_ACTIVE_PORT (its port), so that it can stop the active and not a\n" +
+			"standby, for example by a pid file named after the port. Then it reports:\n\n" +
 			"   active   the active node before and after\n" +
 			"   cycles   acquire+release cycles completed\n" +
 			"   errors   errors the client could not hide (it follows redirects and moves\n" +
@@ -116,7 +125,10 @@ func (c *drillCommand) Command() *cli.Command {
 			"The drill fails (exit 1) when fencing is violated, the action failed, no lock\n" +
 			"was granted at all, the action removed the active and no new active granted\n" +
 			"a lock afterwards (takeover none: the clients never moved), or a bound you set\n" +
-			"is exceeded. --json prints one object:\n" +
+			"is exceeded. With --expect-failover it also fails when the active after the\n" +
+			"drill is the node that was active before: a drill meant to test a failover\n" +
+			"whose action stopped a standby, or nothing, does not pass. --json prints one\n" +
+			"object:\n" +
 			"   {\"workers\":8,\"keys\":16,\"lease_seconds\":5,\"duration_seconds\":10,\n" +
 			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\"detail\":\"...\"},\n" +
 			"    \"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\"cycles\":48211,\"grants\":48211,\n" +
@@ -125,7 +137,7 @@ func (c *drillCommand) Command() *cli.Command {
 			"    \"unchecked_keys\":0,\"stall_ms\":null,\"stall_key\":null,\"stall_cause\":null,\n" +
 			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\"gap_to_seconds\":3.015,\n" +
 			"    \"fencing\":{\"ok\":true,\"violations\":[]},\"pass\":true,\"failures\":[]}\n" +
-			"A violation reads {\"key\":K,\"token\":T,\"at_seconds\":S,\"after\":U,\"after_at_seconds\":R}:\n" +
+			"A violation reads {\"key\":K,\"token\":\"T\",\"at_seconds\":S,\"after\":\"U\",\"after_at_seconds\":R}:\n" +
 			"a client got token T at S, after another got the larger (or equal) U at R.\n" +
 			"lost is lost_grants + lost_releases, what --max-lost bounds; unchecked_keys\n" +
 			"counts keys the last look could not ask about (a loss there would go unseen,\n" +
@@ -133,7 +145,7 @@ func (c *drillCommand) Command() *cli.Command {
 			"\"ghost grant\".\n\n" +
 			"Examples:\n" +
 			"   lockctl drill --max-gap 500ms --max-errors 0\n" +
-			"   lockctl drill --run 'kill $(cat /run/lockd-a.pid)' --at 2s --duration 8s --max-gap 3s\n" +
+			"   lockctl drill --run 'kill $(cat /run/lockd-$LOCKD_ACTIVE_PORT.pid)' --expect-failover --max-gap 3s\n" +
 			"   lockctl drill --run 'kill -9 $(cat /run/lockd-a.pid)' --max-lost 0   # a crash loses nothing\n" +
 			"   lockctl drill --action none --duration 5s   # a baseline without disruption\n\n" +
 			exitCodesHelp(
@@ -149,20 +161,22 @@ func (c *drillCommand) Command() *cli.Command {
 			&cli.IntFlag{Name: "keys", Destination: &c.keys, Value: 16,
 				Usage: "pick keys at random among `N` distinct ones"},
 			leaseFlag(&c.lease, 5*time.Second),
-			&cli.DurationFlag{Name: "duration", Destination: &c.duration, Value: 10 * time.Second,
-				Usage: "run the workload for `DURATION`"},
+			durflag.New(cli.DurationFlag{Name: "duration", Destination: &c.duration, Value: 10 * time.Second,
+				Usage: "run the workload for `DURATION`"}),
 			&cli.StringFlag{Name: "action", Destination: &c.action, Value: actionHandoff,
 				Usage: "`ACTION` to take at --at: handoff (of the active role) or none"},
 			&cli.StringFlag{Name: "run", Destination: &c.run,
 				Usage: "run `CMD` with sh -c at --at instead of a handoff, e.g. one that kills a node"},
-			&cli.DurationFlag{Name: "at", Destination: &c.at, Value: 3 * time.Second,
-				Usage: "start the action `DURATION` after the workload starts"},
-			&cli.DurationFlag{Name: "max-gap", Destination: &c.maxGap, DefaultText: "no bound",
-				Usage: "fail when the longest time without a grant exceeds `DURATION`"},
+			durflag.New(cli.DurationFlag{Name: "at", Destination: &c.at, Value: 3 * time.Second,
+				Usage: "start the action `DURATION` after the workload starts"}),
+			durflag.New(cli.DurationFlag{Name: "max-gap", Destination: &c.maxGap, DefaultText: "no bound",
+				Usage: "fail when the longest time without a grant exceeds `DURATION`"}),
 			&cli.IntFlag{Name: "max-errors", Destination: &c.maxErrors, DefaultText: "no bound",
 				Usage: "fail when the client saw more than `N` errors"},
 			&cli.IntFlag{Name: "max-lost", Destination: &c.maxLost, DefaultText: "no bound",
 				Usage: "fail when more than `N` grants and releases together were lost in the failover"},
+			&cli.BoolFlag{Name: "expect-failover", Destination: &c.expectFailover,
+				Usage: "fail unless the action moved the active role to another node"},
 		},
 		Action: c.Run,
 	}
@@ -182,7 +196,6 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 		return err
 	}
 	plan.Output = g.Stderr
-	plan.Env = append(os.Environ(), "LOCKD_ADDR="+g.AddrList)
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 
@@ -190,6 +203,8 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 	if before.Answered == 0 {
 		return noNodeAnswered(g, before)
 	}
+	plan.Env = append(os.Environ(), "LOCKD_ADDR="+g.AddrList)
+	plan.Env = append(plan.Env, actionEnv(before.Active)...)
 	cl, err := g.client(client.Options{})
 	if err != nil {
 		return err
@@ -223,7 +238,7 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 func (c *drillCommand) plan(cCtx *cli.Context) (drillPlan, error) {
 	const name = "drill"
 	p := drillPlan{Workers: c.workers, Keys: c.keys, Lease: c.lease, Duration: c.duration,
-		Action: c.action, At: c.at, MaxGap: -1, MaxErrors: -1, MaxLost: -1}
+		Action: c.action, At: c.at, MaxGap: -1, MaxErrors: -1, MaxLost: -1, ExpectFailover: c.expectFailover}
 	switch {
 	case c.workers < 1 || c.workers > 10000:
 		return p, usageError(name, "--workers %d: want 1 to 10000", c.workers)
@@ -247,6 +262,9 @@ func (c *drillCommand) plan(cCtx *cli.Context) (drillPlan, error) {
 		p.Action, p.Command = actionRun, c.run
 	} else if c.action != actionHandoff && c.action != actionNone {
 		return p, usageError(name, "--action %q: want handoff or none (or --run CMD)", c.action)
+	}
+	if c.expectFailover && p.Action == actionNone {
+		return p, usageError(name, "--expect-failover with --action none cannot pass: give --run CMD or --action handoff")
 	}
 	if cCtx.IsSet("max-gap") {
 		if c.maxGap <= 0 {
@@ -281,9 +299,11 @@ type drillPlan struct {
 	MaxGap    time.Duration // -1: no bound
 	MaxErrors int           // -1: no bound
 	MaxLost   int           // -1: no bound
-	Output    io.Writer     // where the command's output goes (lockctl's stderr)
-	Env       []string      // the command's environment
-	KeyPrefix string        // "": drill-XXXX-, unique to this run
+	// ExpectFailover fails the drill when the active did not change.
+	ExpectFailover bool
+	Output         io.Writer // where the command's output goes (lockctl's stderr)
+	Env            []string  // the command's environment
+	KeyPrefix      string    // "": drill-XXXX-, unique to this run
 	// Progress, when set, is kept up to date while the drill runs.
 	Progress *drillProgress
 }
@@ -914,6 +934,15 @@ func (r *drillReport) judge(p drillPlan) {
 	if why := r.noTakeover(p); why != "" {
 		r.Failures = append(r.Failures, why)
 	}
+	if p.ExpectFailover {
+		switch {
+		case r.ActiveBefore == "":
+			r.Failures = append(r.Failures, "--expect-failover: no node was active when the drill started, so no failover could be seen")
+		case r.ActiveAfter == r.ActiveBefore:
+			r.Failures = append(r.Failures, fmt.Sprintf("--expect-failover: %s is still the active: the action did not take the role away "+
+				"(did it stop a standby? LOCKD_ACTIVE_ADDR names the active)", printable(r.ActiveBefore)))
+		}
+	}
 	if r.Grants == 0 {
 		r.Failures = append(r.Failures, "no lock was granted")
 	}
@@ -1033,9 +1062,9 @@ type drillFencingJSON struct {
 
 type drillViolationJSON struct {
 	Key            string  `json:"key"`
-	Token          uint64  `json:"token"`
+	Token          uint64  `json:"token,string"`
 	AtSeconds      float64 `json:"at_seconds"`
-	After          uint64  `json:"after"`
+	After          uint64  `json:"after,string"`
 	AfterAtSeconds float64 `json:"after_at_seconds"`
 }
 
@@ -1205,4 +1234,14 @@ func nameOrNone(s string) string {
 		return "none"
 	}
 	return printable(s)
+}
+
+// actionEnv is what a --run command is told of the active: its address
+// and port, empty when no node was active.
+func actionEnv(active string) []string {
+	port := ""
+	if _, p, err := net.SplitHostPort(active); err == nil {
+		port = p
+	}
+	return []string{"LOCKD_ACTIVE_ADDR=" + active, "LOCKD_ACTIVE_PORT=" + port}
 }

@@ -71,6 +71,34 @@ func TestJudgeBounds(t *testing.T) {
 	}
 }
 
+// --expect-failover fails a drill after which the active is the node
+// that was active before, or that had no active to start with; a drill
+// whose role moved passes it.
+func TestJudgeExpectFailover(t *testing.T) {
+	p := drillPlan{Action: actionRun, MaxGap: -1, MaxErrors: -1, MaxLost: -1, ExpectFailover: true}
+	for _, tc := range []struct {
+		before, after string
+		want          string
+	}{
+		{"10.0.0.1:7070", "10.0.0.1:7070", "--expect-failover: 10.0.0.1:7070 is still the active"},
+		{"", "10.0.0.1:7070", "--expect-failover: no node was active"},
+		{"10.0.0.1:7070", "10.0.0.2:7070", ""},
+	} {
+		r := &drillReport{Grants: 10, ActionOK: true, TookOver: true, ActiveBefore: tc.before, ActiveAfter: tc.after}
+		r.judge(p)
+		got := strings.Join(r.Failures, "|")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%q -> %q: failures %q, want %q", tc.before, tc.after, got, tc.want)
+		}
+	}
+	if got := actionEnv("127.0.0.1:7072"); strings.Join(got, " ") != "LOCKD_ACTIVE_ADDR=127.0.0.1:7072 LOCKD_ACTIVE_PORT=7072" {
+		t.Errorf("actionEnv: %q", got)
+	}
+	if got := actionEnv(""); strings.Join(got, " ") != "LOCKD_ACTIVE_ADDR= LOCKD_ACTIVE_PORT=" {
+		t.Errorf("actionEnv without an active: %q", got)
+	}
+}
+
 // fakeLocks is an in-memory lock service for drills: one holder per key,
 // waiters poll, tokens grow. It can go down for a while, and, with
 // forgetLastRelease, its handoff loses the last release it answered, as a

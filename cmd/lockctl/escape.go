@@ -35,7 +35,8 @@ import (
 // among them the bidi controls U+202A–U+202E, U+2066–U+2069, U+200E,
 // U+200F and U+061C and the zero-width characters, the line and paragraph
 // separators U+2028 and U+2029, every space but U+0020, private-use and
-// unassigned code points. CJK and other scripts print as they are.
+// unassigned code points, and the letters and symbols that render blank
+// (see safeRune). CJK and other scripts print as they are.
 //
 // A backslash is escaped, even when nothing else is, so that two values
 // never print the same: the key made of the six characters `\u202e` prints
@@ -108,9 +109,23 @@ func safeAt(s string, i int, backslash bool) int {
 }
 
 // safeRune is the rule of printable for a rune from U+0080 up, decoded
-// from n bytes: valid UTF-8 that unicode.IsPrint accepts.
+// from n bytes: valid UTF-8 that unicode.IsPrint accepts and that draws
+// something. unicode.IsPrint passes letters and symbols that render as
+// nothing or as a blank (the Hangul fillers U+115F, U+1160, U+3164 and
+// U+FFA0, the Khmer inherent vowels, the combining grapheme joiner, the
+// variation selectors, the blank Braille pattern U+2800): printed raw,
+// "deploy\u3164" would pass for "deploy".
 func safeRune(r rune, n int) bool {
-	return !(r == utf8.RuneError && n == 1) && unicode.IsPrint(r)
+	return !(r == utf8.RuneError && n == 1) && unicode.IsPrint(r) && !blank(r)
+}
+
+// blank reports whether r is printable by unicode.IsPrint's rule yet
+// shows no ink: the default-ignorable code points that are not format
+// characters (those IsPrint already refuses), and U+2800.
+func blank(r rune) bool {
+	return r == '\u2800' ||
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
+		unicode.Is(unicode.Variation_Selector, r)
 }
 
 const hexDigits = "0123456789abcdef"

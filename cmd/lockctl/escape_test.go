@@ -21,27 +21,29 @@ import (
 // Hostile words: each could reorder a line, drive the terminal, or pass
 // for another word if printed raw.
 const (
-	rlo       = "deploy\u202e"                 // right-to-left override
-	isolate   = "\u2066yolped\u2069"           // a bidi isolate
-	marks     = "\u200ekey\u200f\u061c"        // direction marks
-	sgr       = "\x1b[31mred"                  // an escape sequence
-	c1        = "nel\u0085csi\u009b"           // C1 controls
-	invalid   = "inv\xffalid\xc3"              // invalid UTF-8
-	lineSep   = "one\u2028two\u2029"           // line and paragraph separators
-	zeroWidth = "zero\u200bwidth\ufeff"        // format characters that draw nothing
-	tag       = "tag\U000e0041"                // a format character above U+FFFF
-	backslash = `back\slash`                   // the escape character itself
-	looksLike = `deploy\u202e`                 // the six characters, not the rune
-	cjk       = "配置/デプロイ-κλειδί-é"             // printable as it is
-	nbsp      = "no\u00a0break\u3000space"     // spaces that are not U+0020
-	privUse   = "priv\ue000\U000f0000"         // private use
-	delByte   = "del\x7f"                      // DEL
-	surrogate = "sur\xed\xa0\x80rogate"        // an encoded surrogate: invalid UTF-8
-	combining = "cafe\u0301-\U0001f512-\ufffd" // marks, symbols and U+FFFD print
+	rlo       = "deploy\u202e"                        // right-to-left override
+	isolate   = "\u2066yolped\u2069"                  // a bidi isolate
+	marks     = "\u200ekey\u200f\u061c"               // direction marks
+	sgr       = "\x1b[31mred"                         // an escape sequence
+	c1        = "nel\u0085csi\u009b"                  // C1 controls
+	invalid   = "inv\xffalid\xc3"                     // invalid UTF-8
+	lineSep   = "one\u2028two\u2029"                  // line and paragraph separators
+	zeroWidth = "zero\u200bwidth\ufeff"               // format characters that draw nothing
+	tag       = "tag\U000e0041"                       // a format character above U+FFFF
+	backslash = `back\slash`                          // the escape character itself
+	looksLike = `deploy\u202e`                        // the six characters, not the rune
+	cjk       = "配置/デプロイ-κλειδί-é"                    // printable as it is
+	nbsp      = "no\u00a0break\u3000space"            // spaces that are not U+0020
+	privUse   = "priv\ue000\U000f0000"                // private use
+	delByte   = "del\x7f"                             // DEL
+	surrogate = "sur\xed\xa0\x80rogate"               // an encoded surrogate: invalid UTF-8
+	combining = "cafe\u0301-\U0001f512-\ufffd"        // marks, symbols and U+FFFD print
+	filler    = "deploy\u3164\u115f\u1160\uffa0"      // Hangul fillers: letters that render blank
+	blanks    = "b\u2800\u034f\u17b4\ufe0f\U000e0100" // braille blank, CGJ, Khmer vowel, variation selectors
 )
 
 // hostile lists the words above that printable must change.
-var hostile = []string{rlo, isolate, marks, sgr, c1, invalid, lineSep, zeroWidth, tag, backslash, looksLike, nbsp, privUse, delByte, surrogate}
+var hostile = []string{rlo, isolate, marks, sgr, c1, invalid, lineSep, zeroWidth, tag, backslash, looksLike, nbsp, privUse, delByte, surrogate, filler, blanks}
 
 func TestPrintable(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -65,6 +67,8 @@ func TestPrintable(t *testing.T) {
 		{privUse, `priv\ue000\U000f0000`},
 		{delByte, `del\x7f`},
 		{surrogate, `sur\xed\xa0\x80rogate`},
+		{filler, `deploy\u3164\u115f\u1160\uffa0`},
+		{blanks, `b\u2800\u034f\u17b4\ufe0f\U000e0100`},
 		{"tab\tnl\ncr\r", `tab\x09nl\x0acr\x0d`},
 		{"\u202a\u202b\u202c\u202d\u2067\u2068", `\u202a\u202b\u202c\u202d\u2067\u2068`},
 	} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -44,7 +45,7 @@ var (
 	helpExitOK          = exitLine("0", "done")
 	helpExitFailed      = exitLine("1", "refused by lockd, or the token does not hold the key")
 	helpExitUsage       = exitLine("2", "bad flags or arguments")
-	helpExitTimeout     = exitLine("3", "--wait elapsed before the lock was granted")
+	helpExitTimeout     = exitLine("3", "the lock was held: -n/--nonblock, or --wait elapsed before it was granted")
 	helpExitUnavailable = exitLine("4", "no lockd node could be reached at --addr")
 	helpExitLost        = exitLine("5", "the lock was lost: lockd said notheld, or no renewal got through in time")
 	helpExitNoAnswer    = exitLine("6", "lockd took the connection but did not answer within --timeout (or --failure-timeout)")
@@ -131,7 +132,17 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 	}
 	var srv *client.ServerError
 	var setup *client.SetupError
+	var tlsNode *speaksTLSError
+	if g.Security.TLS == nil && (errors.Is(err, client.ErrNoAnswer) || errors.Is(err, client.ErrUnavailable) || errors.As(err, &setup)) {
+		// Down, silent, or closing on the first line: what a TLS node
+		// looks like to plain TCP.
+		if addr := probeTLS(g.Addrs, min(g.FailureTimeout, tlsProbeWait)); addr != "" {
+			return needsTLS(addr, err)
+		}
+	}
 	switch {
+	case errors.As(err, &tlsNode):
+		return needsTLS(tlsNode.addr, err)
 	case errors.As(err, &setup):
 		return setupFailure(setup, err)
 	case errors.Is(err, client.ErrNoAnswer):
@@ -148,8 +159,11 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		return &exitError{code: exitFailed, what: "the token does not hold the key while " + doing,
 			try: "it was released already, its lease expired, or it was never granted; acquire the key again", err: err}
 	case errors.As(err, &srv):
+		if e := authRequired(g.AddrList, srv.Msg, err); e != nil {
+			return e
+		}
 		try := "check the flags against the server's limits"
-		if strings.HasPrefix(srv.Msg, "authenticate first") || strings.HasPrefix(srv.Msg, "this needs the admin role") {
+		if strings.HasPrefix(srv.Msg, "this needs the admin role") {
 			try = "see the Security section of lockd's README"
 		}
 		return &exitError{code: exitFailed, what: fmt.Sprintf("lockd refused %s: %s", doing, srv.Msg),
@@ -166,9 +180,13 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 // TLS or secret: a setting to fix, so it is not reported as unreachable.
 func setupFailure(e *client.SetupError, err error) *exitError {
 	var refused *auth.RefusedError
+	var notTLS tls.RecordHeaderError
 	what := fmt.Sprintf("lockd at %s: %s failed: %v", printable(e.Addr), e.What, e.Err)
 	try := "check --tls-ca, --tls-cert and --tls-key against the node's certificates (lockd tls)"
 	switch {
+	case errors.As(err, &notTLS):
+		what = fmt.Sprintf("lockd at %s does not speak TLS, and lockctl spoke TLS to it", printable(e.Addr))
+		try = "leave out --tls and --tls-ca (and LOCKD_TLS, LOCKD_TLS_CA), or start the node with --tls-cert and --tls-key"
 	case errors.As(err, &refused):
 		words := strings.TrimSuffix(refused.Words, "; closing this connection")
 		what = fmt.Sprintf("lockd at %s refused the secret: %s", printable(e.Addr), words)

@@ -26,9 +26,12 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
+
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
 
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
@@ -241,6 +244,8 @@ func onUsageError(cCtx *cli.Context, err error, isSubcommand bool) error {
 			switch f.(type) {
 			case *cli.DurationFlag:
 				want = "want a duration like 500ms, 30s, 2m or 1h30m"
+			case *durflag.Flag:
+				want = durflag.ErrSyntax.Error()
 			case *cli.IntFlag:
 				want = "want a whole number"
 			}
@@ -347,16 +352,16 @@ func globalFlags(app bool) []cli.Flag {
 		Name:  flagSecretFile,
 		Usage: "prove the secret in `FILE` to lockd (its --secret-file, or --admin-secret-file for handoff); the secret never crosses the network",
 	}
-	timeout := &cli.DurationFlag{
+	timeout := durflag.New(cli.DurationFlag{
 		Name: flagTimeout,
 		Usage: "longest to wait for lockd's answer to a request, a `DURATION` (not the wait for a lock: that is --wait); " +
 			"for handoff and status --wait-active, the whole wait (default 10s there)",
-	}
-	failTimeout := &cli.DurationFlag{
+	})
+	failTimeout := durflag.New(cli.DurationFlag{
 		Name: flagFailTimeout,
 		Usage: "a node silent this long (a frozen or vanished machine) is treated as down and requests move on, " +
 			"a `DURATION`; give lockd's --failure-timeout",
-	}
+	})
 	name := &cli.StringFlag{
 		Name: flagName,
 		Usage: "who is asking: a `NAME` that leads the id of every acquire, so that lockctl queues shows who holds and who waits; " +
@@ -594,11 +599,57 @@ func (g *globals) loadSecurity(cCtx *cli.Context) error {
 }
 
 // status asks the node at addr for its status, connecting as every other
-// request does (TLS, secret), and waits --timeout for the answer.
+// request does (TLS, secret). It waits --timeout for the answer, and no
+// longer than --failure-timeout: a node silent that long is down to every
+// lock command, and status says so as soon as they would. Without TLS, a
+// question still unanswered after tlsProbeAfter also asks whether the
+// node speaks TLS, and ends with a *speaksTLSError when it does.
 func (g *globals) status(ctx context.Context, addr string) (proto.Status, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, min(g.Timeout, g.FailureTimeout))
 	defer cancel()
-	return client.StatusWith(ctx, addr, g.Security)
+	if g.Security.TLS != nil {
+		return client.StatusWith(ctx, addr, g.Security)
+	}
+	type answer struct {
+		st  proto.Status
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		st, err := client.StatusWith(ctx, addr, g.Security)
+		done <- answer{st, err}
+	}()
+	grace := time.NewTimer(tlsProbeAfter)
+	defer grace.Stop()
+	var a answer
+	select {
+	case a = <-done:
+		if a.err == nil || !plainFailure(a.err) || ctx.Err() != nil {
+			return a.st, a.err
+		}
+		// Closed at once: a TLS node refusing the secret's hello.
+		pctx, pcancel := context.WithTimeout(ctx, tlsProbeWait)
+		defer pcancel()
+		if speaksTLS(pctx, addr) {
+			return proto.Status{}, &speaksTLSError{addr}
+		}
+		return a.st, a.err
+	case <-grace.C:
+	}
+	probe := make(chan bool, 1)
+	go func() { probe <- speaksTLS(ctx, addr) }()
+	select {
+	case a = <-done:
+		return a.st, a.err
+	case tlsNode := <-probe:
+		if !tlsNode {
+			a = <-done
+			return a.st, a.err
+		}
+		cancel()
+		<-done
+		return proto.Status{}, &speaksTLSError{addr}
+	}
 }
 
 // timeoutOr is --timeout when it was given, else def: the default of a
@@ -722,9 +773,27 @@ func checkKey(cmd, key string) error {
 		return usageError(cmd, "--key is required")
 	}
 	if msg := proto.CheckKey([]byte(key)); msg != "" {
-		return usageError(cmd, "--key %q: %s", key, msg)
+		return usageError(cmd, "--key %s: %s", clipKey(key), msg)
 	}
 	return nil
+}
+
+// clipKeyAt is how many bytes of a key an error echoes: a key of
+// 100,000 bytes makes an error of 100,000 bytes that scrolls away what it
+// says.
+const clipKeyAt = 40
+
+// clipKey is key quoted for an error, its start only when it is long,
+// with its length in bytes.
+func clipKey(key string) string {
+	if len(key) <= clipKeyAt {
+		return strconv.Quote(key)
+	}
+	cut := clipKeyAt
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(key[:cut]), len(key))
 }
 
 func checkLease(cmd string, lease time.Duration) error {
@@ -815,6 +884,11 @@ func parseToken(cmd, token string) (uint64, error) {
 	if token == "" {
 		return 0, usageError(cmd, "--token is required (the number acquire printed)")
 	}
+	// As `jq .token` prints it, quotes and all: JSON carries tokens as
+	// strings.
+	if len(token) >= 2 && token[0] == '"' && token[len(token)-1] == '"' {
+		token = token[1 : len(token)-1]
+	}
 	t, err := proto.ParseToken(token)
 	if err != nil {
 		return 0, usageError(cmd, "--token: %v", err)
@@ -832,8 +906,8 @@ func keyFlag(dst *string) cli.Flag {
 }
 
 func leaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
-	return &cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
-		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` like 30s or 2m"}
+	return durflag.New(cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
+		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` (30s, 2m) or seconds (30, 0.5)"})
 }
 
 // waitFlags are flock's -w and -n.

@@ -556,6 +556,17 @@ func TestHelpListsExitCodes(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "EXIT CODES:") || !strings.Contains(stdout, "LOCKD_ADDR") {
 		t.Errorf("lockctl --help: exit %d, output %q", code, stdout)
 	}
+	// Exit 3 is also -n's (a lock held, not waited for), not --wait's only.
+	for _, cmd := range []string{"", "acquire", "hold"} {
+		args := []string{"--help"}
+		if cmd != "" {
+			args = []string{cmd, "--help"}
+		}
+		_, stdout, _ := lockctl(t, args...)
+		if !strings.Contains(stdout, "3      the lock was held: -n/--nonblock, or --wait elapsed") {
+			t.Errorf("lockctl %s --help: exit 3 does not say -n:\n%s", cmd, stdout)
+		}
+	}
 }
 
 func TestClientErrorsMapToExitCodes(t *testing.T) {

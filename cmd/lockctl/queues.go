@@ -44,8 +44,8 @@ func (c *queuesCommand) Command() *cli.Command {
 			"lock's holder) repeated, so grep and awk work line by line; -o wide adds the\n" +
 			"waiters' names.\n\n" +
 			"--json prints one object:\n" +
-			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":123,\"lease_left_seconds\":29.5,\n" +
-			"    \"limit\":1,\"holders\":[{\"token\":123,\"lease_left_seconds\":29.5,\n" +
+			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":\"123\",\"lease_left_seconds\":29.5,\n" +
+			"    \"limit\":1,\"holders\":[{\"token\":\"123\",\"lease_left_seconds\":29.5,\n" +
 			"    \"name\":\"alice@ci-1:4242\",\"id\":\"alice@ci-1:4242#9f3c2a7d1e5b6a70-1\"}],\n" +
 			"    \"waiters\":[{\"position\":1,\"waited_seconds\":3.2,\"addr\":\"10.0.0.9:51234\",\n" +
 			"    \"name\":\"bob@ci-2:77\",\"id\":\"bob@ci-2:77#0c1d2e3f40516273-1\"}]}],\"total\":1}\n" +
@@ -184,7 +184,7 @@ type queuesJSON struct {
 type queueKeyJSON struct {
 	Key              string            `json:"key"`
 	Held             bool              `json:"held"`
-	Token            *uint64           `json:"token"`
+	Token            *uint64           `json:"token,string"`
 	LeaseLeftSeconds *float64          `json:"lease_left_seconds"`
 	Limit            int               `json:"limit"`
 	Holders          []queueHolderJSON `json:"holders"`
@@ -192,7 +192,7 @@ type queueKeyJSON struct {
 }
 
 type queueHolderJSON struct {
-	Token            uint64  `json:"token"`
+	Token            uint64  `json:"token,string"`
 	LeaseLeftSeconds float64 `json:"lease_left_seconds"`
 	Name             *string `json:"name"`
 	ID               *string `json:"id"`

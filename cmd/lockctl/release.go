@@ -26,7 +26,7 @@ func (c *releaseCommand) Command() *cli.Command {
 		Description: "Frees the lock if TOKEN still holds KEY; the first waiter in the key's\n" +
 			"queue is granted it at once. Any connection may release: the token alone\n" +
 			"names the holder. Prints nothing on success (with --json:\n" +
-			"{\"key\":...,\"token\":...,\"released\":true}).\n\n" +
+			"{\"key\":...,\"token\":\"...\",\"released\":true}).\n\n" +
 			"Examples:\n" +
 			"   lockctl release --key deploy --token 7360982537641984001\n" +
 			"   lockctl release --key deploy --token \"$token\" || echo 'lease had expired'\n\n" +
@@ -78,7 +78,7 @@ func (c *releaseCommand) Run(cCtx *cli.Context) error {
 	if g.JSON {
 		return printJSON(g.Stdout, struct {
 			Key      string `json:"key"`
-			Token    uint64 `json:"token"`
+			Token    uint64 `json:"token,string"`
 			Released bool   `json:"released"`
 		}{c.key, token, true})
 	}

@@ -19,7 +19,7 @@ func TestReleaseAndRenew(t *testing.T) {
 		t.Fatalf("renew: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, stderr = lockctl(t, "--addr", f.addr, "--json", "release", "--key", "k", "--token", token)
-	if code != 0 || stdout != `{"key":"k","token":`+token+`,"released":true}`+"\n" {
+	if code != 0 || stdout != `{"key":"k","token":"`+token+`","released":true}`+"\n" {
 		t.Fatalf("release: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	want := []string{"A k 30 0", "N k " + token + " 60", "R k " + token}

@@ -26,7 +26,7 @@ func (c *renewCommand) Command() *cli.Command {
 		Description: "Tells lockd that TOKEN's holder is alive: the lease starts again from now\n" +
 			"with the given length. Renew well before the lease ends (every third of it\n" +
 			"is a good rhythm). Prints nothing on success (with --json:\n" +
-			"{\"key\":...,\"token\":...,\"lease_seconds\":...}).\n\n" +
+			"{\"key\":...,\"token\":\"...\",\"lease_seconds\":...}).\n\n" +
 			"Examples:\n" +
 			"   lockctl renew --key deploy --token \"$token\" --lease 5m\n" +
 			"   while step; do lockctl renew --key etl --token \"$token\" || exit 1; done\n\n" +

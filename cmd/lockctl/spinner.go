@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
 
 	"github.com/lockd-io/lockd/proto"
 )
@@ -59,17 +60,20 @@ func startWaiting(ctx context.Context, g *globals, key string) (stop func()) {
 	}
 	addrs := g.Addrs
 	poll := func(ctx context.Context) (proto.Queue, error) { return queueOnce(ctx, addrs, key) }
-	return runWaitIndicator(ctx, f, key, time.Now(), poll, waitingDelay, waitingFrame, waitingPoll)
+	return runWaitIndicator(ctx, f, key, time.Now(), poll, waitingDelay, waitingFrame, waitingPoll, terminalWidth(f))
 }
 
-// runWaitIndicator is startWaiting on any writer, with its timings given,
-// for tests.
+// runWaitIndicator is startWaiting on any writer, with its timings and
+// the terminal's width given, for tests. The line never reaches the last
+// column: a line that wraps leaves its first row behind at every redraw,
+// which \r cannot reach.
 func runWaitIndicator(ctx context.Context, w io.Writer, key string, start time.Time,
-	poll func(context.Context) (proto.Queue, error), delay, frame, pollEvery time.Duration) (stop func()) {
+	poll func(context.Context) (proto.Queue, error), delay, frame, pollEvery time.Duration, width int) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	var mu sync.Mutex
-	place := "" // what the last poll said of our place in the queue
+	var place []string // what the last poll said of our place in the queue
+	leases := make(leaseWatch)
 	go func() {
 		// The poller feeds place; the drawing loop never waits for it.
 		next := time.NewTimer(delay)
@@ -83,12 +87,12 @@ func runWaitIndicator(ctx context.Context, w io.Writer, key string, start time.T
 			qctx, qcancel := context.WithTimeout(ctx, waitingDial)
 			q, err := poll(qctx)
 			qcancel()
-			mu.Lock()
+			var p []string
 			if err == nil {
-				place = describePlace(q, time.Since(start))
-			} else {
-				place = ""
+				p = describePlace(q, time.Since(start), leases.observe(q, time.Now()))
 			}
+			mu.Lock()
+			place = p
 			mu.Unlock()
 			next.Reset(pollEvery)
 		}
@@ -114,14 +118,7 @@ func runWaitIndicator(ctx context.Context, w io.Writer, key string, start time.T
 			mu.Lock()
 			p := place
 			mu.Unlock()
-			line := fmt.Sprintf("%s waiting for %q", frames[i%len(frames)], key)
-			if p != "" {
-				line += " · " + p
-			}
-			line += " · " + humanDuration(time.Since(start))
-			if ascii {
-				line = strings.ReplaceAll(line, "·", "-")
-			}
+			line := waitLine(frames[i%len(frames)], key, p, humanDuration(time.Since(start)), ascii, width)
 			io.WriteString(w, "\r\x1b[2K"+line)
 			drawn = true
 			t.Reset(frame)
@@ -158,25 +155,106 @@ func queuePosition(q proto.Queue, waited time.Duration) (pos, of int) {
 	return min(ahead+1, of), of
 }
 
-// describePlace says where we stand in q, for the indicator.
-func describePlace(q proto.Queue, waited time.Duration) string {
+// waitLine is one frame of the indicator, fitted to width columns (less
+// one): when the whole line does not fit, the holder's part goes first,
+// then the place in the queue, and what is left is cut; the spinner and
+// the time waited come first and last, so the line still moves.
+func waitLine(frame, key string, place []string, waited string, ascii bool, width int) string {
+	sep := " · "
+	if ascii {
+		sep = " - "
+	}
+	head := frame + ` waiting for "` + printable(key) + `"`
+	for n := len(place); ; n-- {
+		parts := append([]string{head}, place[:n]...)
+		line := strings.Join(append(parts, waited), sep)
+		if width <= 1 || twwidth.Width(line) <= width-1 {
+			return line
+		}
+		if n == 0 {
+			return twwidth.Truncate(line, width-1)
+		}
+	}
+}
+
+// leaseWatch remembers, per holder's token, the lease left at the last
+// poll, to tell a lease that runs down from one that its holder renews:
+// a renewed lease never ends while its holder lives, so showing it
+// counting from 28 s again and again would read as a wait of 28 s.
+type leaseWatch map[uint64]leaseSeen
+
+type leaseSeen struct {
+	left    time.Duration
+	at      time.Time
+	renewed bool
+}
+
+// renewSlack is how much more lease than expected a poll must show before
+// the holder counts as renewing: the lease-left figures are rounded to
+// the millisecond and the polls' round trips differ.
+const renewSlack = 250 * time.Millisecond
+
+// observe records q's holders as seen at now and returns the tokens seen
+// renewing; holders gone are forgotten.
+func (lw leaseWatch) observe(q proto.Queue, now time.Time) map[uint64]bool {
+	hs := holdersOf(q)
+	renewing := make(map[uint64]bool, len(hs))
+	live := make(map[uint64]bool, len(hs))
+	for _, h := range hs {
+		live[h.Token] = true
+		seen, ok := lw[h.Token]
+		if ok && h.LeaseLeft > seen.left-now.Sub(seen.at)+renewSlack {
+			seen.renewed = true
+		}
+		seen.left, seen.at = h.LeaseLeft, now
+		lw[h.Token] = seen
+		renewing[h.Token] = seen.renewed
+	}
+	for t := range lw {
+		if !live[t] {
+			delete(lw, t)
+		}
+	}
+	return renewing
+}
+
+// describePlace says where we stand in q, for the indicator: the place in
+// the queue, then who holds the key and when a place frees if nobody
+// releases it, which is when a lease that is not renewed ends. renewing
+// names the holders' tokens seen renewing.
+func describePlace(q proto.Queue, waited time.Duration, renewing map[uint64]bool) []string {
 	pos, of := queuePosition(q, waited)
 	var parts []string
 	if pos > 0 {
 		parts = append(parts, fmt.Sprintf("#%d of %d in the queue", pos, of))
 	}
-	switch hs := holdersOf(q); {
-	case len(hs) > 1 || limitOf(q) > 1:
-		// A place frees when the first of the holders' leases ends.
-		soonest := hs[0].LeaseLeft
-		for _, h := range hs {
-			soonest = min(soonest, h.LeaseLeft)
-		}
-		parts = append(parts, fmt.Sprintf("%d/%d held, the first lease ends in %s", len(hs), limitOf(q), humanDuration(soonest)))
-	case q.Held:
-		parts = append(parts, fmt.Sprintf("holder's lease ends in %s", humanDuration(q.LeaseLeft)))
+	hs := holdersOf(q)
+	if len(hs) == 0 {
+		return parts
 	}
-	return strings.Join(parts, " · ")
+	// A place frees, at the latest, when the first lease that is not
+	// renewed ends.
+	soonest, ends := time.Duration(0), false
+	for _, h := range hs {
+		if !renewing[h.Token] && (!ends || h.LeaseLeft < soonest) {
+			soonest, ends = h.LeaseLeft, true
+		}
+	}
+	if len(hs) > 1 || limitOf(q) > 1 {
+		held := fmt.Sprintf("%d/%d held", len(hs), limitOf(q))
+		if ends {
+			return append(parts, fmt.Sprintf("%s, the first lease ends in %s", held, humanDuration(soonest)))
+		}
+		return append(parts, held+", every holder renewing")
+	}
+	held := "held"
+	if n := proto.IDName(hs[0].ID); n != "" {
+		held = "held by " + printable(n)
+	}
+	if ends {
+		return append(parts, fmt.Sprintf("%s, lease ends in %s", held, humanDuration(soonest)))
+	}
+	return append(parts, held+", renewing")
 }
 
 // queueOnce asks for key's queue on a fresh connection: the first node of

@@ -16,6 +16,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
+
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
@@ -56,14 +58,18 @@ func (c *statusCommand) Command() *cli.Command {
 			"lag (changes behind the active), token high-water mark and uptime. On a\n" +
 			"terminal the active is marked and a summary line follows; piped, the ROLE\n" +
 			"column says which node is active. A node that does not answer is shown as\n" +
-			"unreachable; that is an error only when no node answers, or with --check.\n\n" +
+			"unreachable; that is an error only when no node answers, or with --check.\n" +
+			"Its role is then what its peers say of it, \"down\" when they cannot reach it\n" +
+			"either, or \"unresponsive\" when it took lockctl's connection and said\n" +
+			"nothing for --failure-timeout (frozen or overloaded): such a node is never\n" +
+			"shown active, although its peers name it so until their own failure timeout.\n\n" +
 			"--check makes status a health check for CI and monitors: it exits 1, naming\n" +
 			"each problem on stderr, when a node is down or unreachable, a standby is more\n" +
 			"than --max-lag changes behind, no node is active, or several are, or the\n" +
 			"active is degraded (no standby in sync: a crash may lose its last answers).\n\n" +
 			"--json prints one object:\n" +
 			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\"role\":\"active\",\n" +
-			"    \"reachable\":true,\"lag\":0,\"token\":123,\"uptime_seconds\":42.5,\"sticky\":false,\n" +
+			"    \"reachable\":true,\"lag\":0,\"token\":\"123\",\"uptime_seconds\":42.5,\"sticky\":false,\n" +
 			"    \"replication\":\"sync\",\"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
 			"priority, lag, token, uptime_seconds and replication are null when unknown;\n" +
 			"degraded is true on a sync-mode active that no standby is in sync with; error says why\n" +
@@ -92,8 +98,8 @@ func (c *statusCommand) Command() *cli.Command {
 				Usage: "with --check: the most changes a standby may be behind the active, `N`"},
 			&cli.BoolFlag{Name: "watch", Destination: &c.watch,
 				Usage: "redraw the view every --interval until Ctrl-C"},
-			&cli.DurationFlag{Name: "interval", Destination: &c.interval, Value: time.Second,
-				Usage: "with --watch: redraw every `DURATION`"},
+			durflag.New(cli.DurationFlag{Name: "interval", Destination: &c.interval, Value: time.Second,
+				Usage: "with --watch: redraw every `DURATION`"}),
 			&cli.StringFlag{Name: "wait-active", Destination: &c.waitActive,
 				Usage: "wait until the node at `ADDR` (HOST:PORT) reports itself active, then exit 0"},
 		},
@@ -303,13 +309,34 @@ type waitActiveJSON struct {
 }
 
 // noNodeAnswered is the error of a survey in which nobody answered: the
-// same words as every other command's "cannot reach lockd".
+// same words as every other command's. A node that said why it would not
+// answer (a secret or TLS it wants, a refusal) is a setting to fix and is
+// reported first, then one that took the connection and said nothing,
+// then one that could not be reached at all.
 func noNodeAnswered(g *globals, v clusterView) error {
+	var srv *client.ServerError
+	var setup *client.SetupError
+	var tlsNode *speaksTLSError
+	for _, n := range v.Nodes {
+		switch {
+		case n.Err == nil:
+		case errors.As(n.Err, &tlsNode):
+			return needsTLS(tlsNode.addr, n.Err)
+		case errors.As(n.Err, &setup):
+			return setupFailure(setup, n.Err)
+		case errors.As(n.Err, &srv):
+			if e := authRequired(n.Addr, srv.Msg, n.Err); e != nil {
+				return e
+			}
+			return &exitError{code: exitFailed, what: fmt.Sprintf("lockd at %s refused the status: %s", printable(n.Addr), printableText(srv.Msg)),
+				try: "see the Security section of lockd's README", err: n.Err}
+		}
+	}
 	for _, n := range v.Nodes {
 		if errors.Is(n.Err, client.ErrNoAnswer) {
 			e := noAnswer(g, "asking for status", n.Err)
-			e.what = fmt.Sprintf("lockd at %s did not answer: it took the connection, then said nothing within --timeout %s", printable(g.AddrList), g.Timeout)
-			e.try = "check that the node is not frozen or overloaded, or allow more with --timeout"
+			e.what = fmt.Sprintf("lockd at %s did not answer: it took the connection, then said nothing for --failure-timeout %s", printable(g.AddrList), min(g.Timeout, g.FailureTimeout))
+			e.try = "check that the node is not frozen or overloaded, or allow more with --failure-timeout"
 			return e
 		}
 	}
@@ -327,6 +354,9 @@ const (
 	roleActive  = "active"
 	roleStandby = "standby"
 	roleDown    = "down"
+	// roleUnresponsive is a node that took lockctl's connection and
+	// said nothing within --failure-timeout: frozen or overloaded.
+	roleUnresponsive = "unresponsive"
 )
 
 // statusFunc asks one node for its status: client.Status, or a fake in
@@ -396,6 +426,9 @@ type clusterView struct {
 	Claims   []string
 	Nodes    []nodeView
 	Answered int // nodes that answered
+	// Silent is the node its peers name active that took lockctl's
+	// connection and answered nothing (frozen, overloaded): not Active.
+	Silent string
 }
 
 // nodeView is one node, from its own answer when it gave one, else from
@@ -446,10 +479,12 @@ func buildView(answers []nodeAnswer) clusterView {
 		}
 	}
 	errs := make(map[string]error)
+	silent := make(map[string]bool) // took lockctl's connection, said nothing
 	for _, a := range answers {
 		if a.Err != nil {
 			note(a.Asked)
 			errs[a.Asked] = a.Err
+			silent[a.Asked] = errors.Is(a.Err, client.ErrNoAnswer)
 			continue
 		}
 		if _, dup := own[a.Status.Self]; dup {
@@ -520,6 +555,14 @@ func buildView(answers []nodeAnswer) clusterView {
 				nv.HasLag, nv.Lag = true, 0
 				v.Claims = append(v.Claims, addr)
 			}
+		} else if silent[addr] {
+			// What its peers say of it is as old as their failure
+			// timeout: a node frozen a moment ago is still "active" to
+			// them, and must not be to the person reading this.
+			nv.Role = roleUnresponsive
+			if p, ok := peerView(addr); ok && p.Role == roleActive {
+				v.Silent = addr
+			}
 		} else if p, ok := peerView(addr); ok && p.Reachable {
 			nv.Role = p.Role
 			nv.HasToken, nv.Token = true, p.Token
@@ -546,7 +589,7 @@ func buildView(answers []nodeAnswer) clusterView {
 		v.Active = v.Claims[0]
 	} else {
 		for _, st := range reporters {
-			if st.Active != "" {
+			if st.Active != "" && !silent[st.Active] {
 				v.Active = st.Active
 				break
 			}
@@ -587,7 +630,7 @@ type statusNodeJSON struct {
 	Role          string   `json:"role"`
 	Reachable     bool     `json:"reachable"`
 	Lag           *uint64  `json:"lag"`
-	Token         *uint64  `json:"token"`
+	Token         *uint64  `json:"token,string"`
 	UptimeSeconds *float64 `json:"uptime_seconds"`
 	Sticky        bool     `json:"sticky"`
 	Replication   *string  `json:"replication"`
@@ -694,7 +737,7 @@ func renderStatus(w io.Writer, v clusterView, s renderStyle) error {
 			paint[0], paint[2] = nodeStyle(p.bad), nodeStyle(p.bad)
 		case active:
 			paint[0], paint[2] = nodeStyle(p.good), nodeStyle(p.good)
-		case !n.Reachable && n.Role == roleDown:
+		case !n.Reachable && (n.Role == roleDown || n.Role == roleUnresponsive):
 			paint[2] = nodeStyle(p.bad)
 		}
 		if !n.Reachable {
@@ -736,6 +779,9 @@ func statusSummary(v clusterView, p *palette, s renderStyle) string {
 		parts = append(parts, p.bad.Render(fmt.Sprintf("%d nodes claim the active role (%s)",
 			len(v.Claims), strings.Join(claims, ", ")))+
 			": a partition is healing; the lower-priority one steps down on its own")
+	case v.Active == "" && v.Silent != "":
+		parts = append(parts, p.bad.Render("the active "+printable(v.Silent)+" does not answer")+
+			" (frozen or overloaded): a standby takes over after the nodes' --failure-timeout")
 	case v.Active == "":
 		parts = append(parts, p.bad.Render("no active node")+": lock requests wait until one is promoted")
 	case len(v.Claims) == 0:
@@ -749,7 +795,7 @@ func statusSummary(v clusterView, p *palette, s renderStyle) string {
 		if n.Reachable {
 			reachable++
 		}
-		if n.Addr == v.Active || n.Role == roleDown {
+		if n.Addr == v.Active || n.Role == roleDown || n.Role == roleUnresponsive {
 			continue
 		}
 		standbys++

@@ -234,6 +234,35 @@ func TestBuildViewUnreachableAndSplitBrain(t *testing.T) {
 	}
 }
 
+// A node that took the connection and said nothing (frozen) is not
+// shown active on its peers' word, which lags by their failure timeout:
+// it is unresponsive, nobody is active, and the summary says why.
+func TestBuildViewFrozenActive(t *testing.T) {
+	table := threeNodes("10.0.0.1:7070")
+	ask := func(ctx context.Context, addr string) (proto.Status, error) {
+		if addr == "10.0.0.1:7070" {
+			return proto.Status{}, fmt.Errorf("status %s: %w: it took the connection, but answered nothing in time", addr, client.ErrNoAnswer)
+		}
+		return fakeStatus(table)(ctx, addr)
+	}
+	v := survey(context.Background(), []string{"10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}, ask)
+	if v.Active != "" || v.Silent != "10.0.0.1:7070" || len(v.Claims) != 0 {
+		t.Fatalf("active %q, silent %q, claims %v", v.Active, v.Silent, v.Claims)
+	}
+	if n := v.Nodes[0]; n.Role != roleUnresponsive || n.Reachable {
+		t.Errorf("the frozen node: %+v", n)
+	}
+	var b strings.Builder
+	renderStatus(&b, v, renderStyle{Table: true})
+	if !strings.Contains(b.String(), "the active 10.0.0.1:7070 does not answer") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+	js := statusJSONOf(v, v.problems(defaultMaxLag), time.Time{})
+	if js.Active != nil || js.Healthy || js.Nodes[0].Role != roleUnresponsive {
+		t.Errorf("JSON: active %v, healthy %v, role %q", js.Active, js.Healthy, js.Nodes[0].Role)
+	}
+}
+
 func TestWaitActiveFake(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0

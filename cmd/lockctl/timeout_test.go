@@ -129,3 +129,20 @@ func TestReleaseAgainstDownNodeFailsAtOnce(t *testing.T) {
 		t.Errorf("release gave up after %s, want at once", took)
 	}
 }
+
+// status gives a silent node --failure-timeout, as the lock commands do,
+// not the whole --timeout: a frozen node is reported within about the
+// failure timeout.
+func TestStatusSilentNodeWithinFailureTimeout(t *testing.T) {
+	f := startFake(t)
+	f.mute = true
+	start := time.Now()
+	code, _, errOut := lockctl(t, "--addr", f.addr, "--failure-timeout", "300ms", "--timeout", "20s", "status")
+	took := time.Since(start)
+	if code != exitNoAnswer || !strings.Contains(errOut, "said nothing for --failure-timeout 300ms") {
+		t.Errorf("exit %d, stderr %q; want exit %d naming --failure-timeout", code, errOut, exitNoAnswer)
+	}
+	if took > 2*time.Second {
+		t.Errorf("status took %s against a silent node with --failure-timeout 300ms", took)
+	}
+}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
+
 	"github.com/lockd-io/lockd/cluster"
 	"github.com/lockd-io/lockd/cmd/internal/complete"
 	"github.com/lockd-io/lockd/engine"
@@ -51,10 +53,11 @@ func run(args []string, stderr io.Writer) int {
 }
 
 func newApp(stderr io.Writer) *cli.App {
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
 	return &cli.App{
 		Name:    "lockd",
 		Usage:   "serve named locks over TCP: FIFO queues, leases, fencing tokens, active/standby failover",
-		Version: version,
+		Version: buildVersion(),
 		Description: `lockd hands out named locks over a plain TCP line protocol (see the proto
 package docs, or try it with: nc 127.0.0.1 7070, then type "A deploy 30 10").
 
@@ -90,19 +93,19 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			return cli.Exit(flagUsage(err, c.App.Flags)+"; see `lockd --help`", 2)
 		},
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on"},
+			&cli.StringFlag{Name: "listen", Value: cluster.DefaultListen, EnvVars: []string{"LOCKD_LISTEN"}, Usage: "`HOST:PORT` to serve clients and peers on; a bare PORT or :PORT means 127.0.0.1:PORT, as for --metrics-listen"},
 			&cli.StringFlag{Name: "peers", EnvVars: []string{"LOCKD_PEERS"}, Usage: "every node of the cluster as `ADDR,ADDR,...` in priority order (first = preferred active); empty for a single node"},
 			&cli.StringFlag{Name: "advertise", EnvVars: []string{"LOCKD_ADVERTISE"}, Usage: "this node's `ADDR` as written in --peers, when it differs from --listen (e.g. --listen 0.0.0.0:7070)"},
-			&cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "`DURATION` between heartbeats to each peer"},
-			&cli.DurationFlag{Name: "failure-timeout", Value: cluster.DefaultFailureTimeout, EnvVars: []string{"LOCKD_FAILURE_TIMEOUT"}, Usage: "a peer silent this `DURATION` is considered down (at least 2x --heartbeat)"},
+			durflag.New(cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "`DURATION` between heartbeats to each peer"}),
+			durflag.New(cli.DurationFlag{Name: "failure-timeout", Value: cluster.DefaultFailureTimeout, EnvVars: []string{"LOCKD_FAILURE_TIMEOUT"}, Usage: "a peer silent this `DURATION` is considered down (at least 2x --heartbeat)"}),
 			&cli.StringFlag{Name: "replication", Value: "sync", EnvVars: []string{"LOCKD_REPLICATION"}, Usage: "`MODE` sync: the active answers a grant, release or renewal once the standbys in sync applied it, so a crash loses nothing a client was told; async: it answers at once, a little faster, and a crash may lose the last answers"},
-			&cli.DurationFlag{Name: "sync-timeout", EnvVars: []string{"LOCKD_SYNC_TIMEOUT"}, DefaultText: "half --failure-timeout", Usage: "in sync mode, a standby that has not acknowledged an answer within this `DURATION` stops being waited for (the node says degraded when none is left)"},
+			durflag.New(cli.DurationFlag{Name: "sync-timeout", EnvVars: []string{"LOCKD_SYNC_TIMEOUT"}, DefaultText: "half --failure-timeout", Usage: "in sync mode, a standby that has not acknowledged an answer within this `DURATION` stops being waited for (the node says degraded when none is left)"}),
 			&cli.IntFlag{Name: "max-keys", Value: engine.DefaultConfig.MaxKeys, EnvVars: []string{"LOCKD_MAX_KEYS"}, Usage: "most keys held or waited on at once, a number `N`"},
 			&cli.IntFlag{Name: "max-waiters", Value: engine.DefaultConfig.MaxWaitersPerKey, EnvVars: []string{"LOCKD_MAX_WAITERS"}, Usage: "most clients queued on one key, a number `N`"},
-			&cli.DurationFlag{Name: "max-lease", Value: engine.DefaultConfig.MaxLease, EnvVars: []string{"LOCKD_MAX_LEASE"}, Usage: "longest lease a client may ask for, a `DURATION`"},
-			&cli.DurationFlag{Name: "max-wait", Value: engine.DefaultConfig.MaxWait, EnvVars: []string{"LOCKD_MAX_WAIT"}, Usage: "longest finite wait a client may ask for, a `DURATION` (wait 0 = forever is always allowed)"},
+			durflag.New(cli.DurationFlag{Name: "max-lease", Value: engine.DefaultConfig.MaxLease, EnvVars: []string{"LOCKD_MAX_LEASE"}, Usage: "longest lease a client may ask for, a `DURATION`"}),
+			durflag.New(cli.DurationFlag{Name: "max-wait", Value: engine.DefaultConfig.MaxWait, EnvVars: []string{"LOCKD_MAX_WAIT"}, Usage: "longest finite wait a client may ask for, a `DURATION` (wait 0 = forever is always allowed)"}),
 			&cli.IntFlag{Name: "max-total-waiters", Value: engine.DefaultConfig.MaxWaiters, EnvVars: []string{"LOCKD_MAX_TOTAL_WAITERS"}, Usage: "most clients queued over all keys together, a number `N`"},
-			&cli.DurationFlag{Name: "max-clock-skew", Value: engine.DefaultConfig.MaxEpochAhead, EnvVars: []string{"LOCKD_MAX_CLOCK_SKEW"}, Usage: "largest clock difference between the cluster's machines, a `DURATION`; a token from further ahead is ignored and logged"},
+			durflag.New(cli.DurationFlag{Name: "max-clock-skew", Value: engine.DefaultConfig.MaxEpochAhead, EnvVars: []string{"LOCKD_MAX_CLOCK_SKEW"}, Usage: "largest clock difference between the cluster's machines, a `DURATION`; a token from further ahead is ignored and logged"}),
 
 			&cli.StringFlag{Name: "tls-cert", Category: catSecurity, EnvVars: []string{"LOCKD_TLS_CERT"}, Usage: "serve TLS with this node's certificate `FILE` (make one with lockd tls cert --host HOST); peers are dialled with TLS too"},
 			&cli.StringFlag{Name: "tls-key", Category: catSecurity, EnvVars: []string{"LOCKD_TLS_KEY"}, Usage: "private key `FILE` of --tls-cert"},
@@ -116,8 +119,8 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 
 			&cli.IntFlag{Name: "max-conns", Category: catLimits, Value: cluster.DefaultLimits.MaxConns, EnvVars: []string{"LOCKD_MAX_CONNS"}, Usage: "most connections open at once, a number `N`; more are refused"},
 			&cli.IntFlag{Name: "max-conns-per-ip", Category: catLimits, Value: cluster.DefaultLimits.MaxConnsPerIP, EnvVars: []string{"LOCKD_MAX_CONNS_PER_IP"}, Usage: "most connections from one IP address, a number `N` (0: no cap); more are refused, so one machine cannot take every connection"},
-			&cli.DurationFlag{Name: "auth-timeout", Category: catLimits, Value: cluster.DefaultLimits.AuthTimeout, EnvVars: []string{"LOCKD_AUTH_TIMEOUT"}, Usage: "a connection that has not authenticated (or finished TLS) within this `DURATION` is closed"},
-			&cli.DurationFlag{Name: "line-timeout", Category: catLimits, Value: cluster.DefaultLimits.LineTimeout, EnvVars: []string{"LOCKD_LINE_TIMEOUT"}, Usage: "a request line that has begun must end within this `DURATION`, or the connection is closed"},
+			durflag.New(cli.DurationFlag{Name: "auth-timeout", Category: catLimits, Value: cluster.DefaultLimits.AuthTimeout, EnvVars: []string{"LOCKD_AUTH_TIMEOUT"}, Usage: "a connection that has not authenticated (or finished TLS) within this `DURATION` is closed"}),
+			durflag.New(cli.DurationFlag{Name: "line-timeout", Category: catLimits, Value: cluster.DefaultLimits.LineTimeout, EnvVars: []string{"LOCKD_LINE_TIMEOUT"}, Usage: "a request line that has begun must end within this `DURATION`, or the connection is closed"}),
 			&cli.StringFlag{Name: "max-conn-output", Category: catLimits, Value: "8MiB", EnvVars: []string{"LOCKD_MAX_CONN_OUTPUT"}, Usage: "`SIZE` of answers one client may leave unread before it is disconnected"},
 			&cli.StringFlag{Name: "max-output", Category: catLimits, Value: "512MiB", EnvVars: []string{"LOCKD_MAX_OUTPUT"}, Usage: "`SIZE` of unread answers of all clients together; past it, a client with more than 64KiB of them unread is disconnected"},
 
@@ -125,7 +128,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: []string{"LOCKD_LOG_FORMAT"}, Usage: "`FORMAT` of logs: text or json"},
 			metricsFlag(),
 		},
-		Commands: []*cli.Command{tlsCommand(), completionCommand()},
+		Commands: []*cli.Command{tlsCommand(), completionCommand(), versionCommand()},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
 				arg := c.Args().First()
@@ -134,9 +137,9 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 					names = append(names, cmd.Name)
 				}
 				if s := didyoumean.Suggest(arg, names); s != "" {
-					return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; did you mean %q?; see `lockd --help`", arg, s), 2)
+					return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls, completion and version; did you mean %q?; see `lockd --help`", arg, s), 2)
 				}
-				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls and completion; see `lockd --help`", arg), 2)
+				return cli.Exit(fmt.Sprintf("unexpected argument %q: lockd takes flags, and the commands tls, completion and version; see `lockd --help`", arg), 2)
 			}
 			logger, err := newLogger(stderr, c.String("log-level"), c.String("log-format"))
 			if err != nil {
@@ -200,7 +203,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 				return cli.Exit(err.Error(), 1)
 			}
 			node, err := cluster.New(cluster.Config{
-				Listen:         c.String("listen"),
+				Listen:         listenAddr(c.String("listen")),
 				Advertise:      c.String("advertise"),
 				Peers:          peers,
 				Heartbeat:      c.Duration("heartbeat"),
@@ -432,6 +435,8 @@ func flagUsage(err error, flags []cli.Flag) string {
 					switch f.(type) {
 					case *cli.DurationFlag:
 						want = "want a duration like 500ms, 30s, 2m or 1h30m"
+					case *durflag.Flag:
+						want = durflag.ErrSyntax.Error()
 					case *cli.IntFlag:
 						want = "want a whole number"
 					case *cli.BoolFlag:

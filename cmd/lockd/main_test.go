@@ -35,9 +35,9 @@ func TestStartupErrors(t *testing.T) {
 		// Issue 11, item 15: lockd's usage errors read like lockctl's,
 		// with a "did you mean" for a typo.
 		{[]string{"--lisen", "127.0.0.1:0"}, 2, "lockd: unknown flag --lisen; did you mean --listen?; see `lockd --help`\n"},
-		{[]string{"--heartbeat", "banana"}, 2, "lockd: --heartbeat \"banana\": want a duration like 500ms, 30s, 2m or 1h30m; see `lockd --help`\n"},
+		{[]string{"--heartbeat", "banana"}, 2, "lockd: --heartbeat \"banana\": want a duration like 500ms, 30s or 2m, or seconds like 10 or 0.5; see `lockd --help`\n"},
 		{[]string{"--peers"}, 2, "lockd: --peers needs a value; see `lockd --help`\n"},
-		{[]string{"tsl"}, 2, `lockd: unexpected argument "tsl": lockd takes flags, and the commands tls and completion; did you mean "tls"?; see ` + "`lockd --help`\n"},
+		{[]string{"tsl"}, 2, `lockd: unexpected argument "tsl": lockd takes flags, and the commands tls, completion and version; did you mean "tls"?; see ` + "`lockd --help`\n"},
 		{[]string{"--max-keys", "0"}, 2, "--max-keys 0: must be at least 1"},
 		{[]string{"--max-lease", "-1s"}, 2, "--max-lease -1s: must be more than 0"},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
@@ -50,6 +50,35 @@ func TestStartupErrors(t *testing.T) {
 		code := run(append([]string{"lockd", "--listen", "127.0.0.1:0"}, tc.args...), &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("lockd %s: exit %d, stderr %q; want exit %d mentioning %q", strings.Join(tc.args, " "), code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+// --listen takes a port alone as loopback, as --metrics-listen does.
+func TestListenAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"7079": "127.0.0.1:7079", ":7079": "127.0.0.1:7079", " 7079 ": "127.0.0.1:7079",
+		"10.0.0.1:7070": "10.0.0.1:7070", "[::1]:7070": "[::1]:7070", "0.0.0.0:7070": "0.0.0.0:7070",
+		"nohost": "nohost", "70799": "70799", "": "",
+	} {
+		if got := listenAddr(in); got != want {
+			t.Errorf("listenAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// lockd version works as lockctl version does, and says what --version
+// says.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"lockd", "version"}, {"lockd", "--version"}} {
+		var out bytes.Buffer
+		app := newApp(&out)
+		app.Writer = &out
+		if err := app.Run(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if got := out.String(); !strings.HasPrefix(got, "lockd dev (go") || !strings.HasSuffix(got, ")\n") {
+			t.Errorf("%v printed %q", args, got)
 		}
 	}
 }

@@ -48,6 +48,19 @@ func metricsAddr(s string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// listenAddr reads --listen: HOST:PORT as given, or a port alone (PORT
+// or :PORT), which means loopback, as it does for --metrics-listen: a
+// port given without a host must not open the node to the network.
+// Anything else goes on as given, for the node to refuse in its words.
+func listenAddr(s string) string {
+	s = strings.TrimSpace(s)
+	port := strings.TrimPrefix(s, ":")
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return s
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
 // startMetrics opens the --metrics-listen listener, if any, and serves
 // node's metrics and probes on it until stop is called. A bad address is
 // a usage error (exit 2), a busy port a start-up failure (exit 1).
