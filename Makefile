@@ -64,10 +64,15 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
+# CONFORMANCE_CLIENTS are the official clients the conformance suite
+# (clients/conformance) must run under make test: a driver missing among
+# them fails it (clients/README.md says how each is built).
+CONFORMANCE_CLIENTS ?= go,typescript
+
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
 test: vet test-typescript
-	$(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
+	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
 
 # test-typescript builds the TypeScript client (clients/typescript) from
@@ -76,6 +81,12 @@ test: vet test-typescript
 # runs next.
 test-typescript:
 	cd clients/typescript && npm ci && npm run build && npm test
+
+# conformance-table runs every conformance case on CONFORMANCE_CLIENTS and
+# writes the table of cases and results into clients/README.md.
+.PHONY: conformance-table
+conformance-table: test-typescript
+	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -count=1 -run 'TestConformance$$' ./clients/conformance -update-table
 
 # simulate runs the deterministic cluster simulator on SEEDS seeds from
 # FIRST, on every core, and prints the failing seeds (each replays with

@@ -1,0 +1,413 @@
+// Command godriver is the Go client's conformance driver: it reads the
+// commands of clients/conformance/DRIVER.md on stdin, one JSON object a
+// line, runs each on a proto/client.Client through its public API only,
+// and writes each result on stdout as it completes.
+//
+// LOCKD_GODRIVER_BREAK names one rule to break on purpose, through the
+// client's public Options only, so that the harness can prove its cases
+// fail a client that breaks them (clients/conformance's TestHarnessCatches):
+//
+//	conns1     one connection even for a single address
+//	norelease  a release is sent once, never re-sent
+//	noredial   a dropped connection is re-dialled after a minute, not 3 s
+//	deaf       a silent node is noticed after a minute, not the failure timeout
+//
+// Nothing else reads it; a user of the driver leaves it unset.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/auth"
+	"github.com/lockd-io/lockd/proto/client"
+)
+
+// command is one line of stdin: every field any command may carry.
+type command struct {
+	ID            int64      `json:"id"`
+	Cmd           string     `json:"cmd"`
+	Addrs         []string   `json:"addrs"`
+	FailureTO     *float64   `json:"failure_timeout_ms"`
+	ConnsPerAddr  int        `json:"conns_per_addr"`
+	RedialMS      *float64   `json:"redial_ms"`
+	ReleaseEvery  *float64   `json:"release_every_ms"`
+	ReleaseFor    *float64   `json:"release_for_ms"`
+	DialTimeoutMS *float64   `json:"dial_timeout_ms"`
+	Name          string     `json:"name"`
+	Secret        *string    `json:"secret"`
+	Role          string     `json:"role"`
+	TLS           *tlsConfig `json:"tls"`
+
+	Key         string   `json:"key"`
+	LeaseMS     float64  `json:"lease_ms"`
+	WaitMS      float64  `json:"wait_ms"`
+	Limit       int      `json:"limit"`
+	CancelAfter *float64 `json:"cancel_after_ms"`
+	Token       string   `json:"token"`
+	Pattern     string   `json:"pattern"`
+	MaxMS       *float64 `json:"max_ms"`
+	Hold        int      `json:"hold"`
+	Watch       int      `json:"watch"`
+}
+
+type tlsConfig struct {
+	CA         string `json:"ca"`
+	Cert       string `json:"cert"`
+	Key        string `json:"key"`
+	ServerName string `json:"server_name"`
+}
+
+func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+type driver struct {
+	out    *json.Encoder
+	outMu  sync.Mutex
+	opened time.Time
+
+	mu     sync.Mutex
+	c      *client.Client
+	addrs  []string
+	opts   client.Options
+	closed bool
+	wg     sync.WaitGroup
+	h      handles
+}
+
+func (d *driver) write(v map[string]any) {
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
+	if err := d.out.Encode(v); err != nil {
+		fmt.Fprintln(os.Stderr, "godriver: writing a result:", err)
+	}
+}
+
+func main() {
+	d := &driver{out: json.NewEncoder(os.Stdout), h: handles{holds: map[int]*holdState{}, watches: map[int]context.CancelFunc{}}}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var cmd command
+		if err := json.Unmarshal(sc.Bytes(), &cmd); err != nil {
+			fmt.Fprintf(os.Stderr, "godriver: line %q is not a command: %v\n", sc.Text(), err)
+			continue
+		}
+		start := time.Now()
+		if cmd.Cmd == "open" {
+			// open runs before any other command reads the client.
+			d.answer(cmd, start)
+			continue
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.answer(cmd, start)
+		}()
+	}
+	// Stdin is closed: close the client, which ends the calls still
+	// running and the watches, and write their results.
+	d.mu.Lock()
+	if d.c != nil && !d.closed {
+		d.c.Close()
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+func (d *driver) answer(cmd command, start time.Time) {
+	res, err := d.run(cmd)
+	if res == nil {
+		res = map[string]any{}
+	}
+	res["id"] = cmd.ID
+	res["ms"] = msOf(time.Since(start))
+	if err != nil {
+		kind, msg := classify(err)
+		res["ok"] = false
+		res["error"] = kind
+		res["message"] = msg
+	} else {
+		res["ok"] = true
+	}
+	d.write(res)
+}
+
+// errUnsupported answers a command the Go client has no API for.
+var errUnsupported = errors.New("unsupported")
+
+type invalidError struct{ msg string }
+
+func (e invalidError) Error() string { return e.msg }
+
+func classify(err error) (string, string) {
+	var se *client.SetupError
+	var srv *client.ServerError
+	var inv invalidError
+	switch {
+	case errors.Is(err, errUnsupported):
+		return "unsupported", "the Go client has no API for this command"
+	case errors.As(err, &inv):
+		return "invalid", err.Error()
+	case errors.Is(err, context.Canceled):
+		return "cancelled", err.Error()
+	case errors.Is(err, client.ErrTimeout):
+		return "timeout", err.Error()
+	case errors.Is(err, client.ErrNotHeld):
+		return "notheld", err.Error()
+	case errors.Is(err, client.ErrLimitMismatch):
+		return "limit_mismatch", err.Error()
+	case errors.Is(err, client.ErrClosed):
+		return "closed", err.Error()
+	case errors.As(err, &se):
+		return "auth", err.Error()
+	case errors.As(err, &srv):
+		if isAuthRefusal(srv.Msg) {
+			return "auth", err.Error()
+		}
+		return "refused", err.Error()
+	case errors.Is(err, client.ErrUnavailable):
+		return "unavailable", err.Error()
+	}
+	return "other", err.Error()
+}
+
+// isAuthRefusal tells a node's refusal of a request for want of
+// authentication from other refusals.
+func isAuthRefusal(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "auth") || strings.Contains(m, "secret")
+}
+
+func (d *driver) client() (*client.Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c == nil {
+		return nil, invalidError{"open has not succeeded; send open first"}
+	}
+	return d.c, nil
+}
+
+// callCtx is the context of one call: cancelled cancel_after_ms after
+// the call started, when the command says so.
+func callCtx(cmd command) (context.Context, context.CancelFunc) {
+	if cmd.CancelAfter != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		t := time.AfterFunc(ms(*cmd.CancelAfter), cancel)
+		return ctx, func() { t.Stop(); cancel() }
+	}
+	return context.WithCancel(context.Background())
+}
+
+func (d *driver) run(cmd command) (map[string]any, error) {
+	switch cmd.Cmd {
+	case "open":
+		if err := d.open(cmd); err != nil {
+			return nil, err
+		}
+		return map[string]any{"unsupported": missing(d.c)}, nil
+	case "close":
+		d.mu.Lock()
+		c := d.c
+		d.closed = true
+		d.mu.Unlock()
+		if c != nil {
+			return nil, c.Close()
+		}
+		return nil, nil
+	case "acquire":
+		c, err := d.client()
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := callCtx(cmd)
+		defer cancel()
+		var opts []client.AcquireOption
+		if cmd.Limit != 0 {
+			opts = append(opts, client.Limit(cmd.Limit))
+		}
+		l, err := c.AcquireWith(ctx, cmd.Key, ms(cmd.LeaseMS), ms(cmd.WaitMS), opts...)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"token": strconv.FormatUint(l.Token, 10), "limit": l.Limit}, nil
+	case "release", "renew":
+		c, err := d.client()
+		if err != nil {
+			return nil, err
+		}
+		tok, err := strconv.ParseUint(cmd.Token, 10, 64)
+		if err != nil {
+			return nil, invalidError{fmt.Sprintf("token %q is not a decimal u64", cmd.Token)}
+		}
+		ctx, cancel := callCtx(cmd)
+		defer cancel()
+		if cmd.Cmd == "release" {
+			return nil, c.Release(ctx, cmd.Key, tok)
+		}
+		return nil, c.Renew(ctx, cmd.Key, tok, ms(cmd.LeaseMS))
+	case "queue":
+		c, err := d.client()
+		if err != nil {
+			return nil, err
+		}
+		q, err := c.Queue(context.Background(), cmd.Key)
+		if err != nil {
+			return nil, err
+		}
+		return queueFields(q), nil
+	case "keys":
+		c, err := d.client()
+		if err != nil {
+			return nil, err
+		}
+		keys, total, err := c.Keys(context.Background(), cmd.Pattern)
+		if err != nil {
+			return nil, err
+		}
+		if keys == nil {
+			keys = []string{}
+		}
+		return map[string]any{"keys": keys, "total": total}, nil
+	case "status":
+		return d.status()
+	case "try":
+		return d.try(cmd)
+	case "watch":
+		return d.watch(cmd)
+	case "unwatch":
+		return d.unwatch(cmd)
+	case "hold":
+		return d.hold(cmd)
+	case "hold_release":
+		return d.holdRelease(cmd)
+	case "hold_state":
+		return d.holdState(cmd)
+	}
+	return nil, errUnsupported
+}
+
+// status asks each address in turn, as the client's own S would: the
+// Go client reads status through client.StatusWith, node by node.
+func (d *driver) status() (map[string]any, error) {
+	if _, err := d.client(); err != nil {
+		return nil, err
+	}
+	var last error
+	for _, a := range d.addrs {
+		st, err := client.StatusWith(context.Background(), a, d.opts)
+		if err != nil {
+			last = err
+			continue
+		}
+		line := proto.AppendStatus(nil, "-", st)
+		fields := map[string]string{}
+		for _, w := range strings.Fields(string(line))[2:] {
+			if k, v, ok := strings.Cut(w, "="); ok {
+				if _, dup := fields[k]; !dup {
+					fields[k] = v
+				}
+			}
+		}
+		return map[string]any{"fields": fields}, nil
+	}
+	return nil, last
+}
+
+func (d *driver) open(cmd command) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c != nil {
+		return invalidError{"open was sent twice; one driver runs one client"}
+	}
+	opts := client.Options{ConnsPerAddr: cmd.ConnsPerAddr, Name: cmd.Name}
+	if cmd.FailureTO != nil {
+		opts.FailureTimeout = ms(*cmd.FailureTO)
+	}
+	if cmd.RedialMS != nil {
+		opts.Redial = ms(*cmd.RedialMS)
+	}
+	if cmd.ReleaseEvery != nil {
+		opts.ReleaseEvery = ms(*cmd.ReleaseEvery)
+	}
+	if cmd.ReleaseFor != nil {
+		opts.ReleaseFor = ms(*cmd.ReleaseFor)
+	}
+	if cmd.DialTimeoutMS != nil {
+		opts.DialTimeout = ms(*cmd.DialTimeoutMS)
+	}
+	if cmd.Secret != nil {
+		opts.Secret = []byte(*cmd.Secret)
+	}
+	switch cmd.Role {
+	case "", "client":
+	case "admin":
+		opts.Role = auth.Admin
+	case "peer":
+		opts.Role = auth.Peer
+	default:
+		return invalidError{fmt.Sprintf("role %q is not client, admin or peer", cmd.Role)}
+	}
+	if cmd.TLS != nil {
+		cfg, err := tlsFrom(cmd.TLS)
+		if err != nil {
+			return err
+		}
+		opts.TLS = cfg
+	}
+	switch b := os.Getenv("LOCKD_GODRIVER_BREAK"); b {
+	case "":
+	case "conns1":
+		opts.ConnsPerAddr = 1
+	case "norelease":
+		opts.ReleaseFor = time.Nanosecond
+	case "noredial":
+		opts.Redial = time.Minute
+	case "deaf":
+		opts.FailureTimeout = time.Minute
+	default:
+		return invalidError{fmt.Sprintf("LOCKD_GODRIVER_BREAK=%q names no rule; use conns1, norelease, noredial or deaf", b)}
+	}
+	c, err := client.New(cmd.Addrs, opts)
+	if err != nil {
+		return invalidError{err.Error()}
+	}
+	d.c, d.addrs, d.opts, d.opened = c, cmd.Addrs, opts, time.Now()
+	return nil
+}
+
+func tlsFrom(t *tlsConfig) (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, invalidError{fmt.Sprintf("tls ca: %v", err)}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, invalidError{fmt.Sprintf("tls ca %s holds no PEM certificate", t.CA)}
+		}
+		cfg.RootCAs = pool
+	}
+	if t.Cert != "" || t.Key != "" {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, invalidError{fmt.Sprintf("tls cert: %v", err)}
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
