@@ -924,12 +924,16 @@ export class Client implements ConnHost {
     sub.subscribing = true;
     try {
       while (!this.isClosed && this.subs.get(sub.key) === sub && !sub.conn) {
+        // Taken now: an M that moves the watch while this L is on its way
+        // names the next target.
+        const target = sub.target;
+        sub.target = "";
         try {
           const { a, cn } = await this.roundTrip(
             { op: "L", key: sub.key, line: () => `L ${sub.key}\n` },
             {
               resend: true,
-              target: sub.target,
+              target,
               onAnswer: (ans, c) => {
                 if (ans.kind === "L" && this.subs.get(sub.key) === sub) {
                   sub.conn = c;
@@ -939,7 +943,6 @@ export class Client implements ConnHost {
               },
             },
           );
-          sub.target = "";
           if (a.kind !== "L") throw badAnswer("watch", sub.key, cn, a);
           if (this.subs.get(sub.key) !== sub && (sub.conn as Conn | undefined) === cn) {
             // Every watcher left while the L was on its way.

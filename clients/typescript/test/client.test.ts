@@ -272,3 +272,21 @@ test("await using releases a hold at the end of its block", async (t) => {
     [`R du ${token}`],
   );
 });
+
+test("a watch moved by an M that arrives with its first state still moves", async (t) => {
+  const a = await FakeNode.start();
+  const b = await FakeNode.start();
+  const c = new Client([a.addr]);
+  t.after(async () => {
+    await c.close();
+    await a.stop();
+    await b.stop();
+  });
+  a.handle = (l) => (l.words[0] === "L" ? `L wm - - 0\nM wm ${b.addr}` : "");
+  b.handle = (l) => (l.words[0] === "L" ? "L wm 6001 9 0" : "");
+  const w = c.watch("wm");
+  assert.equal((await w.next()).value?.holders.length, 0);
+  assert.equal((await w.next()).value?.holders[0].token, 6001n);
+  assert.equal(a.got("L").length, 1, "not asked again where it was moved from");
+  w.close();
+});
