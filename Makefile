@@ -26,7 +26,7 @@ TAGS    ?= urfave_cli_no_docs,netgo,osusergo
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build run install uninstall test vet bench bench-e2e bench-mem fuzz simulate completions clean
+.PHONY: all build run install uninstall test test-typescript vet bench bench-e2e bench-mem fuzz simulate completions clean
 
 all: build
 
@@ -67,18 +67,25 @@ vet:
 # CONFORMANCE_CLIENTS are the official clients the conformance suite
 # (clients/conformance) must run under make test: a driver missing among
 # them fails it (clients/README.md says how each is built).
-CONFORMANCE_CLIENTS ?= go
+CONFORMANCE_CLIENTS ?= go,typescript
 
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
-test: vet
+test: vet test-typescript
 	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
+
+# test-typescript builds the TypeScript client (clients/typescript) from
+# its package-lock.json, runs its own tests, and leaves its conformance
+# driver built (dist/conformance/driver.js) for the suite that make test
+# runs next.
+test-typescript:
+	cd clients/typescript && npm ci && npm run build && npm test
 
 # conformance-table runs every conformance case on CONFORMANCE_CLIENTS and
 # writes the table of cases and results into clients/README.md.
 .PHONY: conformance-table
-conformance-table:
+conformance-table: test-typescript
 	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TAGS)" -count=1 -run 'TestConformance$$' ./clients/conformance -update-table
 
 # simulate runs the deterministic cluster simulator on SEEDS seeds from

@@ -1,0 +1,35 @@
+// lockd's client for Node.js: locks with fencing tokens, semaphores,
+// held locks that renew themselves, leader election and watches, over
+// lockd's line protocol, with the official clients' connection rules.
+
+export {
+  Client,
+  Watch,
+  MAX_NAME_LEN,
+  type ClientOptions,
+  type TLSOptions,
+  type Lock,
+  type AcquireOptions,
+  type TryAcquireOptions,
+  type CallOptions,
+  type Status,
+} from "./client.js";
+export { Hold, Election, Observation, type HoldOptions, type Leader } from "./hold.js";
+export {
+  LockdError,
+  TimeoutError,
+  NotHeldError,
+  UnavailableError,
+  RefusedError,
+  LimitMismatchError,
+  AuthError,
+  AbortError,
+  ClosedError,
+  InvalidArgumentError,
+  DisagreeError,
+  ProtocolError,
+  HoldLostError,
+  type LostReason,
+} from "./errors.js";
+export type { QueueState, Holder, Waiter } from "./wire.js";
+export type { Role } from "./auth.js";

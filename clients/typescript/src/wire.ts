@@ -1,0 +1,262 @@
+// The line grammar of lockd's protocol (package proto's doc.go is the
+// document): formatting requests, reading answers, and the limits a
+// client checks before it sends anything.
+
+/** The longest key, in bytes. */
+export const MAX_KEY_LEN = 255;
+/** The largest duration on the wire: ten years, in milliseconds. */
+export const MAX_MS = 10 * 365 * 24 * 3600 * 1000;
+/** The largest limit= an acquire may carry. */
+export const MAX_LIMIT = 65535;
+/** The longest acquire id, in bytes. */
+export const MAX_ID_LEN = 64;
+/** The largest token: tokens are unsigned 64-bit integers. */
+export const MAX_TOKEN = (1n << 64n) - 1n;
+/** An answer longer than this is not lockd's (a K answer of 1000 keys of 255 bytes fits). */
+export const MAX_ANSWER_LEN = 1 << 20;
+
+/** One answer line: its kind (the op letter, or T, M, E), key and words. */
+export interface Answer {
+  kind: string;
+  key: string;
+  fields: string[];
+}
+
+/** Why key cannot be a key, or "" when it can. */
+export function checkKey(key: string): string {
+  if (typeof key !== "string" || key.length === 0) return "key is empty";
+  const n = Buffer.byteLength(key, "utf8");
+  if (n > MAX_KEY_LEN) return `key is ${n} bytes, longer than ${MAX_KEY_LEN}`;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c <= 0x20 || c === 0x7f) return "key holds a space, a tab or a control character";
+  }
+  return "";
+}
+
+/** Why id cannot be an acquire's id=ID, or "". */
+export function checkID(id: string): string {
+  const n = Buffer.byteLength(id, "utf8");
+  if (n === 0 || n > MAX_ID_LEN) return `want 1 to ${MAX_ID_LEN} bytes`;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    if (c <= 0x20 || c === 0x7f) return "no space or control character";
+  }
+  return "";
+}
+
+/**
+ * Writes milliseconds as wire seconds, cut to the millisecond, without
+ * trailing zeros: 30000 -> "30", 500 -> "0.5", 2250 -> "2.25".
+ */
+export function formatSeconds(ms: number): string {
+  let m = Math.floor(ms);
+  if (!(m > 0)) m = 0;
+  const s = Math.floor(m / 1000);
+  const f = m % 1000;
+  if (f === 0) return String(s);
+  return (s + "." + String(f).padStart(3, "0")).replace(/0+$/, "");
+}
+
+/** Reads wire seconds as milliseconds, or NaN when malformed. */
+export function parseSeconds(s: string): number {
+  if (!/^[0-9]+(\.[0-9]{1,3})?$/.test(s)) return NaN;
+  const [i, f = ""] = s.split(".");
+  return Number(i) * 1000 + Number(f.padEnd(3, "0"));
+}
+
+/** Reads an unsigned 64-bit decimal token, or undefined. */
+export function parseToken(s: string): bigint | undefined {
+  if (!/^[0-9]{1,20}$/.test(s)) return undefined;
+  const t = BigInt(s);
+  return t <= MAX_TOKEN ? t : undefined;
+}
+
+/** Reads one answer line (without its line end), or undefined when it is not one. */
+export function parseAnswer(line: string): Answer | undefined {
+  if (line.endsWith("\r")) line = line.slice(0, -1);
+  if (line.length < 3 || line[1] !== " ") return undefined;
+  const kind = line[0];
+  if (kind < "A" || kind > "Z") return undefined;
+  const rest = line.slice(2);
+  const sp = rest.indexOf(" ");
+  const key = sp < 0 ? rest : rest.slice(0, sp);
+  if (key === "") return undefined;
+  const fields = sp < 0 ? [] : rest.slice(sp + 1).split(" ").filter((w) => w !== "");
+  return { kind, key, fields };
+}
+
+/**
+ * The op of the request an answer belongs to: T answers A, E names its
+ * op ("E key R: ..."), M carries none ("").
+ */
+export function reqOp(a: Answer): string {
+  switch (a.kind) {
+    case "T":
+      return "A";
+    case "M":
+      return "";
+    case "E": {
+      const f = a.fields[0];
+      return f !== undefined && f.length === 2 && f[1] === ":" ? f[0] : "";
+    }
+  }
+  return a.kind;
+}
+
+/** The ref=R an answer to an acquire carries, "" when none. */
+export function answerRef(a: Answer): string {
+  const f = a.fields;
+  switch (a.kind) {
+    case "A":
+    case "T":
+    case "M": {
+      const w = f[f.length - 1];
+      return w !== undefined && w.startsWith("ref=") ? w.slice(4) : "";
+    }
+    case "E":
+      return f.length > 1 && f[0] === "A:" && f[1].startsWith("ref=") ? f[1].slice(4) : "";
+  }
+  return "";
+}
+
+/** a without its ref word, so the rest reads as an answer without ref=. */
+export function withoutRef(a: Answer): Answer {
+  const f = a.fields;
+  switch (a.kind) {
+    case "A":
+    case "T":
+    case "M":
+      if (f.length > 0 && f[f.length - 1].startsWith("ref=")) return { ...a, fields: f.slice(0, -1) };
+      break;
+    case "E":
+      if (f.length > 1 && f[0] === "A:" && f[1].startsWith("ref=")) return { ...a, fields: [f[0], ...f.slice(2)] };
+      break;
+  }
+  return a;
+}
+
+/** The words of an E answer, without its op and ref. */
+export function errorText(a: Answer): string {
+  let f = withoutRef(a).fields;
+  if (f.length > 0 && f[0].length === 2 && f[0][1] === ":") f = f.slice(1);
+  return f.join(" ");
+}
+
+/** The name part of an acquire id NAME#SUFFIX: what comes before its last '#', or the whole id. */
+export function idName(id: string): string {
+  const i = id.lastIndexOf("#");
+  return i >= 0 ? id.slice(0, i) : id;
+}
+
+/** One holder of a key, as Q and L show it. */
+export interface Holder {
+  token: bigint;
+  /** Milliseconds left of its lease. */
+  leaseLeft: number;
+  /** The id its acquire carried, "" when none. */
+  id: string;
+}
+
+/** One waiter of a key, in queue order. */
+export interface Waiter {
+  /** Milliseconds it has waited so far. */
+  waited: number;
+  /** The remote address of its connection, "" when unknown. */
+  addr: string;
+  /** The id its acquire carried, "" when none. */
+  id: string;
+}
+
+/** A key's holders and waiters: the answer to queue(), and each state a watch delivers. */
+export interface QueueState {
+  key: string;
+  /** Every holder, oldest first; empty when nobody holds the key. */
+  holders: Holder[];
+  /** How many wait, which may be more than waiters lists (at most 1000). */
+  nwaiters: number;
+  /** The first waiters, next to be granted first. */
+  waiters: Waiter[];
+  /** How many may hold the key at once: 1 for a lock. */
+  limit: number;
+}
+
+/** Reads the words of a Q answer (or an L answer) after its key. */
+export function parseQueue(key: string, f: string[]): QueueState | undefined {
+  if (f.length < 3) return undefined;
+  let extra = f.length;
+  while (extra > 3 && f[extra - 1].includes("=")) extra--;
+  const q: QueueState = { key, holders: [], nwaiters: 0, waiters: [], limit: 1 };
+  if (f[0] !== "-") {
+    const token = parseToken(f[0]);
+    const left = parseSeconds(f[1]);
+    if (token === undefined || Number.isNaN(left)) return undefined;
+    q.holders.push({ token, leaseLeft: left, id: "" });
+  }
+  if (!/^[0-9]+$/.test(f[2])) return undefined;
+  q.nwaiters = Number(f[2]);
+  for (const w of f.slice(3, extra)) {
+    const c = w.indexOf(",");
+    const waited = parseSeconds(c < 0 ? w : w.slice(0, c));
+    if (Number.isNaN(waited)) return undefined;
+    let addr = c < 0 ? "" : w.slice(c + 1);
+    if (addr === "-") addr = "";
+    q.waiters.push({ waited, addr, id: "" });
+  }
+  if (q.nwaiters < q.waiters.length) return undefined;
+  for (const w of f.slice(extra)) {
+    const eq = w.indexOf("=");
+    const name = w.slice(0, eq);
+    const val = w.slice(eq + 1);
+    const c = val.indexOf(",");
+    const which = c < 0 ? val : val.slice(0, c);
+    const rest = c < 0 ? "" : val.slice(c + 1);
+    switch (name) {
+      case "limit": {
+        const l = Number(val);
+        if (!Number.isInteger(l) || l < 1) return undefined;
+        q.limit = l;
+        break;
+      }
+      case "holder": {
+        const token = parseToken(which);
+        const left = parseSeconds(rest);
+        if (token === undefined || Number.isNaN(left)) return undefined;
+        q.holders.push({ token, leaseLeft: left, id: "" });
+        break;
+      }
+    }
+  }
+  for (const w of f.slice(extra)) {
+    const eq = w.indexOf("=");
+    const name = w.slice(0, eq);
+    const val = w.slice(eq + 1);
+    const c = val.indexOf(",");
+    if (c < 0) continue;
+    const which = val.slice(0, c);
+    const id = val.slice(c + 1);
+    if (name === "id") {
+      const token = parseToken(which);
+      const h = q.holders.find((h) => h.token === token);
+      if (h) h.id = id;
+    } else if (name === "wid") {
+      const i = Number(which);
+      if (Number.isInteger(i) && i >= 1 && i <= q.waiters.length) q.waiters[i - 1].id = id;
+    }
+  }
+  return q;
+}
+
+/** Reads the key=value words of an S answer. */
+export function parseStatusFields(f: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const w of f) {
+    const eq = w.indexOf("=");
+    if (eq <= 0) continue;
+    const k = w.slice(0, eq);
+    const v = w.slice(eq + 1);
+    // peer= repeats, one per node: keep them all, space-separated.
+    out[k] = k in out ? out[k] + " " + v : v;
+  }
+  return out;
+}
