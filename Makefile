@@ -67,7 +67,7 @@ vet:
 # CONFORMANCE_CLIENTS are the official clients the conformance suite
 # (clients/conformance) must run under make test: a driver missing among
 # them fails it (clients/README.md says how each is built).
-CONFORMANCE_CLIENTS ?= go,typescript
+CONFORMANCE_CLIENTS ?= go,python,typescript
 
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).

@@ -106,7 +106,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 		case g.JSON:
 			return printJSON(g.Stdout, struct {
 				Key      string `json:"key"`
-				Token    uint64 `json:"token"`
+				Token    uint64 `json:"token,string"`
 				Released bool   `json:"released"`
 			}{c.key, lock.Token, true})
 		case g.TTY:

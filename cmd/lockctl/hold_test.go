@@ -41,12 +41,12 @@ func TestHoldConfirmsRelease(t *testing.T) {
 	f := startFake(t)
 	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "--json", "hold", "--key", "k", "--lease", "2s")
 	line, err := stdout.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, `{"key":"k","token":`) {
+	if err != nil || !strings.HasPrefix(line, `{"key":"k","token":"`) {
 		t.Fatalf("first line %q (%v); stderr %q", line, err, stderr)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	last, _ := stdout.ReadString('\n')
-	if code := exitStatus(t, cmd); code != 0 || !strings.HasPrefix(last, `{"key":"k","token":`) || !strings.HasSuffix(last, `,"released":true}`+"\n") {
+	if code := exitStatus(t, cmd); code != 0 || !strings.HasPrefix(last, `{"key":"k","token":"`) || !strings.HasSuffix(last, `,"released":true}`+"\n") {
 		t.Errorf("exit %d, last line %q, stderr %q", code, last, stderr)
 	}
 	for lease, want := range map[time.Duration]string{2 * time.Second: "667ms", 30 * time.Second: "10s", 5 * time.Second: "1.67s", time.Minute: "20s", 10 * time.Minute: "3m20s"} {
