@@ -65,7 +65,7 @@ type Config struct {
 	FailureTimeout time.Duration
 	HandoffTimeout time.Duration
 	// Async answers a grant, release or renewal at once, before any
-	// standby has it (the --replication async of SPEC.md); otherwise the
+	// standby has it (--replication async); otherwise the
 	// active answers only once every standby in sync has applied it.
 	Async bool
 	// SyncTimeout bounds how long an answer waits for a standby's

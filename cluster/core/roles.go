@@ -144,7 +144,7 @@ func (c *Core) supervise(now time.Time) {
 //     took over while this one was stopped or cut off), or this one has
 //     granted nothing since it began while the other has newer grants;
 //   - otherwise both served clients on their own (a split brain), and the
-//     lower priority yields, as SPEC.md says. Its grants of the split are
+//     lower priority yields (docs/cluster.md, Partitions). Its grants of the split are
 //     lost; their tokens are below everything the survivor issues next.
 func (c *Core) yieldsTo(p *peer) (bool, string) {
 	me := claim{idx: c.selfIdx, fresh: c.role == Active && c.fresh, base: c.base, top: c.top}

@@ -25,7 +25,7 @@ import (
 // fails the standbys promote one of them first: it holds every answer
 // the active gave. With no standby in sync the active is degraded: it
 // answers at once, as in async mode, and says so (S, lockctl status, the
-// log), since SPEC.md promises that one live node is enough to serve.
+// log), since one live node is enough to serve (docs/cluster.md, Consistency).
 //
 // A new active waits the same way for the standbys that were in sync with
 // the last one (they hold what it answered) to subscribe and catch up,
