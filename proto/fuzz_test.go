@@ -30,7 +30,7 @@ var fuzzRequests = []string{
 	"O 127.0.0.1:7071 7360982537641984004\n",
 	"C 127.0.0.1:7071 7360982537641984004\n",
 	"C 0 0000", // found by FuzzParse: format did not know C
-	"V 0 0", // found by FuzzParse: format did not know V
+	"V 0 0",    // found by FuzzParse: format did not know V
 	"I client s3cret\n",
 	"I peer hello 0123abcd\n",
 	"A deploy 30 - ref=1\n",
