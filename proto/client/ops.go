@@ -475,26 +475,20 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 				at.moves = 0
 			}
 			var pause time.Duration
-			if c.dead(addr) || addr == cn.addr {
+			if c.dead(addr) {
 				// The node named stopped answering this client, and the
-				// one that named it has not noticed yet; or a node names
-				// itself, the active-to-be of a failover that is not
-				// serving yet (a sync-mode active waits for its standbys
-				// first): a failover is under way. Ask again shortly, for
-				// as long as a failover may take, without counting it as
-				// nodes that disagree.
+				// one that named it has not noticed yet: a failover is
+				// under way. Ask the others again shortly, for as long as
+				// a failover may take.
 				now := time.Now()
 				if at.staleSince.IsZero() {
 					at.staleSince = now
 				}
 				if waited := now.Sub(at.staleSince); waited > c.failoverFor() {
-					return a, cn, c.unavailable(fmt.Errorf("%s still names %s as the active node, which has not served this client for %s: no other node took over", cn.addr, addr, waited.Round(time.Millisecond)))
+					return a, cn, c.unavailable(fmt.Errorf("%s still names %s as the active node, which has not answered this client for %s: no other node took over", cn.addr, addr, waited.Round(time.Millisecond)))
 				}
 				at.stale++
 				at.target = ""
-				if addr == cn.addr {
-					at.target = addr
-				}
 				pause = min(time.Duration(at.stale)*25*time.Millisecond, 100*time.Millisecond)
 			} else {
 				at.staleSince = time.Time{}
@@ -532,12 +526,13 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 
 // moveBackoff is how long to pause before following the n-th redirect of
 // a call: the first ones at once, later ones a little later so that a
-// handoff in progress can settle.
+// handoff in progress, or a new active waiting for its standbys, can
+// settle: ten redirects in a row span about 0.65 s.
 func moveBackoff(n int) time.Duration {
 	if n <= 2 {
 		return 0
 	}
-	return min(time.Duration(n-2)*20*time.Millisecond, 50*time.Millisecond)
+	return min(time.Duration(n-2)*25*time.Millisecond, 100*time.Millisecond)
 }
 
 // orphan deals with an answer that came after its caller gave up. A grant
