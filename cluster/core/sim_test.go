@@ -1140,10 +1140,12 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 			return
 		}
 		s.logf("node %d freezes for %s", i, dur)
-		if n.core.Status(n.clock()).Degraded {
-			// No standby holds what it answered: whoever serves during
-			// the freeze starts behind, and one side's answers are lost
-			// when they meet.
+		if s.cfg.async && n.core.Role() != Standby || n.core.Status(n.clock()).Degraded {
+			// No standby holds what it answered (degraded, or
+			// asynchronous replication, where a frozen active is a
+			// crashed one to its peers): whoever serves during the
+			// freeze starts behind, and one side's answers are lost when
+			// they meet, as after a crash in async mode.
 			s.faulty = true
 		}
 		n.state = nodeFrozen
