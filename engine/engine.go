@@ -474,16 +474,7 @@ func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.
 	if wait > 0 {
 		e.waits.push(waitEntry{deadline: nanos + int64(wait), wt: wt})
 	}
-	x := e.extra(ks)
-	if x.tail == nil {
-		x.head = wt
-	} else {
-		x.tail.next = wt
-		wt.prev = x.tail
-	}
-	x.tail = wt
-	x.nwait++
-	e.waiters.add(wt)
+	e.enqueue(ks, wt)
 	return out, nil
 }
 
@@ -593,6 +584,12 @@ func (e *Engine) AddGhost(now time.Time, key string, limit int, id string, lease
 		end = min(end, dl)
 	}
 	e.waits.push(waitEntry{deadline: end, wt: wt})
+	e.enqueue(ks, wt)
+	return true
+}
+
+// enqueue puts wt at the tail of ks's queue: a waiter or a ghost.
+func (e *Engine) enqueue(ks *keyState, wt *waiter) {
 	x := e.extra(ks)
 	if x.tail == nil {
 		x.head = wt
@@ -603,7 +600,6 @@ func (e *Engine) AddGhost(now time.Time, key string, limit int, id string, lease
 	x.tail = wt
 	x.nwait++
 	e.waiters.add(wt)
-	return true
 }
 
 // QueuedID reports whether a waiter (or ghost) with id is queued.
