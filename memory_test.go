@@ -1,7 +1,8 @@
 package lockd_test
 
 // TestMemoryRSS measures what a lockd process costs the machine, in
-// resident memory (VmRSS of /proc/PID/status), for issue 10's goals:
+// resident memory (VmRSS of /proc/PID/status), as docs/benchmarks.md
+// reports it:
 //
 //   - 1M held keys, acquired by pipelining clients;
 //   - 100k waiters on one key, over 100 connections;

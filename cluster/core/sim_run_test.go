@@ -135,7 +135,7 @@ func TestSimulate(t *testing.T) {
 // "promote-before-the-stream-ends" (the split brain a graceful SIGINT
 // caused, which the simulator found at seed 2455 of an earlier version of
 // its workload) needs a rarer interleaving than the CI budget covers.
-// "guess-on-unconfirmed-handoff" (the two actives of issue 7) no longer
+// "guess-on-unconfirmed-handoff" (two actives at once) no longer
 // breaks an invariant: an active whose state is behind yields, and node
 // bits keep tokens unique, so the guess is corrected within a heartbeat.
 // "answers-before-acks" (synchronous replication that does not wait)

@@ -62,7 +62,7 @@ func TestExecCommandNotRunnable(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Issue 11, item 13: a script that exists but names an interpreter
+	// A script that exists but names an interpreter
 	// that does not is not "command not found".
 	badInterp := filepath.Join(dir, "bad-interp.sh")
 	if err := os.WriteFile(badInterp, []byte("#!/no/such/shell -e\necho hi\n"), 0o755); err != nil {
@@ -176,7 +176,7 @@ func TestExecForwardsSignals(t *testing.T) {
 	}
 }
 
-// Issue 10: a lock command against a single node opens one connection,
+// A lock command against a single node opens one connection,
 // not the client library's two: the second dial and its status exchange
 // cost exec as much as the rest of its start-up.
 func TestLockCommandsOpenOneConnection(t *testing.T) {

@@ -35,7 +35,7 @@ func TestHoldReleasesOnSignal(t *testing.T) {
 	}
 }
 
-// Issue 11, item 14: hold confirms the release (with --json, as a last
+// Hold confirms the release (with --json, as a last
 // object), and says how often it renews in words a person reads.
 func TestHoldConfirmsRelease(t *testing.T) {
 	f := startFake(t)
@@ -97,7 +97,7 @@ func TestHoldTimeoutExit3(t *testing.T) {
 	}
 }
 
-// Issue 10: hold keeps one connection to a lone node. When it drops, the
+// Hold keeps one connection to a lone node. When it drops, the
 // next renewal dials again at once and gets through: one connection is
 // enough for a lock held for long.
 func TestHoldRenewsOnANewConnectionAfterADrop(t *testing.T) {

@@ -120,7 +120,7 @@ func TestSlowAnswerIsNotMistakenForDeadNode(t *testing.T) {
 	}
 }
 
-// Issue 11, item 1: a waiting acquire moved by a handoff (the node took
+// A waiting acquire moved by a handoff (the node took
 // it in, then redirected it) starts its count of redirects afresh, so
 // it survives any number of handoffs; only redirects answered at once
 // count toward the limit.
@@ -199,7 +199,7 @@ func TestStaleRedirectToSilentNodeWaitsForTakeover(t *testing.T) {
 	}
 }
 
-// Issue 11, item 8: a release when no node was ever reached fails at
+// A release when no node was ever reached fails at
 // once, as an acquire does, instead of re-sending for ReleaseFor.
 func TestReleaseFailsAtOnceWhenNoNodeWasReached(t *testing.T) {
 	checkLeaks(t)
