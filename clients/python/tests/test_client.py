@@ -141,6 +141,9 @@ class ClientTest(unittest.TestCase):
 
         n = self.node(h)
         c = self.client(n.addr)
+        # Both connections are up before the refusal, so a third one
+        # would be a redial after a drop.
+        self.assertTrue(n.wait_for(lambda: len(n.conns) == 2))
         with self.assertRaises(lockd.AuthError):
             c.acquire("k", 5, wait=1)
         self.assertEqual(len(n.conns), 2, "no connection was dropped")
