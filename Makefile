@@ -158,7 +158,8 @@ FUZZ_TARGETS := \
 	./proto/auth:FuzzStep \
 	./proto/client:FuzzDispatch \
 	./cmd/lockctl:FuzzPrintable \
-	./cmd/lockctl:FuzzJSONPrintable
+	./cmd/lockctl:FuzzJSONPrintable \
+	./cluster/wal:FuzzWALReplay
 fuzz:
 	@found=$$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\(.*\)/[^/]*:func |\1:|'); \
 	found=" "$$(echo $$found)" "; listed=" $(FUZZ_TARGETS) "; bad=; \

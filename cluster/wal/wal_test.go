@@ -1,0 +1,390 @@
+package wal
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type rec struct {
+	wall int64
+	line string
+}
+
+func open(t *testing.T, dir string) (*Log, []rec, *Dropped) {
+	t.Helper()
+	l, err := Open(dir, Batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []rec
+	d, err := l.Replay(func(wall int64, r []byte) error {
+		got = append(got, rec{wall, string(r)})
+		return nil
+	})
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	return l, got, d
+}
+
+func appendAll(t *testing.T, l *Log, rs []rec) {
+	t.Helper()
+	for _, r := range rs {
+		l.Append(r.wall, []byte(r.line))
+	}
+	if n, err := l.Sync(); err != nil || n != l.Appended() {
+		t.Fatalf("Sync = %d, %v; want %d", n, err, l.Appended())
+	}
+}
+
+func records(n int) []rec {
+	var rs []rec
+	for i := range n {
+		rs = append(rs, rec{int64(1000 + i), fmt.Sprintf("G k%d %d 10", i, i+1)})
+	}
+	return rs
+}
+
+func equal(a, b []rec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func onlySegment(t *testing.T, dir string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "log-*"))
+	if len(m) != 1 {
+		t.Fatalf("segments %v, want one", m)
+	}
+	return m[0]
+}
+
+func TestAppendReplay(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	l, got, d := open(t, dir)
+	if len(got) != 0 || d != nil {
+		t.Fatalf("empty directory replayed %v, dropped %v", got, d)
+	}
+	want := records(5)
+	appendAll(t, l, want[:3])
+	appendAll(t, l, want[3:])
+	l.Close()
+	l, got, d = open(t, dir)
+	defer l.Close()
+	if !equal(got, want) || d != nil {
+		t.Fatalf("replayed %v (dropped %v), want %v", got, d, want)
+	}
+	st, _ := os.Stat(dir)
+	if st.Mode().Perm() != 0o700 {
+		t.Errorf("directory mode %o, want 700", st.Mode().Perm())
+	}
+	fst, _ := os.Stat(onlySegment(t, dir))
+	if fst.Mode().Perm() != 0o600 {
+		t.Errorf("segment mode %o, want 600", fst.Mode().Perm())
+	}
+}
+
+// Every point a crash can cut the last write at leaves the records
+// before it, and a log that takes appends after them.
+func TestTornTailEveryCut(t *testing.T) {
+	want := records(4)
+	var full []byte
+	ends := []int{0}
+	for _, r := range want {
+		full = AppendFrame(full, r.wall, []byte(r.line))
+		ends = append(ends, len(full))
+	}
+	for cut := 0; cut <= len(full); cut++ {
+		dir := t.TempDir()
+		seg := filepath.Join(dir, fmt.Sprintf("log-%016x", 0))
+		if err := os.WriteFile(seg, full[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		whole := 0
+		for whole+1 < len(ends) && ends[whole+1] <= cut {
+			whole++
+		}
+		l, got, d := open(t, dir)
+		if !equal(got, want[:whole]) {
+			t.Fatalf("cut at %d: replayed %v, want the first %d", cut, got, whole)
+		}
+		if torn := cut != ends[whole]; (d != nil) != torn || torn && (d.Offset != int64(ends[whole]) || d.Bytes != int64(cut-ends[whole])) {
+			t.Fatalf("cut at %d: dropped %+v", cut, d)
+		}
+		appendAll(t, l, []rec{{7, "F k 1"}})
+		l.Close()
+		l, got, d = open(t, dir)
+		l.Close()
+		if !equal(got, append(want[:whole:whole], rec{7, "F k 1"})) || d != nil {
+			t.Fatalf("cut at %d, then an append: replayed %v, dropped %v", cut, got, d)
+		}
+	}
+}
+
+// A flipped byte anywhere in a frame ends the log at that frame.
+func TestFlippedByte(t *testing.T) {
+	want := records(3)
+	var full []byte
+	ends := []int{0}
+	for _, r := range want {
+		full = AppendFrame(full, r.wall, []byte(r.line))
+		ends = append(ends, len(full))
+	}
+	for at := range full {
+		dir := t.TempDir()
+		b := bytes.Clone(full)
+		b[at] ^= 0x40
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("log-%016x", 0)), b, 0o600)
+		frame := 0
+		for ends[frame+1] <= at {
+			frame++
+		}
+		l, got, d := open(t, dir)
+		l.Close()
+		if len(got) > frame || !equal(got, want[:len(got)]) {
+			t.Fatalf("byte %d flipped: replayed %v, want at most the first %d", at, got, frame)
+		}
+		if d == nil || d.Offset > int64(ends[frame]) {
+			t.Fatalf("byte %d flipped: dropped %+v", at, d)
+		}
+	}
+}
+
+// A corrupt frame in a segment ends the log there: the later segments
+// go too, as they follow a hole.
+func TestCorruptMiddleSegment(t *testing.T) {
+	dir := t.TempDir()
+	var a, b []byte
+	a = AppendFrame(a, 1, []byte("one"))
+	a = append(a, 0xff, 0, 0, 0)
+	b = AppendFrame(b, 2, []byte("two"))
+	os.WriteFile(filepath.Join(dir, fmt.Sprintf("log-%016x", 0)), a, 0o600)
+	os.WriteFile(filepath.Join(dir, fmt.Sprintf("log-%016x", 1)), b, 0o600)
+	l, got, d := open(t, dir)
+	l.Close()
+	if !equal(got, []rec{{1, "one"}}) || d == nil || d.Files != 1 {
+		t.Fatalf("replayed %v, dropped %+v", got, d)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("log-%016x", 1))); !os.IsNotExist(err) {
+		t.Fatalf("the segment after the hole is still there: %v", err)
+	}
+}
+
+func TestSnapshotRotates(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := open(t, dir)
+	appendAll(t, l, records(3))
+	s, err := l.BeginSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(50, []byte("after the cut"))
+	s.Add(40, []byte("state"))
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, l, []rec{{60, "later"}})
+	l.Close()
+	l, got, d := open(t, dir)
+	defer l.Close()
+	want := []rec{{40, "state"}, {50, "after the cut"}, {60, "later"}}
+	if !equal(got, want) || d != nil {
+		t.Fatalf("replayed %v (dropped %v), want %v", got, d, want)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*-*")); len(m) != 2 {
+		t.Fatalf("files %v, want one snapshot and one segment", m)
+	}
+	// A second snapshot replaces the first.
+	s, _ = l.BeginSnapshot()
+	s.Add(70, []byte("state 2"))
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, got, _ = open(t, dir)
+	l.Close()
+	if !equal(got, []rec{{70, "state 2"}}) {
+		t.Fatalf("replayed %v after the second snapshot", got)
+	}
+}
+
+// A snapshot never completed leaves the log whole.
+func TestSnapshotAborted(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := open(t, dir)
+	appendAll(t, l, records(2))
+	s, _ := l.BeginSnapshot()
+	s.Add(1, []byte("partial"))
+	appendAll(t, l, []rec{{9, "after"}})
+	s.flush() // on disk, as a crash before Commit leaves it
+	l.Close()
+	l, got, _ := open(t, dir)
+	l.Close()
+	if !equal(got, append(records(2), rec{9, "after"})) {
+		t.Fatalf("replayed %v", got)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+}
+
+func TestCorruptSnapshotRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mess func([]byte) []byte
+	}{
+		{"flipped", func(b []byte) []byte { b[10] ^= 1; return b }},
+		{"cut short", func(b []byte) []byte { return b[:len(b)-3] }},
+		{"no trailer", func(b []byte) []byte { return b[:len(AppendFrame(nil, 40, []byte("state")))] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, _, _ := open(t, dir)
+			s, _ := l.BeginSnapshot()
+			s.Add(40, []byte("state"))
+			if err := s.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			name := filepath.Join(dir, fmt.Sprintf("snap-%016x", 1))
+			b, _ := os.ReadFile(name)
+			os.WriteFile(name, tc.mess(b), 0o600)
+			l, err := Open(dir, Batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			_, err = l.Replay(func(int64, []byte) error { return nil })
+			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "move it out of") {
+				t.Fatalf("Replay = %v; want an error naming %s and what to do", err, name)
+			}
+		})
+	}
+}
+
+func TestSecondOpenRefused(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := open(t, dir)
+	_, err := Open(dir, Batch)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second Open = %v; want an error naming the directory and the pid", err)
+	}
+	l.Close()
+	l2, err := Open(dir, Batch)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	l2.Close()
+}
+
+func TestOpenDirectoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	if _, err := Open(dir, Batch); err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Fatalf("Open of a 0777 directory = %v", err)
+	}
+}
+
+func TestModes(t *testing.T) {
+	for _, m := range []Mode{Always, Batch, Never} {
+		got, err := ParseMode(m.String())
+		if err != nil || got != m {
+			t.Fatalf("ParseMode(%q) = %v, %v", m.String(), got, err)
+		}
+		dir := t.TempDir()
+		l, err := Open(dir, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Replay(func(int64, []byte) error { return nil })
+		appendAll(t, l, records(3))
+		l.Close()
+		l, got2, _ := open(t, dir)
+		l.Close()
+		if !equal(got2, records(3)) {
+			t.Fatalf("mode %s replayed %v", m, got2)
+		}
+	}
+	if _, err := ParseMode("sometimes"); err == nil {
+		t.Fatal("ParseMode took sometimes")
+	}
+}
+
+func TestAppendAllocs(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := open(t, dir)
+	defer l.Close()
+	line := []byte("G deploy 1234567890 30 id=abc")
+	for range 100 {
+		l.Append(1, line)
+	}
+	l.Sync()
+	a := testing.AllocsPerRun(100, func() {
+		for range 10 {
+			l.Append(1, line)
+		}
+		l.Sync()
+	})
+	if a > 0 {
+		t.Fatalf("Append and Sync allocate %.1f times per batch", a)
+	}
+}
+
+// FuzzWALReplay: whatever bytes a segment holds, Replay neither panics
+// nor fails; it keeps a prefix of whole frames and the log takes appends
+// after it.
+func FuzzWALReplay(f *testing.F) {
+	var b []byte
+	for _, r := range records(3) {
+		b = AppendFrame(b, r.wall, []byte(r.line))
+	}
+	f.Add(b)
+	f.Add(b[:len(b)-2])
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		seg := filepath.Join(dir, fmt.Sprintf("log-%016x", 0))
+		os.WriteFile(seg, data, 0o600)
+		l, err := Open(dir, Never)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []rec
+		d, err := l.Replay(func(wall int64, r []byte) error {
+			got = append(got, rec{wall, string(r)})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept, _ := os.ReadFile(seg)
+		if !bytes.HasPrefix(data, kept) || d == nil && len(kept) != len(data) {
+			t.Fatalf("kept %d of %d bytes, dropped %+v", len(kept), len(data), d)
+		}
+		var again []rec
+		ReadFrames(kept, func(wall int64, r []byte) error {
+			again = append(again, rec{wall, string(r)})
+			return nil
+		})
+		if !equal(got, again) {
+			t.Fatalf("replayed %v, the kept bytes hold %v", got, again)
+		}
+		l.Append(1, []byte("x"))
+		if _, err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	})
+}
