@@ -57,6 +57,15 @@ func (e *Engine) Observe(now time.Time, token uint64) bool {
 	return true
 }
 
+// Raise records token as known, whatever the clock says: a token this
+// node read back from its own disk was issued, so every later token must
+// be above it even when the clock stepped back (Succeed then starts the
+// epoch past it). Unlike Observe it trusts the token and leaves the epoch
+// to Succeed.
+func (e *Engine) Raise(token uint64) {
+	e.seen = max(e.seen, token)
+}
+
 // Succeed starts a new epoch above every token this engine has issued or
 // observed. A node calls it when it becomes active, so that its tokens
 // exceed those of the node it replaces, including tokens that node issued

@@ -245,6 +245,10 @@ type Status struct {
 	// not wait, and a crash may lose them.
 	Replication string
 	Degraded    bool
+	// Durability is what the node keeps across a restart: "memory", or
+	// "disk:MODE" with a data directory, MODE its --fsync mode ("" from
+	// an older node).
+	Durability string
 }
 
 // PeerStatus is one node as seen by the node that answers S.
@@ -283,6 +287,9 @@ func AppendStatus(b []byte, label string, st Status) []byte {
 	if st.Replication != "" {
 		kv("replication", st.Replication)
 		kv("degraded", strconv.FormatBool(st.Degraded))
+	}
+	if st.Durability != "" {
+		kv("durability", st.Durability)
 	}
 	for _, p := range st.Peers {
 		up := "down"
@@ -335,6 +342,8 @@ func ParseStatus(a Answer) (Status, error) {
 			st.Replication = v
 		case "degraded":
 			st.Degraded = v == "true"
+		case "durability":
+			st.Durability = v
 		case "peer":
 			parts := strings.Split(v, ",")
 			if len(parts) != 6 {

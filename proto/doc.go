@@ -434,6 +434,9 @@
 //	replication  sync or async (--replication)
 //	degraded     true on a sync-mode active that no standby is in sync with:
 //	             it answers at once, and a crash of it may lose those answers
+//	durability   memory (the state lives in memory only), or disk:MODE with a
+//	             data directory (--data-dir), MODE its --fsync mode: always,
+//	             batch or never
 //	peer     ADDR,ROLE,up|down,SEQ,LAG,TOKEN: one per node of --peers, in priority
 //	         order, this one included; LAG is how many changes it is behind the
 //	         active (0 when caught up or unknown), TOKEN its high-water mark

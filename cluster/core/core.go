@@ -78,7 +78,12 @@ type Config struct {
 	// DefaultMaxWatches and DefaultMaxTotalWatches.
 	MaxWatches      int
 	MaxTotalWatches int
-	Logger          *slog.Logger
+	// Durable logs every change to a data directory before answering
+	// what depends on it (disk.go): Out must then be a DiskOut.
+	// Durability is how the node says so in its status ("disk fsync=batch").
+	Durable    bool
+	Durability string
+	Logger     *slog.Logger
 }
 
 // Out receives the core's actions, synchronously and in the order they
@@ -214,6 +219,8 @@ type Core struct {
 	degradedSince  time.Time
 	degradedWarned bool
 
+	disk disk // the data directory (disk.go)
+
 	nextBeat   time.Time // when heartbeats and the supervisor are due
 	nextAsk    uint64
 	skewLogged time.Time // the last "token ignored" log line
@@ -247,7 +254,12 @@ func New(cfg Config, out Out, now time.Time) (*Core, error) {
 	if len(peers) == 0 {
 		peers = []string{cfg.Self}
 	}
+	dout, err := checkDisk(cfg, out)
+	if err != nil {
+		return nil, err
+	}
 	c := &Core{
+		disk:    disk{out: dout},
 		cfg:     cfg,
 		self:    cfg.Self,
 		selfIdx: -1,
@@ -367,6 +379,7 @@ func (c *Core) Tick(now time.Time) {
 	c.checkExpect(now)
 	c.checkHeld(now)
 	c.warnDegraded(now)
+	c.logMark()
 	if h := c.handoff; h != nil && !h.resolving && !now.Before(h.deadline) {
 		c.handoffUnconfirmed(now, "the successor "+h.to+" did not confirm within "+c.cfg.HandoffTimeout.String())
 	}
@@ -532,6 +545,7 @@ func (c *Core) Status(now time.Time) proto.Status {
 		// Degraded is an active's word: a standby waits for nothing.
 		Replication: map[bool]string{true: "async", false: "sync"}[c.cfg.Async],
 		Degraded:    c.degraded && c.role == Active,
+		Durability:  c.Durability(),
 	}
 	head := c.seq
 	if c.role != Active {

@@ -137,12 +137,16 @@ func (c *Core) replicate(ev engine.Event) {
 	}
 	c.seq++
 	c.top = max(c.top, ev.Token)
-	if len(c.streams) == 0 {
+	if len(c.streams) == 0 && !c.durable() {
 		return
 	}
 	rec := proto.Record{Kind: proto.RecHeld, Key: ev.Key, Token: ev.Token, Lease: ev.Lease, Limit: ev.Limit, ID: ev.ID}
 	if ev.Kind == engine.Freed {
 		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token}
+	}
+	c.logChange(rec)
+	if len(c.streams) == 0 {
+		return
 	}
 	b := proto.AppendRecord(c.buf[:0], rec)
 	var old []byte // the record as an older standby reads it
@@ -356,6 +360,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		c.eng.ApplyHeldID(now, rec.Key, rec.Limit, rec.Token, rec.Lease, rec.ID)
 		c.seq++
 		c.top = max(c.top, rec.Token)
+		c.logChange(rec)
 	case proto.RecFree:
 		if f.syncing {
 			f.stageFree(rec)
@@ -365,6 +370,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		c.eng.ApplyFree(rec.Key, rec.Token)
 		c.seq++
 		c.top = max(c.top, rec.Token)
+		c.logChange(rec)
 	case proto.RecMark:
 		c.observe(now, rec.Token, target)
 		c.activeSeq = rec.Seq
@@ -394,6 +400,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		f.live = true
 		c.synced = true
 		f.ackDue = true // acknowledge the snapshot at once, even an empty one
+		c.logState(now)
 		c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
 		c.supervise(now)
 	case proto.RecHandoff:

@@ -39,7 +39,8 @@ import (
 
 // heldAnswer is an answer waiting for acknowledgements.
 type heldAnswer struct {
-	need  uint64 // written once committed reaches it
+	need    uint64 // written once committed reaches it
+	needLog uint64 // and once the disk has this many records (disk.go)
 	since time.Time
 	line  heldLine
 }
@@ -54,13 +55,13 @@ type heldLine struct {
 // in sync have applied every change made so far. Streams are written at
 // once.
 func (c *Core) emit(cn *conn, a answer, b []byte) bool {
-	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.has(bugEarly)) {
+	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.has(bugEarly)) && c.onDisk() {
 		return c.write(cn.id, a, b)
 	}
 	if len(cn.held) == 0 {
 		c.holding = append(c.holding, cn)
 	}
-	cn.held = append(cn.held, heldAnswer{need: c.seq, since: c.lastEvent, line: heldLine{a, slices.Clone(b)}})
+	cn.held = append(cn.held, heldAnswer{need: c.seq, needLog: c.disk.n, since: c.lastEvent, line: heldLine{a, slices.Clone(b)}})
 	return true
 }
 
@@ -189,7 +190,7 @@ func (c *Core) commit(now time.Time) {
 	if c.role != Active && c.role != HandingOff {
 		// Nothing waits on a node that is not active (settleHeld ran).
 		c.committed = c.seq
-		c.release(func(heldAnswer) bool { return true })
+		c.release(c.releasable)
 		return
 	}
 	committed, any := c.seq, len(c.expect) > 0
@@ -204,7 +205,7 @@ func (c *Core) commit(now time.Time) {
 	}
 	c.setDegraded(now, !any && len(c.peers) > 0)
 	c.committed = max(c.committed, committed)
-	c.release(func(h heldAnswer) bool { return h.need <= c.committed })
+	c.release(c.releasable)
 }
 
 // release writes the held answers ok lets go, in order per connection.
@@ -327,12 +328,13 @@ func (c *Core) settleHeld(handedOff bool) {
 // acknowledge or its active does not read acknowledgements.
 func (c *Core) StreamAck(target string) []byte {
 	f := c.follow
-	if f == nil || f.target != target || !f.open || f.syncing || f.acked == c.seq && !f.ackDue {
+	pos, ok := c.ackPos()
+	if f == nil || f.target != target || !f.open || f.syncing || !ok || f.acked == pos && !f.ackDue {
 		return nil
 	}
 	if p := c.peerByAddr(target); p == nil || p.version < 2 {
 		return nil
 	}
-	f.acked, f.ackDue = c.seq, false
-	return proto.AppendApplied(nil, c.self, c.seq)
+	f.acked, f.ackDue = pos, false
+	return proto.AppendApplied(nil, c.self, pos)
 }
