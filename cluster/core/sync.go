@@ -41,8 +41,8 @@ import (
 type heldAnswer struct {
 	need    uint64 // written once committed reaches it
 	needLog uint64 // and once the disk has this many records (disk.go)
-	since time.Time
-	line  heldLine
+	since   time.Time
+	line    heldLine
 }
 
 // heldLine is an answer written later, and what it says.
