@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
+	"github.com/lockd-io/lockd/cluster/wal"
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 )
@@ -63,7 +64,14 @@ type Config struct {
 	MaxWatches      int
 	MaxTotalWatches int
 	Engine          engine.Config // lock limits
-	Security        Security      // TLS, secrets
+	// DataDir, when set, keeps the lock state across restarts in a
+	// write-ahead log there (durable.go); Fsync says when it is fsynced,
+	// SnapshotAfter how much log a snapshot is taken after (0: the
+	// default).
+	DataDir       string
+	Fsync         wal.Mode
+	SnapshotAfter int64
+	Security      Security // TLS, secrets
 	Limits          Limits        // connections and buffers
 	Logger          *slog.Logger
 }
@@ -118,6 +126,8 @@ type Node struct {
 	// direct: the connections the goroutine applying a batch writes to
 	// after it (direct.go); nil when none does. Guarded by mu.
 	direct *flushList
+
+	disk *durable // the data directory; nil: memory only
 }
 
 // New checks cfg and prepares a node; Run starts it.
@@ -158,6 +168,8 @@ func New(cfg Config) (*Node, error) {
 		MaxWatches:      cfg.MaxWatches,
 		MaxTotalWatches: cfg.MaxTotalWatches,
 		Engine:          cfg.Engine,
+		Durable:         cfg.DataDir != "",
+		Durability:      n.Durability(),
 		Logger:          cfg.Logger,
 	}, (*shellOut)(n), n.now())
 	if err != nil {
@@ -183,6 +195,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.FailureTimeout <= 0 {
 		n.cfg.FailureTimeout = DefaultFailureTimeout
+	}
+	if cfg.DataDir != "" {
+		if err := n.openDisk(); err != nil {
+			return nil, err
+		}
 	}
 	return n, nil
 }
@@ -237,8 +254,17 @@ func (n *Node) Run(ctx context.Context) error {
 		n.wg.Add(1)
 		go l.run()
 	}
+	if n.disk != nil {
+		n.wg.Add(1)
+		go n.syncLoop()
+	}
 	n.running.Store(true)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-n.diskFailed():
+		n.shutdown()
+		return n.disk.err
+	}
 	n.shutdown()
 	return nil
 }
@@ -273,6 +299,7 @@ func (n *Node) shutdown() {
 		c.flushAndClose()
 	}
 	n.wg.Wait()
+	n.closeDisk()
 	n.log.Info("lockd stopped", "self", n.self)
 }
 

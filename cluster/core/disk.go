@@ -99,7 +99,7 @@ func (c *Core) logChange(rec proto.Record) {
 // that the tokens a restart issues are above every token this node knew.
 func (c *Core) logMark() {
 	d := &c.disk
-	if d.out == nil || c.eng.HighWater() <= d.top {
+	if d.out == nil || c.eng.HighWater() <= max(d.top, c.top) {
 		return
 	}
 	d.top = c.eng.HighWater()

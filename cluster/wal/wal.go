@@ -498,19 +498,18 @@ func (l *Log) BeginSnapshot() (*Snapshot, error) {
 	return s, nil
 }
 
-// Add appends a record to the snapshot.
+// Add appends a record to the snapshot, in memory: Flush writes it, so
+// that a caller adding under a lock writes outside it.
 func (s *Snapshot) Add(wall int64, rec []byte) {
 	if len(rec) == 0 {
 		return // an empty record is the trailer's
 	}
 	s.buf = AppendFrame(s.buf, wall, rec)
 	s.frames++
-	if len(s.buf) >= 1<<20 {
-		s.flush()
-	}
 }
 
-func (s *Snapshot) flush() {
+// Flush writes the records added so far to the snapshot's file.
+func (s *Snapshot) Flush() {
 	if s.err == nil && len(s.buf) > 0 {
 		if _, err := s.f.Write(s.buf); err != nil {
 			s.err = fmt.Errorf("cannot write the snapshot %s: %v", s.f.Name(), err)
@@ -525,7 +524,7 @@ func (s *Snapshot) flush() {
 func (s *Snapshot) Commit() error {
 	l := s.l
 	s.buf = AppendFrame(s.buf, s.frames, nil)
-	s.flush()
+	s.Flush()
 	if s.err == nil {
 		if err := s.f.Sync(); err != nil {
 			s.err = fmt.Errorf("cannot fsync the snapshot %s: %v", s.f.Name(), err)

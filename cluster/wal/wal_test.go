@@ -228,7 +228,7 @@ func TestSnapshotAborted(t *testing.T) {
 	s, _ := l.BeginSnapshot()
 	s.Add(1, []byte("partial"))
 	appendAll(t, l, []rec{{9, "after"}})
-	s.flush() // on disk, as a crash before Commit leaves it
+	s.Flush() // on disk, as a crash before Commit leaves it
 	l.Close()
 	l, got, _ := open(t, dir)
 	l.Close()
