@@ -72,8 +72,8 @@ type Config struct {
 	Fsync         wal.Mode
 	SnapshotAfter int64
 	Security      Security // TLS, secrets
-	Limits          Limits        // connections and buffers
-	Logger          *slog.Logger
+	Limits        Limits   // connections and buffers
+	Logger        *slog.Logger
 }
 
 // Node is one running lockd: the shell around a core.Core that owns the
