@@ -21,7 +21,7 @@ _lockd_complete() {
         "lockd version") node=lockd_version ;;
         "lockd_tls ca") node=lockd_tls_ca ;;
         "lockd_tls cert") node=lockd_tls_cert ;;
-        "lockd --listen"|"lockd --peers"|"lockd --advertise"|"lockd --heartbeat"|"lockd --failure-timeout"|"lockd --replication"|"lockd --sync-timeout"|"lockd --max-keys"|"lockd --max-waiters"|"lockd --max-lease"|"lockd --max-wait"|"lockd --max-total-waiters"|"lockd --max-watches"|"lockd --max-total-watches"|"lockd --max-clock-skew"|"lockd --tls-cert"|"lockd --tls-key"|"lockd --tls-ca"|"lockd --secret-file"|"lockd --admin-secret-file"|"lockd --peer-secret-file"|"lockd --advertise-client"|"lockd --max-conns"|"lockd --max-conns-per-ip"|"lockd --auth-timeout"|"lockd --line-timeout"|"lockd --max-conn-output"|"lockd --max-output"|"lockd --log-level"|"lockd --log-format"|"lockd --metrics-listen") skip=1 ;;
+        "lockd --listen"|"lockd --peers"|"lockd --advertise"|"lockd --heartbeat"|"lockd --failure-timeout"|"lockd --data-dir"|"lockd --fsync"|"lockd --replication"|"lockd --sync-timeout"|"lockd --max-keys"|"lockd --max-waiters"|"lockd --max-lease"|"lockd --max-wait"|"lockd --max-total-waiters"|"lockd --max-watches"|"lockd --max-total-watches"|"lockd --max-clock-skew"|"lockd --tls-cert"|"lockd --tls-key"|"lockd --tls-ca"|"lockd --secret-file"|"lockd --admin-secret-file"|"lockd --peer-secret-file"|"lockd --advertise-client"|"lockd --max-conns"|"lockd --max-conns-per-ip"|"lockd --auth-timeout"|"lockd --line-timeout"|"lockd --max-conn-output"|"lockd --max-output"|"lockd --log-level"|"lockd --log-format"|"lockd --metrics-listen") skip=1 ;;
         "lockd_tls_ca --dir"|"lockd_tls_ca --name"|"lockd_tls_ca --days") skip=1 ;;
         "lockd_tls_cert --host"|"lockd_tls_cert --role"|"lockd_tls_cert --name"|"lockd_tls_cert --dir"|"lockd_tls_cert --ca"|"lockd_tls_cert --ca-key"|"lockd_tls_cert --days") skip=1 ;;
         esac
@@ -42,7 +42,7 @@ _lockd_complete() {
         "lockd_tls_cert --role")
             COMPREPLY=($(compgen -W "node admin client" -- "$cur"))
             return 0 ;;
-        "lockd --listen"|"lockd --peers"|"lockd --advertise"|"lockd --heartbeat"|"lockd --failure-timeout"|"lockd --replication"|"lockd --sync-timeout"|"lockd --max-keys"|"lockd --max-waiters"|"lockd --max-lease"|"lockd --max-wait"|"lockd --max-total-waiters"|"lockd --max-watches"|"lockd --max-total-watches"|"lockd --max-clock-skew"|"lockd --tls-cert"|"lockd --tls-key"|"lockd --tls-ca"|"lockd --secret-file"|"lockd --admin-secret-file"|"lockd --peer-secret-file"|"lockd --advertise-client"|"lockd --max-conns"|"lockd --max-conns-per-ip"|"lockd --auth-timeout"|"lockd --line-timeout"|"lockd --max-conn-output"|"lockd --max-output"|"lockd --metrics-listen") return 0 ;;
+        "lockd --listen"|"lockd --peers"|"lockd --advertise"|"lockd --heartbeat"|"lockd --failure-timeout"|"lockd --data-dir"|"lockd --fsync"|"lockd --replication"|"lockd --sync-timeout"|"lockd --max-keys"|"lockd --max-waiters"|"lockd --max-lease"|"lockd --max-wait"|"lockd --max-total-waiters"|"lockd --max-watches"|"lockd --max-total-watches"|"lockd --max-clock-skew"|"lockd --tls-cert"|"lockd --tls-key"|"lockd --tls-ca"|"lockd --secret-file"|"lockd --admin-secret-file"|"lockd --peer-secret-file"|"lockd --advertise-client"|"lockd --max-conns"|"lockd --max-conns-per-ip"|"lockd --auth-timeout"|"lockd --line-timeout"|"lockd --max-conn-output"|"lockd --max-output"|"lockd --metrics-listen") return 0 ;;
         "lockd_tls_ca --dir"|"lockd_tls_ca --name"|"lockd_tls_ca --days") return 0 ;;
         "lockd_tls_cert --host"|"lockd_tls_cert --name"|"lockd_tls_cert --dir"|"lockd_tls_cert --ca"|"lockd_tls_cert --ca-key"|"lockd_tls_cert --days") return 0 ;;
     esac
@@ -50,7 +50,7 @@ _lockd_complete() {
     local flags= words=
     case $node in
     lockd)
-        flags="--listen --peers --advertise --heartbeat --failure-timeout --replication --sync-timeout --max-keys --max-waiters --max-lease --max-wait --max-total-waiters --max-watches --max-total-watches --max-clock-skew --tls-cert --tls-key --tls-ca --tls-client-auth --secret-file --admin-secret-file --peer-secret-file --advertise-client --insecure --max-conns --max-conns-per-ip --auth-timeout --line-timeout --max-conn-output --max-output --log-level --log-format --metrics-listen --help -h --version -v"
+        flags="--listen --peers --advertise --heartbeat --failure-timeout --data-dir --fsync --replication --sync-timeout --max-keys --max-waiters --max-lease --max-wait --max-total-waiters --max-watches --max-total-watches --max-clock-skew --tls-cert --tls-key --tls-ca --tls-client-auth --secret-file --admin-secret-file --peer-secret-file --advertise-client --insecure --max-conns --max-conns-per-ip --auth-timeout --line-timeout --max-conn-output --max-output --log-level --log-format --metrics-listen --help -h --version -v"
         words="tls completion version" ;;
     lockd_tls)
         flags="--help -h"

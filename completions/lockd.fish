@@ -17,7 +17,7 @@ function __lockd_node --description 'the lockd command being typed'
                 set node lockd_completion
             case 'lockd version'
                 set node lockd_version
-            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-watches' 'lockd --max-total-watches' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --advertise-client' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
+            case 'lockd --listen' 'lockd --peers' 'lockd --advertise' 'lockd --heartbeat' 'lockd --failure-timeout' 'lockd --data-dir' 'lockd --fsync' 'lockd --replication' 'lockd --sync-timeout' 'lockd --max-keys' 'lockd --max-waiters' 'lockd --max-lease' 'lockd --max-wait' 'lockd --max-total-waiters' 'lockd --max-watches' 'lockd --max-total-watches' 'lockd --max-clock-skew' 'lockd --tls-cert' 'lockd --tls-key' 'lockd --tls-ca' 'lockd --secret-file' 'lockd --admin-secret-file' 'lockd --peer-secret-file' 'lockd --advertise-client' 'lockd --max-conns' 'lockd --max-conns-per-ip' 'lockd --auth-timeout' 'lockd --line-timeout' 'lockd --max-conn-output' 'lockd --max-output' 'lockd --log-level' 'lockd --log-format' 'lockd --metrics-listen'
                 set skip 1
             case 'lockd_tls ca'
                 set node lockd_tls_ca
@@ -46,6 +46,8 @@ complete -c lockd -n '__lockd_is lockd' -l peers -x -d 'every node of the cluste
 complete -c lockd -n '__lockd_is lockd' -l advertise -x -d 'this node\'s ADDR as written in --peers, when it differs from --listen'
 complete -c lockd -n '__lockd_is lockd' -l heartbeat -x -d 'DURATION between heartbeats to each peer'
 complete -c lockd -n '__lockd_is lockd' -l failure-timeout -x -d 'a peer silent this DURATION is considered down'
+complete -c lockd -n '__lockd_is lockd' -l data-dir -x -d 'keep the lock state across restarts in a write-ahead log in DIR'
+complete -c lockd -n '__lockd_is lockd' -l fsync -x -d 'MODE with --data-dir: batch, always, never'
 complete -c lockd -n '__lockd_is lockd' -l replication -x -d 'MODE sync: the active answers a grant, release or renewal once the standbys...'
 complete -c lockd -n '__lockd_is lockd' -l sync-timeout -x -d 'in sync mode, a standby that has not acknowledged an answer within this...'
 complete -c lockd -n '__lockd_is lockd' -l max-keys -x -d 'most keys held or waited on at once, a number N'

@@ -70,9 +70,9 @@ func sampleCluster() survey.View {
 	}
 	return survey.Build([]survey.Answer{
 		{Asked: a, Status: proto.Status{Self: a, Role: "active", Active: a, Token: tokA, Seq: 120,
-			Uptime: 26*time.Hour + 3*time.Minute, Replication: "sync", Degraded: true, Peers: peers}},
+			Uptime: 26*time.Hour + 3*time.Minute, Replication: "sync", Degraded: true, Durability: "disk:batch", Peers: peers}},
 		{Asked: b, Status: proto.Status{Self: b, Role: "standby", Active: a, Token: tokB, Seq: 117,
-			Uptime: 3*time.Minute + 7*time.Second, Sticky: true, Replication: "sync", Peers: peers}},
+			Uptime: 3*time.Minute + 7*time.Second, Sticky: true, Replication: "sync", Durability: "memory", Peers: peers}},
 		{Asked: c, Err: syscall.ECONNREFUSED},
 	})
 }

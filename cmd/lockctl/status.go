@@ -375,6 +375,7 @@ type statusNodeJSON struct {
 	Sticky        bool     `json:"sticky"`
 	Replication   *string  `json:"replication"`
 	Degraded      bool     `json:"degraded"`
+	Durability    *string  `json:"durability"`
 	Error         *string  `json:"error"`
 }
 
@@ -391,6 +392,9 @@ func statusJSONOf(v survey.View, problems []string, at time.Time) statusJSON {
 		j := statusNodeJSON{Addr: n.Addr, Role: n.Role, Reachable: n.Reachable, Sticky: n.Sticky, Degraded: n.Degraded}
 		if n.Replication != "" {
 			j.Replication = ptrTo(n.Replication)
+		}
+		if n.Durability != "" {
+			j.Durability = ptrTo(n.Durability)
 		}
 		if n.Priority > 0 {
 			j.Priority = ptrTo(n.Priority)
@@ -424,7 +428,7 @@ func renderStatus(w io.Writer, v survey.View, s renderStyle) error {
 	t := grid{header: []string{"NODE", "PRIO", "ROLE", "REACHABLE", "LAG", "TOKEN", "UPTIME"},
 		shrink: []shrinkable{{col: 0, middle: true}, {col: 2}}}
 	if s.Wide {
-		t.header = append(t.header, "SEQ", "KEYS", "WAITERS")
+		t.header = append(t.header, "SEQ", "KEYS", "WAITERS", "DURABILITY")
 	}
 	if s.Table {
 		t.header = append([]string{""}, t.header...)
@@ -464,11 +468,12 @@ func renderStatus(w io.Writer, v survey.View, s renderStyle) error {
 		}
 		cells := []string{addr, prio, role, reach, lag, token, uptime}
 		if s.Wide {
-			seq, keys, waiters := cellNone, cellNone, cellNone
+			seq, keys, waiters, dur := cellNone, cellNone, cellNone, cellNone
 			if n.Reachable {
 				seq, keys, waiters = strconv.FormatUint(n.Seq, 10), strconv.Itoa(n.Keys), strconv.Itoa(n.Waiters)
+				dur = durabilityCell(n.Durability)
 			}
-			cells = append(cells, seq, keys, waiters)
+			cells = append(cells, seq, keys, waiters, dur)
 		}
 		paint := make([]func(string) string, len(cells))
 		nodeStyle := func(st lipgloss.Style) func(string) string { return func(c string) string { return st.Render(c) } }
@@ -575,5 +580,66 @@ func statusSummary(v survey.View, p *palette, s renderStyle) string {
 	if degraded {
 		parts = append(parts, p.warn.Render("replication degraded")+": no standby in sync, a crash of the active may lose its last answers")
 	}
+	if d := durabilitySummary(v); d != "" {
+		parts = append(parts, d)
+	}
 	return summaryLine(parts, s)
+}
+
+// durabilityWords is a node's durability for a person: "memory", or
+// "disk fsync=MODE".
+func durabilityWords(d string) string {
+	if mode, ok := strings.CutPrefix(d, "disk:"); ok {
+		return "disk fsync=" + printable(mode)
+	}
+	if d == "" {
+		return cellNone
+	}
+	return printable(d)
+}
+
+// durabilityCell is a node's durability in one word: memory, or its
+// data directory's fsync mode (fsync=MODE).
+func durabilityCell(d string) string {
+	if mode, ok := strings.CutPrefix(d, "disk:"); ok {
+		return "fsync=" + printable(mode)
+	}
+	if d == "" {
+		return cellNone
+	}
+	return printable(d)
+}
+
+// durabilitySummary says what the reachable nodes keep across a restart:
+// one phrase when they agree, each node's words when they differ.
+func durabilitySummary(v survey.View) string {
+	seen := map[string][]string{}
+	var order []string
+	for _, n := range v.Nodes {
+		if !n.Reachable || n.Durability == "" {
+			continue
+		}
+		if seen[n.Durability] == nil {
+			order = append(order, n.Durability)
+		}
+		seen[n.Durability] = append(seen[n.Durability], printable(n.Addr))
+	}
+	switch len(order) {
+	case 0:
+		return ""
+	case 1:
+		if order[0] == "memory" {
+			return "state in memory (no --data-dir: a restart loses the locks)"
+		}
+		return "state on " + durabilityWords(order[0])
+	}
+	var parts []string
+	for _, d := range order {
+		w := "on " + durabilityWords(d)
+		if d == "memory" {
+			w = "in memory only"
+		}
+		parts = append(parts, w+": "+strings.Join(seen[d], ", "))
+	}
+	return "state " + strings.Join(parts, "; ")
 }

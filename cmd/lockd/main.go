@@ -25,6 +25,7 @@ import (
 
 	"github.com/lockd-io/lockd/cluster"
 	"github.com/lockd-io/lockd/cluster/core"
+	"github.com/lockd-io/lockd/cluster/wal"
 	"github.com/lockd-io/lockd/cmd/internal/complete"
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
@@ -63,7 +64,16 @@ func newApp(stderr io.Writer) *cli.App {
 		Description: `lockd hands out named locks over a plain TCP line protocol (see the proto
 package docs, or try it with: nc 127.0.0.1 7070, then type "A deploy 30 10").
 
-With no flags it runs a single in-memory node on 127.0.0.1:7070.
+With no flags it runs a single in-memory node on 127.0.0.1:7070: a restart
+loses every lock. With --data-dir DIR it keeps them in a write-ahead log in DIR
+and answers a change only once it is there: a restart (kill -9, an upgrade, a
+reboot) finds the holders with their tokens and leases, and a lease that ended
+while it was down has ended. --fsync says what a power cut may lose:
+   batch   (default) one fsync per batch of requests, and every answer waits
+           for it: a power cut loses nothing a client was told
+   always  one fsync per change: the same promise, slower; for comparison
+   never   written before answering, never fsynced: a kill -9 loses nothing,
+           a power cut the last seconds the kernel had not written
 
 A cluster is several lockd processes given the same --peers list, in priority
 order: the first live node is active, the others are standbys replicating its
@@ -100,6 +110,8 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			&cli.StringFlag{Name: "advertise", EnvVars: []string{"LOCKD_ADVERTISE"}, Usage: "this node's `ADDR` as written in --peers, when it differs from --listen (e.g. --listen 0.0.0.0:7070)"},
 			durflag.New(cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "`DURATION` between heartbeats to each peer"}),
 			durflag.New(cli.DurationFlag{Name: "failure-timeout", Value: cluster.DefaultFailureTimeout, EnvVars: []string{"LOCKD_FAILURE_TIMEOUT"}, Usage: "a peer silent this `DURATION` is considered down (at least 2x --heartbeat)"}),
+			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"LOCKD_DATA_DIR"}, Usage: "keep the lock state across restarts in a write-ahead log in `DIR` (created 0700; one lockd per directory); default: memory only"},
+			&cli.StringFlag{Name: "fsync", Value: "batch", EnvVars: []string{"LOCKD_FSYNC"}, Usage: "`MODE` with --data-dir: batch (one fsync per batch, answers wait for it), always (one per change), never (no fsync: a power cut may lose the last seconds)"},
 			&cli.StringFlag{Name: "replication", Value: "sync", EnvVars: []string{"LOCKD_REPLICATION"}, Usage: "`MODE` sync: the active answers a grant, release or renewal once the standbys in sync applied it, so a crash loses nothing a client was told; async: it answers at once, a little faster, and a crash may lose the last answers"},
 			durflag.New(cli.DurationFlag{Name: "sync-timeout", EnvVars: []string{"LOCKD_SYNC_TIMEOUT"}, DefaultText: "half --failure-timeout", Usage: "in sync mode, a standby that has not acknowledged an answer within this `DURATION` stops being waited for (the node says degraded when none is left)"}),
 			&cli.IntFlag{Name: "max-keys", Value: engine.DefaultConfig.MaxKeys, EnvVars: []string{"LOCKD_MAX_KEYS"}, Usage: "most keys held or waited on at once, a number `N`"},
@@ -176,6 +188,13 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			default:
 				return cli.Exit(fmt.Sprintf("--replication %q: must be sync or async", c.String("replication")), 2)
 			}
+			fsync, err := wal.ParseMode(c.String("fsync"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			if c.IsSet("fsync") && c.String("data-dir") == "" {
+				return cli.Exit("--fsync needs --data-dir: without one nothing is written to disk", 2)
+			}
 			if d := c.Duration("sync-timeout"); d < 0 || c.IsSet("sync-timeout") && d == 0 {
 				return cli.Exit(fmt.Sprintf("--sync-timeout %s: must be more than 0 (and below --failure-timeout)", d), 2)
 			}
@@ -224,6 +243,8 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 					MaxWait:          c.Duration("max-wait"),
 					MaxEpochAhead:    c.Duration("max-clock-skew"),
 				},
+				DataDir:  c.String("data-dir"),
+				Fsync:    fsync,
 				Security: sec,
 				Limits:   limits,
 				Logger:   logger,

@@ -121,6 +121,9 @@ type Node struct {
 	// node); Degraded, on a sync-mode active, says no standby is in sync.
 	Replication string
 	Degraded    bool
+	// Durability is what the node keeps across a restart, as it says:
+	// "memory" or "disk:MODE" ("" from an older node).
+	Durability string
 	// Seq, Keys and Waiters are what the node says of itself, when it
 	// answered.
 	Seq     uint64
@@ -208,6 +211,7 @@ func Build(answers []Answer) View {
 			nv.HasUptime, nv.Uptime = true, st.Uptime
 			nv.Sticky = st.Sticky
 			nv.Replication, nv.Degraded = st.Replication, st.Degraded
+			nv.Durability = st.Durability
 			nv.Seq, nv.Keys, nv.Waiters = st.Seq, st.Keys, st.Waiters
 			for _, p := range st.Peers {
 				if p.Addr == st.Self {
