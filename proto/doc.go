@@ -576,7 +576,11 @@
 // replication position, FLAGS - or a comma list of sticky (gave the role
 // up by command), synced (has applied a snapshot), fresh (active that
 // started empty and has fed no standby yet: it gives way to an active that
-// holds the cluster's state), pinned:MS (active by a handoff asked for by
+// holds the cluster's state), restored (started from the state of its
+// data directory, --data-dir, and has neither synced from an active nor
+// been one since: while such a node is a candidate and no standby of the
+// last active is, the node with the newest state serves first),
+// pinned:MS (active by a handoff asked for by
 // command, MS milliseconds ago), top:TOKEN (the newest token of the node's
 // lock state, granted there or replicated) and, on an active, base:TOKEN
 // (what top was when it became active: two actives that meet compare them

@@ -22,6 +22,7 @@ const (
 	flagSticky  = "sticky"
 	flagSynced  = "synced"
 	flagFresh   = "fresh"
+	flagRestore = "restored"
 	flagPinned  = "pinned" // pinned:MS in a heartbeat; the last word of a pinned H record
 	flagBase    = "base"   // base:TOKEN in an active's heartbeat
 	flagTop     = "top"    // top:TOKEN in a heartbeat
@@ -39,6 +40,9 @@ type BeatFlags struct {
 	Sticky bool // gave the role up by command
 	Synced bool // has applied a snapshot
 	Fresh  bool // active that started empty and has fed no standby yet
+	// Restored: the node started from the state of its data directory
+	// and has neither synced from an active nor been one since.
+	Restored bool
 	Pinned bool // active by a handoff asked for by command
 	// PinnedAge, with Pinned, is how long ago the role was pinned. It is a
 	// duration rather than a time because the peers' clocks differ; it
@@ -131,6 +135,9 @@ func appendFlags(b []byte, f BeatFlags) []byte {
 	}
 	if f.Fresh {
 		flag(flagFresh)
+	}
+	if f.Restored {
+		flag(flagRestore)
 	}
 	if f.Pinned {
 		flag(flagPinned)
@@ -241,6 +248,8 @@ func parseFlags(s string) (BeatFlags, string) {
 			f.Synced = true
 		case name == flagFresh:
 			f.Fresh = true
+		case name == flagRestore:
+			f.Restored = true
 		}
 		if !found {
 			return f, ""

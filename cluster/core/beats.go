@@ -27,6 +27,7 @@ type peer struct {
 	pinned    bool
 	pinnedAge time.Duration
 	fresh     bool   // active that started empty and has fed no standby yet
+	restored  bool   // started from its data directory, not synced or active since
 	base, top uint64 // its state's newest token when it became active, and now
 	news      bool   // heard since this node's pause began (see maybeResume)
 	version   int    // the peer messages it speaks (proto.PeerVersion); 0 until heard
@@ -79,7 +80,7 @@ func (c *Core) beat(now time.Time) proto.Beat {
 		Token:  c.eng.HighWater(),
 		Seq:    c.seq,
 		Active: c.active,
-		Flags:  proto.BeatFlags{Sticky: c.sticky, Synced: c.synced, Fresh: c.role == Active && c.fresh, Top: c.top},
+		Flags:  proto.BeatFlags{Sticky: c.sticky, Synced: c.synced, Fresh: c.role == Active && c.fresh, Top: c.top, Restored: c.disk.restored},
 	}
 	b.Flags.Version = proto.PeerVersion
 	if c.role == Active {
@@ -115,6 +116,7 @@ func (c *Core) HeardBeat(now time.Time, addr string, bt proto.Beat) {
 	f := bt.Flags
 	p.sticky, p.synced, p.fresh, p.pinned, p.pinnedAge = f.Sticky, f.Synced, f.Fresh, f.Pinned, f.PinnedAge
 	p.base, p.top = f.Base, f.Top
+	p.restored = f.Restored
 	p.version = max(f.Version, 1)
 	if bt.Role == string(Active) && bt.Self == c.active {
 		c.activeISR = f.InSync

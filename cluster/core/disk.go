@@ -66,6 +66,9 @@ type disk struct {
 	top     uint64 // the high-water mark last logged
 	buf     []byte
 
+	// restored: this node started from the state Recover read back and
+	// has neither synced nor been active since (a beat flag).
+	restored bool
 	// Recovery: what Recover read back.
 	recovered bool
 	maxToken  uint64
@@ -266,6 +269,7 @@ func (c *Core) Recovered(now time.Time) int {
 		// The state read back is this node's as the cluster left it:
 		// it is not an empty node.
 		c.synced = true
+		d.restored = c.role != Active
 	}
 	if c.role == Active {
 		c.eng.Succeed(now)
@@ -307,4 +311,19 @@ func checkDisk(cfg Config, out Out) (DiskOut, error) {
 		return nil, fmt.Errorf("core: Config.Durable with an Out (%T) that does not log", out)
 	}
 	return d, nil
+}
+
+// stateAge is how recent a node's state is, to choose who serves first
+// when a node restored from its data directory is a candidate: the newest
+// token of its state, then its position.
+type stateAge struct {
+	restored bool
+	top, seq uint64
+}
+
+func (c *Core) stateAge() stateAge { return stateAge{c.disk.restored, c.top, c.seq} }
+
+// newer reports whether a is more recent than b.
+func (a stateAge) newer(b stateAge) bool {
+	return a.top > b.top || a.top == b.top && a.seq > b.seq
 }

@@ -399,6 +399,7 @@ func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error 
 		f.syncing = false
 		f.live = true
 		c.synced = true
+		c.disk.restored = false
 		f.ackDue = true // acknowledge the snapshot at once, even an empty one
 		c.logState(now)
 		c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())

@@ -231,12 +231,30 @@ func (c *Core) candidate(now time.Time) string {
 		idx            int
 		synced, sticky bool
 		inSync         bool // the last active waited for its acknowledgements
+		state          stateAge
 	}
 	isr := func(addr string) bool { return slices.Contains(c.activeISR, addr) }
-	cs := []cand{{c.self, c.selfIdx, c.synced, c.sticky, isr(c.self)}}
+	cs := []cand{{c.self, c.selfIdx, c.synced, c.sticky, isr(c.self), c.stateAge()}}
 	for _, p := range c.peers {
 		if p.alive(now, c.cfg.FailureTimeout) {
-			cs = append(cs, cand{p.addr, p.idx, p.synced, p.sticky, isr(p.addr)})
+			cs = append(cs, cand{p.addr, p.idx, p.synced, p.sticky, isr(p.addr), stateAge{p.restored, p.top, p.seq}})
+		}
+	}
+	if !slices.ContainsFunc(cs, func(x cand) bool { return x.inSync && x.synced && !x.sticky }) {
+		// No standby holds every answer of the last active, and a node
+		// restored from its data directory is among the candidates (a
+		// restart of the whole cluster, or of a node while no active
+		// runs): the most recent state serves first, whatever the
+		// priority, so that no state a client was told of is replaced
+		// by an older one (disk.go).
+		best := -1
+		for i, x := range cs {
+			if x.synced && !x.sticky && (best < 0 || x.state.newer(cs[best].state) || !cs[best].state.newer(x.state) && x.idx < cs[best].idx) {
+				best = i
+			}
+		}
+		if best >= 0 && slices.ContainsFunc(cs, func(x cand) bool { return x.state.restored }) {
+			return cs[best].addr
 		}
 	}
 	if !c.deferSince.IsZero() && now.Sub(c.deferSince) >= c.cfg.FailureTimeout {
@@ -302,6 +320,7 @@ func (c *Core) promote(now time.Time, reason string) {
 	c.pausedSince = time.Time{}
 	c.fresh = !c.synced
 	c.synced = true
+	c.disk.restored = false
 	c.expectInSync(now)
 	c.log.Info("promoted", "self", c.self, "reason", reason, "holders", c.eng.Held(), "token_floor", c.eng.HighWater())
 	c.queueGhosts(now)
