@@ -43,7 +43,7 @@ type BeatFlags struct {
 	// Restored: the node started from the state of its data directory
 	// and has neither synced from an active nor been one since.
 	Restored bool
-	Pinned bool // active by a handoff asked for by command
+	Pinned   bool // active by a handoff asked for by command
 	// PinnedAge, with Pinned, is how long ago the role was pinned. It is a
 	// duration rather than a time because the peers' clocks differ; it
 	// travels in whole milliseconds.
