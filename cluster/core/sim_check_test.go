@@ -398,6 +398,9 @@ func (s *sim) wipeCheck(n *simNode) {
 	if n.core == nil || !n.core.Synced() {
 		return // n held nothing: it wipes nothing
 	}
+	if n.disk != nil {
+		return // its data directory holds the state: nothing is wiped
+	}
 	for _, m := range s.nodes {
 		if m != n && m.state != nodeCrashed && m.core.Synced() {
 			return

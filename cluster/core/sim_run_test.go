@@ -74,7 +74,7 @@ func runSeeds(first, n uint64, planted string, stopAtFirst bool) []string {
 
 // simulate runs one seed and returns a report of its failure, or "".
 func simulate(seed uint64, planted string) (report string) {
-	s := newSim(seed, simOptions{planted: planted})
+	s := newSim(seed, simOptions{planted: planted, disk: diskSeed(seed)})
 	defer func() {
 		for _, n := range s.nodes {
 			if n.core != nil {

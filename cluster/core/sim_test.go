@@ -49,6 +49,7 @@ type simConfig struct {
 	faults    int           // how many faults to inject
 	calm      bool          // only graceful faults: SIGINT and handoffs
 	async     bool          // asynchronous replication
+	disk      bool          // every node has a data directory (sim_disk_test.go)
 	maxSkew   time.Duration
 	heartbeat time.Duration
 	failure   time.Duration
@@ -124,6 +125,7 @@ type sim struct {
 	lastToken map[int]uint64 // per node incarnation: its last token
 	activity  []activeSpan   // when each node served as active
 	faulty    bool           // a fault that is not graceful happened
+	exempted  string         // the rule that set faulty without a fault, if any
 	quietAt   time.Duration  // everything healed from here on
 
 	// wipes counts the moments every node that held the lock state lost
@@ -191,6 +193,7 @@ type simNode struct {
 	// crashOnGrant: the node dies right after it next answers a grant;
 	// what it wrote to its standbys meanwhile never arrives.
 	crashOnGrant bool
+	disk         *simDisk // its data directory, kept across restarts
 }
 
 type connKind uint8
@@ -238,10 +241,12 @@ type simOptions struct {
 	planted string
 	script  []simFault
 	cfg     func(*simConfig)
+	disk    bool // every node has a data directory
 }
 
 func newSim(seed uint64, o simOptions) *sim {
 	cfg := simConfigFor(seed)
+	cfg.disk = cfg.disk || o.disk
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -370,6 +375,7 @@ func (n *simNode) boot(addrs []string) {
 		FailureTimeout: s.cfg.failure,
 		HandoffTimeout: s.cfg.handoff,
 		Async:          s.cfg.async,
+		Durable:        s.cfg.disk,
 		Engine:         engine.Config{MaxEpochAhead: time.Minute},
 		Logger:         slog.New(&traceHandler{s: s, node: n.idx}),
 	}, (*simOut)(n), n.clock())
@@ -380,6 +386,7 @@ func (n *simNode) boot(addrs []string) {
 		unplant(n.core)
 	}
 	n.core = c
+	n.recoverDisk()
 	plant(c, s.planted)
 	s.logf("node %d boots (incarnation %d)", n.idx, n.gen)
 	n.wake()
@@ -433,6 +440,7 @@ func (n *simNode) after() {
 			s.activity = append(s.activity, activeSpan{node: n.idx, from: s.now})
 			s.logf("node %d active", n.idx)
 			s.checkAcked(n)
+			s.checkEmptyPromotion(n)
 		} else {
 			for i := range s.activity {
 				if s.activity[i].node == n.idx && s.activity[i].till == 0 {
@@ -458,6 +466,7 @@ func (n *simNode) exit(why string) {
 	s.logf("node %d exits: %s", n.idx, why)
 	n.state = nodeCrashed
 	n.gen++
+	n.diskExit(why)
 	s.wipeCheck(n)
 	if n.wasActv {
 		for i := range s.activity {
