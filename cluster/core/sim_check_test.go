@@ -252,6 +252,16 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		if c.busy && c.op == 'A' && c.id == c.xID && a.Key == c.key {
 			c.acqAnswer = a.Kind // the withdrawn acquire's own answer
 		}
+		if !c.busy && a.Kind == proto.KindMoved && a.Key == c.xKey {
+			// The X itself redirected: the node gave the role up after
+			// it answered the acquire (a parked X, replayed as M).
+			c.withdrawing = false
+			c.target = s.byAddr(a.Fields[0])
+			conn.close(0, "moved")
+			c.conn = nil
+			c.later()
+			return
+		}
 	}
 	if !c.busy || a.Key != c.key {
 		s.fail("%s: answer %q matches no request (outstanding %q)", c.name(), strings.TrimSpace(string(line)), c.req)

@@ -61,8 +61,38 @@ func (c *Core) emit(cn *conn, a answer, b []byte) bool {
 	if len(cn.held) == 0 {
 		c.holding = append(c.holding, cn)
 	}
-	cn.held = append(cn.held, heldAnswer{need: c.seq, needLog: c.disk.n, since: c.lastEvent, line: heldLine{a, slices.Clone(b)}})
+	cn.held = append(cn.held, heldAnswer{need: c.seq, needLog: c.disk.n, since: c.lastEvent, line: heldLine{a, cn.holdLine(b)}})
 	return true
+}
+
+// holdLine keeps a copy of b, an answer held, in cn's buffer of held
+// lines: a buffer reused once every held answer is written costs no
+// allocation per answer.
+func (cn *conn) holdLine(b []byte) []byte {
+	start := len(cn.heldBuf)
+	cn.heldBuf = append(cn.heldBuf, b...)
+	return cn.heldBuf[start:len(cn.heldBuf):len(cn.heldBuf)]
+}
+
+// compactHeld moves the lines still held to the front of the buffer once
+// the written ones take more than half of it, so that a connection whose
+// answers never all catch up does not grow it without bound.
+func (cn *conn) compactHeld() {
+	used := 0
+	for _, h := range cn.held {
+		used += len(h.line.line)
+	}
+	if used > len(cn.heldBuf)/2 {
+		return
+	}
+	buf := cn.heldBuf[:0]
+	for j := range cn.held {
+		l := cn.held[j].line.line
+		start := len(buf)
+		buf = append(buf, l...) // moves down: l starts at or after start
+		cn.held[j].line.line = buf[start:len(buf):len(buf)]
+	}
+	cn.heldBuf = buf
 }
 
 // sendNow writes b at once, behind the answers held on cn if any.
@@ -217,12 +247,16 @@ func (c *Core) release(ok func(heldAnswer) bool) {
 			h := cn.held[i].line
 			c.write(cn.id, h.a, h.line)
 		}
-		cn.held = cn.held[i:]
-		if len(cn.held) > 0 {
-			keep = append(keep, cn)
-		} else {
-			cn.held = nil
+		if i == len(cn.held) {
+			clear(cn.held)
+			cn.held, cn.heldBuf = cn.held[:0], cn.heldBuf[:0]
+			continue
 		}
+		cn.held = cn.held[i:]
+		if i > 0 {
+			cn.compactHeld()
+		}
+		keep = append(keep, cn)
 	}
 	clear(c.holding[len(keep):])
 	c.holding = keep
