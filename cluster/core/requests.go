@@ -24,7 +24,7 @@ type conn struct {
 	// held are answers waiting for the standbys' acknowledgements
 	// (synchronous replication), in the order they are to be written.
 	held     []heldAnswer
-	heldBuf  []byte // the bytes of held's lines, reused once all are written
+	heldBuf  []byte              // the bytes of held's lines, reused once all are written
 	refs     map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
 	refsPeak int                 // the most refs has held since it was made
 	watches  map[string]struct{} // the keys this connection watches (L)
