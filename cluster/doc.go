@@ -42,7 +42,10 @@
 // every standby in sync has applied it, so a crash of the active loses
 // nothing a client was told while one of those standbys lives; with
 // --replication async, or an active with no standby in sync (degraded),
-// the last answers can be lost with the node that made them. Promotion is
+// the last answers can be lost with the node that made them. With
+// --data-dir every change is also in a write-ahead log before it is
+// answered (durable.go, package cluster/wal), so a restart, of one node
+// or of all, keeps the locks. Promotion is
 // not consensus: during a partition two nodes can grant the same key, and
 // the side that yields loses the grants it made meanwhile. Tokens stay
 // strictly increasing across all of it (see package engine), so a resource

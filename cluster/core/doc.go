@@ -35,6 +35,8 @@
 //	StreamEnded(now, target, err)      it ended
 //	Answered(now, id, answer, err)     the answer to an Ask (a take-back, or C)
 //	Shutdown(now)                      stop gracefully: hand off first
+//	Recover(now, at, rec), Recovered   with a data directory: its records, read back before serving
+//	Logged(now, n)                     the first n records logged are on disk (disk.go)
 //
 // # Actions (methods of Out)
 //
@@ -54,6 +56,8 @@
 //	StreamReply(target, line)          write on that stream (O, after a handoff)
 //	Ask(id, peer, line, timeout)       a request on a connection of its own (C, H takeback)
 //	Stopped()                          a shutdown may complete
+//	Log(at, rec)                       with Config.Durable (a DiskOut): append rec to the
+//	                                   write-ahead log; answers that depend on it wait for Logged
 //
 // The shell counts requests, their outcomes and the limits hit from what
 // each Send says, never from its bytes. A new kind of answer is a new
