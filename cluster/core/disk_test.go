@@ -177,3 +177,21 @@ func TestDiskSnapshot(t *testing.T) {
 		t.Fatalf("seq %d, want %d", r.Seq(), c.Seq())
 	}
 }
+
+// An answer that waits only for a slow disk sets no deadline: the node
+// does not wake in a loop while the fsync takes long.
+func TestDiskSlowFsyncNoBusyWake(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	c, out := diskNode(t, now)
+	c.ConnOpened(now, 1, "127.0.0.1:9")
+	request(t, c, now, 1, "A deploy 30 0")
+	later := now.Add(10 * time.Second)
+	c.Tick(later)
+	if w := c.NextWake(); !w.After(later) {
+		t.Fatalf("next wake %s, not after now %s, while only the disk is waited for", w, later)
+	}
+	c.Logged(later, uint64(len(out.logged)))
+	if len(out.sent) != 1 {
+		t.Fatalf("sent %q", out.sent)
+	}
+}

@@ -302,11 +302,23 @@ func (c *Core) warnDegraded(now time.Time) {
 func (c *Core) heldDeadline() (time.Time, bool) {
 	var oldest time.Time
 	for _, cn := range c.holding {
-		if len(cn.held) > 0 && (oldest.IsZero() || cn.held[0].since.Before(oldest)) {
-			oldest = cn.held[0].since
+		for _, h := range cn.held {
+			if !c.waitsForStandbys(h) {
+				continue // only for the disk: no standby to drop, no deadline
+			}
+			if oldest.IsZero() || h.since.Before(oldest) {
+				oldest = h.since
+			}
+			break
 		}
 	}
 	return oldest.Add(c.cfg.SyncTimeout), !oldest.IsZero()
+}
+
+// waitsForStandbys reports whether h waits for a standby's
+// acknowledgement, not only for the disk.
+func (c *Core) waitsForStandbys(h heldAnswer) bool {
+	return !c.cfg.Async && len(c.peers) > 0 && h.need > c.committed
 }
 
 // checkHeld drops from the standbys in sync those an answer has waited
