@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -176,5 +177,45 @@ func TestDiskSnapshotRestart(t *testing.T) {
 		} else {
 			w.expect(fmt.Sprintf(`Q k%d %s .*`, i, toks[i]))
 		}
+	}
+}
+
+// A torn tail (a crash in the middle of a write) is cut off at start: the
+// node serves from the last good record.
+func TestDiskTornTailStarts(t *testing.T) {
+	dir := t.TempDir() + "/data"
+	addr := freeAddrs(t, 1)[0]
+	a := startNodeWith(t, addr, nil, withDisk(dir, wal.Batch))
+	w := dialWire(t, addr)
+	w.send("A deploy 30 0")
+	tok := w.expect(`A deploy (\d+)`)[1]
+	a.crash()
+	segs, _ := filepath.Glob(dir + "/log-*")
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
+	}
+	f, err := os.OpenFile(segs[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(wal.AppendFrame(nil, 1, []byte("G deploy 1 30"))[:9]) // cut short
+	f.Close()
+	startNodeWith(t, addr, nil, withDisk(dir, wal.Batch))
+	w = dialWire(t, addr)
+	w.send("Q deploy")
+	w.expect(`Q deploy ` + tok + ` .*`)
+}
+
+// A corrupt snapshot refuses to start, naming the file.
+func TestDiskCorruptSnapshotRefused(t *testing.T) {
+	dir := t.TempDir() + "/data"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "snap-0000000000000001")
+	os.WriteFile(name, []byte("not a snapshot"), 0o600)
+	_, err := New(Config{Listen: freeAddrs(t, 1)[0], DataDir: dir})
+	if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "move it out of") {
+		t.Fatalf("New on a corrupt snapshot: %v", err)
 	}
 }
