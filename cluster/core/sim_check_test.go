@@ -252,14 +252,12 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		if c.busy && c.op == 'A' && c.id == c.xID && a.Key == c.key {
 			c.acqAnswer = a.Kind // the withdrawn acquire's own answer
 		}
-		if !c.busy && a.Kind == proto.KindMoved && a.Key == c.xKey {
-			// The X itself redirected: the node gave the role up after
-			// it answered the acquire (a parked X, replayed as M).
+		if c.acqAnswer != 0 && a.Kind == proto.KindMoved && a.Key == c.xKey && !(c.busy && c.op == 'A' && c.id == c.xID) {
+			// The X itself redirected after its acquire was answered
+			// (a parked X, replayed as M once the node gave the role
+			// up): answers keep their order, so it comes before the
+			// answer of any request sent after it.
 			c.withdrawing = false
-			c.target = s.byAddr(a.Fields[0])
-			conn.close(0, "moved")
-			c.conn = nil
-			c.later()
 			return
 		}
 	}
