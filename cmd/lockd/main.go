@@ -83,6 +83,7 @@ hands the role to the next node before exiting.
 Examples:
    lockd
    lockd --listen 127.0.0.1:7171
+   lockd --data-dir /var/lib/lockd
    lockd --listen 10.0.0.1:7070 --peers 10.0.0.1:7070,10.0.0.2:7070,10.0.0.3:7070
 
 Beyond loopback, clients must prove who they are: start with --secret-file
