@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Mode is when Sync makes what it writes durable.
@@ -139,6 +140,7 @@ type Log struct {
 	spare   []byte // the buffer Sync swaps with pending
 	written uint64 // frames made durable (or written, in mode Never)
 	closed  bool
+	fsyncs  atomic.Uint64
 }
 
 // Open locks and opens the data directory dir, creating it (0700) if
@@ -444,8 +446,12 @@ func (l *Log) writeSync(b []byte) error {
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("cannot fsync the log %s: %v; check the disk", l.f.Name(), err)
 	}
+	l.fsyncs.Add(1)
 	return nil
 }
+
+// Fsyncs is how many fsyncs of the log Sync has made.
+func (l *Log) Fsyncs() uint64 { return l.fsyncs.Load() }
 
 // Close writes nothing more and releases the directory.
 func (l *Log) Close() error {
