@@ -57,7 +57,9 @@ func (c *statusCommand) Command() *cli.Command {
 			"Its role is then what its peers say of it, \"down\" when they cannot reach it\n" +
 			"either, or \"unresponsive\" when it took lockctl's connection and said\n" +
 			"nothing for --failure-timeout (frozen or overloaded): such a node is never\n" +
-			"shown active, although its peers name it so until their own failure timeout.\n\n" +
+			"shown active, although its peers name it so until their own failure timeout.\n" +
+			"The summary line and -o wide's DURABILITY say what each node keeps across a\n" +
+			"restart: memory, or its --data-dir's fsync mode (fsync=batch).\n\n" +
 			"--check makes status a health check for CI and monitors: it exits 1, naming\n" +
 			"each problem on stderr, when a node is down or unreachable, a standby is more\n" +
 			"than --max-lag changes behind, no node is active, or several are, or the\n" +
