@@ -80,7 +80,7 @@ type Config struct {
 	MaxTotalWatches int
 	// Durable logs every change to a data directory before answering
 	// what depends on it (disk.go): Out must then be a DiskOut.
-	// Durability is how the node says so in its status ("disk fsync=batch").
+	// Durability is how the node says so in its status ("disk:batch").
 	Durable    bool
 	Durability string
 	Logger     *slog.Logger

@@ -301,6 +301,9 @@ func (c *Core) warnDegraded(now time.Time) {
 // heldDeadline is when the oldest held answer times out.
 func (c *Core) heldDeadline() (time.Time, bool) {
 	var oldest time.Time
+	if c.cfg.Async || len(c.peers) == 0 {
+		return oldest, false // answers wait for the disk only
+	}
 	for _, cn := range c.holding {
 		for _, h := range cn.held {
 			if !c.waitsForStandbys(h) {
