@@ -39,8 +39,10 @@ type durable struct {
 	failed  chan struct{}
 	err     error
 	flushes flushList
-	// snapshotting is guarded by n.mu.
+	// snapshotting and inBatch (a batch of requests is being applied:
+	// its records wake the syncer once, at its end) are guarded by n.mu.
 	snapshotting bool
+	inBatch      bool
 	snapAfter    int64
 }
 
@@ -85,9 +87,36 @@ func (o *shellOut) Log(at time.Time, rec []byte) {
 		return
 	}
 	d.log.Append(at.UnixNano(), rec)
+	if !d.inBatch {
+		d.kick()
+	}
+}
+
+// kick wakes the syncer.
+func (d *durable) kick() {
 	select {
 	case d.wake <- struct{}{}:
 	default:
+	}
+}
+
+// batchLogged runs as a batch of requests has been applied, under the
+// mutex: the syncer is woken once for everything it logged. Woken by its
+// first record instead, an idle syncer would fsync that record alone and
+// leave the rest of the batch to the next fsync.
+func (n *Node) batchLogged() {
+	if d := n.disk; d != nil {
+		d.inBatch = false
+		if d.log.Pending() {
+			d.kick()
+		}
+	}
+}
+
+// batchStarts says a batch of requests is being applied (n.mu is held).
+func (n *Node) batchStarts() {
+	if d := n.disk; d != nil {
+		d.inBatch = true
 	}
 }
 

@@ -23,6 +23,8 @@ func (n *Node) apply(c *conn, batch []item) {
 	if c.gone {
 		return
 	}
+	n.batchStarts()
+	defer n.batchLogged()
 	// Answers for other connections are written by c's reader after the
 	// batch (direct.go), if it asked to.
 	n.direct = c.direct
@@ -87,12 +89,14 @@ func (n *Node) apply(c *conn, batch []item) {
 				n.scanning = nil
 				n.rearmLocked()
 				n.direct = nil
+				n.batchLogged()
 				n.mu.Unlock()
 				// The answers c's reader held back (direct.go) go before a
 				// scan that may wait for others'.
 				c.writeHeld()
 				n.scanKeys(c)
 				n.mu.Lock()
+				n.batchStarts()
 				if c.gone {
 					return
 				}
