@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"math"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -89,16 +88,9 @@ type WaiterInfo struct {
 	ID       string // the id its acquire carried, "" when none
 }
 
-// Inspect returns every holder of key, in grant order (which is token
-// order), and its waiters in queue order. A key neither held nor waited
-// on has neither.
-func (e *Engine) Inspect(now time.Time, key string) (hs []Holder, ws []WaiterInfo) {
-	hs, ws, _ = e.InspectN(now, key, math.MaxInt)
-	return hs, ws
-}
-
-// InspectN is Inspect listing the first n waiters at most, and counting
-// them all: a Q answer lists some, and a key with 100k waiters would
+// InspectN returns every holder of key, in grant order (which is token
+// order), and its first n waiters in queue order, counting them all; a
+// key neither held nor waited on has neither. n bounds the copy: a Q answer lists some, and a key with 100k waiters would
 // otherwise copy them all at each Q.
 func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []WaiterInfo, nwait int) {
 	ks := e.lookup(key)
@@ -158,26 +150,6 @@ func (e *Engine) WaiterID(w Waiter) string {
 // holderInfo lists h, a holder of ks, as of nanos.
 func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
 	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id}
-}
-
-// Keys returns the keys held or waited on that match, sorted, at most
-// limit of them, with the total number that matched. It visits and sorts
-// every key in one call, which takes tens of milliseconds with a million
-// keys; Scan visits them a slice at a time.
-func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
-	var out []string
-	total := 0
-	for _, ks := range e.all.all {
-		if k := ks.key; match(k) {
-			total++
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, total
 }
 
 // Stats counts the keys held or waited on, and the waiters.
@@ -277,18 +249,15 @@ func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
 	return out
 }
 
-// ApplyHeld records that token holds key, whose limit is limit (0 is
+// ApplyHeldID records that token holds key, whose limit is limit (0 is
 // taken as 1), with leaseLeft to run, as replicated from the active. It
 // updates the lease of the holder with token if key has one (tokens are
 // unique), else adds it. The active's word is the last: key takes limit,
 // and if key has no room for token, the holders with the lowest tokens
 // (the one holder of a lock) give way, as they must have gone on the
 // active.
-func (e *Engine) ApplyHeld(now time.Time, key string, limit int, token uint64, leaseLeft time.Duration) {
-	e.ApplyHeldID(now, key, limit, token, leaseLeft, "")
-}
-
-// ApplyHeldID is ApplyHeld for a holder whose acquire carried id.
+//
+// id is the holder's acquire id ("" for none).
 func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64, leaseLeft time.Duration, id string) {
 	if token > e.seen {
 		e.seen = token

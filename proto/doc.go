@@ -227,7 +227,7 @@
 //	A builds 60 0 limit=2
 //	A builds 7360982537641984004
 //	A builds 60 0 limit=3
-//	E builds A: limit mismatch: key "builds" allows 2 holders; this acquire asked for 3: use the same --limit as the others
+//	E builds A: limit mismatch: key "builds" allows 2 holders; this acquire asked for 3: every acquire of it must ask for that limit
 //
 //	$ nc 127.0.0.1 7071
 //	A deploy 30 10
@@ -243,7 +243,7 @@
 //	A report 30 - ref=4
 //	T report ref=4
 //	A report 30 - limit=2 ref=5
-//	E report A: ref=5 limit mismatch: key "report" allows 1 holder; this acquire asked for 2: use the same --limit as the others
+//	E report A: ref=5 limit mismatch: key "report" allows 1 holder; this acquire asked for 2: every acquire of it must ask for that limit
 //
 // # X: withdraw
 //

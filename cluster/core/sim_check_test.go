@@ -522,7 +522,7 @@ func holdersOf(n *simNode) []string {
 
 // holds reports whether token holds key on n now.
 func (n *simNode) holds(key string, token uint64) bool {
-	hs, _ := n.core.Engine().Inspect(n.clock(), key)
+	hs, _, _ := n.core.Engine().InspectN(n.clock(), key, 0)
 	for _, h := range hs {
 		if h.Token == token {
 			return true
