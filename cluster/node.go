@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,8 +12,6 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
-	"github.com/lockd-io/lockd/engine"
-	"github.com/lockd-io/lockd/proto"
 )
 
 // Role is what a node does in the cluster (see package core).
@@ -27,46 +24,6 @@ const (
 	Active     = core.Active
 	HandingOff = core.HandingOff
 )
-
-// Defaults of Config.
-const (
-	DefaultListen         = "127.0.0.1:7070"
-	DefaultHeartbeat      = core.DefaultHeartbeat
-	DefaultFailureTimeout = core.DefaultFailureTimeout
-	// maxStreamBuffer bounds a replication stream's backlog: live
-	// records for a standby that fell this far behind are dropped with
-	// the stream, and it syncs again. A snapshot is sent a slice at a
-	// time as the standby reads it, so it never needs this much.
-	maxStreamBuffer = 256 << 20
-	// maxScans bounds the key listings (K) that run at once; more wait
-	// their turn.
-	maxScans = 1
-)
-
-// Config describes one node.
-type Config struct {
-	Listen         string        // address to listen on
-	Advertise      string        // this node as written in Peers; default Listen
-	Peers          []string      // every node in priority order; empty for a single node
-	Heartbeat      time.Duration // interval between heartbeats to each peer
-	FailureTimeout time.Duration // a peer silent this long is down
-	// Async answers before any standby applied the change (--replication
-	// async); the default waits for the standbys in sync.
-	Async bool
-	// SyncTimeout bounds how long an answer waits for a standby before
-	// the standby is dropped from the ones answers wait for; 0: half the
-	// failure timeout.
-	SyncTimeout time.Duration
-	// MaxWatches bounds the keys one connection watches, MaxTotalWatches
-	// the watches of the node; 0 takes the defaults (core.DefaultMaxWatches,
-	// core.DefaultMaxTotalWatches).
-	MaxWatches      int
-	MaxTotalWatches int
-	Engine          engine.Config // lock limits
-	Security        Security      // TLS, secrets
-	Limits          Limits        // connections and buffers
-	Logger          *slog.Logger
-}
 
 // Node is one running lockd: the shell around a core.Core that owns the
 // listener, the connections, the peer links and the goroutines, feeds the
@@ -321,64 +278,6 @@ func (n *Node) drain() {
 			n.log.Info("closing client connections after the handoff", "self", n.self, "still_open", open, "active", to)
 			return
 		}
-	}
-}
-
-func (n *Node) acceptLoop() {
-	defer n.wg.Done()
-	for {
-		nc, err := n.ln.Accept()
-		if err != nil {
-			if n.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			n.log.Warn("accept failed", "err", err.Error())
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-		}
-		n.mu.Lock()
-		if n.closing {
-			n.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		n.nextConnID++
-		c := newConn(n, n.nextConnID, nc)
-		// At the limit, make room by closing the oldest connection that
-		// has not proven who it is: a flood of strangers must not lock
-		// out the clients and peers that authenticate.
-		evicted := len(n.conns)-n.evicting >= n.cfg.Limits.MaxConns && n.evictUnauthLocked()
-		if evicted {
-			n.limitHit(limMaxConns)
-		}
-		if why, hit := n.connLimitLocked(c.ip, evicted); why != "" {
-			n.mu.Unlock()
-			n.limitHit(hit)
-			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
-			if n.tlsConfig == nil {
-				// A fresh socket's buffer takes one line without blocking.
-				nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-				nc.Write(proto.AppendError(nil, proto.WordNone, '?', why))
-			}
-			nc.Close()
-			continue
-		}
-		c.tls = n.tlsConfig != nil
-		n.conns[c.id] = c
-		n.perIP[c.ip]++
-		if !c.authed.Load() {
-			n.unauth.push(c)
-			c.authTimer = time.AfterFunc(n.cfg.Limits.AuthTimeout, c.authTimeout)
-		}
-		n.core.ConnOpened(n.now(), core.ConnID(c.id), c.remote)
-		// Added under the mutex, before shutdown (which sets closing
-		// under it) can start waiting. The reader starts the writer.
-		n.wg.Add(1)
-		n.mu.Unlock()
-		go c.readLoop()
 	}
 }
 
