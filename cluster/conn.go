@@ -39,7 +39,7 @@ type conn struct {
 	// timer that closes it at --auth-timeout.
 	strangerPrev, strangerNext *conn
 	authTimer                  *time.Timer
-	// For metrics (metrics.go): peer, it carries peer messages, not
+	// For metrics (stats.go): peer, it carries peer messages, not
 	// client requests; pending, its client requests not answered at once.
 	peer    bool
 	pending map[string]pendingQueue

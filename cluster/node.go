@@ -62,7 +62,7 @@ type Node struct {
 	evicting   int            // evicted connections not dropped yet
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
-	stats      shellStats       // what the shell counts (metrics.go)
+	stats      shellStats       // what the shell counts (stats.go)
 	follow     *followStream    // the replication stream this node reads, if any
 	closing    bool             // the listener is closing: refuse new connections
 	// connGone, when not nil, is closed when a connection is dropped
