@@ -1,8 +1,6 @@
 package cluster
 
-import (
-	"github.com/lockd-io/lockd/proto"
-)
+import "github.com/lockd-io/lockd/proto"
 
 // ReadyMaxLag is how many replication records a standby may be behind
 // the active, as of the active's last heartbeat answer, and still be

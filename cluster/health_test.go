@@ -1,8 +1,6 @@
 package cluster
 
-import (
-	"testing"
-)
+import "testing"
 
 // TestHealthReady covers the readiness rules.
 func TestHealthReady(t *testing.T) {
