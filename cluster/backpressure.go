@@ -84,7 +84,7 @@ func (c *conn) wakeDrained() {
 
 // drainedLocked returns the channel the next wakeDrained closes, made
 // now if none is: most connections never wait for room, and a channel
-// each was 96 bytes of every idle connection. c.outMu is held.
+// made for each would weigh on every idle connection. c.outMu is held.
 func (c *conn) drainedLocked() chan struct{} {
 	if c.drained == nil {
 		c.drained = make(chan struct{})

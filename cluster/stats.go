@@ -142,8 +142,8 @@ type shellStats struct {
 // waiting acquire, or a request held back during a handoff. It is its op
 // in the top 8 bits, and below them when the node took it up, in
 // nanoseconds since Node.base modulo 2^56 (2.2 years: a wait is shorter,
-// and since is computed modulo the same). 8 bytes a waiter, where its
-// key and a time.Time beside its op took 48. The key is its queue's.
+// and since is computed modulo the same): one word a waiter, as a
+// node may hold many. The key is its queue's.
 type pendingReq uint64
 
 const pendingAtMask = 1<<56 - 1
