@@ -74,3 +74,10 @@ type peerAuthError struct{ err error }
 func (e *peerAuthError) Error() string { return e.err.Error() }
 
 func (e *peerAuthError) Unwrap() error { return e.err }
+
+// isAuthErr reports whether a dial failed past TCP: in TLS or the peer
+// secret, which is a configuration to fix rather than a node down.
+func isAuthErr(err error) bool {
+	var pe *peerAuthError
+	return errors.As(err, &pe)
+}
