@@ -3,7 +3,6 @@ package cluster
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"io"
 	"sync"
 
@@ -217,16 +216,6 @@ func putBatch(bb *batchBuf) {
 	if bb != nil && cap(bb.items) <= maxBatch {
 		batches.Put(bb)
 	}
-}
-
-// readBound returns the bound err reports, if it is one.
-func readBound(err error) (errReadBound, bool) {
-	if err == nil {
-		return errReadBound{}, false
-	}
-	var bound errReadBound
-	ok := errors.As(err, &bound)
-	return bound, ok
 }
 
 // outBufSize is the size of an output buffer of the pool: the answers to

@@ -115,3 +115,13 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// readBound returns the bound err reports, if it is one.
+func readBound(err error) (errReadBound, bool) {
+	if err == nil {
+		return errReadBound{}, false
+	}
+	var bound errReadBound
+	ok := errors.As(err, &bound)
+	return bound, ok
+}
