@@ -135,12 +135,8 @@ func New(cfg Config) (*Node, error) {
 	for _, p := range c.Peers() {
 		n.links[p] = newLink(n, p)
 	}
-	if cfg.Heartbeat <= 0 {
-		n.cfg.Heartbeat = DefaultHeartbeat
-	}
-	if cfg.FailureTimeout <= 0 {
-		n.cfg.FailureTimeout = DefaultFailureTimeout
-	}
+	// The shell's timers run on the core's timings, defaults filled in.
+	n.cfg.Heartbeat, n.cfg.FailureTimeout = c.Config().Heartbeat, c.Config().FailureTimeout
 	return n, nil
 }
 

@@ -30,9 +30,19 @@ import (
 // that are not answered at once are remembered, so the common path costs
 // a few comparisons and increments.
 
+// The client requests counted, by op; their labels are proto's names
+// for them, and one more label counts lines that were no request.
+var countedOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth, proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch}
+
 // Labels of the requests by op and outcome.
 var (
-	opNames      = [...]string{"acquire", "release", "renew", "queue", "keys", "status", "handoff", "auth", "withdraw", "watch", "unwatch", "invalid"}
+	opNames = func() (n [len(countedOps) + 1]string) {
+		for i, op := range countedOps {
+			n[i] = op.Name()
+		}
+		n[len(countedOps)] = "invalid"
+		return n
+	}()
 	outcomeNames = [...]string{"granted", "timeout", "ok", "notheld", "moved", "error", "cancelled"}
 )
 
@@ -58,7 +68,7 @@ var opIndex = func() (t [256]int8) {
 	for i := range t {
 		t[i] = int8(numOps - 1) // invalid: no request, or an unknown op
 	}
-	for i, op := range []proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth, proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch} {
+	for i, op := range countedOps {
 		t[op] = int8(i)
 	}
 	for _, op := range []proto.Op{proto.OpBeat, proto.OpSync, proto.OpResolve, proto.RecTakeover} {

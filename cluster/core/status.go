@@ -10,6 +10,9 @@ import (
 // Self is this node's address as written in --peers.
 func (c *Core) Self() string { return c.self }
 
+// Config is the configuration the core runs with, defaults filled in.
+func (c *Core) Config() Config { return c.cfg }
+
 // Role is this node's role now.
 func (c *Core) Role() Role { return c.role }
 

@@ -723,10 +723,3 @@ func unavailable(addrs []string, last error) error {
 	}
 	return fmt.Errorf("%w: tried %s (%w); %s", ErrUnavailable, strings.Join(addrs, ", "), last, hint)
 }
-
-func (c *Client) noteErr(cn *conn, err error) {
-	c.mu.Lock()
-	cn.lastErr = err
-	c.lastErr = err
-	c.mu.Unlock()
-}
