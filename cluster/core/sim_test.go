@@ -132,6 +132,16 @@ type sim struct {
 	wipes      int
 	grantWipes map[uint64]int
 
+	// FIFO across failover (sim_fifo_test.go): what each standby was
+	// told of the waiters, what each new active owes, and the id of the
+	// last acquire that came on each client connection.
+	fifoShadows    map[int]fifoShadow
+	fifoEpochs     map[int]*fifoEpoch
+	fifoConnAcq    map[*simConn]string
+	fifoPromotions int // promotions that kept two places or more
+	fifoMembers    int // waiters that came back for their places in time
+	fifoKept       int // grants after a waiter queued ahead that came back too
+
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
 	commandHandoffs int
 	handoffAnswers  []string // "asked-at answer" of every lockctl handoff
@@ -363,6 +373,8 @@ func (n *simNode) boot(addrs []string) {
 	n.asks = make(map[*simConn]uint64)
 	n.follow, n.stream, n.stopping, n.frozenQ, n.wasActv = "", nil, false, nil, false
 	n.wakeAt, n.dialing = -1, false
+	s.fifoForget(n)
+	s.fifoDemoted(n)
 	c, err := New(Config{
 		Self:           n.addr,
 		Peers:          addrs,
@@ -433,6 +445,7 @@ func (n *simNode) after() {
 			s.activity = append(s.activity, activeSpan{node: n.idx, from: s.now})
 			s.logf("node %d active", n.idx)
 			s.checkAcked(n)
+			s.fifoPromoted(n)
 		} else {
 			for i := range s.activity {
 				if s.activity[i].node == n.idx && s.activity[i].till == 0 {
@@ -440,6 +453,7 @@ func (n *simNode) after() {
 				}
 			}
 			s.logf("node %d no longer active (%s)", n.idx, n.core.Role())
+			s.fifoDemoted(n)
 		}
 		n.wasActv = active
 	}
@@ -500,6 +514,9 @@ func (o *simOut) Send(s Send) bool {
 	}
 	if c.kind == kindClient {
 		n.s.checkSend(n, s)
+		if s.Op == proto.OpAcquire && s.Outcome != NoOutcome {
+			n.s.fifoAnswered(n, c, s.Outcome)
+		}
 	}
 	lines := splitLines(b)
 	for _, l := range lines {
@@ -734,6 +751,9 @@ func (c *simConn) toServer(line []byte) {
 				srv.sendSnapshot(c)
 				return
 			}
+			if c.kind == kindClient && req.Op == proto.OpAcquire {
+				s.fifoArrived(srv, c, req)
+			}
 			srv.core.Request(srv.clock(), c.srvID, req)
 		})
 	})
@@ -804,6 +824,7 @@ func (c *simConn) peerClosed(side int, why string) {
 		if srv.gen == c.gen {
 			srv.do(func() {
 				delete(srv.conns, c.srvID)
+				s.fifoClosed(srv, c)
 				srv.core.ConnClosed(srv.clock(), c.srvID)
 			})
 		}
@@ -925,6 +946,7 @@ func (n *simNode) syncFollow() {
 				c.close(0, "no longer following")
 				return
 			}
+			s.fifoForget(n) // the snapshot lists the waiters again
 			n.stream = c
 			if !c.open || c.closed[0] {
 				// It closed while this node was frozen, before anyone
@@ -948,6 +970,7 @@ func (n *simNode) syncFollow() {
 						n.endStream(c, target, err)
 						return
 					}
+					s.fifoRecord(n, a)
 					if ack := n.core.StreamAck(target); ack != nil {
 						c.toServer(ack)
 					}
