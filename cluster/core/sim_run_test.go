@@ -160,7 +160,7 @@ func TestSimulatorCatchesPlantedBugs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("make test runs it without the race detector, with the full seed budget")
 	}
-	for _, bug := range []string{"low-priority-stays", "no-epoch-bump", "acquire-ids-ignored"} {
+	for _, bug := range []string{"low-priority-stays", "no-epoch-bump", "acquire-ids-ignored", "no-waiter-places"} {
 		t.Run(bug, func(t *testing.T) {
 			// Up to 5000 seeds, or the budget asked for if larger: the
 			// run stops at the first seed that catches the bug (no-epoch-
@@ -173,6 +173,10 @@ func TestSimulatorCatchesPlantedBugs(t *testing.T) {
 				t.Fatalf("the simulator did not catch the planted bug %q in %d seeds", bug, n)
 			}
 			first, _, _ := strings.Cut(failed[0], "\n")
+			if bug == "no-waiter-places" && !strings.Contains(first, "FIFO across failover") {
+				// Only the FIFO invariant sees a queue reshuffled.
+				t.Fatalf("the planted bug %q was caught by another invariant: %s", bug, first)
+			}
 			t.Logf("caught: %s", first)
 		})
 	}
