@@ -138,9 +138,10 @@ type sim struct {
 	fifoShadows    map[int]fifoShadow
 	fifoEpochs     map[int]*fifoEpoch
 	fifoConnAcq    map[*simConn]string
-	fifoPromotions int // promotions that kept two places or more
-	fifoMembers    int // waiters that came back for their places in time
-	fifoKept       int // grants after a waiter queued ahead that came back too
+	fifoPromotions int      // promotions that kept two places or more
+	fifoMembers    int      // waiters that came back for their places in time
+	fifoKept       int      // grants after a waiter queued ahead that came back too
+	fifoGrants     []string // the ids scripted waiters were granted, in order
 
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
 	commandHandoffs int
