@@ -27,15 +27,17 @@ package core
 //     grace: the place at the head is kept free for b meanwhile. So the
 //     checker holds the promise for every J the successor applied, acked
 //     or not.
-//   - Only under synchronous replication and while every fault so far
-//     was one that loses nothing (s.faulty, as for mutual exclusion): in
-//     async mode, and after a partition or a shutdown without a handoff,
-//     two nodes may serve at once and a waiter's state on one is unknown
-//     to the other. A wiped state is exempt by construction: a restarted
-//     node applied no records, so it keeps no places. A frozen active is
-//     a failover like a crash to its standbys; when it thaws and yields,
-//     its waiters are moved (M) long after the grace, so they join the
-//     tail, and nothing is promised of them.
+//   - While every fault so far was one that loses nothing (s.faulty, as
+//     for mutual exclusion): a kill -9 or a freeze of the active under
+//     synchronous replication, and every graceful move (SIGINT, lockctl
+//     handoff) in either mode, which is what lockd promises. After a crash
+//     in async mode, a partition, or a shutdown without a handoff, two
+//     nodes may serve at once, or the successor may have missed records
+//     it would need, and nothing is promised. A wiped state is exempt by
+//     construction: a restarted node applied no records, so it keeps no
+//     places. A frozen active is a failover like a crash to its standbys;
+//     when it thaws and yields, its waiters are moved (M) long after the
+//     grace, so they join the tail, and nothing is promised of them.
 //   - Margins of a millisecond on the grace and on the waits keep the
 //     checker from judging instants where the engine's own deadlines fall.
 
@@ -85,7 +87,7 @@ func (s *sim) fifoGrace() time.Duration {
 }
 
 // fifoChecked reports whether the promise applies to the run now.
-func (s *sim) fifoChecked() bool { return !s.cfg.async && !s.faulty }
+func (s *sim) fifoChecked() bool { return !s.faulty }
 
 // fifoRecord updates n's shadow after it applied a record.
 func (s *sim) fifoRecord(n *simNode, a proto.Answer) {
