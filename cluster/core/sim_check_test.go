@@ -16,7 +16,10 @@ package core
 //
 // While no fault but SIGINT and lockctl handoff has happened (graceful
 // handoffs, which must lose nothing):
-//   - no two clients hold the same key at once (mutual exclusion).
+//   - no two clients hold the same key at once (mutual exclusion);
+//   - waiters that a new active was told of, and that come back to it
+//     within the grace, are granted in their order (FIFO across failover
+//     and handoff, sim_fifo_test.go).
 // With asynchronous replication, a crash loses what was not streamed yet,
 // so mutual exclusion is not checked after one. Nor is it checked between
 // a grant and one made after every node that held the lock state lost its

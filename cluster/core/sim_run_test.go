@@ -164,7 +164,7 @@ func TestSimulatorCatchesPlantedBugs(t *testing.T) {
 		t.Run(bug, func(t *testing.T) {
 			// Up to 5000 seeds, or the budget asked for if larger: the
 			// run stops at the first seed that catches the bug (no-epoch-
-			// bump needs about 2500 since standbys follow a handed-off
+			// bump needs the most, since standbys follow a handed-off
 			// role at once), so a caught bug costs only its seeds.
 			_, n := simSeeds()
 			n = max(n, 5000)
