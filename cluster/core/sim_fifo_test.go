@@ -259,7 +259,7 @@ func (s *sim) fifoClosed(n *simNode, c *simConn) {
 
 // holdsID reports whether the acquire with id holds key on n now.
 func (n *simNode) holdsID(key, id string) bool {
-	hs, _ := n.core.Engine().Inspect(n.clock(), key)
+	hs, _, _ := n.core.Engine().InspectN(n.clock(), key, 0)
 	for _, h := range hs {
 		if h.ID == id {
 			return true
