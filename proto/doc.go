@@ -535,7 +535,10 @@
 // was wrong (the op, the key, the lease, the wait, the token, the number
 // of arguments, the length of the line). They are not part of the
 // contract; a client shows them and does not parse them. After an E the
-// connection stays usable.
+// connection stays usable. On a node that requires authentication, a line
+// that cannot be read, sent before the connection proved a role, is
+// answered with key - and words that quote nothing it sent: a stranger
+// gets no echo of its own bytes.
 //
 //	$ nc 127.0.0.1 7070
 //	a deploy 30 10
