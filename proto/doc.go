@@ -537,8 +537,8 @@
 // contract; a client shows them and does not parse them. After an E the
 // connection stays usable. On a node that requires authentication, a line
 // that cannot be read, sent before the connection proved a role, is
-// answered with key - and words that quote nothing it sent: a stranger
-// gets no echo of its own bytes.
+// answered with key - in place of its key, which may be a secret typed in
+// the wrong place ("i SECRET"); so is an I line whose key is no role.
 //
 //	$ nc 127.0.0.1 7070
 //	a deploy 30 10
