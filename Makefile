@@ -121,6 +121,13 @@ LOADGEN ?=
 bench-compare:
 	BASE="$(BASE)" LOADGEN="$(LOADGEN)" ./scripts/bench-compare.sh
 
+# bench-syscalls counts the server's system calls per lock cycle (perf's
+# syscalls:sys_enter_* tracepoints) for lockd from BASE and from the
+# working tree, on the same three rows; needs perf and loadgen.
+.PHONY: bench-syscalls
+bench-syscalls:
+	BASE="$(or $(BASE),HEAD~1)" LOADGEN="$(LOADGEN)" ./scripts/syscalls-per-cycle.sh
+
 # bench-e2e starts a node on a spare port and runs lockctl bench against it,
 # in both client modes, 200 workers.
 BENCH_ADDR ?= 127.0.0.1:7199

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"io"
 	"sync"
 
@@ -12,8 +11,8 @@ import (
 
 // A connection's buffers are taken only while it has something to read
 // or to write, from pools the node's connections share: an idle
-// connection holds none. With a buffer of each kind kept per connection,
-// 10,000 idle clients held 80 MB of read buffers alone.
+// connection holds none. A buffer of each kind kept per connection would
+// be most of what an idle client costs the node.
 
 // readBufSize is a read buffer's size: room for the longest line and
 // more, as bufio's was.
@@ -192,13 +191,12 @@ type batchBuf struct{ items []item }
 var batches = sync.Pool{New: func() any { return &batchBuf{items: make([]item, 0, 16)} }}
 
 // appendParsed appends line, parsed, to batch, whose array grows by
-// doubling to maxBatch items at most: append's own growth made arrays of
-// 159 and 320 items, and one larger than a full batch does not go back
-// to batches (putBatch), so a pipelining client's reader grew a new one
-// at every connection (100 connections of 1,000 acquires: 7 MB of
-// garbage). Not inlined: a request is 112 bytes, and the copies
-// proto.Parse's result went through in conn.serve's frame stayed on the
-// stack of every reader blocked in a read (rest.go).
+// doubling to maxBatch items at most: append's own growth overshoots
+// maxBatch, and an array larger than a full batch does not go back to
+// batches (putBatch), so a pipelining client's reader would grow a new
+// one for every full batch. Not inlined: a parsed request is large, and
+// the copies of proto.Parse's result would sit in conn.serve's frame, on
+// the stack of every reader blocked in a read (rest.go).
 //
 //go:noinline
 func appendParsed(batch []item, line []byte) []item {
@@ -220,16 +218,6 @@ func putBatch(bb *batchBuf) {
 	}
 }
 
-// readBound returns the bound err reports, if it is one.
-func readBound(err error) (errReadBound, bool) {
-	if err == nil {
-		return errReadBound{}, false
-	}
-	var bound errReadBound
-	ok := errors.As(err, &bound)
-	return bound, ok
-}
-
 // outBufSize is the size of an output buffer of the pool: the answers to
 // a full batch of requests (maxBatch) fit.
 const outBufSize = 8 << 10
@@ -241,8 +229,8 @@ func outBuf() []byte { return outBufs.Get().(*[outBufSize]byte)[:0] }
 
 // idleOut gives c's output buffers back to the pool once it has nothing
 // queued nor being written. A buffer that grew past the pool's size
-// stays, as it did before the pool: the connection that needed it is a
-// busy one. c.outMu is held.
+// stays with its connection: the connection that needed it is a busy
+// one. c.outMu is held.
 func (c *conn) idleOut() {
 	if len(c.out) > 0 || c.writing {
 		return

@@ -26,16 +26,16 @@ import (
 // non-blocking write(2): what the socket does not take at once is left
 // to the connection's writer goroutine, so a client that does not read
 // never blocks the goroutine of another. Over TLS every answer goes
-// through the writer goroutine as before (a TLS record cannot be written
-// in part and resumed by another goroutine).
+// through the writer goroutine (a TLS record cannot be written in part
+// and resumed by another goroutine).
 //
 // Raw reads and writes. On Linux a plain TCP connection's reads and the
 // direct writes are raw read(2) and write(2) on the non-blocking socket
 // (rawio_linux.go: the reader's push), waiting on Go's poller as
-// net.Conn does but without the scheduler's syscall entry and exit: on the 2-core benchmark
-// machine that bookkeeping woke the scheduler's monitor thread after
-// every idle spell and handed Ps between threads during slow loopback
-// writes, and cost more than lockd's own work per request.
+// net.Conn does but without the scheduler's syscall entry and exit: that
+// bookkeeping wakes the scheduler's monitor thread after every idle
+// spell and hands Ps between threads during slow loopback writes, and on
+// a small machine costs more than lockd's own work per request.
 
 // flushList collects, while a batch is applied under the node mutex, the
 // connections whose answers the applying goroutine writes after it.

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,9 +12,6 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
-	"github.com/lockd-io/lockd/cluster/wal"
-	"github.com/lockd-io/lockd/engine"
-	"github.com/lockd-io/lockd/proto"
 )
 
 // Role is what a node does in the cluster (see package core).
@@ -28,53 +24,6 @@ const (
 	Active     = core.Active
 	HandingOff = core.HandingOff
 )
-
-// Defaults of Config.
-const (
-	DefaultListen         = "127.0.0.1:7070"
-	DefaultHeartbeat      = core.DefaultHeartbeat
-	DefaultFailureTimeout = core.DefaultFailureTimeout
-	// maxStreamBuffer bounds a replication stream's backlog: live
-	// records for a standby that fell this far behind are dropped with
-	// the stream, and it syncs again. A snapshot is sent a slice at a
-	// time as the standby reads it, so it never needs this much.
-	maxStreamBuffer = 256 << 20
-	// maxScans bounds the key listings (K) that run at once; more wait
-	// their turn.
-	maxScans = 1
-)
-
-// Config describes one node.
-type Config struct {
-	Listen         string        // address to listen on
-	Advertise      string        // this node as written in Peers; default Listen
-	Peers          []string      // every node in priority order; empty for a single node
-	Heartbeat      time.Duration // interval between heartbeats to each peer
-	FailureTimeout time.Duration // a peer silent this long is down
-	// Async answers before any standby applied the change (--replication
-	// async); the default waits for the standbys in sync.
-	Async bool
-	// SyncTimeout bounds how long an answer waits for a standby before
-	// the standby is dropped from the ones answers wait for; 0: half the
-	// failure timeout.
-	SyncTimeout time.Duration
-	// MaxWatches bounds the keys one connection watches, MaxTotalWatches
-	// the watches of the node; 0 takes the defaults (core.DefaultMaxWatches,
-	// core.DefaultMaxTotalWatches).
-	MaxWatches      int
-	MaxTotalWatches int
-	Engine          engine.Config // lock limits
-	// DataDir, when set, keeps the lock state across restarts in a
-	// write-ahead log there (durable.go); Fsync says when it is fsynced,
-	// SnapshotAfter how much log a snapshot is taken after (0: the
-	// default).
-	DataDir       string
-	Fsync         wal.Mode
-	SnapshotAfter int64
-	Security      Security // TLS, secrets
-	Limits        Limits   // connections and buffers
-	Logger        *slog.Logger
-}
 
 // Node is one running lockd: the shell around a core.Core that owns the
 // listener, the connections, the peer links and the goroutines, feeds the
@@ -113,7 +62,7 @@ type Node struct {
 	evicting   int            // evicted connections not dropped yet
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
-	stats      shellStats       // what the shell counts (metrics.go)
+	stats      shellStats       // what the shell counts (stats.go)
 	follow     *followStream    // the replication stream this node reads, if any
 	closing    bool             // the listener is closing: refuse new connections
 	// connGone, when not nil, is closed when a connection is dropped
@@ -190,12 +139,8 @@ func New(cfg Config) (*Node, error) {
 	for _, p := range c.Peers() {
 		n.links[p] = newLink(n, p)
 	}
-	if cfg.Heartbeat <= 0 {
-		n.cfg.Heartbeat = DefaultHeartbeat
-	}
-	if cfg.FailureTimeout <= 0 {
-		n.cfg.FailureTimeout = DefaultFailureTimeout
-	}
+	// The shell's timers run on the core's timings, defaults filled in.
+	n.cfg.Heartbeat, n.cfg.FailureTimeout = c.Config().Heartbeat, c.Config().FailureTimeout
 	if cfg.DataDir != "" {
 		if err := n.openDisk(); err != nil {
 			return nil, err
@@ -351,64 +296,6 @@ func (n *Node) drain() {
 	}
 }
 
-func (n *Node) acceptLoop() {
-	defer n.wg.Done()
-	for {
-		nc, err := n.ln.Accept()
-		if err != nil {
-			if n.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			n.log.Warn("accept failed", "err", err.Error())
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-		}
-		n.mu.Lock()
-		if n.closing {
-			n.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		n.nextConnID++
-		c := newConn(n, n.nextConnID, nc)
-		// At the limit, make room by closing the oldest connection that
-		// has not proven who it is: a flood of strangers must not lock
-		// out the clients and peers that authenticate.
-		evicted := len(n.conns)-n.evicting >= n.cfg.Limits.MaxConns && n.evictUnauthLocked()
-		if evicted {
-			n.limitHit(limMaxConns)
-		}
-		if why, hit := n.connLimitLocked(c.ip, evicted); why != "" {
-			n.mu.Unlock()
-			n.limitHit(hit)
-			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
-			if n.tlsConfig == nil {
-				// A fresh socket's buffer takes one line without blocking.
-				nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-				nc.Write(proto.AppendError(nil, proto.WordNone, '?', why))
-			}
-			nc.Close()
-			continue
-		}
-		c.tls = n.tlsConfig != nil
-		n.conns[c.id] = c
-		n.perIP[c.ip]++
-		if !c.authed.Load() {
-			n.unauth.push(c)
-			c.authTimer = time.AfterFunc(n.cfg.Limits.AuthTimeout, c.authTimeout)
-		}
-		n.core.ConnOpened(n.now(), core.ConnID(c.id), c.remote)
-		// Added under the mutex, before shutdown (which sets closing
-		// under it) can start waiting. The reader starts the writer.
-		n.wg.Add(1)
-		n.mu.Unlock()
-		go c.readLoop()
-	}
-}
-
 // timerLoop ticks the core when it asked to be woken.
 func (n *Node) timerLoop() {
 	defer n.wg.Done()
@@ -437,94 +324,4 @@ func (n *Node) rearmLocked() {
 	}
 	n.armedAt = w
 	n.timer.Reset(max(w.Sub(n.now()), 0))
-}
-
-// shellOut carries the core's actions out (core.Out). Its methods run
-// under n.mu, from inside a core call.
-type shellOut Node
-
-func (o *shellOut) Send(s core.Send) bool {
-	n := (*Node)(o)
-	c := n.conns[uint64(s.Conn)]
-	if c == nil {
-		return false
-	}
-	n.countAnswer(c, &s)
-	return c.queue(s.Line, n.direct)
-}
-
-// Scan has the key listing of id scanned by the reader that applies its
-// request when the request is being applied, so that it is answered
-// before the requests that follow it; otherwise (a listing held back
-// during a handoff) by a goroutine of its own.
-func (o *shellOut) Scan(id core.ConnID) {
-	n := (*Node)(o)
-	c := n.conns[uint64(id)]
-	if c == nil {
-		return
-	}
-	if n.stats.cur.c == c {
-		n.scanning = c
-		return
-	}
-	if n.ctx == nil {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		n.scanKeys(c)
-	}()
-}
-
-func (o *shellOut) Close(id core.ConnID) {
-	if c := (*Node)(o).conns[uint64(id)]; c != nil {
-		c.flushAndClose()
-	}
-}
-
-func (o *shellOut) Beat(peer string, b []byte) {
-	if l := (*Node)(o).links[peer]; l != nil {
-		l.queue(b)
-	}
-}
-
-func (o *shellOut) Follow(target string) {
-	n := (*Node)(o)
-	if f := n.follow; f != nil {
-		if f.target == target {
-			return
-		}
-		f.stop()
-		n.follow = nil
-	}
-	if target != "" && n.ctx != nil {
-		n.follow = newFollowStream(n, target)
-		n.wg.Add(1)
-		go n.follow.run()
-	}
-}
-
-func (o *shellOut) StreamReply(target string, b []byte) {
-	n := (*Node)(o)
-	if f := n.follow; f != nil && f.target == target {
-		if n.playing(faultLoseTakeover) {
-			f.stop()
-			return
-		}
-		f.reply(b)
-	}
-}
-
-func (o *shellOut) Ask(id uint64, peer string, b []byte, timeout time.Duration) {
-	n := (*Node)(o)
-	if n.ctx == nil {
-		return
-	}
-	n.wg.Add(1)
-	go n.ask(id, peer, b, timeout)
-}
-
-func (o *shellOut) Stopped() {
-	close((*Node)(o).stopped)
 }

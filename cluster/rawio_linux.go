@@ -29,8 +29,8 @@ func rawRead(fd uintptr, b []byte) (int, error) { return rawRW(syscall.SYS_READ,
 // rawWrite is write(2) on a non-blocking socket without telling the
 // scheduler: it cannot block, and entering a syscall the scheduler's way
 // wakes its monitor thread when the process was idle and lets it hand
-// the P to another thread when the write is slow, which on the 2-core
-// benchmark machine costs more than the write itself.
+// the P to another thread when the write is slow, which on a small
+// machine costs more than the write itself.
 func rawWrite(fd uintptr, b []byte) (int, error) { return rawRW(syscall.SYS_WRITE, fd, b) }
 
 // rawRW makes the read or write system call trap on fd with b, again
@@ -57,8 +57,8 @@ func rawRW(trap, fd uintptr, b []byte) (int, error) {
 // poller at once, where a reader that returns from RawRead must read
 // once more and see EAGAIN first: each new RawRead call forgets the
 // readiness the poller noted before it. For a client that sends a
-// request and waits for its answer that empty read was one system call
-// in three. After a read of several requests the reader reads again
+// request and waits for its answer that empty read would be a third of
+// its system calls. After a read of several requests the reader reads again
 // first: a pipelining client has most often sent more meanwhile, and a
 // read is cheaper than going to sleep and being woken; the answers of
 // such reads go out together, in one write before the reader waits

@@ -8,12 +8,12 @@ import (
 )
 
 // A connection's reader applies its requests itself, deep in the core
-// and the engine, and its goroutine's stack grows to 4 or 8 KB doing
-// it; Go shrinks a stack only during a collection, and an idle node
-// collects nothing. So a reader that has been idle for restAfter, with
-// nothing buffered, goes on in a new goroutine, whose stack starts at
-// the smallest size (see below), and the old one ends (readOn). An idle
-// connection then holds one 2 KB stack (and no writer: writer.go).
+// and the engine, and its goroutine's stack grows doing it; Go shrinks a
+// stack only during a collection, and an idle node collects nothing. So
+// a reader that has been idle for restAfter, with nothing buffered, goes
+// on in a new goroutine, whose stack starts at the smallest size (see
+// below), and the old one ends (readOn). An idle connection then holds
+// one smallest stack (and no writer: writer.go).
 //
 // The cost is one timer per restAfter per connection that was active in
 // it (the read deadline, armed lazily, as the bounds are), and one new
@@ -78,15 +78,13 @@ func (d *deadlineReader) restDue(now time.Time) bool {
 // The reader blocks in a read with conn.serve's frame on its stack, and
 // the runtime starts a goroutine (a rested reader's among them) with a
 // stack the size of what the goroutines it last scanned used on average,
-// plus a guard, rounded up to a power of two. serve's frame held 744
-// bytes of locals, which made that 4 KB once no idle writer goroutines
-// (writer.go) brought the average down: a rested reader held 4 KB where
-// 2 KB do. So what serve does for a line (appendParsed, buffers.go) and
-// its rare ends are functions of their own, as is the timeout handling
-// of deadlineReader.Read: serve keeps 168 bytes, a blocked reader's stack
-// leaves the start at 2 KB, and applying a request grows fewer readers'
-// stacks past 4 KB (2,000 connections after one acquire and release:
-// 8.2 KB of stack a reader before, 4.3 to 5.5 KB after).
+// plus a guard, rounded up to a power of two. With no idle writer
+// goroutines (writer.go) to bring that average down, a large serve frame
+// would double the stack of every rested reader. So what serve does for
+// a line (appendParsed, buffers.go) and its rare ends are functions of
+// their own, as is the timeout handling of deadlineReader.Read: serve's
+// frame stays small, a blocked reader's stack leaves the start at the
+// smallest size, and applying a request grows fewer readers' stacks.
 
 // closeLineTooLong ends c, whose client sent a line longer than the
 // grammar allows.

@@ -14,21 +14,20 @@ import (
 // quarter of a peak of at least trimMin, it runs one collection and
 // returns the free room to the OS (debug.FreeOSMemory), on its own
 // goroutine, once per such fall: never on a request's path. A plain
-// runtime.GC was not enough: measured, the runtime's background
-// scavenger returned nothing of 40 MB freed within 20 s. The engine has
+// runtime.GC is not enough: the runtime's background scavenger returns
+// freed memory to the OS too slowly to count on. The engine has
 // shrunk its index, key list, heaps and maps by then (engine's shrink),
 // so what goes is most of what the keys took.
 //
 // Idle connections leave memory behind the same way: a reader that rests
-// (rest.go) frees the stack it grew applying requests, 4 or 8 KB where
-// its successor holds 2, and the runtime keeps it. After 5,000
-// connections each made an acquire and a release and went idle, that was
-// 3.9 KB a connection of RSS, beside the 5 KB the connections took. So
-// once at least trimRests readers have rested since the last trim and a
-// tick passes with none resting (the wave is over), trimLoop returns the
-// free room to the OS too: a collection per thousand readers rested at
-// most, none while a wave of rests goes on, and none within restAfter of
-// the last.
+// (rest.go) frees the stack it grew applying requests, larger than its
+// successor's, and the runtime keeps it: after a wave of connections
+// that each made a request and went idle, those stacks nearly double
+// what the idle connections hold. So once at least trimRests readers
+// have rested since the last trim and a tick passes with none resting
+// (the wave is over), trimLoop returns the free room to the OS too: a
+// collection per trimRests readers rested at most, none while a wave of
+// rests goes on, and none within restAfter of the last.
 const (
 	trimEvery = 250 * time.Millisecond
 	trimMin   = 100_000

@@ -4,10 +4,10 @@ package cluster
 // nobody else writes.
 //
 // Most answers are written by the goroutine that applied the batch which
-// produced them (direct.go), so a writer per connection, started on
-// accept and blocked for good, was idle on almost every connection: its
-// goroutine and 2 KB stack were a third of what an idle connection cost.
-// A connection's writer is started when an answer must be written
+// produced them (direct.go), so a writer kept for every connection would
+// be idle on almost all of them, and its goroutine and stack a large part
+// of what an idle connection costs. A connection's writer is started
+// when an answer must be written
 // asynchronously: a direct write the socket did not take whole, an
 // answer produced outside any batch (a lease that ends, a grant it
 // causes), every answer of a TLS connection, and the close of the

@@ -379,7 +379,7 @@ func New(cfg Config, now time.Time) *Engine {
 // Config returns the limits in force.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Acquire asks for one of the limit places of key on behalf of w: limit
+// AcquireID asks for one of the limit places of key on behalf of w: limit
 // is how many may hold key at once, 1 (or 0) for a lock. If the key has
 // fewer holders than its limit, the grant is appended to out at once;
 // otherwise w joins the tail of the key's queue and is answered by a
@@ -388,12 +388,9 @@ func (e *Engine) Config() Config { return e.cfg }
 // The first acquire of a key sets its limit; while the key is held or
 // waited on, an acquire with another limit is refused with
 // ErrLimitMismatch.
-func (e *Engine) Acquire(now time.Time, key string, limit int, lease, wait time.Duration, w Waiter, out []Event) ([]Event, error) {
-	return e.AcquireID(now, key, limit, lease, wait, "", w, out)
-}
-
-// AcquireID is Acquire for an acquire that carries id, the client's name
-// for it, so that re-sending it is safe: while a holder of key got its
+//
+// id is the client's name for the acquire ("" for none), so that
+// re-sending it is safe: while a holder of key got its
 // place with id, the acquire answers that grant again (a Granted event
 // for w with the holder's token, its lease renewed to lease from now)
 // instead of queueing behind it; while a waiter of key waits with id, w
@@ -437,7 +434,7 @@ func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.
 		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
 	}
 	if ks.limit() != limit {
-		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: use the same --limit as the others", ErrLimitMismatch, key, pluralHolders(ks.limit()), limit)
+		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: every acquire of it must ask for that limit", ErrLimitMismatch, key, pluralHolders(ks.limit()), limit)
 	}
 	nanos := now.UnixNano()
 	if id != "" {

@@ -218,12 +218,12 @@ func TestSemaphoreLimitMismatch(t *testing.T) {
 		limit int
 		msg   string
 	}{
-		{"k", 2, `limit mismatch: key "k" allows 3 holders; this acquire asked for 2: use the same --limit as the others`},
-		{"k", 1, `limit mismatch: key "k" allows 3 holders; this acquire asked for 1: use the same --limit as the others`},
-		{"k", 0, `limit mismatch: key "k" allows 3 holders; this acquire asked for 1: use the same --limit as the others`},
-		{"k", 4, `limit mismatch: key "k" allows 3 holders; this acquire asked for 4: use the same --limit as the others`},
+		{"k", 2, `limit mismatch: key "k" allows 3 holders; this acquire asked for 2: every acquire of it must ask for that limit`},
+		{"k", 1, `limit mismatch: key "k" allows 3 holders; this acquire asked for 1: every acquire of it must ask for that limit`},
+		{"k", 0, `limit mismatch: key "k" allows 3 holders; this acquire asked for 1: every acquire of it must ask for that limit`},
+		{"k", 4, `limit mismatch: key "k" allows 3 holders; this acquire asked for 4: every acquire of it must ask for that limit`},
 		// The lock's queue is full: the mismatch is said first.
-		{"lock", 2, `limit mismatch: key "lock" allows 1 holder; this acquire asked for 2: use the same --limit as the others`},
+		{"lock", 2, `limit mismatch: key "lock" allows 1 holder; this acquire asked for 2: every acquire of it must ask for that limit`},
 	} {
 		out, err := e.Acquire(t0, c.key, c.limit, time.Minute, 0, wtr(9), nil)
 		if !errors.Is(err, ErrLimitMismatch) || err.Error() != c.msg {

@@ -227,7 +227,7 @@
 //	A builds 60 0 limit=2
 //	A builds 7360982537641984004
 //	A builds 60 0 limit=3
-//	E builds A: limit mismatch: key "builds" allows 2 holders; this acquire asked for 3: use the same --limit as the others
+//	E builds A: limit mismatch: key "builds" allows 2 holders; this acquire asked for 3: every acquire of it must ask for that limit
 //
 //	$ nc 127.0.0.1 7071
 //	A deploy 30 10
@@ -243,7 +243,7 @@
 //	A report 30 - ref=4
 //	T report ref=4
 //	A report 30 - limit=2 ref=5
-//	E report A: ref=5 limit mismatch: key "report" allows 1 holder; this acquire asked for 2: use the same --limit as the others
+//	E report A: ref=5 limit mismatch: key "report" allows 1 holder; this acquire asked for 2: every acquire of it must ask for that limit
 //
 // # X: withdraw
 //
@@ -538,7 +538,10 @@
 // was wrong (the op, the key, the lease, the wait, the token, the number
 // of arguments, the length of the line). They are not part of the
 // contract; a client shows them and does not parse them. After an E the
-// connection stays usable.
+// connection stays usable. On a node that requires authentication, a line
+// that cannot be read, sent before the connection proved a role, is
+// answered with key - in place of its key, which may be a secret typed in
+// the wrong place ("i SECRET"); so is an I line whose key is no role.
 //
 //	$ nc 127.0.0.1 7070
 //	a deploy 30 10

@@ -100,6 +100,36 @@ const (
 	WordNone    = "-"
 )
 
+// Name is a client request's op in words ("acquire", "release", ...),
+// as errors and metrics name it; "" for an op that is no client request.
+func (o Op) Name() string {
+	switch o {
+	case OpAcquire:
+		return "acquire"
+	case OpRelease:
+		return "release"
+	case OpRenew:
+		return "renew"
+	case OpQueue:
+		return "queue"
+	case OpKeys:
+		return "keys"
+	case OpStatus:
+		return "status"
+	case OpHandoff:
+		return "handoff"
+	case OpAuth:
+		return "auth"
+	case OpWithdraw:
+		return "withdraw"
+	case OpWatch:
+		return "watch"
+	case OpUnwatch:
+		return "unwatch"
+	}
+	return ""
+}
+
 func (o Op) String() string {
 	if o >= 'A' && o <= 'Z' {
 		return string(rune(o))

@@ -409,3 +409,22 @@ func TestParseRefAllocatesNothing(t *testing.T) {
 		t.Errorf("Parse allocates %v times with a ref, %v without", with, without)
 	}
 }
+
+func TestOpNames(t *testing.T) {
+	seen := map[string]Op{}
+	for _, op := range []Op{OpAcquire, OpRelease, OpRenew, OpQueue, OpKeys, OpStatus, OpHandoff, OpAuth, OpWithdraw, OpWatch, OpUnwatch} {
+		n := op.Name()
+		if n == "" {
+			t.Errorf("%s: no name", op)
+		}
+		if o, dup := seen[n]; dup {
+			t.Errorf("%s and %s are both named %q", o, op, n)
+		}
+		seen[n] = op
+	}
+	for _, op := range []Op{OpBeat, OpSync, OpApplied, KindMoved, 0} {
+		if n := op.Name(); n != "" {
+			t.Errorf("%s is no client request, named %q", op, n)
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 type testCase struct {
 	name string
 	// rule is the sentence the case proves, quoted from where it is
-	// written (SPEC.md, WIRE.md, proto/client's documentation).
+	// written (SPEC.md, the protocol in proto/doc.go, proto/client's documentation).
 	rule string
 	// source says where rule is written.
 	source string
@@ -29,7 +29,7 @@ const (
 	fromSpec   = "SPEC.md Part 1, Client behaviour"
 	fromSpecP3 = "SPEC.md Part 3"
 	fromGo     = "the Go client (proto/client)"
-	fromWire   = "WIRE.md"
+	fromWire   = "proto/doc.go"
 )
 
 // ms is a duration as a driver's _ms field.

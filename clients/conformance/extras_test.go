@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Cases of the client API beyond SPEC.md Part 1 ("Holding a lock from a
-// program", WIRE.md): a client without it answers "unsupported" and the
+// Cases of the client API beyond SPEC.md Part 1 (proto/doc.go: try-lock,
+// refs, withdraw, watch): a client without it answers "unsupported" and the
 // case is skipped as such.
 
 func holderTokens(r res) []string {
@@ -27,7 +27,7 @@ func init() {
 var extraCases = []testCase{
 	{
 		name:   "try_lock",
-		source: fromWire + " 1",
+		source: fromWire + ", A: acquire",
 		rule:   "Try-lock. `A key lease - [limit=N] [id=ID] [ref=R]`: a wait of `-` never queues. Answer at once: `A key token` (granted) or `T key` (held by others).",
 		run: func(t *testing.T, d *driver) {
 			try := map[string]any{"cmd": "try", "key": "try", "lease_ms": 10000}
@@ -71,7 +71,7 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "same_key_ref",
-		source: fromWire + " 2",
+		source: fromWire + ", Pipelining and matching answers",
 		rule:   "Official clients put ref= on every acquire, so one client's acquires of one key from different threads never wait on each other's answers.",
 		run: func(t *testing.T, d *driver) {
 			n := startScripted(t)
@@ -97,7 +97,7 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "withdraw_on_cancel",
-		source: fromWire + " 3",
+		source: fromWire + ", X: withdraw",
 		rule:   "Official clients send X whenever an acquire they sent is abandoned (ctx/abort/cancel).",
 		run: func(t *testing.T, d *driver) {
 			c := acquireCmd("wd", 10*time.Second, 0)
@@ -200,7 +200,7 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "watch",
-		source: fromWire + " 4",
+		source: fromWire + ", L: watch, U: unwatch",
 		rule:   "`L key` subscribes the connection to key. Answered at once with `L key BODY` ... and again with `L key BODY` after every change of the key's holders or waiters.",
 		run: func(t *testing.T, d *driver) {
 			// On the wire: L, its answers as events, U; after a drop, L
@@ -267,7 +267,7 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "watch_follows_moved",
-		source: fromWire + " 4",
+		source: fromWire + ", L: watch, U: unwatch",
 		rule:   "Client rule: an `M key addr` that matches no outstanding request while the connection watches key moves the watch; whenever a client follows an M for key it also re-subscribes its watch of key there.",
 		run: func(t *testing.T, d *driver) {
 			a, b := startScripted(t), startScripted(t)
@@ -293,7 +293,7 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "watch_follows_failover",
-		source: fromWire + " 4",
+		source: fromWire + ", L: watch, U: unwatch",
 		rule:   "A client re-subscribes at addr (or on another connection after a drop) and delivers the current state first.",
 		run: func(t *testing.T, d *driver) {
 			c := startCluster(t)

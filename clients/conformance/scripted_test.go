@@ -58,7 +58,7 @@ func (l line) arg(name string) string {
 	return ""
 }
 
-// ref is the suffix that echoes the line's ref= (WIRE.md 2), "" when none.
+// ref is the suffix that echoes the line's ref= (proto/doc.go, Pipelining and matching answers), "" when none.
 func (l line) ref() string {
 	if r := l.arg("ref"); r != "" {
 		return " ref=" + r

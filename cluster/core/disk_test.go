@@ -98,7 +98,7 @@ func TestDiskRecover(t *testing.T) {
 		if n := r.Recovered(at); n != 2 {
 			t.Fatalf("recovered %d holders, want deploy and short", n)
 		}
-		hs, _ := r.Engine().Inspect(at, "deploy")
+		hs, _, _ := r.Engine().InspectN(at, "deploy", 10)
 		if len(hs) != 1 || hs[0].ID != "job1" || proto.FormatSeconds(hs[0].LeaseLeft) == "" {
 			t.Fatalf("deploy after the restart: %+v", hs)
 		}
@@ -108,12 +108,12 @@ func TestDiskRecover(t *testing.T) {
 		if got := strings.Fields(out.sent[0])[2]; got != deployTok {
 			t.Fatal("token changed")
 		}
-		if hs, _ := r.Engine().Inspect(at, "gone"); len(hs) != 0 {
+		if hs, _, _ := r.Engine().InspectN(at, "gone", 10); len(hs) != 0 {
 			t.Fatalf("a released key came back: %+v", hs)
 		}
 		r.Tick(at)
 		if at == later {
-			if hs, _ := r.Engine().Inspect(at, "short"); len(hs) != 0 {
+			if hs, _, _ := r.Engine().InspectN(at, "short", 10); len(hs) != 0 {
 				t.Fatalf("a lease that ended while down is still held: %+v", hs)
 			}
 		}

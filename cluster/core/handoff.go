@@ -61,7 +61,7 @@ func (c *Core) handoffRequest(now time.Time, cn *conn, req proto.Request) {
 		return
 	case Active:
 	default:
-		c.sendNow(cn, answered(proto.OpHandoff, label, Moved), proto.AppendMoved(c.buf[:0], label, c.RedirectTarget(now)))
+		c.sendNow(cn, answered(proto.OpHandoff, label, Moved), proto.AppendMoved(c.buf[:0], label, c.redirectTarget(now)))
 		return
 	}
 	sticky := label != TakebackLabel
@@ -404,7 +404,7 @@ func (c *Core) abortHandoff(now time.Time, why string) {
 		// that no standby has, under tokens a successor may not exceed.
 		c.settleHeld(false)
 		c.setRole(Standby, "", "handoff aborted while shutting down: "+why)
-		c.dropWaiters(c.RedirectTarget(now))
+		c.dropWaiters(c.redirectTarget(now))
 		c.replayParked(now)
 		for _, f := range h.done {
 			f("", errors.New("handoff to "+h.to+" failed: "+why))
@@ -433,7 +433,7 @@ func (c *Core) handoffLost(now time.Time, h *handoff, err error) {
 	c.log.Warn("handoff failed", "self", c.self, "to", h.to, "why", why)
 	c.settleHeld(false)
 	c.setRole(Standby, "", "handoff failed: "+why)
-	c.dropWaiters(c.RedirectTarget(now))
+	c.dropWaiters(c.redirectTarget(now))
 	c.replayParked(now)
 	for _, f := range h.done {
 		f("", errors.New("handoff to "+h.to+" failed: "+why+"; the cluster elects the next active by priority"))

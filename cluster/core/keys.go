@@ -48,7 +48,7 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) bool {
 	c.noteTime(now)
 	l := cn.lists[0]
 	if c.role != Active {
-		c.send(cn, answered(proto.OpKeys, l.pattern, Moved), proto.AppendMoved(c.buf[:0], l.pattern, c.RedirectTarget(now)))
+		c.send(cn, answered(proto.OpKeys, l.pattern, Moved), proto.AppendMoved(c.buf[:0], l.pattern, c.redirectTarget(now)))
 	} else {
 		c.advance(now)
 		l.cursor = c.eng.Scan(now, l.cursor, ListSlice, func(h engine.Holder, _ bool) { l.add(h.Key) })

@@ -13,6 +13,7 @@ const (
 	bugNoWait                    // a standby promotes while the stream from its active is still open
 	bugNoIDs                     // acquires are served as if they carried no id
 	bugEarly                     // sync mode answers before the standbys acknowledge
+	bugNoPlaces                  // a new active keeps no places for the last active's waiters
 )
 
 // planted holds the cores with bugs planted. Only this package's tests

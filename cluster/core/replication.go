@@ -30,7 +30,7 @@ type stream struct {
 // the same node replaces the old.
 func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 	if c.role != Active || !c.pausedSince.IsZero() {
-		c.sendNow(cn, record, proto.AppendMoved(c.buf[:0], req.Key, c.RedirectTarget(now)))
+		c.sendNow(cn, record, proto.AppendMoved(c.buf[:0], req.Key, c.redirectTarget(now)))
 		return
 	}
 	if cn.stream != nil {

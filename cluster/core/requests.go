@@ -298,7 +298,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 // redirect answers a lock request at a node that is not active.
 func (c *Core) redirect(now time.Time, cn *conn, req proto.Request) {
 	c.count.Redirects++
-	to := c.RedirectTarget(now)
+	to := c.redirectTarget(now)
 	if req.Op == proto.OpAcquire {
 		seq := cn.nextSeq
 		cn.nextSeq++

@@ -16,7 +16,10 @@ package core
 //
 // While no fault but SIGINT and lockctl handoff has happened (graceful
 // handoffs, which must lose nothing):
-//   - no two clients hold the same key at once (mutual exclusion).
+//   - no two clients hold the same key at once (mutual exclusion);
+//   - waiters that a new active was told of, and that come back to it
+//     within the grace, are granted in their order (FIFO across failover
+//     and handoff, sim_fifo_test.go).
 // With asynchronous replication, a crash loses what was not streamed yet,
 // so mutual exclusion is not checked after one. Nor is it checked between
 // a grant and one made after every node that held the lock state lost its
@@ -249,6 +252,13 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 			c.withdrawn(a, line)
 			return
 		}
+		if a.Kind == proto.KindMoved && a.Key == c.xKey && c.acqAnswer != 0 {
+			// The X's answer, after its acquire's: the node gave the
+			// role up in between (it thawed and yielded, say). The
+			// acquire is settled; there is nothing left to withdraw.
+			c.withdrawing = false
+			return
+		}
 		if c.busy && c.op == 'A' && c.id == c.xID && a.Key == c.key {
 			c.acqAnswer = a.Kind // the withdrawn acquire's own answer
 		}
@@ -302,10 +312,17 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		conn.close(0, "moved")
 		c.conn = nil
 		c.withdrawing = false
-		if c.op == 'R' {
+		switch c.op {
+		case 'R':
 			// Re-send the release where the role is.
 			tok, _ := strconv.ParseUint(strings.Fields(c.req)[2], 10, 64)
 			c.held[c.key] = heldLock{token: tok, until: 0}
+		case 'A':
+			// Ask again where the role is, with the same id, as the
+			// official client does: a waiter moved by a handoff, or
+			// redirected by a standby, takes back the place the new
+			// active kept for it.
+			c.resend = c.req
 		}
 	}
 	c.later()
@@ -533,7 +550,7 @@ func holdersOf(n *simNode) []string {
 
 // holds reports whether token holds key on n now.
 func (n *simNode) holds(key string, token uint64) bool {
-	hs, _ := n.core.Engine().Inspect(n.clock(), key)
+	hs, _, _ := n.core.Engine().InspectN(n.clock(), key, 0)
 	for _, h := range hs {
 		if h.Token == token {
 			return true

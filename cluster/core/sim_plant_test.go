@@ -10,6 +10,7 @@ var plantedBugs = map[string]bug{
 	"promote-before-the-stream-ends": bugNoWait,
 	"answers-before-acks":            bugEarly,
 	"acquire-ids-ignored":            bugNoIDs,
+	"no-waiter-places":               bugNoPlaces,
 }
 
 // plant plants the bug named name in c, if it is one of plantedBugs, and

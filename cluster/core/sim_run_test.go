@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -86,11 +87,21 @@ func simulate(seed uint64, planted string) (report string) {
 			report = s.report()
 		}
 	}()
-	if fails := s.run(); len(fails) > 0 {
+	fails := s.run()
+	simStats.promotions.Add(int64(s.fifoPromotions))
+	simStats.members.Add(int64(s.fifoMembers))
+	simStats.kept.Add(int64(s.fifoKept))
+	if len(fails) > 0 {
 		return s.report()
 	}
 	return ""
 }
+
+// simStats counts, over the runs of a test, how often the FIFO promise
+// was put to the test: promotions that kept two places or more, waiters
+// that came back for theirs in time, and grants that came after such a
+// waiter queued ahead of them.
+var simStats struct{ promotions, members, kept atomic.Int64 }
 
 func (s *sim) report() string {
 	var b strings.Builder
@@ -112,6 +123,9 @@ func (s *sim) report() string {
 // sim_check_test.go after every step and at the end.
 func TestSimulate(t *testing.T) {
 	first, n := simSeeds()
+	simStats.promotions.Store(0)
+	simStats.members.Store(0)
+	simStats.kept.Store(0)
 	failed := runSeeds(first, n, "", false)
 	var seeds []string
 	for i, f := range failed {
@@ -124,7 +138,8 @@ func TestSimulate(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("failing seeds (%d): %s", len(failed), strings.Join(seeds, " "))
 	}
-	t.Logf("%d seeds from %d, %d failed", n, first, len(failed))
+	t.Logf("%d seeds from %d, %d failed; FIFO across failover: %d promotions kept two places or more, %d waiters came back for theirs, %d grants followed one queued ahead",
+		n, first, len(failed), simStats.promotions.Load(), simStats.members.Load(), simStats.kept.Load())
 }
 
 // TestSimulatorCatchesPlantedBugs shows the simulator finds real bugs
@@ -145,11 +160,11 @@ func TestSimulatorCatchesPlantedBugs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("make test runs it without the race detector, with the full seed budget")
 	}
-	for _, bug := range []string{"low-priority-stays", "no-epoch-bump", "acquire-ids-ignored"} {
+	for _, bug := range []string{"low-priority-stays", "no-epoch-bump", "acquire-ids-ignored", "no-waiter-places"} {
 		t.Run(bug, func(t *testing.T) {
 			// Up to 5000 seeds, or the budget asked for if larger: the
 			// run stops at the first seed that catches the bug (no-epoch-
-			// bump needs about 2500 since standbys follow a handed-off
+			// bump needs the most, since standbys follow a handed-off
 			// role at once), so a caught bug costs only its seeds.
 			_, n := simSeeds()
 			n = max(n, 5000)
@@ -158,6 +173,10 @@ func TestSimulatorCatchesPlantedBugs(t *testing.T) {
 				t.Fatalf("the simulator did not catch the planted bug %q in %d seeds", bug, n)
 			}
 			first, _, _ := strings.Cut(failed[0], "\n")
+			if bug == "no-waiter-places" && !strings.Contains(first, "FIFO across failover") {
+				// Only the FIFO invariant sees a queue reshuffled.
+				t.Fatalf("the planted bug %q was caught by another invariant: %s", bug, first)
+			}
 			t.Logf("caught: %s", first)
 		})
 	}

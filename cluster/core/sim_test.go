@@ -134,12 +134,24 @@ type sim struct {
 	wipes      int
 	grantWipes map[uint64]int
 
+	// FIFO across failover (sim_fifo_test.go): what each standby was
+	// told of the waiters, what each new active owes, and the id of the
+	// last acquire that came on each client connection.
+	fifoShadows    map[int]fifoShadow
+	fifoEpochs     map[int]*fifoEpoch
+	fifoConnAcq    map[*simConn]string
+	fifoPromotions int      // promotions that kept two places or more
+	fifoMembers    int      // waiters that came back for their places in time
+	fifoKept       int      // grants after a waiter queued ahead that came back too
+	fifoGrants     []string // the ids scripted waiters were granted, in order
+
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
 	commandHandoffs int
 	handoffAnswers  []string // "asked-at answer" of every lockctl handoff
 	// acked: when an active crashed, what each other node had applied, to
 	// check it is all still held when that node becomes active.
-	acked map[int]ackedState
+	acked   map[int]ackedState
+	ackedAt time.Duration // when the active crashed
 }
 
 // ackedState is a standby's locks at the moment its active crashed.
@@ -368,6 +380,8 @@ func (n *simNode) boot(addrs []string) {
 	n.asks = make(map[*simConn]uint64)
 	n.follow, n.stream, n.stopping, n.frozenQ, n.wasActv = "", nil, false, nil, false
 	n.wakeAt, n.dialing = -1, false
+	s.fifoForget(n)
+	s.fifoDemoted(n)
 	c, err := New(Config{
 		Self:           n.addr,
 		Peers:          addrs,
@@ -441,6 +455,7 @@ func (n *simNode) after() {
 			s.logf("node %d active", n.idx)
 			s.checkAcked(n)
 			s.checkEmptyPromotion(n)
+			s.fifoPromoted(n)
 		} else {
 			for i := range s.activity {
 				if s.activity[i].node == n.idx && s.activity[i].till == 0 {
@@ -448,6 +463,7 @@ func (n *simNode) after() {
 				}
 			}
 			s.logf("node %d no longer active (%s)", n.idx, n.core.Role())
+			s.fifoDemoted(n)
 		}
 		n.wasActv = active
 	}
@@ -509,6 +525,9 @@ func (o *simOut) Send(s Send) bool {
 	}
 	if c.kind == kindClient {
 		n.s.checkSend(n, s)
+		if s.Op == proto.OpAcquire && s.Outcome != NoOutcome {
+			n.s.fifoAnswered(n, c, s.Outcome)
+		}
 	}
 	lines := splitLines(b)
 	for _, l := range lines {
@@ -743,6 +762,9 @@ func (c *simConn) toServer(line []byte) {
 				srv.sendSnapshot(c)
 				return
 			}
+			if c.kind == kindClient && req.Op == proto.OpAcquire {
+				s.fifoArrived(srv, c, req)
+			}
 			srv.core.Request(srv.clock(), c.srvID, req)
 		})
 	})
@@ -813,6 +835,7 @@ func (c *simConn) peerClosed(side int, why string) {
 		if srv.gen == c.gen {
 			srv.do(func() {
 				delete(srv.conns, c.srvID)
+				s.fifoClosed(srv, c)
 				srv.core.ConnClosed(srv.clock(), c.srvID)
 			})
 		}
@@ -934,6 +957,7 @@ func (n *simNode) syncFollow() {
 				c.close(0, "no longer following")
 				return
 			}
+			s.fifoForget(n) // the snapshot lists the waiters again
 			n.stream = c
 			if !c.open || c.closed[0] {
 				// It closed while this node was frozen, before anyone
@@ -957,6 +981,7 @@ func (n *simNode) syncFollow() {
 						n.endStream(c, target, err)
 						return
 					}
+					s.fifoRecord(n, a)
 					if ack := n.core.StreamAck(target); ack != nil {
 						c.toServer(ack)
 					}
@@ -1007,6 +1032,7 @@ func (n *simNode) retryFollow() {
 // crashes.
 func (s *sim) recordAcked() {
 	s.acked = make(map[int]ackedState)
+	s.ackedAt = s.now
 	for _, m := range s.nodes {
 		if m.state != nodeUp || m.core.Role() != Standby || !m.core.Synced() {
 			continue
@@ -1028,7 +1054,11 @@ func (s *sim) checkAcked(n *simNode) {
 		return
 	}
 	delete(s.acked, n.idx)
-	if n.core.Seq() != st.seq {
+	if n.core.Seq() != st.seq || s.splitSince(s.ackedAt) {
+		// It applied more since; or two nodes served at once since the
+		// crash, and n may have synced from the other lineage, whose
+		// position can match its own by chance (a split brain's locks
+		// are not all kept: SPEC.md allows it).
 		return
 	}
 	held := make(map[string]uint64)
@@ -1040,6 +1070,25 @@ func (s *sim) checkAcked(n *simNode) {
 			s.fail("node %d became active without the lock %s=%d it had applied before the active crashed", n.idx, key, l.token)
 		}
 	}
+}
+
+// splitSince reports whether two nodes served as active at the same
+// moment after t.
+func (s *sim) splitSince(t time.Duration) bool {
+	end := func(sp activeSpan) time.Duration {
+		if sp.till == 0 {
+			return s.now + 1
+		}
+		return sp.till
+	}
+	for i, a := range s.activity {
+		for _, b := range s.activity[i+1:] {
+			if a.node != b.node && max(a.from, b.from, t) < min(end(a), end(b)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // inSyncSomewhere reports whether an active waits for addr's

@@ -378,7 +378,7 @@ func (c *Core) forgetWaiter(id string) {
 
 // queueGhosts, on promotion, queues the replicated waiters as ghosts.
 func (c *Core) queueGhosts(now time.Time) {
-	if len(c.rwait) == 0 {
+	if len(c.rwait) == 0 || c.has(bugNoPlaces) {
 		c.rwait, c.rwaitKey = nil, nil
 		return
 	}

@@ -2,21 +2,19 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockd-io/lockd/cmd/internal/drill"
+	"github.com/lockd-io/lockd/cmd/internal/drill/drilltest"
 	"github.com/lockd-io/lockd/cmd/internal/survey"
 	"github.com/lockd-io/lockd/proto"
-	"github.com/lockd-io/lockd/proto/client"
 )
 
 func TestCheckFencing(t *testing.T) {
@@ -82,132 +80,32 @@ func TestJudgeExpectFailover(t *testing.T) {
 	}
 }
 
-// fakeLocks is an in-memory lock service for drills: one holder per key,
-// waiters poll, tokens grow. It can go down for a while, and, with
-// forgetLastRelease, its handoff loses the last release it answered, as a
-// crash of an asynchronous active may: the key is held again by the
-// released token until that grant's lease ends.
-type fakeLocks struct {
-	mu      sync.Mutex
-	next    uint64
-	held    map[string]uint64
-	down    bool
-	handoff int
-
-	forgetLastRelease bool
-	ghost             bool                     // handoff grants the last released key to nobody
-	leases            map[uint64]time.Duration // lease of each grant
-	expires           map[string]time.Time     // when a forgotten holder's lease ends
-	lastKey           string                   // the last release answered ok
-	lastToken         uint64
-	forgot            uint64        // the token handoff re-held, or granted to nobody
-	outage            time.Duration // how long a handoff takes; 30ms unless set
-}
-
-// holder is the token holding key, if any, once a forgotten holder's
-// lease ended. f.mu is held.
-func (f *fakeLocks) holder(key string) (uint64, bool) {
-	if end, ok := f.expires[key]; ok && !time.Now().Before(end) {
-		delete(f.expires, key)
-		delete(f.held, key)
+// drillStatus answers as the fake's one node: active, or handing off while
+// it is down.
+func drillStatus(ctx context.Context, f *drilltest.Locks, addr string) (proto.Status, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if f.Down {
+		return proto.Status{Self: addr, Role: "handoff"}, nil
 	}
-	tok, ok := f.held[key]
-	return tok, ok
-}
-
-func (f *fakeLocks) Acquire(ctx context.Context, key string, lease, wait time.Duration) (client.Lock, error) {
-	for {
-		f.mu.Lock()
-		if f.down {
-			f.mu.Unlock()
-			return client.Lock{}, client.ErrUnavailable
-		}
-		if _, ok := f.holder(key); !ok {
-			f.next++
-			f.held[key] = f.next
-			if f.leases != nil {
-				f.leases[f.next] = lease
-			}
-			tok := f.next
-			f.mu.Unlock()
-			return client.Lock{Key: key, Token: tok, Lease: lease}, nil
-		}
-		f.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return client.Lock{}, ctx.Err()
-		case <-time.After(100 * time.Microsecond):
-		}
-	}
-}
-
-func (f *fakeLocks) Release(ctx context.Context, key string, token uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if tok, ok := f.holder(key); !ok || tok != token {
-		return client.ErrNotHeld
-	}
-	delete(f.held, key)
-	f.lastKey, f.lastToken = key, token
-	return nil
-}
-
-func (f *fakeLocks) Queue(ctx context.Context, key string) (proto.Queue, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		return proto.Queue{}, client.ErrUnavailable
-	}
-	tok, ok := f.holder(key)
-	if !ok {
-		return proto.Queue{Key: key}, nil
-	}
-	return proto.Queue{Key: key, Held: true, Token: tok, Holders: []proto.QueueHolder{{Token: tok}}}, nil
-}
-
-func (f *fakeLocks) Handoff(ctx context.Context, to string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.handoff++
-	if f.forgetLastRelease && f.lastToken != 0 {
-		// The release is forgotten, and with it whatever grant of the
-		// key followed: replication is in order.
-		f.held[f.lastKey] = f.lastToken
-		f.expires[f.lastKey] = time.Now().Add(f.leases[f.lastToken])
-		f.forgot = f.lastToken
-	}
-	if f.ghost && f.lastToken != 0 {
-		// A grant whose answer went with the old active: the key is
-		// held, by a token no client was given.
-		f.next++
-		f.held[f.lastKey] = f.next
-		f.expires[f.lastKey] = time.Now().Add(f.leases[f.lastToken])
-		f.forgot = f.next
-	}
-	f.down = true
-	outage := cmp.Or(f.outage, 30*time.Millisecond)
-	go func() {
-		time.Sleep(outage)
-		f.mu.Lock()
-		f.down = false
-		f.mu.Unlock()
-	}()
-	return "b:1", nil
+	return proto.Status{Self: addr, Role: survey.RoleActive}, nil
 }
 
 // runFakeDrill runs p against f, its action as lockctl drill runs it.
-func runFakeDrill(f *fakeLocks, p drill.Plan) *drill.Report {
-	p.Act = func(ctx context.Context) (bool, string) { return runAction(ctx, f, f.status, p, io.Discard, nil) }
+func runFakeDrill(f *drilltest.Locks, p drill.Plan) *drill.Report {
+	p.Act = func(ctx context.Context) (bool, string) {
+		return runAction(ctx, f, func(ctx context.Context, addr string) (proto.Status, error) { return drillStatus(ctx, f, addr) }, p, io.Discard, nil)
+	}
 	return drill.Run(context.Background(), f, p)
 }
 
 func TestRunDrillFake(t *testing.T) {
-	f := &fakeLocks{held: map[string]uint64{}, outage: 200 * time.Millisecond}
+	f := &drilltest.Locks{Held: map[string]uint64{}, Outage: 200 * time.Millisecond}
 	p := drill.Plan{Workers: 4, Keys: 3, Lease: time.Second, Duration: 600 * time.Millisecond,
 		Action: drill.ActionHandoff, At: 200 * time.Millisecond, MaxGap: 5 * time.Millisecond, MaxErrors: -1, MaxLost: -1}
 	rep := runFakeDrill(f, p)
 	judge(rep, p)
-	if f.handoff != 1 || !rep.ActionOK || rep.Grants == 0 || rep.Cycles != rep.Grants || rep.ViolationCount != 0 {
+	if f.Handoffs != 1 || !rep.ActionOK || rep.Grants == 0 || rep.Cycles != rep.Grants || rep.ViolationCount != 0 {
 		t.Fatalf("report: %+v", rep)
 	}
 	// The 200ms outage is the longest gap: it covers it. (Not exactly: a
@@ -236,21 +134,10 @@ func TestRunDrillFake(t *testing.T) {
 	}
 }
 
-// status answers as the fake's one node: active, or handing off while
-// it is down.
-func (f *fakeLocks) status(ctx context.Context, addr string) (proto.Status, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		return proto.Status{Self: addr, Role: "handoff"}, nil
-	}
-	return proto.Status{Self: addr, Role: survey.RoleActive}, nil
-}
-
 // drillAcrossAHandoff runs a short drill with a handoff against f, whose
 // misbehaviour (a forgotten release, a ghost grant) must have happened
 // before the handoff, or t fails saying what.
-func drillAcrossAHandoff(t *testing.T, f *fakeLocks, nothing string) (drill.Plan, *drill.Report) {
+func drillAcrossAHandoff(t *testing.T, f *drilltest.Locks, nothing string) (drill.Plan, *drill.Report) {
 	t.Helper()
 	p := drill.Plan{Workers: 4, Keys: 3, Lease: 400 * time.Millisecond, Duration: time.Second,
 		Action: drill.ActionHandoff, At: 200 * time.Millisecond, MaxGap: -1, MaxErrors: -1, MaxLost: 0}
@@ -259,10 +146,10 @@ func drillAcrossAHandoff(t *testing.T, f *fakeLocks, nothing string) (drill.Plan
 	// the forgotten lease to end within the drill, which is what the
 	// callers measure: such a run is run again, a bounded number of times.
 	for attempt := 1; ; attempt++ {
-		f.mu.Lock()
-		f.held, f.leases, f.expires = map[string]uint64{}, map[uint64]time.Duration{}, map[string]time.Time{}
-		f.next, f.handoff, f.lastKey, f.lastToken, f.forgot = 0, 0, "", 0, 0
-		f.mu.Unlock()
+		f.Mu.Lock()
+		f.Held, f.Leases, f.Expires = map[string]uint64{}, map[uint64]time.Duration{}, map[string]time.Time{}
+		f.Next, f.Handoffs, f.LastKey, f.LastToken, f.Forgot = 0, 0, "", 0, 0
+		f.Mu.Unlock()
 		rep = runFakeDrill(f, p)
 		judge(rep, p)
 		if rep.ActionAt <= p.At+100*time.Millisecond || attempt == 3 {
@@ -270,7 +157,7 @@ func drillAcrossAHandoff(t *testing.T, f *fakeLocks, nothing string) (drill.Plan
 		}
 		t.Logf("attempt %d: the action started at %s, not %s: the machine is busy; again", attempt, rep.ActionAt, p.At)
 	}
-	if f.forgot == 0 {
+	if f.Forgot == 0 {
 		t.Fatal(nothing + ": the workers released nothing before the handoff")
 	}
 	return p, rep
@@ -281,19 +168,19 @@ func drillAcrossAHandoff(t *testing.T, f *fakeLocks, nothing string) (drill.Plan
 // ends. The drill finds it by asking who holds the key its acquires wait
 // on, counts it as lost, and reports the stall.
 func TestRunDrillFindsALostRelease(t *testing.T) {
-	f := &fakeLocks{forgetLastRelease: true}
+	f := &drilltest.Locks{ForgetLastRelease: true}
 	p, rep := drillAcrossAHandoff(t, f, "the fake forgot no release")
 	if len(rep.LostReleases) != 1 {
-		t.Fatalf("lost releases %+v, want the one of token %d", rep.LostReleases, f.forgot)
+		t.Fatalf("lost releases %+v, want the one of token %d", rep.LostReleases, f.Forgot)
 	}
 	l := rep.LostReleases[0]
 	// The key stayed held for the lease from the handoff (a moment after
 	// the release), then went to a waiter. (The release may be answered
 	// a little after the drill noted the action's start: the fake hands
 	// off when the action reaches it.)
-	if l.Token != f.forgot || !l.Regranted || l.Stall < p.Lease-50*time.Millisecond || l.Stall > p.Duration ||
+	if l.Token != f.Forgot || !l.Regranted || l.Stall < p.Lease-50*time.Millisecond || l.Stall > p.Duration ||
 		l.FreedAt > l.SeenAt || l.SeenAt < rep.ActionAt {
-		t.Errorf("lost release %+v (action at %s), want token %d held for about %s", l, rep.ActionAt, f.forgot, p.Lease)
+		t.Errorf("lost release %+v (action at %s), want token %d held for about %s", l, rep.ActionAt, f.Forgot, p.Lease)
 	}
 	// The grant of the key that followed the forgotten release, if one
 	// came before the handoff, was lost with it.
@@ -317,14 +204,14 @@ func TestRunDrillFindsALostRelease(t *testing.T) {
 // A grant whose answer was lost holds its key until its lease ends: the
 // drill names it a ghost and reports its stall, but it is no lost answer.
 func TestRunDrillFindsAGhostGrant(t *testing.T) {
-	f := &fakeLocks{ghost: true}
+	f := &drilltest.Locks{Ghost: true}
 	p, rep := drillAcrossAHandoff(t, f, "the fake made no ghost")
 	if len(rep.Ghosts) != 1 || len(rep.LostReleases) != 0 || rep.Lost() != 0 || len(rep.Failures) != 0 {
-		t.Fatalf("ghosts %+v, lost releases %+v, lost %d, failures %q; want the ghost %d only", rep.Ghosts, rep.LostReleases, rep.Lost(), rep.Failures, f.forgot)
+		t.Fatalf("ghosts %+v, lost releases %+v, lost %d, failures %q; want the ghost %d only", rep.Ghosts, rep.LostReleases, rep.Lost(), rep.Failures, f.Forgot)
 	}
 	g := rep.Ghosts[0]
-	if g.Token != f.forgot || !g.Regranted || g.Stall < p.Lease-50*time.Millisecond || g.Stall > p.Duration || g.SeenAt < rep.ActionAt {
-		t.Errorf("ghost %+v (action at %s), want token %d held for about %s", g, rep.ActionAt, f.forgot, p.Lease)
+	if g.Token != f.Forgot || !g.Regranted || g.Stall < p.Lease-50*time.Millisecond || g.Stall > p.Duration || g.SeenAt < rep.ActionAt {
+		t.Errorf("ghost %+v (action at %s), want token %d held for about %s", g, rep.ActionAt, f.Forgot, p.Lease)
 	}
 	var b bytes.Buffer
 	renderDrill(&b, rep, p, false)
@@ -446,7 +333,7 @@ func TestDrillReportsWhatWasLost(t *testing.T) {
 // The last look asks about each key once; a key it cannot ask about is
 // counted, so a drill bound by --max-lost does not pass on no evidence.
 func TestDrillRunsCommand(t *testing.T) {
-	f := &fakeLocks{held: map[string]uint64{}}
+	f := &drilltest.Locks{Held: map[string]uint64{}}
 	var out bytes.Buffer
 	p := drill.Plan{Workers: 2, Keys: 2, Lease: time.Second, Duration: 200 * time.Millisecond,
 		Action: drill.ActionRun, Command: "echo ran $LOCKD_ADDR; exit 3", At: 50 * time.Millisecond,
@@ -563,7 +450,7 @@ func TestDrillHandoffDetailEscapesTheNewActive(t *testing.T) {
 
 // fakeHandoffLocks hands off at once to the address it is given.
 type fakeHandoffLocks struct {
-	fakeLocks
+	drilltest.Locks
 	to string
 }
 

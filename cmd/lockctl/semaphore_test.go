@@ -186,7 +186,7 @@ func TestNameShowsInQueues(t *testing.T) {
 // When lockd cannot say what the key is (freed since the refusal, or Q
 // failed), the refusal's own words are shown.
 func TestLimitMismatchFallsBackToLockdsWords(t *testing.T) {
-	refusal := &client.ServerError{Op: proto.OpAcquire, Key: "k", Msg: `limit mismatch: key "k" allows 2 holders; this acquire asked for 3: use the same --limit as the others`}
+	refusal := &client.ServerError{Op: proto.OpAcquire, Key: "k", Msg: `limit mismatch: key "k" allows 2 holders; this acquire asked for 3: every acquire of it must ask for that limit`}
 	g := &globals{Timeout: time.Second}
 	err := acquireFailure(context.Background(), g, fakeQueues{}, lockAsk{key: "k", limit: 3}, refusal)
 	e, ok := err.(*exitError)

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
 
+	"github.com/lockd-io/lockd/cmd/internal/buildinfo"
 	"github.com/urfave/cli/v2"
 )
 
@@ -45,19 +45,7 @@ func (c *versionCommand) Run(cCtx *cli.Context) error {
 	return err
 }
 
-// buildVersion is version, or the module version of a `go install`
-// build.
-func buildVersion() string {
-	if version != "dev" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return version
-}
+func buildVersion() string { return buildinfo.Version(version) }
 
 // versionLine is what lockctl version and lockctl --version print.
-func versionLine() string {
-	return fmt.Sprintf("lockctl %s (%s, %s/%s)", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
+func versionLine() string { return buildinfo.Line("lockctl", version) }

@@ -8,10 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
-	"github.com/lockd-io/lockd/cmd/internal/flagname"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -21,12 +20,13 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/lockd-io/lockd/cmd/internal/durflag"
-
 	"github.com/lockd-io/lockd/cluster"
 	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/cluster/wal"
 	"github.com/lockd-io/lockd/cmd/internal/complete"
+	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
+	"github.com/lockd-io/lockd/cmd/internal/durflag"
+	"github.com/lockd-io/lockd/cmd/internal/flagname"
 	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
@@ -476,4 +476,19 @@ func flagUsage(err error, flags []cli.Flag) string {
 		}
 	}
 	return msg
+}
+
+// listenAddr reads --listen: HOST:PORT as given, or a bare PORT, which
+// means loopback: a port typed without a host must not open the node to
+// the network. :PORT keeps what it means to Go, etcd and Redis, every
+// interface (which protected mode refuses without client
+// authentication), so an existing configuration that uses it keeps
+// listening where it does. Anything else goes on as given, for the node
+// to refuse in its words.
+func listenAddr(s string) string {
+	s = strings.TrimSpace(s)
+	if _, err := strconv.ParseUint(s, 10, 16); err != nil {
+		return s
+	}
+	return net.JoinHostPort("127.0.0.1", s)
 }

@@ -3,9 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 
+	"github.com/lockd-io/lockd/cmd/internal/buildinfo"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,19 +30,7 @@ func printVersion(w io.Writer) error {
 	return err
 }
 
-// buildVersion is version, or the module version of a `go install`
-// build.
-func buildVersion() string {
-	if version != "dev" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return version
-}
+func buildVersion() string { return buildinfo.Version(version) }
 
 // versionLine is what lockd version and lockd --version print.
-func versionLine() string {
-	return fmt.Sprintf("lockd %s (%s, %s/%s)", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
+func versionLine() string { return buildinfo.Line("lockd", version) }

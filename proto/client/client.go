@@ -40,14 +40,11 @@
 //
 // So a frozen node costs its clients FT to about 1.4 FT, the time its
 // standbys take to promote one of them. A slow but live node is not
-// mistaken for a dead one: anything it answers counts, and measured on
-// one loaded 2-core machine (lockd with default flags, lockctl bench
-// with 200 workers pipelined, 200 per-worker connections, or 200 on one
-// hot key), S took 5 ms at p99.9 on a connection of its own and 8 to 34
-// ms on a connection shared with the load, 56 ms at most; the
-// keep-alive has at least FT/2 = 500 ms, a margin of ten times the
-// worst seen. A cluster run with a shorter --failure-timeout should get
-// the same FailureTimeout here; under 100 ms the margin gets thin.
+// mistaken for a dead one: anything it answers counts, and S costs a
+// node no lock work, so a loaded node answers it in milliseconds, far
+// inside the keep-alive's FT/2. A cluster run with a shorter
+// --failure-timeout should get the same FailureTimeout here; under
+// 100 ms the margin gets thin.
 //
 // A redirect (M) is followed at once; more than 10 redirects in a row,
 // each answered at once, mean the nodes disagree on which one is active
@@ -68,6 +65,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -440,7 +438,7 @@ func secure(ctx context.Context, nc net.Conn, addr string, opts *Options) (net.C
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			if isTimeout(err) {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return nil, nil, fmt.Errorf("%w: %s took the connection but did not finish the TLS handshake within %s", ErrNoAnswer, addr, opts.DialTimeout)
 			}
 			return nil, nil, &SetupError{Addr: addr, What: "TLS", Err: err}
@@ -455,7 +453,7 @@ func secure(ctx context.Context, nc net.Conn, addr string, opts *Options) (net.C
 		}
 		if _, err := auth.Authenticate(nc, r, role, opts.Secret, addr, true); err != nil {
 			nc.Close()
-			if isTimeout(err) {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return nil, nil, fmt.Errorf("%w: %s took the connection but did not answer the authentication within %s", ErrNoAnswer, addr, opts.DialTimeout)
 			}
 			return nil, nil, &SetupError{Addr: addr, What: "the secret", Err: err}
@@ -463,11 +461,6 @@ func secure(ctx context.Context, nc net.Conn, addr string, opts *Options) (net.C
 	}
 	nc.SetDeadline(time.Time{})
 	return nc, r, nil
-}
-
-func isTimeout(err error) bool {
-	var nerr net.Error
-	return errors.As(err, &nerr) && nerr.Timeout()
 }
 
 // Close stops every goroutine of the client and closes its connections.
@@ -729,11 +722,4 @@ func unavailable(addrs []string, last error) error {
 		return fmt.Errorf("%w: tried %s; %s", ErrUnavailable, strings.Join(addrs, ", "), hint)
 	}
 	return fmt.Errorf("%w: tried %s (%w); %s", ErrUnavailable, strings.Join(addrs, ", "), last, hint)
-}
-
-func (c *Client) noteErr(cn *conn, err error) {
-	c.mu.Lock()
-	cn.lastErr = err
-	c.lastErr = err
-	c.mu.Unlock()
 }

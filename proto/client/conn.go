@@ -56,8 +56,8 @@ type conn struct {
 	// refs numbers the acquires sent here (proto's ref=R): an answer
 	// that carries one goes to its acquire whatever was sent before it.
 	refs uint64
-	// noRef: the node refused a ref= (a release before refs): acquires
-	// go without one here, matched by (op, key) as before.
+	// noRef: the node refused a ref= (an older release): acquires go
+	// without one here, matched by (op, key) in the order sent.
 	noRef bool
 	// watching are the watches subscribed (or subscribing) here, by key:
 	// every L line of a key goes to its watch, and an M of a watched key
@@ -645,8 +645,8 @@ type request struct {
 	op  proto.Op
 	try bool // A: wait "-", never queue
 	// limit (A) is how many may hold the key at once (0 and 1: a lock).
-	// Beside op it fills padding: a lock's request is no larger than it
-	// was before semaphores.
+	// Beside op it fills padding, so a semaphore's limit costs a lock's
+	// request no memory.
 	limit int32
 	key   string
 	token uint64        // R, N

@@ -60,21 +60,8 @@ func (e *ServerError) Is(target error) bool {
 const limitMismatch = "limit mismatch:"
 
 func opName(op proto.Op) string {
-	switch op {
-	case proto.OpAcquire:
-		return "acquire"
-	case proto.OpRelease:
-		return "release"
-	case proto.OpRenew:
-		return "renew"
-	case proto.OpQueue:
-		return "queue"
-	case proto.OpKeys:
-		return "keys"
-	case proto.OpStatus:
-		return "status"
-	case proto.OpHandoff:
-		return "handoff"
+	if n := op.Name(); n != "" {
+		return n
 	}
 	return "request " + op.String()
 }

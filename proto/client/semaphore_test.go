@@ -103,7 +103,7 @@ func TestLimitMismatch(t *testing.T) {
 	f := newFakeServer(t, func(sc *serverConn, r fakeReq) bool {
 		switch r.words[1] {
 		case "builds":
-			sc.send(`E builds A: limit mismatch: key "builds" allows 2 holders; this acquire asked for 3: use the same --limit as the others`)
+			sc.send(`E builds A: limit mismatch: key "builds" allows 2 holders; this acquire asked for 3: every acquire of it must ask for that limit`)
 		default:
 			sc.send("E " + r.words[1] + " A: limit out of range: limit 5000; a key allows 1 (a lock, the default) to 1024 holders at once")
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -64,7 +65,7 @@ func status(ctx context.Context, addr string, opts *Options) (proto.Status, erro
 		return proto.Status{}, fmt.Errorf("status: %w", unavailable([]string{addr}, err))
 	}
 	line, err := r.ReadSlice('\n')
-	if err != nil && isTimeout(err) && ctx.Err() != context.Canceled {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != context.Canceled {
 		return proto.Status{}, fmt.Errorf("status %s: %w: it took the connection, but answered nothing in time (%w)", addr, ErrNoAnswer, err)
 	}
 	if err != nil {

@@ -4,49 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
-
-// The client API behind try, watch and hold is found on the Client by
-// method, so that this driver builds against a client without it and
-// answers "unsupported" there, and takes it up with no edit once the
-// client has it.
-
-// tryAcquirer is a client with try-lock (proto's wait "-"). It came with
-// acquire refs and withdraw (X) in one change of the client, so a client
-// without it has neither: open says so.
-type tryAcquirer interface {
-	TryAcquire(ctx context.Context, key string, lease time.Duration, opts ...client.AcquireOption) (client.Lock, error)
-}
-
-// watcher is a client with Watch (proto's L).
-type watcher interface {
-	Watch(ctx context.Context, key string) (<-chan proto.Queue, error)
-}
-
-// held is what the client's Hold returns: a lock that renews itself.
-type held interface {
-	Token() uint64
-	Done() <-chan struct{}
-	Err() error
-	Release(ctx context.Context) error
-}
-
-// missing lists the behaviours of DRIVER.md's open "unsupported" that c
-// lacks.
-func missing(c *client.Client) []string {
-	m := []string{}
-	if _, ok := any(c).(tryAcquirer); !ok {
-		m = append(m, "ref", "withdraw")
-	}
-	return m
-}
 
 // handles numbers the holds and watches of this driver.
 type handles struct {
@@ -57,7 +20,7 @@ type handles struct {
 }
 
 type holdState struct {
-	h      held
+	h      *client.Held
 	mu     sync.Mutex
 	lost   bool
 	reason string
@@ -75,15 +38,11 @@ func (d *driver) try(cmd command) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, ok := any(c).(tryAcquirer)
-	if !ok {
-		return nil, errUnsupported
-	}
 	var opts []client.AcquireOption
 	if cmd.Limit != 0 {
 		opts = append(opts, client.Limit(cmd.Limit))
 	}
-	l, err := t.TryAcquire(context.Background(), cmd.Key, ms(cmd.LeaseMS), opts...)
+	l, err := c.TryAcquire(context.Background(), cmd.Key, ms(cmd.LeaseMS), opts...)
 	if errors.Is(err, client.ErrTimeout) {
 		// The client's "held by others" also matches ErrTimeout.
 		return map[string]any{"acquired": false}, nil
@@ -118,12 +77,8 @@ func (d *driver) watch(cmd command) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, ok := any(c).(watcher)
-	if !ok {
-		return nil, errUnsupported
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := w.Watch(ctx, cmd.Key)
+	ch, err := c.Watch(ctx, cmd.Key)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -168,36 +123,21 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := reflect.ValueOf(c).MethodByName("Hold")
-	if !m.IsValid() {
-		return nil, errUnsupported
-	}
-	if cmd.MaxMS != nil {
-		// MaxHold is an option the driver cannot name without the API.
-		return nil, errUnsupported
-	}
 	ctx, cancel := callCtx(cmd)
 	defer cancel()
+	var opts []client.AcquireOption
 	if cmd.WaitMS > 0 {
-		// Without a wait option Hold waits until its ctx ends.
-		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeoutCause(ctx, ms(cmd.WaitMS), errHoldWait)
-		defer c2()
+		opts = append(opts, client.Wait(ms(cmd.WaitMS)))
 	}
-	args := []reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(cmd.Key), reflect.ValueOf(ms(cmd.LeaseMS))}
 	if cmd.Limit != 0 {
-		args = append(args, reflect.ValueOf(client.Limit(cmd.Limit)))
+		opts = append(opts, client.Limit(cmd.Limit))
 	}
-	out := m.Call(args)
-	if e, _ := out[1].Interface().(error); e != nil {
-		if errors.Is(context.Cause(ctx), errHoldWait) {
-			return nil, fmt.Errorf("%w: %v", client.ErrTimeout, e)
-		}
-		return nil, e
+	if cmd.MaxMS != nil {
+		opts = append(opts, client.MaxHold(ms(*cmd.MaxMS)))
 	}
-	h, ok := out[0].Interface().(held)
-	if !ok {
-		return nil, errUnsupported
+	h, err := c.Hold(ctx, cmd.Key, ms(cmd.LeaseMS), opts...)
+	if err != nil {
+		return nil, err
 	}
 	id := d.newHandle()
 	st := &holdState{h: h}
@@ -221,26 +161,17 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	return map[string]any{"hold": id, "token": fmt.Sprint(h.Token())}, nil
 }
 
-var errHoldWait = errors.New("the hold's wait_ms elapsed")
-
-// lossReason maps a Held's Err to DRIVER.md's reasons. The client's
-// ErrExpired, ErrReleased and ErrMaxHold are told apart by their words:
-// this driver builds against clients that do not name them.
+// lossReason maps a Held's Err to DRIVER.md's reasons.
 func lossReason(err error) string {
 	switch {
 	case errors.Is(err, client.ErrClosed):
 		return "closed"
+	case errors.Is(err, client.ErrMaxHold):
+		return "max"
+	case err == nil, errors.Is(err, client.ErrReleased):
+		return "released"
 	case errors.Is(err, client.ErrNotHeld):
 		return "notheld"
-	case err == nil:
-		return "released"
-	}
-	m := err.Error()
-	switch {
-	case strings.Contains(m, "released"):
-		return "released"
-	case strings.Contains(m, "MaxHold"):
-		return "max"
 	}
 	return "expired"
 }

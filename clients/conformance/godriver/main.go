@@ -218,7 +218,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		if err := d.open(cmd); err != nil {
 			return nil, err
 		}
-		return map[string]any{"unsupported": missing(d.c)}, nil
+		return map[string]any{"unsupported": []string{}}, nil
 	case "close":
 		d.mu.Lock()
 		c := d.c

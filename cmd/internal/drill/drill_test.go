@@ -1,17 +1,15 @@
 package drill
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockd-io/lockd/cmd/internal/drill/drilltest"
 	"github.com/lockd-io/lockd/engine"
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -30,112 +28,6 @@ func TestLongestGap(t *testing.T) {
 	if gap, _, _ := LongestGap(nil, 60*ms); gap != 60*ms {
 		t.Errorf("no grant at all: gap %s", gap)
 	}
-}
-
-type fakeLocks struct {
-	mu      sync.Mutex
-	next    uint64
-	held    map[string]uint64
-	down    bool
-	handoff int
-
-	forgetLastRelease bool
-	ghost             bool                     // handoff grants the last released key to nobody
-	leases            map[uint64]time.Duration // lease of each grant
-	expires           map[string]time.Time     // when a forgotten holder's lease ends
-	lastKey           string                   // the last release answered ok
-	lastToken         uint64
-	forgot            uint64        // the token handoff re-held, or granted to nobody
-	outage            time.Duration // how long a handoff takes; 30ms unless set
-}
-
-func (f *fakeLocks) holder(key string) (uint64, bool) {
-	if end, ok := f.expires[key]; ok && !time.Now().Before(end) {
-		delete(f.expires, key)
-		delete(f.held, key)
-	}
-	tok, ok := f.held[key]
-	return tok, ok
-}
-
-func (f *fakeLocks) Acquire(ctx context.Context, key string, lease, wait time.Duration) (client.Lock, error) {
-	for {
-		f.mu.Lock()
-		if f.down {
-			f.mu.Unlock()
-			return client.Lock{}, client.ErrUnavailable
-		}
-		if _, ok := f.holder(key); !ok {
-			f.next++
-			f.held[key] = f.next
-			if f.leases != nil {
-				f.leases[f.next] = lease
-			}
-			tok := f.next
-			f.mu.Unlock()
-			return client.Lock{Key: key, Token: tok, Lease: lease}, nil
-		}
-		f.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return client.Lock{}, ctx.Err()
-		case <-time.After(100 * time.Microsecond):
-		}
-	}
-}
-
-func (f *fakeLocks) Release(ctx context.Context, key string, token uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if tok, ok := f.holder(key); !ok || tok != token {
-		return client.ErrNotHeld
-	}
-	delete(f.held, key)
-	f.lastKey, f.lastToken = key, token
-	return nil
-}
-
-func (f *fakeLocks) Queue(ctx context.Context, key string) (proto.Queue, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		return proto.Queue{}, client.ErrUnavailable
-	}
-	tok, ok := f.holder(key)
-	if !ok {
-		return proto.Queue{Key: key}, nil
-	}
-	return proto.Queue{Key: key, Held: true, Token: tok, Holders: []proto.QueueHolder{{Token: tok}}}, nil
-}
-
-func (f *fakeLocks) Handoff(ctx context.Context, to string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.handoff++
-	if f.forgetLastRelease && f.lastToken != 0 {
-		// The release is forgotten, and with it whatever grant of the
-		// key followed: replication is in order.
-		f.held[f.lastKey] = f.lastToken
-		f.expires[f.lastKey] = time.Now().Add(f.leases[f.lastToken])
-		f.forgot = f.lastToken
-	}
-	if f.ghost && f.lastToken != 0 {
-		// A grant whose answer went with the old active: the key is
-		// held, by a token no client was given.
-		f.next++
-		f.held[f.lastKey] = f.next
-		f.expires[f.lastKey] = time.Now().Add(f.leases[f.lastToken])
-		f.forgot = f.next
-	}
-	f.down = true
-	outage := cmp.Or(f.outage, 30*time.Millisecond)
-	go func() {
-		time.Sleep(outage)
-		f.mu.Lock()
-		f.down = false
-		f.mu.Unlock()
-	}()
-	return "b:1", nil
 }
 
 func TestSortNotHeld(t *testing.T) {
@@ -213,7 +105,7 @@ func TestStrandedHoldsAccounting(t *testing.T) {
 }
 
 func TestHolderProbeSweep(t *testing.T) {
-	f := &fakeLocks{held: map[string]uint64{"k1": 7}}
+	f := &drilltest.Locks{Held: map[string]uint64{"k1": 7}}
 	name := func(k int) string { return "k" + strconv.Itoa(k) }
 	p := Plan{Workers: 4, Lease: time.Second}
 	h := newHolderProbe(f, p, name, time.Now())
@@ -223,7 +115,7 @@ func TestHolderProbeSweep(t *testing.T) {
 	if len(h.seen) != 1 || h.seen[0].Key != 1 || !slices.Equal(h.seen[0].Holders, []uint64{7}) {
 		t.Errorf("seen %+v, want k1 held by 7", h.seen)
 	}
-	f.down = true
+	f.Down = true
 	if n := h.sweep(context.Background(), []int32{0, 1, 2}); n != 3 {
 		t.Errorf("%d keys unchecked on a node that is down, want 3", n)
 	}
@@ -261,7 +153,7 @@ func TestTakeoverMeasuresTheTimeWithoutAnActive(t *testing.T) {
 }
 
 // handoffPlan is a short drill whose action is a handoff of f.
-func handoffPlan(f *fakeLocks, maxGap time.Duration) Plan {
+func handoffPlan(f *drilltest.Locks, maxGap time.Duration) Plan {
 	return Plan{Workers: 4, Keys: 3, Lease: 400 * time.Millisecond, Duration: time.Second,
 		Action: ActionHandoff, At: 200 * time.Millisecond, MaxGap: maxGap, MaxErrors: -1, MaxLost: 0,
 		Act: func(ctx context.Context) (bool, string) {
@@ -269,9 +161,9 @@ func handoffPlan(f *fakeLocks, maxGap time.Duration) Plan {
 			// active answers.
 			to, err := f.Handoff(ctx, "")
 			for ctx.Err() == nil {
-				f.mu.Lock()
-				down := f.down
-				f.mu.Unlock()
+				f.Mu.Lock()
+				down := f.Down
+				f.Mu.Unlock()
 				if !down {
 					break
 				}
@@ -282,11 +174,11 @@ func handoffPlan(f *fakeLocks, maxGap time.Duration) Plan {
 }
 
 func TestRunAcrossAnOutage(t *testing.T) {
-	f := &fakeLocks{held: map[string]uint64{}, outage: 200 * time.Millisecond}
+	f := &drilltest.Locks{Held: map[string]uint64{}, Outage: 200 * time.Millisecond}
 	p := handoffPlan(f, -1)
 	p.Progress = new(Progress)
 	rep := Run(context.Background(), f, p)
-	if f.handoff != 1 || !rep.ActionOK || rep.ActionDetail != "handed off to b:1" || rep.Grants == 0 || rep.Cycles != rep.Grants || rep.ViolationCount != 0 {
+	if f.Handoffs != 1 || !rep.ActionOK || rep.ActionDetail != "handed off to b:1" || rep.Grants == 0 || rep.Cycles != rep.Grants || rep.ViolationCount != 0 {
 		t.Fatalf("report: %+v", rep)
 	}
 	// The 200ms outage is the longest gap: it covers it. (Not exactly: a
@@ -308,7 +200,7 @@ func TestRunAcrossAnOutage(t *testing.T) {
 // Without an action the drill measures the workload alone: it goes well
 // and nothing is taken over.
 func TestRunWithoutAction(t *testing.T) {
-	f := &fakeLocks{held: map[string]uint64{}}
+	f := &drilltest.Locks{Held: map[string]uint64{}}
 	p := Plan{Workers: 2, Keys: 2, Lease: time.Second, Duration: 100 * time.Millisecond, Action: ActionNone, At: 50 * time.Millisecond}
 	rep := Run(context.Background(), f, p)
 	if !rep.ActionOK || rep.ActionDetail != "none" || rep.TookOver || rep.Grants == 0 || rep.Errors != 0 || rep.RemovedActive(p) {
@@ -320,14 +212,14 @@ func TestRunWithoutAction(t *testing.T) {
 // leaves the key held by the released token until its lease ends: the
 // drill finds it by asking who holds the key its acquires wait on.
 func TestRunFindsALostRelease(t *testing.T) {
-	f := &fakeLocks{forgetLastRelease: true, held: map[string]uint64{}, leases: map[uint64]time.Duration{}, expires: map[string]time.Time{}}
+	f := &drilltest.Locks{ForgetLastRelease: true, Held: map[string]uint64{}, Leases: map[uint64]time.Duration{}, Expires: map[string]time.Time{}}
 	p := handoffPlan(f, -1)
 	rep := Run(context.Background(), f, p)
-	if f.forgot == 0 {
+	if f.Forgot == 0 {
 		t.Fatal("the fake forgot no release: the workers released nothing before the handoff")
 	}
-	if len(rep.LostReleases) != 1 || rep.LostReleases[0].Token != f.forgot {
-		t.Fatalf("lost releases %+v, want the one of token %d", rep.LostReleases, f.forgot)
+	if len(rep.LostReleases) != 1 || rep.LostReleases[0].Token != f.Forgot {
+		t.Fatalf("lost releases %+v, want the one of token %d", rep.LostReleases, f.Forgot)
 	}
 	if rep.Lost() != rep.LostGrants+1 {
 		t.Errorf("lost %d, lost grants %d", rep.Lost(), rep.LostGrants)
@@ -339,13 +231,13 @@ func TestRunFindsALostRelease(t *testing.T) {
 
 // A grant whose answer was lost is a ghost, not a lost answer.
 func TestRunFindsAGhostGrant(t *testing.T) {
-	f := &fakeLocks{ghost: true, held: map[string]uint64{}, leases: map[uint64]time.Duration{}, expires: map[string]time.Time{}}
+	f := &drilltest.Locks{Ghost: true, Held: map[string]uint64{}, Leases: map[uint64]time.Duration{}, Expires: map[string]time.Time{}}
 	rep := Run(context.Background(), f, handoffPlan(f, -1))
-	if f.forgot == 0 {
+	if f.Forgot == 0 {
 		t.Fatal("the fake made no ghost: the workers released nothing before the handoff")
 	}
-	if len(rep.Ghosts) != 1 || rep.Ghosts[0].Token != f.forgot || len(rep.LostReleases) != 0 || rep.Lost() != 0 {
-		t.Fatalf("ghosts %+v, lost releases %+v, lost %d; want the ghost %d only", rep.Ghosts, rep.LostReleases, rep.Lost(), f.forgot)
+	if len(rep.Ghosts) != 1 || rep.Ghosts[0].Token != f.Forgot || len(rep.LostReleases) != 0 || rep.Lost() != 0 {
+		t.Fatalf("ghosts %+v, lost releases %+v, lost %d; want the ghost %d only", rep.Ghosts, rep.LostReleases, rep.Lost(), f.Forgot)
 	}
 	if h, ok := rep.LongestStall(); !ok || h.Cause() != "ghost grant" {
 		t.Errorf("longest stall %+v %v", h, ok)

@@ -48,21 +48,6 @@ func metricsAddr(s string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// listenAddr reads --listen: HOST:PORT as given, or a bare PORT, which
-// means loopback: a port typed without a host must not open the node to
-// the network. :PORT keeps what it means to Go, etcd and Redis, every
-// interface (which protected mode refuses without client
-// authentication), so a node configured that way before listens where
-// it did. Anything else goes on as given, for the node to refuse in its
-// words.
-func listenAddr(s string) string {
-	s = strings.TrimSpace(s)
-	if _, err := strconv.ParseUint(s, 10, 16); err != nil {
-		return s
-	}
-	return net.JoinHostPort("127.0.0.1", s)
-}
-
 // startMetrics opens the --metrics-listen listener, if any, and serves
 // node's metrics and probes on it until stop is called. A bad address is
 // a usage error (exit 2), a busy port a start-up failure (exit 1).

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
-	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 )
 
@@ -31,9 +30,19 @@ import (
 // that are not answered at once are remembered, so the common path costs
 // a few comparisons and increments.
 
+// The client requests counted, by op; their labels are proto's names
+// for them, and one more label counts lines that were no request.
+var countedOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth, proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch}
+
 // Labels of the requests by op and outcome.
 var (
-	opNames      = [...]string{"acquire", "release", "renew", "queue", "keys", "status", "handoff", "auth", "withdraw", "watch", "unwatch", "invalid"}
+	opNames = func() (n [len(countedOps) + 1]string) {
+		for i, op := range countedOps {
+			n[i] = op.Name()
+		}
+		n[len(countedOps)] = "invalid"
+		return n
+	}()
 	outcomeNames = [...]string{"granted", "timeout", "ok", "notheld", "moved", "error", "cancelled"}
 )
 
@@ -59,7 +68,7 @@ var opIndex = func() (t [256]int8) {
 	for i := range t {
 		t[i] = int8(numOps - 1) // invalid: no request, or an unknown op
 	}
-	for i, op := range []proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth, proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch} {
+	for i, op := range countedOps {
 		t[op] = int8(i)
 	}
 	for _, op := range []proto.Op{proto.OpBeat, proto.OpSync, proto.OpResolve, proto.RecTakeover} {
@@ -122,12 +131,6 @@ var (
 // request at a time a few percent of the node's time per request.
 const timedBatches = 8
 
-// ReadyMaxLag is how many replication records a standby may be behind
-// the active, as of the active's last heartbeat answer, and still be
-// ready: records in flight on the stream while the heartbeat overtakes
-// them.
-const ReadyMaxLag = 1000
-
 // shellStats is what the shell counts. Guarded by Node.mu.
 type shellStats struct {
 	// cur is the request being handed to the core, whose answer, if the
@@ -149,8 +152,8 @@ type shellStats struct {
 // waiting acquire, or a request held back during a handoff. It is its op
 // in the top 8 bits, and below them when the node took it up, in
 // nanoseconds since Node.base modulo 2^56 (2.2 years: a wait is shorter,
-// and since is computed modulo the same). 8 bytes a waiter, where its
-// key and a time.Time beside its op took 48. The key is its queue's.
+// and since is computed modulo the same): one word a waiter, as a
+// node may hold many. The key is its queue's.
 type pendingReq uint64
 
 const pendingAtMask = 1<<56 - 1
@@ -412,197 +415,6 @@ func (r *seqRing) age(now time.Time, seq, head uint64) (time.Duration, bool) {
 		}
 	}
 	return now.Sub(r.at[i]), true
-}
-
-// Histogram is a histogram as Prometheus exposes it.
-type Histogram struct {
-	Bounds []float64 // upper bounds, seconds
-	Counts []uint64  // observations at or below each bound (cumulative)
-	Count  uint64    // every observation
-	Sum    float64   // their sum, seconds
-}
-
-// RequestCount is how many client requests of one op had one outcome.
-type RequestCount struct {
-	Op, Outcome string
-	N           uint64
-}
-
-// PeerMetrics is another node as this one sees it.
-type PeerMetrics struct {
-	Addr      string
-	Role      string // as it last said; "down" when not reachable
-	Reachable bool
-	// Replication lag, known on the active for each reachable standby:
-	// the records the standby is behind, as of its last heartbeat answer,
-	// and how long ago the active first held the oldest of them (an upper
-	// bound within a heartbeat; see seqRing.age). HasLag is false
-	// elsewhere.
-	HasLag     bool
-	LagRecords uint64
-	LagSeconds float64
-}
-
-// Health is what the probes decide on.
-type Health struct {
-	Running    bool // serving: started and not shutting down
-	Role       Role
-	Active     string // the active this node knows of
-	Paused     bool   // did not run for a failure timeout; waits to hear its peers
-	Following  string // the active whose stream it follows
-	StreamLive bool   // that stream is synced and running
-	Lag        uint64 // records behind the active, as of its last heartbeat
-}
-
-// Live reports whether the node serves its role (the /healthz probe),
-// and why not.
-func (h Health) Live() (bool, string) {
-	if !h.Running {
-		return false, "not serving: starting or shutting down"
-	}
-	return true, "serving as " + string(h.Role)
-}
-
-// Ready reports whether the node is the active or a standby caught up
-// with it (the /readyz probe), and in a few words why.
-func (h Health) Ready() (bool, string) {
-	switch {
-	case !h.Running:
-		return false, "not serving: starting or shutting down"
-	case h.Paused:
-		return false, "paused: this node did not run for a failure timeout and waits to hear its peers"
-	case h.Role == Active:
-		return true, "active"
-	case h.Role == HandingOff:
-		return false, "handing its role off"
-	case h.Role == Joining:
-		return false, "joining: still learning who is active"
-	case h.Active == "":
-		return false, "standby, and no active is known"
-	case h.Following != h.Active || !h.StreamLive:
-		return false, "standby, not synced with the active " + h.Active + " yet"
-	case h.Lag > ReadyMaxLag:
-		return false, "standby, " + itoa(h.Lag) + " records behind the active " + h.Active
-	}
-	return true, "standby, caught up with the active " + h.Active + " (" + itoa(h.Lag) + " records behind)"
-}
-
-func itoa(v uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			return string(b[i:])
-		}
-	}
-}
-
-// Metrics is what a node counts and knows, for an operator: one
-// consistent reading, taken under one hold of the node mutex.
-type Metrics struct {
-	Self     string
-	Counters core.Counters
-	Health   Health
-	Peers    []PeerMetrics // the other nodes, in priority order
-
-	HeldLocks   int    // keys held
-	Keys        int    // keys held or waited on
-	Waiters     int    // acquires queued
-	TokenEpoch  uint64 // the highest token this node knows of >> engine.CounterBits: Unix milliseconds
-	Seq         uint64 // replication position: state changes applied
-	ConnsOpen   int
-	ConnsTotal  uint64 // accepted since start
-	OutputBytes int64  // answers queued and not yet written, every connection
-	// NoActive is how long this node has now been without an active it
-	// can reach (0 while it knows one); NoActiveTotal adds every earlier
-	// stretch.
-	NoActive      time.Duration
-	NoActiveTotal time.Duration
-
-	Requests        []RequestCount
-	RequestDuration Histogram
-	AcquireWait     Histogram
-	Limits          map[string]uint64 // hits, by LimitNames
-}
-
-// Health reads what the probes decide on.
-func (n *Node) Health() Health {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	now := n.now()
-	return n.healthLocked(n.core.Status(now))
-}
-
-func (n *Node) healthLocked(st proto.Status) Health {
-	h := Health{
-		Running: n.running.Load() && !n.core.Leaving(),
-		Role:    n.core.Role(),
-		Active:  n.core.Active(),
-		Paused:  n.core.Paused(),
-	}
-	h.Following, h.StreamLive = n.core.Following()
-	for _, p := range st.Peers {
-		if p.Addr == n.self {
-			h.Lag = p.Lag
-		}
-	}
-	return h
-}
-
-// Metrics reads everything this node counts, under one hold of its
-// mutex: a scrape costs the clients one short wait, whatever it reads.
-func (n *Node) Metrics() Metrics {
-	m := Metrics{Self: n.self, Limits: make(map[string]uint64, numLimits)}
-	for i, name := range LimitNames {
-		m.Limits[name] = n.limits[i].Load()
-	}
-	m.OutputBytes = n.outBytes.Load()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	now := n.now()
-	m.Counters = n.core.Counters()
-	st := n.core.Status(now)
-	m.Health = n.healthLocked(st)
-	m.Keys, m.Waiters = st.Keys, st.Waiters
-	m.HeldLocks = n.core.Engine().Held()
-	m.TokenEpoch = st.Token >> engine.CounterBits
-	m.Seq = st.Seq
-	m.ConnsOpen = len(n.conns)
-	m.ConnsTotal = n.nextConnID
-	m.NoActiveTotal = m.Counters.NoActiveTotal
-	if since := m.Counters.NoActiveSince; !since.IsZero() {
-		m.NoActive = now.Sub(since)
-		m.NoActiveTotal += m.NoActive
-	}
-	active := m.Health.Role == Active
-	for _, p := range st.Peers {
-		if p.Addr == n.self {
-			continue
-		}
-		pm := PeerMetrics{Addr: p.Addr, Role: p.Role, Reachable: p.Reachable}
-		if active && p.Reachable && p.Role != string(Active) {
-			pm.HasLag, pm.LagRecords = true, p.Lag
-			if age, ok := n.stats.seqs.age(now, p.Seq, st.Seq); ok {
-				pm.LagSeconds = age.Seconds()
-			}
-		}
-		m.Peers = append(m.Peers, pm)
-	}
-	for i := range n.stats.requests {
-		for j, v := range n.stats.requests[i] {
-			if v > 0 {
-				m.Requests = append(m.Requests, RequestCount{Op: opNames[i], Outcome: outcomeNames[j], N: v})
-			}
-		}
-	}
-	m.RequestDuration = n.stats.latency.export()
-	n.stats.wait.add(0, n.stats.atOnce)
-	n.stats.atOnce = 0
-	m.AcquireWait = n.stats.wait.export()
-	return m
 }
 
 // limitCounters are the limits hit, counted where the node mutex may not

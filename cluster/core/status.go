@@ -1,0 +1,132 @@
+package core
+
+import (
+	"time"
+
+	"github.com/lockd-io/lockd/engine"
+	"github.com/lockd-io/lockd/proto"
+)
+
+// Self is this node's address as written in --peers.
+func (c *Core) Self() string { return c.self }
+
+// Config is the configuration the core runs with, defaults filled in.
+func (c *Core) Config() Config { return c.cfg }
+
+// Role is this node's role now.
+func (c *Core) Role() Role { return c.role }
+
+// Active is the address of the active this node knows of, "" when none.
+func (c *Core) Active() string { return c.active }
+
+// Synced reports whether this node holds the cluster's state: it synced
+// from an active, or was active, since it started.
+func (c *Core) Synced() bool { return c.synced }
+
+// Seq is the number of state changes this node has applied.
+func (c *Core) Seq() uint64 { return c.seq }
+
+// HighWater is the highest token this node knows of.
+func (c *Core) HighWater() uint64 { return c.eng.HighWater() }
+
+// Engine is the lock state machine this core drives, for reads (tests,
+// listings). Changing it from outside breaks replication.
+func (c *Core) Engine() *engine.Engine { return c.eng }
+
+// Peers lists the other nodes, in priority order.
+func (c *Core) Peers() []string {
+	out := make([]string, len(c.peers))
+	for i, p := range c.peers {
+		out[i] = p.addr
+	}
+	return out
+}
+
+// NextWake is when the core next needs Tick: heartbeats, lease and wait
+// deadlines, a handoff's timeout.
+func (c *Core) NextWake() time.Time {
+	t := c.nextBeat
+	if d, ok := c.heldDeadline(); ok && d.Before(t) {
+		t = d
+	}
+	if len(c.expect) > 0 && c.expectUntil.Before(t) {
+		t = c.expectUntil
+	}
+	if w := c.waiting; w != nil && w.until.Before(t) {
+		t = w.until
+	}
+	if c.serving() {
+		if d, ok := c.eng.NextDeadline(); ok && d.Before(t) {
+			t = d
+		}
+	}
+	if h := c.handoff; h != nil && !h.resolving && h.deadline.Before(t) {
+		t = h.deadline
+	}
+	return t
+}
+
+// Status is this node's view of itself and of the cluster, as S answers.
+func (c *Core) Status(now time.Time) proto.Status {
+	keys, waiters := c.eng.Stats()
+	if c.role != Active {
+		// A standby's queues are the places it keeps for the active's
+		// waiters (J records): what it would queue if it took the role.
+		waiters = len(c.rwaitKey)
+	}
+	st := proto.Status{
+		Self:    c.self,
+		Role:    string(c.role),
+		Active:  c.active,
+		Token:   c.eng.HighWater(),
+		Seq:     c.seq,
+		Uptime:  now.Sub(c.start),
+		Keys:    keys,
+		Waiters: waiters,
+		Sticky:  c.sticky,
+		// Degraded is an active's word: a standby waits for nothing.
+		Replication: map[bool]string{true: "async", false: "sync"}[c.cfg.Async],
+		Degraded:    c.degraded && c.role == Active,
+		Durability:  c.Durability(),
+	}
+	head := c.seq
+	if c.role != Active {
+		head = max(c.activeSeq, c.seq)
+	}
+	all := make([]proto.PeerStatus, 0, len(c.peers)+1)
+	selfStatus := proto.PeerStatus{Addr: c.self, Role: string(c.role), Reachable: true, Seq: c.seq, Lag: head - c.seq, Token: c.eng.HighWater()}
+	inserted := false
+	for _, p := range c.peers {
+		if !inserted && p.idx > c.selfIdx {
+			all = append(all, selfStatus)
+			inserted = true
+		}
+		ps := proto.PeerStatus{Addr: p.addr, Role: p.role, Reachable: p.alive(now, c.cfg.FailureTimeout), Seq: p.seq, Token: p.token}
+		if !ps.Reachable {
+			ps.Role = "down"
+		} else if head > p.seq && p.role != string(Active) {
+			ps.Lag = head - p.seq
+		}
+		if ps.Role == "" {
+			ps.Role = "unknown"
+		}
+		all = append(all, ps)
+	}
+	if !inserted {
+		all = append(all, selfStatus)
+	}
+	st.Peers = all
+	return st
+}
+
+// redirectTarget is where a client should go: the active, or while none
+// is known, the node expected to become active.
+func (c *Core) redirectTarget(now time.Time) string {
+	if c.active != "" {
+		return c.active
+	}
+	if cand := c.candidate(now); cand != "" {
+		return cand
+	}
+	return c.self
+}

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"math"
+	"time"
+)
+
+// Holder is one holder of a key, as listed, snapshotted and replicated: a
+// key with three holders gives three. LeaseLeft is relative, never an
+// instant, because clocks differ between machines. Limit is the key's
+// limit, the same for all its holders; 0 is taken as 1 where a Holder is
+// applied (Restore).
+type Holder struct {
+	Key       string
+	Token     uint64
+	LeaseLeft time.Duration
+	Limit     int
+	ID        string // the id of the acquire that got the place, "" when none
+}
+
+// WaiterInfo is one queued waiter, as listed for inspection.
+type WaiterInfo struct {
+	Waiter Waiter
+	Waited time.Duration
+	Lease  time.Duration
+	// WaitLeft is how long it will still wait; 0 means forever.
+	WaitLeft time.Duration
+	ID       string // the id its acquire carried, "" when none
+}
+
+// InspectN returns every holder of key, in grant order (which is token
+// order), and its first n waiters in queue order, counting them all; a
+// key neither held nor waited on has neither. n bounds the copy: a Q
+// answer lists some, and a key with 100k waiters would otherwise copy
+// them all at each Q.
+func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []WaiterInfo, nwait int) {
+	ks := e.lookup(key)
+	if ks == nil {
+		return nil, nil, 0
+	}
+	nanos := now.UnixNano()
+	for h := range ks.holders {
+		hs = append(hs, ks.holderInfo(h, nanos))
+	}
+	for wt := ks.head(); wt != nil && len(ws) < n; wt = wt.next {
+		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: e.waiterID(wt)}
+		if wt.heapIdx >= 0 {
+			wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
+		}
+		ws = append(ws, wi)
+	}
+	return hs, ws, ks.nwait()
+}
+
+// Waiters calls fn for every waiter, key by key (in no particular but a
+// deterministic order), each key's in queue order, with the key's limit.
+// Ghosts (AddGhost) are listed too, with Waiter.Conn GhostConn. fn must
+// not call the engine.
+func (e *Engine) Waiters(now time.Time, fn func(key string, limit int, w WaiterInfo)) {
+	nanos := now.UnixNano()
+	for i := range e.all.len() {
+		ks := *e.all.at(i)
+		for wt := ks.head(); wt != nil; wt = wt.next {
+			wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: e.waiterID(wt)}
+			if wt.heapIdx >= 0 {
+				wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
+			}
+			if dl, ok := e.ghostWait[wt]; ok {
+				wi.WaitLeft = 0
+				if dl > 0 {
+					wi.WaitLeft = time.Duration(max(dl-nanos, 1))
+				}
+			}
+			fn(ks.key, ks.limit(), wi)
+		}
+	}
+}
+
+// WaiterID is the id of waiter w's acquire, "" when it had none or w
+// does not wait.
+func (e *Engine) WaiterID(w Waiter) string {
+	if len(e.idOf) == 0 {
+		return ""
+	}
+	if wt := e.waiters.get(w); wt != nil {
+		return e.idOf[wt]
+	}
+	return ""
+}
+
+// holderInfo lists h, a holder of ks, as of nanos.
+func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
+	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id}
+}
+
+// Stats counts the keys held or waited on, and the waiters.
+func (e *Engine) Stats() (keys, waiters int) { return e.all.len(), e.waiters.len() }
+
+// Held counts the holders over all keys: a key with three holders counts
+// three.
+func (e *Engine) Held() int { return e.leases.n }
+
+// ScanStart is the cursor that begins a Scan.
+const ScanStart = math.MaxInt
+
+// Scan visits at most n keys held or waited on (at least one, if any are
+// left), from cursor down. It calls fn once for each holder of a held key,
+// in token order, with held true and h.LeaseLeft as of now; and once for
+// a key waited on but not held, with held false and only h.Key set. n
+// counts keys, not holders: all the holders of a key are visited in the
+// same call. Like Inspect and Snapshot, Scan fires no deadline (call
+// Advance first); fn must not call the engine.
+//
+// Scan returns the cursor for the next call, 0 when the scan is done. The
+// caller may change the engine between calls: a key held or waited on
+// during the whole scan is visited at least once; a key may be visited
+// more than once; a key added during the scan may or may not be visited.
+func (e *Engine) Scan(now time.Time, cursor, n int, fn func(h Holder, held bool)) int {
+	// Why a key present during the whole scan is never skipped. The
+	// cursor splits e.all into [0, cursor), not visited yet, and the
+	// rest, visited or added since the scan began. e.all changes in two
+	// ways only (newKey, dropKey): a new key is appended at the end, and
+	// a removed key's hole is filled by the last key. So while a key
+	// stays its index never increases, and a key below the cursor stays
+	// below it, whatever the caller does between calls. The one key that
+	// moves, the last, moves down: from the visited part into a hole
+	// below the cursor (and is visited again), or, when removals have
+	// shrunk e.all below the cursor, from below it to further below.
+	// Clamping the cursor to the length skips nothing, as every key is
+	// below the length. Each call visits the keys just below the cursor
+	// and moves the cursor down past them, so when it reaches 0, every
+	// key that was below it all along has been visited.
+	i := max(min(cursor, e.all.len()), 0)
+	nanos := now.UnixNano()
+	for stop := max(i-max(n, 1), 0); i > stop; {
+		i--
+		ks := *e.all.at(i)
+		held := false
+		for h := range ks.holders {
+			fn(ks.holderInfo(h, nanos), true)
+			held = true
+		}
+		if !held {
+			fn(Holder{Key: ks.key}, false)
+		}
+	}
+	return i
+}
