@@ -1,0 +1,139 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Replay calls fn for every record of the newest snapshot, then of the
+// log, in order. A torn or corrupt frame in the log ends it: Replay
+// truncates it and everything after it off the files and reports it in
+// dropped (nil when the log was whole). A corrupt snapshot, or an error
+// of fn, is returned. Replay then opens the log for appending.
+func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, err error) {
+	l.io.Lock()
+	defer l.io.Unlock()
+	if l.replayed {
+		return nil, errors.New("wal: Replay called twice")
+	}
+	snaps, segs, err := l.files()
+	if err != nil {
+		return nil, err
+	}
+	var from uint64
+	if len(snaps) > 0 {
+		from = snaps[len(snaps)-1]
+		if err := l.replaySnapshot(l.snapName(from), fn); err != nil {
+			return nil, err
+		}
+	}
+	segs = slices.DeleteFunc(segs, func(n uint64) bool { return n < from })
+	var size int64
+	for i, n := range segs {
+		name := l.segName(n)
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read %s: %v", name, err)
+		}
+		good, ferr := ReadFrames(data, func(wall int64, rec []byte) error {
+			if err := fn(wall, rec); err != nil {
+				return callerErr{err}
+			}
+			return nil
+		})
+		size += int64(good)
+		if ferr == nil {
+			continue
+		}
+		if !isCallerErr(ferr) {
+			d := &Dropped{File: name, Offset: int64(good), Bytes: int64(len(data) - good), Reason: ferr.Error()}
+			if err := truncate(name, int64(good)); err != nil {
+				return nil, err
+			}
+			for _, later := range segs[i+1:] {
+				ln := l.segName(later)
+				if st, err := os.Stat(ln); err == nil {
+					d.Bytes += st.Size()
+				}
+				if err := os.Remove(ln); err != nil {
+					return nil, fmt.Errorf("cannot remove %s after the corrupt frame in %s: %v", ln, name, err)
+				}
+				d.Files++
+			}
+			segs = segs[:i+1]
+			dropped = d
+			break
+		}
+		return nil, fmt.Errorf("%s: %w", name, ferr)
+	}
+	// Appends go to the newest segment, or to a new one after the
+	// snapshot.
+	seg := from
+	if len(segs) > 0 {
+		seg = segs[len(segs)-1]
+	}
+	f, err := os.OpenFile(l.segName(seg), os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open %s for appending: %v", l.segName(seg), err)
+	}
+	if len(segs) == 0 {
+		if err := syncDir(l.dir); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	l.f, l.seg = f, seg
+	l.mu.Lock()
+	l.lastSeg, l.size, l.replayed = seg, size, true
+	l.mu.Unlock()
+	return dropped, nil
+}
+
+// callerErr marks an error of Replay's fn, told apart from a bad frame.
+type callerErr struct{ err error }
+
+func (e callerErr) Error() string { return e.err.Error() }
+
+func (e callerErr) Unwrap() error { return e.err }
+
+func isCallerErr(err error) bool {
+	var ce callerErr
+	return errors.As(err, &ce)
+}
+
+func (l *Log) replaySnapshot(name string, fn func(wall int64, rec []byte) error) error {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("cannot read snapshot %s: %v", name, err)
+	}
+	frames, ended := int64(0), false
+	good, ferr := ReadFrames(data, func(wall int64, rec []byte) error {
+		if ended {
+			return errors.New("frames after the trailer")
+		}
+		if len(rec) == 0 {
+			if wall != frames {
+				return fmt.Errorf("a trailer counting %d frames after %d", wall, frames)
+			}
+			ended = true
+			return nil
+		}
+		frames++
+		if err := fn(wall, rec); err != nil {
+			return callerErr{err}
+		}
+		return nil
+	})
+	if ferr == nil && !ended {
+		ferr = errors.New("no trailer: the snapshot is cut short")
+	}
+	if ferr != nil {
+		if isCallerErr(ferr) {
+			return fmt.Errorf("snapshot %s: %w", name, ferr)
+		}
+		return fmt.Errorf("snapshot %s is corrupt at byte %d (%v): lockd cannot tell which locks it held. To start from the records logged after it (the locks only it holds are lost), move it out of %s; to start with no locks, empty %s", name, good, ferr, l.dir, l.dir)
+	}
+	return nil
+}
