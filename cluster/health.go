@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/lockd-io/lockd/proto"
+import (
+	"strconv"
+
+	"github.com/lockd-io/lockd/proto"
+)
 
 // ReadyMaxLag is how many replication records a standby may be behind
 // the active, as of the active's last heartbeat answer, and still be
@@ -47,22 +51,9 @@ func (h Health) Ready() (bool, string) {
 	case h.Following != h.Active || !h.StreamLive:
 		return false, "standby, not synced with the active " + h.Active + " yet"
 	case h.Lag > ReadyMaxLag:
-		return false, "standby, " + itoa(h.Lag) + " records behind the active " + h.Active
+		return false, "standby, " + strconv.FormatUint(h.Lag, 10) + " records behind the active " + h.Active
 	}
-	return true, "standby, caught up with the active " + h.Active + " (" + itoa(h.Lag) + " records behind)"
-}
-
-func itoa(v uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			return string(b[i:])
-		}
-	}
+	return true, "standby, caught up with the active " + h.Active + " (" + strconv.FormatUint(h.Lag, 10) + " records behind)"
 }
 
 // Health reads what the probes decide on.

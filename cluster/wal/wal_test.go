@@ -14,17 +14,23 @@ type rec struct {
 	line string
 }
 
+// replayAll replays l, collecting every record.
+func replayAll(l *Log) ([]rec, *Dropped, error) {
+	var got []rec
+	d, err := l.Replay(func(wall int64, r []byte) error {
+		got = append(got, rec{wall, string(r)})
+		return nil
+	})
+	return got, d, err
+}
+
 func open(t *testing.T, dir string) (*Log, []rec, *Dropped) {
 	t.Helper()
 	l, err := Open(dir, Batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []rec
-	d, err := l.Replay(func(wall int64, r []byte) error {
-		got = append(got, rec{wall, string(r)})
-		return nil
-	})
+	got, d, err := replayAll(l)
 	if err != nil {
 		l.Close()
 		t.Fatal(err)
@@ -361,11 +367,7 @@ func FuzzWALReplay(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []rec
-		d, err := l.Replay(func(wall int64, r []byte) error {
-			got = append(got, rec{wall, string(r)})
-			return nil
-		})
+		got, d, err := replayAll(l)
 		if err != nil {
 			t.Fatal(err)
 		}
