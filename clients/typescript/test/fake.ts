@@ -17,6 +17,8 @@ export class FakeNode {
   handle: (l: Line) => string = () => "";
   /** A frozen process: read nothing more, answer nothing, keep connections open. */
   silent = false;
+  /** When this node last wrote to any connection: where a client's silence clock starts. */
+  wroteAt = 0;
   private server: net.Server;
   addr = "";
 
@@ -35,11 +37,15 @@ export class FakeNode {
           const l = { conn: c, text, words: text.split(" "), at: Date.now() };
           if (l.words[0] === "S") {
             c.write(`S ${l.words[1]} self=${this.addr} role=active\n`);
+            this.wroteAt = Date.now();
             continue;
           }
           this.lines.push(l);
           const out = this.handle(l);
-          if (out !== "") c.write(out + "\n");
+          if (out !== "") {
+            c.write(out + "\n");
+            this.wroteAt = Date.now();
+          }
         }
       });
     });
