@@ -22,6 +22,10 @@
 //	crc     uint32, little-endian: CRC-32C (Castagnoli) of the payload
 //	payload wall-clock unix nanoseconds (int64, little-endian), then the record
 //
+// A segment is preallocated: it grows by a MiB of zeros at a time, ahead
+// of the frames that overwrite them, so an fsync commits data and no
+// file size. The zeros after a segment's last frame are its end.
+//
 // A snapshot ends with a trailer frame whose record is empty and whose
 // instant is the number of frames before it, so that a snapshot cut short
 // is told from a complete one.

@@ -30,7 +30,7 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 		}
 	}
 	segs = slices.DeleteFunc(segs, func(n uint64) bool { return n < from })
-	var size int64
+	var size, end, flen int64
 	for i, n := range segs {
 		name := l.segName(n)
 		data, err := os.ReadFile(name)
@@ -44,6 +44,10 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 			return nil
 		})
 		size += int64(good)
+		end, flen = int64(good), int64(len(data))
+		if ferr != nil && !isCallerErr(ferr) && allZero(data[good:]) {
+			ferr = nil // the preallocated rest of the segment
+		}
 		if ferr == nil {
 			continue
 		}
@@ -63,6 +67,7 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 				d.Files++
 			}
 			segs = segs[:i+1]
+			flen = end
 			dropped = d
 			break
 		}
@@ -73,8 +78,10 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 	seg := from
 	if len(segs) > 0 {
 		seg = segs[len(segs)-1]
+	} else {
+		end, flen = 0, 0
 	}
-	f, err := os.OpenFile(l.segName(seg), os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
+	f, err := os.OpenFile(l.segName(seg), os.O_WRONLY|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s for appending: %v", l.segName(seg), err)
 	}
@@ -84,7 +91,7 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 			return nil, err
 		}
 	}
-	l.f, l.seg = f, seg
+	l.f, l.seg, l.off, l.alloc = f, seg, end, flen
 	l.mu.Lock()
 	l.lastSeg, l.size, l.replayed = seg, size, true
 	l.mu.Unlock()

@@ -390,3 +390,46 @@ func FuzzWALReplay(f *testing.F) {
 		l.Close()
 	})
 }
+
+// A segment is preallocated with zeros: they end it without a drop, the
+// next appends overwrite them, and a frame torn inside them is still
+// cut off.
+func TestPreallocatedSegment(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := open(t, dir)
+	want := records(3)
+	appendAll(t, l, want)
+	l.Close()
+	st, err := os.Stat(onlySegment(t, dir))
+	if err != nil || st.Size() != preallocChunk {
+		t.Fatalf("segment size %v (%v), want %d preallocated", st.Size(), err, preallocChunk)
+	}
+	l, got, d := open(t, dir)
+	if d != nil || !equal(got, want) {
+		t.Fatalf("reopened: replayed %v, dropped %+v; want %v and no drop", got, d, want)
+	}
+	more := []rec{{7, "F k0 1"}}
+	appendAll(t, l, more)
+	l.Close()
+	l, got, d = open(t, dir)
+	l.Close()
+	if d != nil || !equal(got, append(want, more...)) {
+		t.Fatalf("after more appends: replayed %v, dropped %+v", got, d)
+	}
+
+	// A frame torn after the good ones, zeros after it.
+	seg := onlySegment(t, dir)
+	data, _ := os.ReadFile(seg)
+	var good []byte
+	for _, r := range got {
+		good = AppendFrame(good, r.wall, []byte(r.line))
+	}
+	torn := AppendFrame(nil, 9, []byte("G k9 9 10"))
+	copy(data[len(good):], torn[:len(torn)-3])
+	os.WriteFile(seg, data, 0o600)
+	l, got2, d := open(t, dir)
+	l.Close()
+	if d == nil || d.Offset != int64(len(good)) || !equal(got2, got) {
+		t.Fatalf("torn frame in the preallocated part: replayed %v, dropped %+v", got2, d)
+	}
+}
