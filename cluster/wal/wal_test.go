@@ -433,3 +433,67 @@ func TestPreallocatedSegment(t *testing.T) {
 		t.Fatalf("torn frame in the preallocated part: replayed %v, dropped %+v", got2, d)
 	}
 }
+
+// BenchmarkSync is one group commit of a batch of 20 records through
+// the log, inside the preallocated part of a segment.
+func BenchmarkSync(b *testing.B) {
+	line := []byte("G some-key 12345678901234 30.000 id=node-a#c-1")
+	l, err := Open(b.TempDir(), Batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	if _, _, err := replayAll(l); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for range 20 {
+			l.Append(1, line)
+		}
+		if _, err := l.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFileSync is why segments are preallocated: a write of one
+// batch's frames and its fsync on this machine's filesystem, when the
+// write grows the file ("append") and when it overwrites zeros already
+// there ("overwrite").
+func BenchmarkFileSync(b *testing.B) {
+	batch := make([]byte, 20*64)
+	for _, grow := range []bool{true, false} {
+		name := "overwrite"
+		if grow {
+			name = "append"
+		}
+		b.Run(name, func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "seg"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			if !grow {
+				if err := f.Truncate(0); err != nil {
+					b.Fatal(err)
+				}
+				for range 64 {
+					f.Write(zeros)
+				}
+				f.Sync()
+			}
+			off := int64(0)
+			for b.Loop() {
+				if _, err := f.WriteAt(batch, off); err != nil {
+					b.Fatal(err)
+				}
+				if off += int64(len(batch)); !grow && off+int64(len(batch)) > 64*int64(len(zeros)) {
+					off = 0
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
