@@ -7,7 +7,7 @@ GO      ?= go
 BIN     ?= bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
-# Build tags of every build, test and scenario binary (issue 10: what
+# Build tags of every build, test and scenario binary (they trim what
 # each lockctl run does before its own work):
 #   urfave_cli_no_docs  leaves out urfave/cli's man-page and Markdown
 #                       generator, which neither command uses, and the
