@@ -22,6 +22,7 @@ func holderTokens(r res) []string {
 
 func init() {
 	cases = append(cases, extraCases...)
+	cases = append(cases, electionCases...)
 }
 
 var extraCases = []testCase{

@@ -210,6 +210,13 @@ func (d *driver) stop() {
 	}
 }
 
+// kill ends the driver at once (SIGKILL), as a crash of the program
+// would: its client releases and closes nothing.
+func (d *driver) kill() {
+	d.cmd.Process.Kill()
+	<-d.exited
+}
+
 // send writes cmd with a fresh id and returns the channel its result
 // comes on.
 func (d *driver) send(cmd map[string]any) <-chan res {

@@ -20,7 +20,9 @@ type handles struct {
 }
 
 type holdState struct {
-	h      *client.Held
+	h *client.Held
+	// e is the election a campaign's hold leads, nil for a plain hold.
+	e      *client.Election
 	mu     sync.Mutex
 	lost   bool
 	reason string
@@ -139,8 +141,14 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return map[string]any{"hold": d.addHold(h, nil), "token": fmt.Sprint(h.Token())}, nil
+}
+
+// addHold numbers h and writes its loss as an event when it comes; e is
+// the election h leads, if any.
+func (d *driver) addHold(h *client.Held, e *client.Election) int {
 	id := d.newHandle()
-	st := &holdState{h: h}
+	st := &holdState{h: h, e: e}
 	d.h.mu.Lock()
 	d.h.holds[id] = st
 	d.h.mu.Unlock()
@@ -158,7 +166,7 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 		}
 		d.write(map[string]any{"event": "lost", "hold": id, "reason": reason, "message": msg, "ms_since_open": d.sinceOpen()})
 	}()
-	return map[string]any{"hold": id, "token": fmt.Sprint(h.Token())}, nil
+	return id
 }
 
 // lossReason maps a Held's Err to DRIVER.md's reasons.
@@ -206,4 +214,88 @@ func (d *driver) holdState(cmd command) (map[string]any, error) {
 		r["reason"] = st.reason
 	}
 	return r, nil
+}
+
+// campaign waits until this client leads the election on key with
+// value: its hold, as for hold, is the leadership.
+func (d *driver) campaign(cmd command) (map[string]any, error) {
+	c, err := d.client()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := callCtx(cmd)
+	defer cancel()
+	e := client.NewElection(c, cmd.Key)
+	e.Lease = ms(cmd.LeaseMS)
+	h, err := e.Campaign(ctx, cmd.Value)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"hold": d.addHold(h, e), "token": fmt.Sprint(h.Token())}, nil
+}
+
+// leaderFields is a leader as DRIVER.md writes it: value and token null
+// when nobody leads.
+func leaderFields(l client.Leader) map[string]any {
+	if l.Token == 0 {
+		return map[string]any{"value": nil, "token": nil}
+	}
+	return map[string]any{"value": l.Value, "token": fmt.Sprint(l.Token)}
+}
+
+func (d *driver) leader(cmd command) (map[string]any, error) {
+	c, err := d.client()
+	if err != nil {
+		return nil, err
+	}
+	l, err := client.NewElection(c, cmd.Key).Leader(context.Background())
+	if errors.Is(err, client.ErrNoLeader) {
+		return leaderFields(client.Leader{}), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return leaderFields(l), nil
+}
+
+// observe writes the leader now, then every change of leader, as leader
+// events, until unwatch or close.
+func (d *driver) observe(cmd command) (map[string]any, error) {
+	c, err := d.client()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	leaders := client.NewElection(c, cmd.Key).Observe(ctx)
+	id := d.newHandle()
+	d.h.mu.Lock()
+	d.h.watches[id] = cancel
+	d.h.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for l := range leaders {
+			ev := leaderFields(l)
+			ev["event"], ev["watch"], ev["ms_since_open"] = "leader", id, d.sinceOpen()
+			d.write(ev)
+		}
+		reason := "unwatched"
+		if ctx.Err() == nil {
+			reason = "closed"
+		}
+		d.write(map[string]any{"event": "watch_end", "watch": id, "reason": reason})
+	}()
+	return map[string]any{"watch": id}, nil
+}
+
+// resign gives up the leadership that a campaign's hold is.
+func (d *driver) resign(cmd command) (map[string]any, error) {
+	st, err := d.holdOf(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if st.e == nil {
+		return nil, invalidError{fmt.Sprintf("hold %d is no campaign's: release it with hold_release", cmd.Hold)}
+	}
+	return nil, st.e.Resign(context.Background())
 }

@@ -61,6 +61,7 @@ type command struct {
 	MaxMS       *float64 `json:"max_ms"`
 	Hold        int      `json:"hold"`
 	Watch       int      `json:"watch"`
+	Value       string   `json:"value"`
 }
 
 type tlsConfig struct {
@@ -296,6 +297,14 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		return d.holdRelease(cmd)
 	case "hold_state":
 		return d.holdState(cmd)
+	case "campaign":
+		return d.campaign(cmd)
+	case "leader":
+		return d.leader(cmd)
+	case "observe":
+		return d.observe(cmd)
+	case "resign":
+		return d.resign(cmd)
 	}
 	return nil, errUnsupported
 }
