@@ -43,6 +43,10 @@ type conn struct {
 	// client requests; pending, its client requests not answered at once.
 	peer    bool
 	pending map[string]pendingQueue
+	// The core's Scan and Feed (shellout.go): a key listing slice or a
+	// snapshot slice is due, and whether a goroutine drives them.
+	scanDue, scanner bool
+	feedDue, feeder  bool
 
 	// For the request duration (reader only): batches read, and when the
 	// batch being applied was read (since n.base), if it is timed.

@@ -144,11 +144,9 @@ func (n *Node) syncLoop() {
 		n.mu.Lock()
 		n.direct = &d.flushes
 		n.core.Logged(n.now(), done)
-		if f := n.follow; f != nil {
-			if ack := n.core.StreamAck(f.target); ack != nil {
-				f.reply(ack)
-				f.flushReplies()
-			}
+		if f := n.follow; f != nil && f.nc != nil && f.ended == nil {
+			n.core.StreamAck(n.now(), f.target)
+			f.flushReplies()
 		}
 		n.direct = nil
 		snap := !d.snapshotting && d.log.Size() >= d.snapAfter

@@ -20,7 +20,8 @@ type followStream struct {
 	cancel context.CancelFunc
 
 	// Guarded by n.mu.
-	replies [][]byte // to write on the stream before it closes (O)
+	replies [][]byte // what the core replied on the stream, to write
+	ended   error    // the core ended the stream (Out.StreamEnd)
 	nc      net.Conn
 }
 
@@ -51,16 +52,30 @@ func (f *followStream) run() {
 	}
 }
 
-// flushReplies writes what the core replied on the stream. n.mu is held:
-// the lines are short and the socket's buffer takes them.
-func (f *followStream) flushReplies() {
+// end records why the core ended the stream: the reader feeds it no
+// more lines. n.mu is held.
+func (f *followStream) end(err error) {
+	if f.ended == nil {
+		f.ended = err
+	}
+}
+
+// flushReplies writes what the core replied on the stream, in the order
+// it replied, and returns the first write error. n.mu is held: the lines
+// are short (a hello, an acknowledgement per batch, a confirmation) and
+// the socket's buffer takes them.
+func (f *followStream) flushReplies() error {
+	var first error
 	if f.nc != nil {
 		for _, b := range f.replies {
 			f.nc.SetWriteDeadline(time.Now().Add(f.n.cfg.FailureTimeout))
-			f.nc.Write(b)
+			if _, err := f.nc.Write(b); err != nil && first == nil {
+				first = err
+			}
 		}
 	}
 	f.replies = nil
+	return first
 }
 
 func (f *followStream) once() error {
@@ -73,8 +88,10 @@ func (f *followStream) once() error {
 	stop := context.AfterFunc(f.ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	n.mu.Lock()
-	hello := n.core.StreamOpened(n.now(), f.target)
-	f.nc = nc
+	f.nc, f.ended = nc, nil
+	n.core.StreamOpened(n.now(), f.target)
+	err = f.flushReplies()
+	ended := f.ended
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
@@ -82,10 +99,10 @@ func (f *followStream) once() error {
 		f.nc = nil
 		n.mu.Unlock()
 	}()
-	if hello == nil {
-		return errors.New("no longer following " + f.target)
+	if ended != nil {
+		return ended
 	}
-	if _, err := nc.Write(hello); err != nil {
+	if err != nil {
 		return err
 	}
 	lines := make([][]byte, 0, 256)
@@ -114,26 +131,28 @@ func (f *followStream) once() error {
 		now := n.now()
 		for _, l := range lines {
 			a, err := proto.ParseAnswer(l)
-			if err == nil {
-				err = n.core.StreamRecord(now, f.target, a)
-			}
 			if err != nil {
-				f.flushReplies()
-				n.rearmLocked()
-				n.mu.Unlock()
-				return err
+				f.end(err)
+				break
+			}
+			n.core.StreamRecord(now, f.target, a)
+			if f.ended != nil {
+				break
 			}
 		}
-		f.flushReplies()
-		ack := n.core.StreamAck(f.target)
+		if f.ended == nil {
+			// Acknowledged in a batch: one line however many records.
+			n.core.StreamAck(now, f.target)
+		}
+		err = f.flushReplies()
+		ended := f.ended
 		n.rearmLocked()
 		n.mu.Unlock()
-		if ack != nil {
-			// Acknowledged in a batch: one line however many records.
-			nc.SetWriteDeadline(time.Now().Add(n.cfg.FailureTimeout))
-			if _, err := nc.Write(ack); err != nil {
-				return err
-			}
+		if ended != nil {
+			return ended
+		}
+		if err != nil {
+			return err
 		}
 		if f.ctx.Err() != nil {
 			return nil

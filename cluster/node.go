@@ -309,7 +309,7 @@ func (n *Node) timerLoop() {
 		n.armedAt = time.Time{}
 		now := n.now()
 		n.core.Tick(now)
-		n.stats.seqs.sample(now, n.core.Seq(), n.core.Role())
+		n.stats.seqs.sample(now, n.core.Seq())
 		n.rearmLocked()
 		n.mu.Unlock()
 	}

@@ -79,9 +79,6 @@ func (n *Node) apply(c *conn, batch []item) {
 			n.scanning = nil
 			n.core.Request(now, id, *req)
 			answered += n.stats.end(c, now)
-			if req.Op == proto.OpSync && n.core.Syncing(id) {
-				n.startSnapshot(c)
-			}
 			if n.scanning == c {
 				// A key listing: c's reader scans it, a slice at a time,
 				// before it reads on, so it is answered before the
@@ -113,7 +110,8 @@ func (n *Node) apply(c *conn, batch []item) {
 
 // startSnapshot sends a new standby's snapshot from a goroutine of its
 // own, a slice per hold of the mutex, never running ahead of what the
-// standby reads.
+// standby reads, for as long as the core asks for more (Feed). n.mu is
+// held.
 func (n *Node) startSnapshot(c *conn) {
 	c.outMu.Lock()
 	c.stream = true
@@ -123,12 +121,18 @@ func (n *Node) startSnapshot(c *conn) {
 		defer n.wg.Done()
 		for c.waitRoom() {
 			n.mu.Lock()
-			done := c.gone || n.core.SnapshotSlice(n.now(), core.ConnID(c.id))
-			n.mu.Unlock()
-			if done {
+			if c.gone || !c.feedDue {
+				c.feeder = false
+				n.mu.Unlock()
 				return
 			}
+			c.feedDue = false
+			n.core.SnapshotSlice(n.now(), core.ConnID(c.id))
+			n.mu.Unlock()
 		}
+		n.mu.Lock()
+		c.feeder = false
+		n.mu.Unlock()
 	}()
 }
 
@@ -149,12 +153,17 @@ func (n *Node) scanKeys(c *conn) {
 	}
 	for {
 		n.mu.Lock()
-		done := c.gone || n.core.KeysSlice(n.now(), core.ConnID(c.id))
-		n.rearmLocked()
-		n.mu.Unlock()
-		if done {
+		if !c.gone && c.scanDue {
+			c.scanDue = false
+			n.core.KeysSlice(n.now(), core.ConnID(c.id))
+			n.rearmLocked()
+		}
+		if c.gone || !c.scanDue {
+			c.scanner = false
+			n.mu.Unlock()
 			return
 		}
+		n.mu.Unlock()
 		time.Sleep(keysPause)
 	}
 }

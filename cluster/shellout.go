@@ -23,25 +23,47 @@ func (o *shellOut) Send(s core.Send) bool {
 // Scan has the key listing of id scanned by the reader that applies its
 // request when the request is being applied, so that it is answered
 // before the requests that follow it; otherwise (a listing held back
-// during a handoff) by a goroutine of its own.
+// during a handoff) by a goroutine of its own. A Scan while one of them
+// drives c's listings asks it for one more slice.
 func (o *shellOut) Scan(id core.ConnID) {
 	n := (*Node)(o)
 	c := n.conns[uint64(id)]
 	if c == nil {
 		return
 	}
+	c.scanDue = true
+	if c.scanner {
+		return
+	}
 	if n.stats.cur.c == c {
+		c.scanner = true
 		n.scanning = c
 		return
 	}
 	if n.ctx == nil {
 		return
 	}
+	c.scanner = true
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		n.scanKeys(c)
 	}()
+}
+
+// Feed has a new standby's snapshot sent by a goroutine of its own
+// (startSnapshot); a Feed while it runs asks it for one more slice.
+func (o *shellOut) Feed(id core.ConnID) {
+	n := (*Node)(o)
+	c := n.conns[uint64(id)]
+	if c == nil {
+		return
+	}
+	c.feedDue = true
+	if !c.feeder {
+		c.feeder = true
+		n.startSnapshot(c)
+	}
 }
 
 func (o *shellOut) Close(id core.ConnID) {
@@ -81,6 +103,19 @@ func (o *shellOut) StreamReply(target string, b []byte) {
 		}
 		f.reply(b)
 	}
+}
+
+func (o *shellOut) StreamEnd(target string, err error) {
+	if f := (*Node)(o).follow; f != nil && f.target == target {
+		f.end(err)
+	}
+}
+
+// RoleChanged starts the record of this node's replication position
+// afresh: a standby's position follows the active's, so what it was
+// then says nothing of when this node produced its records.
+func (o *shellOut) RoleChanged(core.Role, string) {
+	(*Node)(o).stats.seqs.reset()
 }
 
 func (o *shellOut) Ask(id uint64, peer string, b []byte, timeout time.Duration) {

@@ -365,7 +365,6 @@ func (h *histogram) export() Histogram {
 // as the timer ticks (at least every heartbeat), so that the active can
 // tell how old the oldest record a standby lacks is.
 type seqRing struct {
-	role Role
 	at   [seqSamples]time.Time
 	seq  [seqSamples]uint64
 	n    int // samples held
@@ -378,12 +377,10 @@ const seqSamples = 4096
 // least 40 seconds.
 const seqEvery = 10 * time.Millisecond
 
-func (r *seqRing) sample(now time.Time, seq uint64, role Role) {
-	if role != r.role {
-		// A standby's position follows the active's: what it was then
-		// says nothing of when this node produced its records.
-		r.role, r.n, r.next = role, 0, 0
-	}
+// reset forgets every sample: the role changed.
+func (r *seqRing) reset() { r.n, r.next = 0, 0 }
+
+func (r *seqRing) sample(now time.Time, seq uint64) {
 	if r.n > 0 {
 		last := (r.next + seqSamples - 1) % seqSamples
 		if now.Sub(r.at[last]) < seqEvery {

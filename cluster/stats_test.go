@@ -18,10 +18,10 @@ func TestSeqRingAge(t *testing.T) {
 	}
 	// Position 10 at t0, 20 at t0+1s, 30 at t0+2s; a sample 5 ms after
 	// another is skipped.
-	r.sample(t0, 10, Active)
-	r.sample(t0.Add(5*time.Millisecond), 11, Active)
-	r.sample(t0.Add(time.Second), 20, Active)
-	r.sample(t0.Add(2*time.Second), 30, Active)
+	r.sample(t0, 10)
+	r.sample(t0.Add(5*time.Millisecond), 11)
+	r.sample(t0.Add(time.Second), 20)
+	r.sample(t0.Add(2*time.Second), 30)
 	now := t0.Add(3 * time.Second)
 	for _, tc := range []struct {
 		seq, head uint64
@@ -40,7 +40,8 @@ func TestSeqRingAge(t *testing.T) {
 	}
 	// A new role starts over: a standby's samples say nothing of when
 	// this node produced its records as the active.
-	r.sample(now, 30, Standby)
+	r.reset()
+	r.sample(now, 30)
 	if got, _ := r.age(now.Add(time.Second), 29, 31); got != time.Second {
 		t.Errorf("after a role change, age %v, want 1s", got)
 	}

@@ -96,9 +96,14 @@ type Out interface {
 	// connection is gone, so that a grant nobody will read is released.
 	Send(s Send) bool
 	// Scan says that connection c has a key listing to scan: call
-	// KeysSlice(now, c) until it reports done, letting other events in
-	// between.
+	// KeysSlice(now, c) once, letting other events in before it. Each
+	// slice that leaves more to scan says Scan again.
 	Scan(c ConnID)
+	// Feed says that c is a new standby's replication stream with a
+	// snapshot to send: call SnapshotSlice(now, c) once the stream has
+	// room for more, letting other events in before it. Each slice that
+	// leaves more to send says Feed again.
+	Feed(c ConnID)
 	// Close closes c once what was sent to it has been written.
 	Close(c ConnID)
 	// Beat sends heartbeat b on the link this node keeps to peer, if it
@@ -107,10 +112,19 @@ type Out interface {
 	Beat(peer string, b []byte)
 	// Follow keeps a replication stream from target open, re-opening it
 	// after a failure, or closes it when target is "". The shell reports
-	// on it with StreamOpened, StreamRecord and StreamEnded.
+	// on it with StreamOpened, StreamRecord, StreamAck and StreamEnded.
 	Follow(target string)
-	// StreamReply writes b on the open replication stream from target.
+	// StreamReply writes b on the open replication stream from target:
+	// the hello, acknowledgements, a handoff's confirmation.
 	StreamReply(target string, b []byte)
+	// StreamEnd ends the open replication stream from target because of
+	// err: the shell feeds the core no more of its lines, closes it once
+	// the replies are written and reports StreamEnded. Follow still
+	// names target, so a new stream opens a heartbeat later.
+	StreamEnd(target string, err error)
+	// RoleChanged says this node's role, or the active it knows of,
+	// changed.
+	RoleChanged(r Role, active string)
 	// Ask sends request b to peer on a connection of its own and reports
 	// the answer, or why there is none (no answer within timeout, or
 	// ErrRefused when nothing listens there), with Answered(id, ...).
@@ -434,6 +448,7 @@ func (c *Core) setRole(r Role, active, reason string) {
 		c.deferSince = time.Time{}
 	}
 	c.noteActive(c.lastEvent)
+	c.out.RoleChanged(r, active)
 }
 
 // Shutdown begins a graceful stop: an active node hands its role to a

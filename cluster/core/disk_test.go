@@ -25,6 +25,9 @@ func (o *diskOut) Close(ConnID)                              {}
 func (o *diskOut) Beat(string, []byte)                       {}
 func (o *diskOut) Follow(string)                             {}
 func (o *diskOut) StreamReply(string, []byte)                {}
+func (o *diskOut) StreamEnd(string, error)                   {}
+func (o *diskOut) Feed(ConnID)                               {}
+func (o *diskOut) RoleChanged(Role, string)                  {}
 func (o *diskOut) Ask(uint64, string, []byte, time.Duration) {}
 func (o *diskOut) Stopped()                                  {}
 func (o *diskOut) Log(at time.Time, rec []byte) {

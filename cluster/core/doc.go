@@ -15,8 +15,11 @@
 //
 // # Events (methods of Core)
 //
-// Every event carries the time it happens at (StreamAck, which only
-// reads what StreamRecord applied, excepted):
+// Every event carries the time it happens at, and returns nothing: all
+// it causes comes out as actions. (Status, Role and the other readers
+// answer questions about the state and change nothing; DiskSnapshot and
+// DiskSnapshotSlice read the state out for a snapshot of the data
+// directory.)
 //
 //	Tick(now)                          time passed: fire deadlines; every heartbeat,
 //	                                   send heartbeats and re-evaluate the role (NextWake says when)
@@ -25,13 +28,13 @@
 //	RequestError(now, id, pe)          a line that is no request
 //	Refuse(now, id, op, key, msg)      a request the shell refuses (authentication)
 //	ConnClosed(now, id)                the connection closed: its waiters leave
-//	KeysSlice(now, id) done            scan the next slice of id's key listing (after Scan)
-//	SnapshotSlice(now, id) done        a new standby's stream has room for the next slice
+//	KeysSlice(now, id)                 scan the next slice of id's key listing (after Scan)
+//	SnapshotSlice(now, id)             send the next slice of a new standby's snapshot (after Feed)
 //	HeardBeat(now, peer, beat)         a peer answered this node's heartbeat
 //	PeerDown(now, peer, why)           the heartbeat link to a peer failed
-//	StreamOpened(now, target) hello    the replication stream to follow is open: send hello on it
-//	StreamRecord(now, target, a) err   a record read on it; an error ends it
-//	StreamAck(target) line             the acknowledgement to write after a batch of records
+//	StreamOpened(now, target)          the replication stream to follow is open
+//	StreamRecord(now, target, a)       a record read on it
+//	StreamAck(now, target)             a batch of records was read on it
 //	StreamEnded(now, target, err)      it ended
 //	Answered(now, id, answer, err)     the answer to an Ask (a take-back, or C)
 //	Shutdown(now)                      stop gracefully: hand off first
@@ -49,11 +52,16 @@
 //	                                   replication records and answers to peers) and, for a
 //	                                   refused acquire, the Limit it hit; false when the
 //	                                   connection is gone
-//	Scan(conn)                         a key listing on conn waits for KeysSlice calls
+//	Scan(conn)                         call KeysSlice once more for conn's key listing
+//	Feed(conn)                         call SnapshotSlice once more for conn's snapshot,
+//	                                   when the stream has room
 //	Close(conn)                        close it once written
 //	Beat(peer, line)                   a heartbeat on the link to peer
 //	Follow(target)                     keep a replication stream from target open ("" none)
-//	StreamReply(target, line)          write on that stream (O, after a handoff)
+//	StreamReply(target, line)          write on that stream (its hello Y, acknowledgements V,
+//	                                   a handoff's confirmation O)
+//	StreamEnd(target, err)             end that stream: feed no more of it (StreamEnded follows)
+//	RoleChanged(role, active)          this node's role, or the active it knows, changed
 //	Ask(id, peer, line, timeout)       a request on a connection of its own (C, H takeback)
 //	Stopped()                          a shutdown may complete
 //	Log(at, rec)                       with Config.Durable (a DiskOut): append rec to the

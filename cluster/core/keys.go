@@ -27,7 +27,7 @@ type listing struct {
 }
 
 // listKeys begins the listing of pattern on cn; Out.Scan asks the shell
-// to drive it with KeysSlice.
+// for its first slice (KeysSlice).
 func (c *Core) listKeys(cn *conn, pattern string) {
 	cn.lists = append(cn.lists, &listing{pattern: pattern, cursor: engine.ScanStart, inTop: make(map[string]bool)})
 	if len(cn.lists) == 1 {
@@ -37,13 +37,13 @@ func (c *Core) listKeys(cn *conn, pattern string) {
 
 // KeysSlice scans the next ListSlice keys of the oldest key listing of
 // connection id, and answers it once its scan is done, or with a redirect
-// when this node is no longer active. It reports whether id has no
-// listing left to scan; the shell calls it until then, letting other
+// when this node is no longer active. While id has a listing left to
+// scan it asks for the next slice with Out.Scan; the shell lets other
 // events in between.
-func (c *Core) KeysSlice(now time.Time, id ConnID) bool {
+func (c *Core) KeysSlice(now time.Time, id ConnID) {
 	cn := c.conns[id]
 	if cn == nil || len(cn.lists) == 0 {
-		return true
+		return
 	}
 	c.noteTime(now)
 	l := cn.lists[0]
@@ -53,7 +53,8 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) bool {
 		c.advance(now)
 		l.cursor = c.eng.Scan(now, l.cursor, ListSlice, func(h engine.Holder, _ bool) { l.add(h.Key) })
 		if l.cursor != 0 {
-			return false
+			c.out.Scan(id)
+			return
 		}
 		keys := []string(l.top)
 		slices.Sort(keys)
@@ -64,9 +65,9 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) bool {
 	cn.lists = cn.lists[1:]
 	if len(cn.lists) == 0 {
 		cn.lists = nil
-		return true
+		return
 	}
-	return false
+	c.out.Scan(id)
 }
 
 // add counts key if it matches, and keeps it if it is among the smallest.

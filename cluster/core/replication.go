@@ -64,13 +64,7 @@ func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 	}
 	c.streams = append(c.streams, cn)
 	c.log.Info("standby subscribed", "standby", req.Key, "remote", cn.remote, "seq", c.seq)
-}
-
-// Syncing reports whether id is a replication stream whose snapshot is
-// not all sent yet: the shell calls SnapshotSlice whenever it has room.
-func (c *Core) Syncing(id ConnID) bool {
-	cn := c.conns[id]
-	return cn != nil && cn.stream != nil && cn.stream.syncing
+	c.out.Feed(cn.id)
 }
 
 // SnapshotSlice sends the next slice of the snapshot of stream id: the
@@ -79,18 +73,18 @@ func (c *Core) Syncing(id ConnID) bool {
 // reflects its state when written, and the last one the standby reads is
 // the latest: the standby applies them in order and, at the synced mark,
 // holds this node's state (engine.Scan visits every key held for the
-// whole scan at least once). It reports true when the snapshot is
-// complete, or the stream no longer syncs.
-func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
+// whole scan at least once). While the snapshot is not complete it asks
+// for the next slice with Out.Feed.
+func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 	cn := c.conns[id]
 	if cn == nil || cn.stream == nil || !cn.stream.syncing {
-		return true
+		return
 	}
 	if c.role != Active {
 		// A snapshot is this node's state as an active: a standby that
 		// did not get all of it must subscribe again wherever the role is.
 		c.dropStream(cn)
-		return true
+		return
 	}
 	s := cn.stream
 	buf := c.buf[:0]
@@ -124,10 +118,11 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) bool {
 	} else {
 		c.buf = buf
 	}
-	if !s.syncing {
-		c.retryWaitingHandoff(now)
+	if s.syncing {
+		c.out.Feed(id)
+		return
 	}
-	return !s.syncing
+	c.retryWaitingHandoff(now)
 }
 
 // replicate appends the state change of ev to every standby's stream.
@@ -300,26 +295,35 @@ func (c *Core) stopFollow() {
 	}
 }
 
-// StreamOpened says the shell opened a replication stream from target;
-// it returns the line to send on it first (Y). It returns nil when this
-// node no longer follows target: the shell closes the stream.
-func (c *Core) StreamOpened(now time.Time, target string) []byte {
+// StreamOpened says the shell opened a replication stream from target:
+// the core replies its hello (Y) on it, or ends it (Out.StreamEnd) when
+// this node no longer follows target.
+func (c *Core) StreamOpened(now time.Time, target string) {
+	c.noteTime(now)
 	f := c.follow
 	if f == nil || f.target != target {
-		return nil
+		c.out.StreamEnd(target, errors.New("no longer following "+target))
+		return
 	}
 	// A handoff cancelled on the stream before this one is settled.
 	delete(c.cancelled, target)
 	f.open, f.syncing, f.live, f.started, f.top, f.acked, f.ackDue = true, true, false, now, 0, 0, false
 	f.staged = make(map[string][]stagedHold)
 	c.rwait, c.rwaitKey = nil, nil // the snapshot lists them again
-	return proto.AppendSync(nil, c.self, c.eng.HighWater())
+	c.out.StreamReply(target, proto.AppendSync(nil, c.self, c.eng.HighWater()))
 }
 
-// StreamRecord applies one line read on the stream from target. An error
-// ends the stream: the shell closes it and reports StreamEnded.
-func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) error {
+// StreamRecord applies one line read on the stream from target. A line
+// that cannot be applied ends the stream (Out.StreamEnd): the shell
+// feeds no more of it, closes it and reports StreamEnded.
+func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) {
 	c.noteTime(now)
+	if err := c.streamRecord(now, target, a); err != nil {
+		c.out.StreamEnd(target, err)
+	}
+}
+
+func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error {
 	f := c.follow
 	if f == nil || f.target != target || !f.open {
 		return errors.New("no longer following " + target)

@@ -168,13 +168,16 @@ func TestStreamRefusesImplausibleTokens(t *testing.T) {
 	}
 	now := time.Unix(1_700_000_000, 0)
 	c.ensureFollow("10.0.0.1:7070")
-	if c.StreamOpened(now, "10.0.0.1:7070") == nil {
-		t.Fatal("no hello")
+	c.StreamOpened(now, "10.0.0.1:7070")
+	if len(out.replies) != 1 || len(out.ended) != 0 {
+		t.Fatalf("opened: replies %q, ended %v; want the hello alone", out.replies, out.ended)
 	}
 	for _, line := range []string{"G k 18446744073709551615 60", "Y 10.0.0.2:7070 synced 18446744073709551615 1"} {
+		out.ended = nil
 		a, _ := proto.ParseAnswer([]byte(line))
-		if err := c.StreamRecord(now, "10.0.0.1:7070", a); err == nil || !strings.Contains(err.Error(), "--max-clock-skew") {
-			t.Errorf("%s: err = %v", line, err)
+		c.StreamRecord(now, "10.0.0.1:7070", a)
+		if len(out.ended) != 1 || !strings.Contains(out.ended[0].Error(), "--max-clock-skew") {
+			t.Errorf("%s: ended %v", line, out.ended)
 		}
 	}
 	if c.HighWater() != 0 {
@@ -182,15 +185,23 @@ func TestStreamRefusesImplausibleTokens(t *testing.T) {
 	}
 }
 
-// recOut records nothing: a core driven by hand in a test.
-type recOut struct{}
+// recOut records what a core driven by hand in a test said on the
+// stream it follows.
+type recOut struct {
+	replies [][]byte
+	ended   []error
+	feeds   int // Feed calls: slices of a snapshot asked for
+}
 
 func (*recOut) Send(Send) bool                            { return true }
 func (*recOut) Close(ConnID)                              {}
 func (*recOut) Scan(ConnID)                               {}
+func (o *recOut) Feed(ConnID)                             { o.feeds++ }
 func (*recOut) Beat(string, []byte)                       {}
 func (*recOut) Follow(string)                             {}
-func (*recOut) StreamReply(string, []byte)                {}
+func (o *recOut) StreamReply(_ string, b []byte)          { o.replies = append(o.replies, b) }
+func (o *recOut) StreamEnd(_ string, err error)           { o.ended = append(o.ended, err) }
+func (*recOut) RoleChanged(Role, string)                  {}
 func (*recOut) Ask(uint64, string, []byte, time.Duration) {}
 func (*recOut) Stopped()                                  {}
 

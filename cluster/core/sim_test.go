@@ -198,6 +198,7 @@ type simNode struct {
 	linkBusy map[string]bool     // a dial is under way
 	follow   string              // the stream the core follows
 	stream   *simConn            // the open follower stream
+	ended    error               // the core ended it (Out.StreamEnd)
 	dialing  bool
 	asks     map[*simConn]uint64
 	stopping bool // Stopped was called: the process exits
@@ -558,11 +559,20 @@ func (o *simOut) Scan(id ConnID) {
 		if n.gen != gen {
 			return
 		}
-		n.do(func() {
-			if !n.core.KeysSlice(n.clock(), id) {
-				(*simOut)(n).Scan(id)
-			}
-		})
+		n.do(func() { n.core.KeysSlice(n.clock(), id) })
+	})
+}
+
+// Feed sends a new stream's snapshot a slice per event, as the shell
+// does when the standby reads.
+func (o *simOut) Feed(id ConnID) {
+	n := (*simNode)(o)
+	gen := n.gen
+	n.s.at(time.Duration(n.s.rng.IntN(200))*time.Microsecond, func() {
+		if c := n.conns[id]; n.gen != gen || c == nil || !c.open {
+			return
+		}
+		n.do(func() { n.core.SnapshotSlice(n.clock(), id) })
 	})
 }
 
@@ -593,6 +603,15 @@ func (o *simOut) StreamReply(target string, b []byte) {
 		c.toServer(slices.Clone(b))
 	}
 }
+
+func (o *simOut) StreamEnd(target string, err error) {
+	n := (*simNode)(o)
+	if c := n.stream; c != nil && n.s.nodes[c.to].addr == target && n.ended == nil {
+		n.ended = err
+	}
+}
+
+func (o *simOut) RoleChanged(Role, string) {}
 
 func (o *simOut) Ask(id uint64, peer string, b []byte, timeout time.Duration) {
 	n := (*simNode)(o)
@@ -757,34 +776,10 @@ func (c *simConn) toServer(line []byte) {
 				srv.core.RequestError(srv.clock(), c.srvID, pe)
 				return
 			}
-			if req.Op == proto.OpSync {
-				srv.core.Request(srv.clock(), c.srvID, req)
-				srv.sendSnapshot(c)
-				return
-			}
 			if c.kind == kindClient && req.Op == proto.OpAcquire {
 				s.fifoArrived(srv, c, req)
 			}
 			srv.core.Request(srv.clock(), c.srvID, req)
-		})
-	})
-}
-
-// sendSnapshot feeds a new stream its snapshot a slice per event, as the
-// shell does when the standby reads.
-func (n *simNode) sendSnapshot(c *simConn) {
-	if !n.core.Syncing(c.srvID) {
-		return
-	}
-	gen := n.gen
-	n.s.at(time.Duration(n.s.rng.IntN(200))*time.Microsecond, func() {
-		if n.gen != gen || !c.open {
-			return
-		}
-		n.do(func() {
-			if !n.core.SnapshotSlice(n.clock(), c.srvID) {
-				n.sendSnapshot(c)
-			}
 		})
 	})
 }
@@ -952,13 +947,14 @@ func (n *simNode) syncFollow() {
 			return
 		}
 		n.do(func() {
-			hello := n.core.StreamOpened(n.clock(), target)
-			if hello == nil {
+			n.stream, n.ended = c, nil
+			n.core.StreamOpened(n.clock(), target)
+			if n.ended != nil {
+				n.stream = nil
 				c.close(0, "no longer following")
 				return
 			}
 			s.fifoForget(n) // the snapshot lists the waiters again
-			n.stream = c
 			if !c.open || c.closed[0] {
 				// It closed while this node was frozen, before anyone
 				// listened: the shell's read gets EOF at once.
@@ -975,16 +971,15 @@ func (n *simNode) syncFollow() {
 					}
 					a, err := proto.ParseAnswer(line)
 					if err == nil {
-						err = n.core.StreamRecord(n.clock(), target, a)
+						n.core.StreamRecord(n.clock(), target, a)
+						err = n.ended
 					}
 					if err != nil {
 						n.endStream(c, target, err)
 						return
 					}
 					s.fifoRecord(n, a)
-					if ack := n.core.StreamAck(target); ack != nil {
-						c.toServer(ack)
-					}
+					n.core.StreamAck(n.clock(), target)
 				})
 			}
 			c.onClose = func(why string) {
@@ -1006,7 +1001,6 @@ func (n *simNode) syncFollow() {
 					})
 				}
 			})
-			c.toServer(hello)
 		})
 	})
 }

@@ -372,18 +372,20 @@ func (c *Core) settleHeld(handedOff bool) {
 	c.degraded, c.degradedWarned = false, false // not active: nothing to say
 }
 
-// StreamAck returns the acknowledgement to write on the stream from
-// target after a batch of records, nil when there is nothing new to
-// acknowledge or its active does not read acknowledgements.
-func (c *Core) StreamAck(target string) []byte {
+// StreamAck says the shell fed the stream from target a batch of
+// records: the core replies its acknowledgement on it (V), one line
+// however many records, unless there is nothing new to acknowledge or
+// its active does not read acknowledgements.
+func (c *Core) StreamAck(now time.Time, target string) {
+	c.noteTime(now)
 	f := c.follow
 	pos, ok := c.ackPos()
 	if f == nil || f.target != target || !f.open || f.syncing || !ok || f.acked == pos && !f.ackDue {
-		return nil
+		return
 	}
 	if p := c.peerByAddr(target); p == nil || p.version < 2 {
-		return nil
+		return
 	}
 	f.acked, f.ackDue = pos, false
-	return proto.AppendApplied(nil, c.self, pos)
+	c.out.StreamReply(target, proto.AppendApplied(nil, c.self, pos))
 }
