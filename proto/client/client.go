@@ -403,8 +403,7 @@ func hello(nc net.Conn, r *bufio.Reader, addr string, ft time.Duration) error {
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		var nerr net.Error
-		if errors.As(err, &nerr) && nerr.Timeout() {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("%w: %s took the connection but did not answer a status request within %s (the failure timeout)", ErrNoAnswer, addr, ft)
 		}
 		if err != nil {
