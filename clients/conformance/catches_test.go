@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// TestHarnessCatches runs cases on Go drivers broken on purpose, each
-// through the client's public Options (LOCKD_GODRIVER_BREAK, see
-// godriver), and checks that the cases naming the broken rule fail: a
+// TestHarnessCatches runs cases on Go drivers broken on purpose
+// (LOCKD_GODRIVER_BREAK, see godriver: through the client's public
+// Options where they can break the rule, in the driver's results where
+// they cannot), and checks that the cases naming the broken rule fail: a
 // suite that passes a client breaking a rule proves nothing.
 func TestHarnessCatches(t *testing.T) {
 	if testing.Short() {
@@ -25,6 +26,10 @@ func TestHarnessCatches(t *testing.T) {
 		{"norelease", []string{"release_resent_200ms_5s", "release_while_down"}},
 		{"noredial", []string{"redial_every_3s"}},
 		{"deaf", []string{"frozen_node_failure_timeout"}},
+		{"fifo", []string{"pipelined_out_of_order"}},
+		{"nomove", []string{"acquire_moves_on_drop", "error_only_when_all_tried"}},
+		{"nofollow", []string{"follows_moved"}},
+		{"noroundrobin", []string{"round_robin"}},
 	}
 	for _, b := range breaks {
 		t.Run(b.brk, func(t *testing.T) {

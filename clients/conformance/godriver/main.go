@@ -3,14 +3,26 @@
 // line, runs each on a proto/client.Client through its public API only,
 // and writes each result on stdout as it completes.
 //
-// LOCKD_GODRIVER_BREAK names one rule to break on purpose, through the
-// client's public Options only, so that the harness can prove its cases
-// fail a client that breaks them (clients/conformance's TestHarnessCatches):
+// LOCKD_GODRIVER_BREAK names one rule to break on purpose, so that the
+// harness can prove its cases fail a client that breaks them
+// (clients/conformance's TestHarnessCatches). The first four go through
+// the client's public Options; the Go client keeps the others whatever
+// its Options say, so the driver breaks them on its behalf, as a client
+// breaking the rule would behave towards its caller (breaks.go):
 //
-//	conns1     one connection even for a single address
-//	norelease  a release is sent once, never re-sent
-//	noredial   a dropped connection is re-dialled after a minute, not 3 s
-//	deaf       a silent node is noticed after a minute, not the failure timeout
+//	conns1        one connection even for a single address
+//	norelease     a release is sent once, never re-sent
+//	noredial      a dropped connection is re-dialled after a minute, not 3 s
+//	deaf          a silent node is noticed after a minute, not the failure timeout
+//	fifo          each result goes to the oldest call to a node still waiting
+//	              for one, whatever its op and key: answers matched in the
+//	              order they arrive
+//	nomove        an acquire whose connection drops fails at once, as
+//	              unavailable: it neither moves nor tries another connection
+//	nofollow      an acquire redirected by M fails as refused (its grant,
+//	              from the node the M named, is released)
+//	noroundrobin  every call goes over one connection, while the others the
+//	              client should keep stay open and idle
 //
 // Nothing else reads it; a user of the driver leaves it unset.
 package main
@@ -87,6 +99,7 @@ type driver struct {
 	closed bool
 	wg     sync.WaitGroup
 	h      handles
+	brk    breaks
 }
 
 func (d *driver) write(v map[string]any) {
@@ -113,6 +126,7 @@ func main() {
 			d.answer(cmd, start)
 			continue
 		}
+		d.brk.fifoStart(cmd)
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
@@ -126,6 +140,7 @@ func main() {
 		d.c.Close()
 	}
 	d.mu.Unlock()
+	d.brk.close()
 	d.wg.Wait()
 }
 
@@ -134,7 +149,7 @@ func (d *driver) answer(cmd command, start time.Time) {
 	if res == nil {
 		res = map[string]any{}
 	}
-	res["id"] = cmd.ID
+	res["id"] = d.brk.fifoID(cmd)
 	res["ms"] = msOf(time.Since(start))
 	if err != nil {
 		kind, msg := classify(err)
@@ -225,6 +240,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		c := d.c
 		d.closed = true
 		d.mu.Unlock()
+		d.brk.close()
 		if c != nil {
 			return nil, c.Close()
 		}
@@ -240,8 +256,15 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		if cmd.Limit != 0 {
 			opts = append(opts, client.Limit(cmd.Limit))
 		}
-		l, err := c.AcquireWith(ctx, cmd.Key, ms(cmd.LeaseMS), ms(cmd.WaitMS), opts...)
+		actx, dropped := d.brk.acquireCtx(ctx)
+		l, err := c.AcquireWith(actx, cmd.Key, ms(cmd.LeaseMS), ms(cmd.WaitMS), opts...)
+		if dropped() && err != nil {
+			return nil, errBroken(d.brk.name, "the acquire's connection dropped", client.ErrUnavailable)
+		}
 		if err != nil {
+			return nil, err
+		}
+		if err := d.brk.notFollowed(c, d.addrs, cmd.Key, l.Token); err != nil {
 			return nil, err
 		}
 		return map[string]any{"token": strconv.FormatUint(l.Token, 10), "limit": l.Limit}, nil
@@ -377,18 +400,9 @@ func (d *driver) open(cmd command) error {
 		}
 		opts.TLS = cfg
 	}
-	switch b := os.Getenv("LOCKD_GODRIVER_BREAK"); b {
-	case "":
-	case "conns1":
-		opts.ConnsPerAddr = 1
-	case "norelease":
-		opts.ReleaseFor = time.Nanosecond
-	case "noredial":
-		opts.Redial = time.Minute
-	case "deaf":
-		opts.FailureTimeout = time.Minute
-	default:
-		return invalidError{fmt.Sprintf("LOCKD_GODRIVER_BREAK=%q names no rule; use conns1, norelease, noredial or deaf", b)}
+	d.brk.name = os.Getenv("LOCKD_GODRIVER_BREAK")
+	if err := d.brk.apply(&opts, cmd.Addrs); err != nil {
+		return err
 	}
 	c, err := client.New(cmd.Addrs, opts)
 	if err != nil {
