@@ -18,18 +18,21 @@ import (
 type testCase struct {
 	name string
 	// rule is the sentence the case proves, quoted from where it is
-	// written (SPEC.md, the protocol in proto/doc.go, proto/client's documentation).
+	// written (the client behaviour in clients/README.md, the protocol in
+	// proto/doc.go, proto/client's documentation); " ... " leaves words
+	// out.
 	rule string
-	// source says where rule is written.
+	// source says where rule is written: a file of the repository, then
+	// the part of it.
 	source string
 	run    func(t *testing.T, d *driver)
 }
 
+// Where rules are written: each source names a file of the repository
+// first, in which TestRulesQuoted finds the rule's words.
 const (
-	fromSpec   = "SPEC.md Part 1, Client behaviour"
-	fromSpecP3 = "SPEC.md Part 3"
-	fromGo     = "the Go client (proto/client)"
-	fromWire   = "proto/doc.go"
+	fromSpec = "clients/README.md, Client behaviour (SPEC.md Part 1)"
+	fromWire = "proto/doc.go"
 )
 
 // ms is a duration as a driver's _ms field.
@@ -54,8 +57,9 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// ruleAPI is SPEC.md Part 3's sentence on what every official client has.
-const ruleAPI = "Each has Part 1's client behaviour, the same API in its language's idiom (a held lock that renews itself and signals its loss, try-lock, watch, election, semaphores, TLS and secrets), and each passes one conformance suite that the repository runs under `make test`."
+// ruleRelease is the release rule of the client behaviour, which two
+// cases prove.
+const ruleRelease = "A release is re-sent for 5 seconds, every 200 ms, so that even if the connection is down at the moment of release, the lock does not stay stuck on the server longer than needed (the lease would reclaim it in the end, but this hands it to the next waiter sooner)."
 
 var cases = []testCase{
 	{
@@ -317,7 +321,7 @@ var cases = []testCase{
 	{
 		name:   "release_resent_200ms_5s",
 		source: fromSpec,
-		rule:   "A release is re-sent for 5 seconds, every 200 ms, so that even if the connection is down at the moment of release, the lock does not stay stuck on the server longer than needed.",
+		rule:   ruleRelease,
 		run: func(t *testing.T, d *driver) {
 			n := startScripted(t)
 			d.open([]string{n.addr}, nil)
@@ -347,7 +351,7 @@ var cases = []testCase{
 	{
 		name:   "release_while_down",
 		source: fromSpec,
-		rule:   "A release is re-sent for 5 seconds, every 200 ms, so that even if the connection is down at the moment of release, the lock does not stay stuck on the server longer than needed.",
+		rule:   ruleRelease,
 		run: func(t *testing.T, d *driver) {
 			var tok uint64Counter
 			n := startScripted(t)
@@ -424,8 +428,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "follows_moved",
-		source: fromGo,
-		rule:   "A redirect (M) is followed at once.",
+		source: fromWire + ", Answers at a glance",
+		rule:   "M key addr says this node is not active and the active is at addr; the client sends the request there.",
 		run: func(t *testing.T, d *driver) {
 			var tok uint64Counter
 			active, standby := startScripted(t), startScripted(t)
@@ -451,8 +455,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "acquire_id_exactly_once",
-		source: fromGo,
-		rule:   "Acquires waiting there move to another connection with the wait they have left and their id (every Acquire names itself with proto's id=ID, so a node that granted or queued it answers that again).",
+		source: fromWire + ", A: acquire",
+		rule:   "id=ID (1 to 64 bytes) names this acquire, for re-sending it safely: an acquire carrying the id of a grant that still holds key answers that grant again (same token, lease renewed) instead of queueing behind it ... A client that lost the answer to an acquire (a dropped connection, a failover) re-sends it with the same id.",
 		run: func(t *testing.T, d *driver) {
 			var tok uint64Counter
 			n := startScripted(t)
@@ -492,8 +496,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "late_grant_released",
-		source: fromGo,
-		rule:   "It returns ... ctx.Err() when ctx ends first; a grant that arrives after that is released at once.",
+		source: fromWire + ", X: withdraw",
+		rule:   "After X key none, a grant may be on its way (it crossed the X on the wire): the client releases it when it comes.",
 		run: func(t *testing.T, d *driver) {
 			n := startScripted(t)
 			n.set(func(s *scripted) {
@@ -525,8 +529,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "frozen_node_failure_timeout",
-		source: fromGo,
-		rule:   "A connection whose keep-alive has gone unanswered for FT/2 while nothing at all was read for FT is closed, and treated as a drop.",
+		source: fromWire + ", S: status",
+		rule:   "S is also the official client's liveness probe ... A node that does not answer in time is treated as gone, and the requests move to another node.",
 		run: func(t *testing.T, d *driver) {
 			c := startCluster(t)
 			d.open(c.addrs(), map[string]any{"failure_timeout_ms": ms(clusterFT)})
@@ -549,8 +553,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "secret_handshake",
-		source: fromSpecP3,
-		rule:   ruleAPI,
+		source: fromWire + ", I: authenticate",
+		rule:   "The official client and the nodes prove the secret without sending it, and check that the node knows it too, by challenge and response ... A wrong secret or proof is answered E and closes the connection.",
 		run: func(t *testing.T, d *driver) {
 			secret := "conformance-secret-0123456789abcdef"
 			n := startNodeWith(t, client.Options{Secret: []byte(secret)}, "--secret-file", writeFile(t, "secret", secret+"\n"))
@@ -571,8 +575,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "tls",
-		source: fromSpecP3,
-		rule:   ruleAPI,
+		source: "proto/client/client.go, Options.TLS",
+		rule:   "TLS, when set, speaks TLS to every node. An empty ServerName verifies each node under the host of its address.",
 		run: func(t *testing.T, d *driver) {
 			dir := t.TempDir()
 			lockdTLS(t, dir, "ca", "--dir", dir)
@@ -592,8 +596,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "semaphore",
-		source: fromSpecP3,
-		rule:   ruleAPI,
+		source: fromWire + ", A: acquire",
+		rule:   "limit=N makes key a semaphore: up to N may hold it at once, each with a token and a lease of its own; the N+1th waits, FIFO as for a lock, and each release or expiry grants the head of the queue. A key gets its limit from the acquire that creates it; while it is held or waited on, an acquire asking another limit is refused",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
 			d.open([]string{n.addr}, nil)
@@ -623,8 +627,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "renew",
-		source: fromSpecP3,
-		rule:   "Lease renewal by token (so a long job keeps its lock).",
+		source: fromWire + ", N: renew",
+		rule:   "Restarts the lease of the lock that token holds: it now ends lease seconds after the server reads the request, whatever was left of it. ... N key notheld token does not hold key (any more)",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
 			d.open([]string{n.addr}, nil)
@@ -643,8 +647,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "queue_keys_status",
-		source: fromSpecP3,
-		rule:   "Queue and holder inspection, cluster status.",
+		source: fromWire + ", Q: queue, K: keys, S: status",
+		rule:   "TOKEN holds key for LEASELEFT more seconds; both are - when nobody holds it. NWAITERS counts the waiters ... Lists the keys held or waited on that pattern selects ... Every node answers S, active or not",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
 			d.open([]string{n.addr}, map[string]any{"name": "conformance"})
@@ -679,8 +683,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "timeout_T",
-		source: "SPEC.md Part 1, Acquiring and releasing a lock",
-		rule:   "Otherwise, if the key is not obtained within that many seconds, the server gives up and answers T (timeout). Since this ends without a grant, no lock leaks.",
+		source: fromWire + ", A: acquire",
+		rule:   "wait is the longest the request stays in the key's queue ... T key the wait elapsed without a grant: nothing is held",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
 			d.open([]string{n.addr}, nil)
@@ -700,8 +704,8 @@ var cases = []testCase{
 	},
 	{
 		name:   "notheld",
-		source: "SPEC.md Part 3, Wire protocol",
-		rule:   "R <key> <token> release: R <key> ok released · another documented answer when that token does not hold the key.",
+		source: fromWire + ", R: release",
+		rule:   "R key notheld token does not hold key: it never did, was released already, or its lease ran out ... Releasing twice is harmless, the second answer is notheld",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
 			d.open([]string{n.addr}, nil)

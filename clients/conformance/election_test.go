@@ -59,7 +59,7 @@ func notYet(t *testing.T, ch <-chan res, what string) {
 	}
 }
 
-const fromElection = "the Go client (proto/client), Election"
+const fromElection = "proto/client/election.go, Election"
 
 var electionCases = []testCase{
 	{

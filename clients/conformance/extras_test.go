@@ -29,7 +29,7 @@ var extraCases = []testCase{
 	{
 		name:   "try_lock",
 		source: fromWire + ", A: acquire",
-		rule:   "Try-lock. `A key lease - [limit=N] [id=ID] [ref=R]`: a wait of `-` never queues. Answer at once: `A key token` (granted) or `T key` (held by others).",
+		rule:   "wait is the longest the request stays in the key's queue; 0 waits forever, and - never queues: the try-lock, answered at once with A key token (granted) or T key (held by others).",
 		run: func(t *testing.T, d *driver) {
 			try := map[string]any{"cmd": "try", "key": "try", "lease_ms": 10000}
 			// On the wire: the wait is "-".
@@ -73,7 +73,7 @@ var extraCases = []testCase{
 	{
 		name:   "same_key_ref",
 		source: fromWire + ", Pipelining and matching answers",
-		rule:   "Official clients put ref= on every acquire, so one client's acquires of one key from different threads never wait on each other's answers.",
+		rule:   "Acquires that carry ref=R are the exception, and are matched by their ref instead ... A client that puts ref= on every acquire (the official clients do) matches A, T, M and E-of-A answers that carry a ref by ref alone",
 		run: func(t *testing.T, d *driver) {
 			n := startScripted(t)
 			d.open([]string{n.addr}, map[string]any{"conns_per_addr": 1}, "ref")
@@ -99,7 +99,7 @@ var extraCases = []testCase{
 	{
 		name:   "withdraw_on_cancel",
 		source: fromWire + ", X: withdraw",
-		rule:   "Official clients send X whenever an acquire they sent is abandoned (ctx/abort/cancel).",
+		rule:   "a client that gives up waiting (its caller was interrupted, its deadline passed) sends X rather than leaving a waiter that would be granted and released for nothing. X withdraws only an acquire sent on the same connection.",
 		run: func(t *testing.T, d *driver) {
 			c := acquireCmd("wd", 10*time.Second, 0)
 			c["cancel_after_ms"] = 300
@@ -146,8 +146,8 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "hold_renews",
-		source: fromSpecP3,
-		rule:   ruleAPI,
+		source: "proto/client/hold.go, Client.Hold",
+		rule:   "Hold acquires key ... and then keeps it: it renews the lease in the background every third of lease, retrying a renewal that fails for as long as the lease lasts, until Release, a loss, MaxHold or Close.",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
 			d.open([]string{n.addr}, nil)
@@ -172,8 +172,8 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "hold_lost_signal",
-		source: fromSpecP3,
-		rule:   ruleAPI,
+		source: "proto/client/hold.go, Held",
+		rule:   "Done is closed the moment the lock can no longer be proven held: when the lease that the last acknowledged renewal started ... ends, when lockd says the token no longer holds the key",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
 			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 500})
@@ -202,7 +202,7 @@ var extraCases = []testCase{
 	{
 		name:   "watch",
 		source: fromWire + ", L: watch, U: unwatch",
-		rule:   "`L key` subscribes the connection to key. Answered at once with `L key BODY` ... and again with `L key BODY` after every change of the key's holders or waiters.",
+		rule:   "L subscribes the connection to key's holders and waiters. It is answered at once with L key BODY ... and again with a fresh L key BODY after every change of the key's holders or waiters ... U ends the watch: U key ok, after which no L key line follows.",
 		run: func(t *testing.T, d *driver) {
 			// On the wire: L, its answers as events, U; after a drop, L
 			// again on the other connection and its state delivered.
@@ -269,7 +269,7 @@ var extraCases = []testCase{
 	{
 		name:   "watch_follows_moved",
 		source: fromWire + ", L: watch, U: unwatch",
-		rule:   "Client rule: an `M key addr` that matches no outstanding request while the connection watches key moves the watch; whenever a client follows an M for key it also re-subscribes its watch of key there.",
+		rule:   "When the active gives its role up (a handoff, a demotion), every watch on it is answered M key addr and ends: a client that reads an M matching no outstanding request of its own, while it watches key, watches key again at addr, and delivers the state it first reads there.",
 		run: func(t *testing.T, d *driver) {
 			a, b := startScripted(t), startScripted(t)
 			d.open([]string{a.addr}, nil)
@@ -294,8 +294,8 @@ var extraCases = []testCase{
 	},
 	{
 		name:   "watch_follows_failover",
-		source: fromWire + ", L: watch, U: unwatch",
-		rule:   "A client re-subscribes at addr (or on another connection after a drop) and delivers the current state first.",
+		source: "proto/client/watch.go, Client.Watch",
+		rule:   "The watch follows the active node: when the connection drops, or the active hands its role over, the client subscribes again where the role went and delivers the current state there first, so a reader sees the key as the new active has it.",
 		run: func(t *testing.T, d *driver) {
 			c := startCluster(t)
 			d.open(c.addrs(), map[string]any{"failure_timeout_ms": ms(clusterFT)})
