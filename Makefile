@@ -138,6 +138,15 @@ bench-e2e: build
 	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode pipelined; \
 	./$(BIN)/lockctl --addr $(BENCH_ADDR) bench --workers 200 --duration 10s --mode per-worker
 
+# bench-clients measures the pipelined throughput of the three official
+# clients in one run (WORKERS sharing one client, unique keys,
+# acquire+release, for DURATION each, one after another) against one lockd
+# it starts on a free port, and prints one table: see
+# scripts/bench-clients.sh.
+.PHONY: bench-clients
+bench-clients:
+	DURATION="$(or $(DURATION),10s)" WORKERS="$(or $(WORKERS),200)" PYTHON="$(PYTHON)" BIN="$(BIN)" GO="$(GO)" ./scripts/bench-clients.sh
+
 # bench-mem measures lockd's resident memory (memory_test.go): 1M held
 # keys, 100k waiters on one key, idle connections, and the fall after a
 # mass release, each on a fresh node, for bin/lockd and, if MEM_OLD names
