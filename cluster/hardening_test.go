@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
 
@@ -132,9 +133,83 @@ func cycleGrowth(t *testing.T, set func(*Config), tlsCfg *tls.Config, cycles int
 	return liveHeap() - before
 }
 
+// lateReaderGrowth is how much the live heap grows on a node, secured
+// with a client secret or without secrets, over conns connections that
+// each authenticate (where the node asks), pipeline status requests
+// until the node holds half a MiB or more of answers for them, read
+// those answers, then close: measured once the node has forgotten every
+// one. A connection keeps an output buffer that grew past the pool's
+// size once its answers are written (it is a busy one), so a node that
+// kept closed connections kept those buffers too; answers never read are
+// dropped at the close, and would not show it.
+func lateReaderGrowth(t *testing.T, secured bool, conns int) int64 {
+	t.Helper()
+	addr := freeAddrs(t, 1)[0]
+	tn := startNodeWith(t, addr, nil, func(c *Config) {
+		c.Limits = Limits{AuthTimeout: time.Minute, MaxConnsPerIP: -1}
+		if secured {
+			c.Security.Secrets = auth.Secrets{Client: clientSecret}
+		}
+	})
+	answered := func() (n uint64) {
+		tn.mu.Lock()
+		defer tn.mu.Unlock()
+		for _, k := range tn.stats.requests[opIndex[proto.OpStatus]] {
+			n += k
+		}
+		return n
+	}
+	// A chunk's answers are about 200 KiB: the node's queue for a
+	// connection ends between half a MiB and readPauseAt, so the node
+	// never stops reading it.
+	const target = 512 << 10
+	chunk := []byte(strings.Repeat("S -\n", 1<<10))
+	before := liveHeap()
+	var total uint64
+	for range conns {
+		// Small segments: the answers wait in the node's memory rather
+		// than in its socket's send buffer.
+		nc, err := smallSegments().Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		nc.SetDeadline(time.Now().Add(time.Minute))
+		r := bufio.NewReader(nc)
+		if secured {
+			if _, err := auth.Authenticate(nc, r, auth.Client, clientSecret, addr, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The socket buffers take the first answers, the node's queue
+		// the rest. The previous connection's answers have all been
+		// read; once the node sees them written, it holds none.
+		waitFor(t, "no answers unread", func() bool { return tn.outBytes.Load() == 0 })
+		sent := 0
+		for tn.outBytes.Load() < target {
+			if _, err := nc.Write(chunk); err != nil {
+				t.Fatal(err)
+			}
+			sent += 1 << 10
+			total += 1 << 10
+			waitFor(t, "every status request answered", func() bool { return answered() == total })
+		}
+		for range sent {
+			if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "S - ") {
+				t.Fatalf("reading the answers: %q %v", line, err)
+			}
+		}
+		nc.Close()
+	}
+	waitFor(t, "every connection forgotten", func() bool { return openConns(tn) == 0 })
+	return liveHeap() - before
+}
+
 // A secured node forgets the connections it accepted once they close, as
 // a node without secrets does: connect/close cycles do not grow its live
-// heap, over plain TCP or TLS.
+// heap, over plain TCP or TLS, and neither do connections that
+// authenticated and let half a MiB of answers or more pile up before they
+// read them and closed.
 func TestSecuredNodeForgetsClosedConnections(t *testing.T) {
 	const slack = 512 << 10
 	secrets := func(c *Config) { c.Security.Secrets = auth.Secrets{Client: clientSecret} }
@@ -156,6 +231,15 @@ func TestSecuredNodeForgetsClosedConnections(t *testing.T) {
 		t.Logf("%d TLS cycles: live heap +%d B without secrets, +%d B with", cycles, open, secured)
 		if secured > open+slack {
 			t.Fatalf("%d TLS connect/close cycles grew a secured node's live heap by %d B (%d B a cycle), one without secrets by %d B", cycles, secured, secured/cycles, open)
+		}
+	})
+	t.Run("authenticated, answers read late", func(t *testing.T) {
+		const conns = 16
+		open := lateReaderGrowth(t, false, conns)
+		secured := lateReaderGrowth(t, true, conns)
+		t.Logf("%d connections that read a backlog of answers, closed: live heap +%d B without secrets, +%d B with", conns, open, secured)
+		if secured > open+slack {
+			t.Fatalf("%d authenticated connections that read a backlog of answers and closed grew a secured node's live heap by %d B (%d B each), one without secrets by %d B", conns, secured, secured/conns, open)
 		}
 	})
 }
