@@ -191,6 +191,8 @@ type Report struct {
 	Violations     []FenceViolation // the first MaxViolationsShown
 	ViolationCount int
 
+	// Failures is the Verdict in the words of the command that ran the
+	// drill, which its report and its JSON print; empty when it passed.
 	Failures []string
 }
 
