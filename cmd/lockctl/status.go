@@ -169,29 +169,33 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 // several. Addresses are escaped.
 func clusterProblems(v survey.View, maxLag uint64) []string {
 	var out []string
-	switch {
-	case len(v.Claims) > 1:
-		claims := make([]string, len(v.Claims))
-		for i, a := range v.Claims {
-			claims[i] = printable(a)
-		}
-		out = append(out, fmt.Sprintf("%d nodes claim the active role (%s)", len(v.Claims), strings.Join(claims, ", ")))
-	case v.Active == "":
-		out = append(out, "no node is active")
-	}
-	for _, n := range v.Nodes {
-		switch {
-		case !n.Reachable && n.Role == survey.RoleDown:
-			out = append(out, printable(n.Addr)+" is down")
-		case !n.Reachable:
-			out = append(out, fmt.Sprintf("%s does not answer lockctl (%s)", printable(n.Addr), networkCause(n.Err)))
-		case n.HasLag && n.Lag > maxLag:
-			out = append(out, fmt.Sprintf("%s is %d changes behind the active (more than %d)", printable(n.Addr), n.Lag, maxLag))
-		case n.Degraded:
-			out = append(out, printable(n.Addr)+" is degraded: no standby is in sync with it, so a crash of it may lose what it answered last")
-		}
+	for _, pr := range v.Problems(maxLag) {
+		out = append(out, problemWords(pr))
 	}
 	return out
+}
+
+// problemWords is one problem of the cluster in a clause.
+func problemWords(pr survey.Problem) string {
+	switch pr.Kind {
+	case survey.SeveralActive:
+		claims := make([]string, len(pr.Claims))
+		for i, a := range pr.Claims {
+			claims[i] = printable(a)
+		}
+		return fmt.Sprintf("%d nodes claim the active role (%s)", len(pr.Claims), strings.Join(claims, ", "))
+	case survey.NoActive:
+		return "no node is active"
+	case survey.NodeDown:
+		return printable(pr.Addr) + " is down"
+	case survey.NodeUnreachable:
+		return fmt.Sprintf("%s does not answer lockctl (%s)", printable(pr.Addr), networkCause(pr.Err))
+	case survey.StandbyLagging:
+		return fmt.Sprintf("%s is %d changes behind the active (more than %d)", printable(pr.Addr), pr.Lag, pr.MaxLag)
+	case survey.Degraded:
+		return printable(pr.Addr) + " is degraded: no standby is in sync with it, so a crash of it may lose what it answered last"
+	}
+	return fmt.Sprintf("%s: problem %d", printable(pr.Addr), pr.Kind)
 }
 
 // watchLoop shows a fresh view every interval until ctx ends (Ctrl-C),
