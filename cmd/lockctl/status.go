@@ -258,48 +258,35 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 	}
 }
 
-// waitActive asks addr for its status until it reports itself active or
-// timeout passes.
+// waitActive waits until addr reports itself active, and says so, or
+// fails with what it said last once timeout passes.
 func waitActive(ctx context.Context, g *globals, ask survey.StatusFunc, addr string, timeout time.Duration) error {
-	start := time.Now()
-	deadline := start.Add(timeout)
-	last := "no answer yet"
-	for {
-		qctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 50*time.Millisecond))
-		st, err := ask(qctx, addr)
-		cancel()
-		if ctx.Err() != nil {
-			return clientFailure(ctx, g, "waiting for "+printable(addr)+" to become active", ctx.Err())
-		}
-		now := time.Now()
-		switch {
-		case err != nil:
-			last = "unreachable: " + networkCause(err)
-		case st.Role == survey.RoleActive:
-			waited := now.Sub(start)
-			if g.JSON {
-				return printJSON(g.Stdout, waitActiveJSON{Addr: addr, Active: true, WaitedMs: millis(waited)})
-			}
-			_, err := fmt.Fprintf(g.Stdout, "%s is active (waited %s)\n", printable(addr), shortDuration(waited))
-			return err
-		default:
-			last = "role=" + printable(st.Role)
-			if st.Active != "" {
-				last += ", active=" + printable(st.Active)
-			} else {
-				last += ", no active known"
-			}
-		}
-		if !now.Before(deadline) {
-			return fail(exitFailed,
-				fmt.Sprintf("%s did not become active within %s (last seen: %s)", printable(addr), timeout, last),
-				"see the whole cluster with `lockctl status`, or wait longer with --timeout")
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(waitActivePoll, time.Until(deadline))):
-		}
+	waited, last, err := survey.WaitActive(ctx, ask, addr, timeout, waitActivePoll)
+	switch {
+	case errors.Is(err, survey.ErrNotActive):
+		return fail(exitFailed,
+			fmt.Sprintf("%s did not become active within %s (last seen: %s)", printable(addr), timeout, lastSeen(last)),
+			"see the whole cluster with `lockctl status`, or wait longer with --timeout")
+	case err != nil:
+		return clientFailure(ctx, g, "waiting for "+printable(addr)+" to become active", err)
 	}
+	if g.JSON {
+		return printJSON(g.Stdout, waitActiveJSON{Addr: addr, Active: true, WaitedMs: millis(waited)})
+	}
+	_, err = fmt.Fprintf(g.Stdout, "%s is active (waited %s)\n", printable(addr), shortDuration(waited))
+	return err
+}
+
+// lastSeen is a node's last answer to --wait-active: its role and the
+// active it names, or why it did not answer.
+func lastSeen(a survey.Answer) string {
+	if a.Err != nil {
+		return "unreachable: " + networkCause(a.Err)
+	}
+	if a.Status.Active == "" {
+		return "role=" + printable(a.Status.Role) + ", no active known"
+	}
+	return "role=" + printable(a.Status.Role) + ", active=" + printable(a.Status.Active)
 }
 
 // waitActiveJSON is what status --wait-active prints with --json.
