@@ -305,66 +305,60 @@ func runAction(ctx context.Context, cl handoffer, ask survey.StatusFunc, p drill
 	return false, "unknown action " + p.Action
 }
 
-// judge checks the report against the plan's bounds and lists why the
-// drill failed, if it did.
+// judge puts the drill's verdict into words, the report's failures.
+// Addresses and keys are escaped with printable; the rest is escaped as
+// a line when the report is printed.
 func judge(r *drill.Report, p drill.Plan) {
-	if r.ViolationCount > 0 {
-		v := r.Violations[0]
-		r.Failures = append(r.Failures, fmt.Sprintf("fencing violated: key %s got token %d after %d", printable(v.Key), v.Token, v.After))
-	}
-	if p.Action != drill.ActionNone && !r.ActionOK {
-		r.Failures = append(r.Failures, "the action failed: "+r.ActionDetail)
-	}
-	if why := noTakeover(r, p); why != "" {
-		r.Failures = append(r.Failures, why)
-	}
-	if p.ExpectFailover {
-		switch {
-		case r.ActiveBefore == "":
-			r.Failures = append(r.Failures, "--expect-failover: no node was active when the drill started, so no failover could be seen")
-		case r.ActiveAfter == r.ActiveBefore:
-			r.Failures = append(r.Failures, fmt.Sprintf("--expect-failover: %s is still the active: the action did not take the role away "+
-				"(did it stop a standby? LOCKD_ACTIVE_ADDR names the active)", printable(r.ActiveBefore)))
-		}
-	}
-	if r.Grants == 0 {
-		r.Failures = append(r.Failures, "no lock was granted")
-	}
-	if p.MaxGap >= 0 && r.Gap > p.MaxGap {
-		r.Failures = append(r.Failures, fmt.Sprintf("gap %s is over --max-gap %s", shortDuration(r.Gap), p.MaxGap))
-	}
-	if p.MaxErrors >= 0 && r.Errors > p.MaxErrors {
-		r.Failures = append(r.Failures, fmt.Sprintf("%d errors are over --max-errors %d", r.Errors, p.MaxErrors))
-	}
-	if p.MaxLost >= 0 && r.Lost() > p.MaxLost {
-		r.Failures = append(r.Failures, fmt.Sprintf("lost %d (%s, %s) is over --max-lost %d", r.Lost(),
-			countOf(r.LostGrants, "grant", "grants"), countOf(len(r.LostReleases), "release", "releases"), p.MaxLost))
-	}
-	if p.MaxLost >= 0 && r.Unchecked > 0 {
-		r.Failures = append(r.Failures, fmt.Sprintf("%s could not be asked about at the end, so --max-lost %d is not proven: "+
-			"see that the cluster has an active (lockctl status) and run the drill again", countOf(r.Unchecked, "key", "keys"), p.MaxLost))
+	for _, f := range r.Verdict(p) {
+		r.Failures = append(r.Failures, failureWords(f))
 	}
 }
 
-// noTakeover says why the drill fails when the action removed the active
-// and no new active granted anything afterwards, whatever the bounds: the
-// clients never moved. It is "" when that did not happen.
-func noTakeover(r *drill.Report, p drill.Plan) string {
-	if !r.RemovedActive(p) || r.TookOver {
-		return ""
+// failureWords is why the drill failed, in one clause.
+func failureWords(f drill.Failure) string {
+	switch f := f.(type) {
+	case drill.FencingViolated:
+		return fmt.Sprintf("fencing violated: key %s got token %d after %d", printable(f.Key), f.Token, f.After)
+	case drill.ActionFailed:
+		return "the action failed: " + f.Detail
+	case drill.NoTakeover:
+		return noTakeoverWords(f)
+	case drill.NoActiveBefore:
+		return "--expect-failover: no node was active when the drill started, so no failover could be seen"
+	case drill.StillActive:
+		return fmt.Sprintf("--expect-failover: %s is still the active: the action did not take the role away "+
+			"(did it stop a standby? LOCKD_ACTIVE_ADDR names the active)", printable(f.Active))
+	case drill.NoGrant:
+		return "no lock was granted"
+	case drill.GapOver:
+		return fmt.Sprintf("gap %s is over --max-gap %s", shortDuration(f.Gap), f.Max)
+	case drill.ErrorsOver:
+		return fmt.Sprintf("%d errors are over --max-errors %d", f.Errors, f.Max)
+	case drill.LostOver:
+		return fmt.Sprintf("lost %d (%s, %s) is over --max-lost %d", f.Lost(),
+			countOf(f.Grants, "grant", "grants"), countOf(f.Releases, "release", "releases"), f.Max)
+	case drill.LostUnproven:
+		return fmt.Sprintf("%s could not be asked about at the end, so --max-lost %d is not proven: "+
+			"see that the cluster has an active (lockctl status) and run the drill again", countOf(f.Keys, "key", "keys"), f.Max)
 	}
-	what := fmt.Sprintf("no new active granted a lock after the action removed the active %s", printable(r.ActiveBefore))
+	return fmt.Sprintf("%+v", f)
+}
+
+// noTakeoverWords says that the action removed the active and no new
+// active granted a lock afterwards, and why.
+func noTakeoverWords(f drill.NoTakeover) string {
+	what := fmt.Sprintf("no new active granted a lock after the action removed the active %s", printable(f.Before))
 	var cause string
-	switch {
-	case r.ActiveAfter == "":
+	switch f.Cause {
+	case drill.CauseNoActive:
 		cause = "no node is active now"
-	case r.GrantsAfter == 0 && r.Errors > 0:
+	case drill.CauseOnlyErrors:
 		cause = fmt.Sprintf("%s is active now, but the clients got no lock after the action, only %s (first: %s)",
-			printable(r.ActiveAfter), countOf(r.Errors, "error", "errors"), oneLine(r.FirstError))
-	case r.GrantsAfter == 0:
-		cause = fmt.Sprintf("%s is active now, but the clients got no lock after the action: their requests stayed with the old active", printable(r.ActiveAfter))
-	default:
-		cause = fmt.Sprintf("%s is active now, but every grant after the action came from the old active's epoch", printable(r.ActiveAfter))
+			printable(f.After), countOf(f.Errors, "error", "errors"), oneLine(f.FirstError))
+	case drill.CauseStayedWithOld:
+		cause = fmt.Sprintf("%s is active now, but the clients got no lock after the action: their requests stayed with the old active", printable(f.After))
+	default: // drill.CauseOldEpoch
+		cause = fmt.Sprintf("%s is active now, but every grant after the action came from the old active's epoch", printable(f.After))
 	}
 	return what + ": " + cause
 }

@@ -169,29 +169,33 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 // several. Addresses are escaped.
 func clusterProblems(v survey.View, maxLag uint64) []string {
 	var out []string
-	switch {
-	case len(v.Claims) > 1:
-		claims := make([]string, len(v.Claims))
-		for i, a := range v.Claims {
-			claims[i] = printable(a)
-		}
-		out = append(out, fmt.Sprintf("%d nodes claim the active role (%s)", len(v.Claims), strings.Join(claims, ", ")))
-	case v.Active == "":
-		out = append(out, "no node is active")
-	}
-	for _, n := range v.Nodes {
-		switch {
-		case !n.Reachable && n.Role == survey.RoleDown:
-			out = append(out, printable(n.Addr)+" is down")
-		case !n.Reachable:
-			out = append(out, fmt.Sprintf("%s does not answer lockctl (%s)", printable(n.Addr), networkCause(n.Err)))
-		case n.HasLag && n.Lag > maxLag:
-			out = append(out, fmt.Sprintf("%s is %d changes behind the active (more than %d)", printable(n.Addr), n.Lag, maxLag))
-		case n.Degraded:
-			out = append(out, printable(n.Addr)+" is degraded: no standby is in sync with it, so a crash of it may lose what it answered last")
-		}
+	for _, pr := range v.Problems(maxLag) {
+		out = append(out, problemWords(pr))
 	}
 	return out
+}
+
+// problemWords is one problem of the cluster in a clause.
+func problemWords(pr survey.Problem) string {
+	switch pr.Kind {
+	case survey.SeveralActive:
+		claims := make([]string, len(pr.Claims))
+		for i, a := range pr.Claims {
+			claims[i] = printable(a)
+		}
+		return fmt.Sprintf("%d nodes claim the active role (%s)", len(pr.Claims), strings.Join(claims, ", "))
+	case survey.NoActive:
+		return "no node is active"
+	case survey.NodeDown:
+		return printable(pr.Addr) + " is down"
+	case survey.NodeUnreachable:
+		return fmt.Sprintf("%s does not answer lockctl (%s)", printable(pr.Addr), networkCause(pr.Err))
+	case survey.StandbyLagging:
+		return fmt.Sprintf("%s is %d changes behind the active (more than %d)", printable(pr.Addr), pr.Lag, pr.MaxLag)
+	case survey.Degraded:
+		return printable(pr.Addr) + " is degraded: no standby is in sync with it, so a crash of it may lose what it answered last"
+	}
+	return fmt.Sprintf("%s: problem %d", printable(pr.Addr), pr.Kind)
 }
 
 // watchLoop shows a fresh view every interval until ctx ends (Ctrl-C),
@@ -254,48 +258,35 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 	}
 }
 
-// waitActive asks addr for its status until it reports itself active or
-// timeout passes.
+// waitActive waits until addr reports itself active, and says so, or
+// fails with what it said last once timeout passes.
 func waitActive(ctx context.Context, g *globals, ask survey.StatusFunc, addr string, timeout time.Duration) error {
-	start := time.Now()
-	deadline := start.Add(timeout)
-	last := "no answer yet"
-	for {
-		qctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 50*time.Millisecond))
-		st, err := ask(qctx, addr)
-		cancel()
-		if ctx.Err() != nil {
-			return clientFailure(ctx, g, "waiting for "+printable(addr)+" to become active", ctx.Err())
-		}
-		now := time.Now()
-		switch {
-		case err != nil:
-			last = "unreachable: " + networkCause(err)
-		case st.Role == survey.RoleActive:
-			waited := now.Sub(start)
-			if g.JSON {
-				return printJSON(g.Stdout, waitActiveJSON{Addr: addr, Active: true, WaitedMs: millis(waited)})
-			}
-			_, err := fmt.Fprintf(g.Stdout, "%s is active (waited %s)\n", printable(addr), shortDuration(waited))
-			return err
-		default:
-			last = "role=" + printable(st.Role)
-			if st.Active != "" {
-				last += ", active=" + printable(st.Active)
-			} else {
-				last += ", no active known"
-			}
-		}
-		if !now.Before(deadline) {
-			return fail(exitFailed,
-				fmt.Sprintf("%s did not become active within %s (last seen: %s)", printable(addr), timeout, last),
-				"see the whole cluster with `lockctl status`, or wait longer with --timeout")
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(waitActivePoll, time.Until(deadline))):
-		}
+	waited, last, err := survey.WaitActive(ctx, ask, addr, timeout, waitActivePoll)
+	switch {
+	case errors.Is(err, survey.ErrNotActive):
+		return fail(exitFailed,
+			fmt.Sprintf("%s did not become active within %s (last seen: %s)", printable(addr), timeout, lastSeen(last)),
+			"see the whole cluster with `lockctl status`, or wait longer with --timeout")
+	case err != nil:
+		return clientFailure(ctx, g, "waiting for "+printable(addr)+" to become active", err)
 	}
+	if g.JSON {
+		return printJSON(g.Stdout, waitActiveJSON{Addr: addr, Active: true, WaitedMs: millis(waited)})
+	}
+	_, err = fmt.Fprintf(g.Stdout, "%s is active (waited %s)\n", printable(addr), shortDuration(waited))
+	return err
+}
+
+// lastSeen is a node's last answer to --wait-active: its role and the
+// active it names, or why it did not answer.
+func lastSeen(a survey.Answer) string {
+	if a.Err != nil {
+		return "unreachable: " + networkCause(a.Err)
+	}
+	if a.Status.Active == "" {
+		return "role=" + printable(a.Status.Role) + ", no active known"
+	}
+	return "role=" + printable(a.Status.Role) + ", active=" + printable(a.Status.Active)
 }
 
 // waitActiveJSON is what status --wait-active prints with --json.

@@ -3,8 +3,9 @@
 // command that kills or freezes the active), and a measure of what the
 // clients saw: the longest time without a grant, the takeover by a new
 // active, fencing (every token of a key larger than the last), grants and
-// releases the cluster forgot, and keys held by a grant nobody received.
-// lockctl drill wires its flags to a Plan and renders the Report.
+// releases the cluster forgot, and keys held by a grant nobody received;
+// then a Verdict against the plan's bounds. lockctl drill wires its flags
+// to a Plan and renders the Report and the verdict.
 package drill
 
 import (
@@ -191,6 +192,8 @@ type Report struct {
 	Violations     []FenceViolation // the first MaxViolationsShown
 	ViolationCount int
 
+	// Failures is the Verdict in the words of the command that ran the
+	// drill, which its report and its JSON print; empty when it passed.
 	Failures []string
 }
 

@@ -1,8 +1,9 @@
 // Package survey asks the nodes of a lockd cluster for their status,
 // follows the peers they name, and merges the answers into one view of
 // the cluster: which node is active, which claim to be, how far each
-// standby lags, which nodes are down or silent. lockctl's status, drill
-// and handoff render it or act on it.
+// standby lags, which nodes are down or silent. It also says what is
+// wrong with a view (Problems) and waits for a node to become active.
+// lockctl's status, drill and handoff render it or act on it.
 package survey
 
 import (
