@@ -1,5 +1,6 @@
 // Package conformance is the conformance suite of lockd's official
-// clients: one named case per rule of the client behaviour in SPEC.md
+// clients: one named case per rule of the client behaviour that
+// clients/README.md writes down
 // (and per behaviour a client adds that a user relies on), run the same
 // way against every client through its driver (DRIVER.md).
 //

@@ -8,7 +8,7 @@ import (
 	"github.com/lockd-io/lockd/proto/client"
 )
 
-// Cases of the election every official client has (SPEC.md Part 3): the
+// Cases of the election every official client has (clients/README.md): the
 // campaign, leader, observe and resign commands of DRIVER.md.
 
 func campaignCmd(key, value string, lease time.Duration) map[string]any {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Cases of the client API beyond SPEC.md Part 1 (proto/doc.go: try-lock,
+// Cases of the client API beyond the connection rules (proto/doc.go: try-lock,
 // refs, withdraw, watch): a client without it answers "unsupported" and the
 // case is skipped as such.
 

@@ -8,7 +8,7 @@ package core
 //     its restarts too;
 //   - a grant exceeds every token granted before it anywhere, unless
 //     another node served as active at some moment since this node became
-//     active (a split brain, which SPEC.md allows: then the tokens of the
+//     active (a split brain, which docs/cluster.md allows: then the tokens of the
 //     two sides interleave, but the later side's are larger once they meet);
 //   - every lock a standby applied is held under the same token when it
 //     becomes active after the active crashed (unless its lease ran out);

@@ -1052,7 +1052,7 @@ func (s *sim) checkAcked(n *simNode) {
 		// It applied more since; or two nodes served at once since the
 		// crash, and n may have synced from the other lineage, whose
 		// position can match its own by chance (a split brain's locks
-		// are not all kept: SPEC.md allows it).
+		// are not all kept: docs/cluster.md's consistency section says so).
 		return
 	}
 	held := make(map[string]uint64)

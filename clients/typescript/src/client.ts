@@ -1,5 +1,5 @@
 // The client: a pool of persistent connections with the official
-// clients' rules (SPEC.md, "Client behaviour"; the Go client, package
+// clients' rules (clients/README.md, "Client behaviour"; the Go client, package
 // proto/client, is the reference), and every call on top of it.
 
 import { randomBytes } from "node:crypto";
