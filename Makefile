@@ -34,12 +34,16 @@ build:
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/lockd ./cmd/lockctl
 
 # make run LISTEN=HOST:PORT (or a port alone) starts the node there
-# instead of 127.0.0.1:7070, as lockd --listen; lockctl then needs
-# LOCKD_ADDR (or --addr) set to it.
+# instead of 127.0.0.1:7070, as lockd --listen; so does LOCKD_LISTEN in
+# the environment, which lockd reads itself. lockctl then needs
+# LOCKD_ADDR (or --addr) set to it, and the hint says so, a port alone
+# written as the 127.0.0.1:PORT it means.
 LISTEN  ?=
+RUN_LISTEN = $(strip $(or $(LISTEN),$(LOCKD_LISTEN)))
+RUN_ADDR   = $(if $(RUN_LISTEN),$(if $(findstring :,$(RUN_LISTEN)),,127.0.0.1:)$(RUN_LISTEN))
 
 run: build
-	@echo "make run: lockd on $(or $(LISTEN),$(LOCKD_LISTEN),127.0.0.1:7070); in another terminal: $(if $(LISTEN),LOCKD_ADDR=$(LISTEN) )./$(BIN)/lockctl status"
+	@echo "make run: lockd on $(or $(RUN_ADDR),127.0.0.1:7070); in another terminal: $(if $(RUN_ADDR),LOCKD_ADDR=$(RUN_ADDR) )./$(BIN)/lockctl status"
 	@./$(BIN)/lockd $(if $(LISTEN),--listen $(LISTEN)) || { rc=$$?; echo "make run: lockd exited $$rc; if the port is taken, pick a free one: make run LISTEN=127.0.0.1:7171" >&2; exit $$rc; }
 
 # install copies lockd and lockctl to $(PREFIX)/bin (sudo for /usr/local,

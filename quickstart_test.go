@@ -8,19 +8,44 @@ import (
 )
 
 // The quick start a newcomer follows: make run on another port passes it
-// to lockd as --listen and says how lockctl reaches it, and the README
-// says where the binaries are and which variable points lockctl there.
+// to lockd as --listen and says how lockctl reaches it, whether the port
+// comes as LISTEN, as a port alone, or as LOCKD_LISTEN in the
+// environment; and the README says where the binaries are and which
+// variable points lockctl there.
 func TestQuickStartRunsOnAnotherPort(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("needs make")
 	}
-	out, err := exec.Command("make", "-n", "run", "LISTEN=127.0.0.1:7171").CombinedOutput()
-	if err != nil {
-		t.Fatalf("make -n run: %v\n%s", err, out)
-	}
-	for _, want := range []string{"./bin/lockd --listen 127.0.0.1:7171", "LOCKD_ADDR=127.0.0.1:7171 ./bin/lockctl status", "make run LISTEN="} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("make -n run LISTEN=127.0.0.1:7171 does not say %q:\n%s", want, out)
+	for _, tc := range []struct {
+		args, env string
+		want      []string
+	}{
+		{"LISTEN=127.0.0.1:7171", "", []string{"./bin/lockd --listen 127.0.0.1:7171", "LOCKD_ADDR=127.0.0.1:7171 ./bin/lockctl status", "make run LISTEN="}},
+		{"LISTEN=7171", "", []string{"./bin/lockd --listen 7171", "lockd on 127.0.0.1:7171;", "LOCKD_ADDR=127.0.0.1:7171 ./bin/lockctl status"}},
+		{"", "LOCKD_LISTEN=127.0.0.1:7272", []string{"lockd on 127.0.0.1:7272;", "LOCKD_ADDR=127.0.0.1:7272 ./bin/lockctl status"}},
+		{"LISTEN=7171", "LOCKD_LISTEN=127.0.0.1:7272", []string{"./bin/lockd --listen 7171", "LOCKD_ADDR=127.0.0.1:7171 ./bin/lockctl status"}},
+		{"", "", []string{"lockd on 127.0.0.1:7070;", "terminal: ./bin/lockctl status"}},
+	} {
+		cmd := exec.Command("make", "-n", "run")
+		if tc.args != "" {
+			cmd.Args = append(cmd.Args, tc.args)
+		}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "LOCKD_LISTEN=") && !strings.HasPrefix(kv, "LISTEN=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		if tc.env != "" {
+			cmd.Env = append(cmd.Env, tc.env)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s make -n run %s: %v\n%s", tc.env, tc.args, err, out)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s make -n run %s does not say %q:\n%s", tc.env, tc.args, want, out)
+			}
 		}
 	}
 	readme, err := os.ReadFile("README.md")
