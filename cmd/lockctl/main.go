@@ -294,7 +294,7 @@ const globalCategory = "GLOBAL (also accepted before the command)"
 func globalFlags(app bool) []cli.Flag {
 	addr := &cli.StringFlag{
 		Name:  flagAddr,
-		Usage: "lockd `NODES` to talk to: HOST:PORT, or several separated by commas",
+		Usage: "lockd `NODES` to talk to: HOST:PORT, or several separated by commas; a bare PORT means 127.0.0.1:PORT, as lockd --listen takes it",
 	}
 	jsonOut := &cli.BoolFlag{
 		Name:  flagJSON,
@@ -393,7 +393,7 @@ func globalFlags(app bool) []cli.Flag {
 // globals is what every command needs beyond its own flags.
 type globals struct {
 	Addrs    []string // --addr, split
-	AddrList string   // --addr as given: for messages, and LOCKD_ADDR of exec's command
+	AddrList string   // --addr, bare ports completed: for messages, and LOCKD_ADDR of exec's command
 	JSON     bool
 	// Output is -o: text, table, wide, json, or "" to follow the
 	// terminal; --json is -o json.
@@ -425,6 +425,18 @@ type globals struct {
 	SecurityEnv []string
 }
 
+// nodeAddr reads one address of --addr: HOST:PORT as given, or a bare
+// PORT, which means 127.0.0.1:PORT, as lockd --listen 7171 listens there:
+// the port make run and lockd were given works here too. Anything else
+// goes on as given, for globalsOf to refuse.
+func nodeAddr(s string) string {
+	s = strings.TrimSpace(s)
+	if _, err := strconv.ParseUint(s, 10, 16); err != nil {
+		return s
+	}
+	return net.JoinHostPort("127.0.0.1", s)
+}
+
 // globalsOf resolves the global flags for the command running in cCtx, or
 // returns a usage error.
 func globalsOf(cCtx *cli.Context) (*globals, error) {
@@ -436,12 +448,12 @@ func globalsOf(cCtx *cli.Context) (*globals, error) {
 		Stderr:   cCtx.App.ErrWriter,
 	}
 	for _, a := range strings.Split(g.AddrList, ",") {
-		a = strings.TrimSpace(a)
+		a = nodeAddr(a)
 		if a == "" {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, usageError(cCtx.Command.Name, "--addr (or LOCKD_ADDR) %q is not HOST:PORT", a)
+			return nil, usageError(cCtx.Command.Name, "--addr (or LOCKD_ADDR) %q is not HOST:PORT (or a bare PORT)", a)
 		}
 		g.Addrs = append(g.Addrs, a)
 	}

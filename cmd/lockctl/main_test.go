@@ -665,6 +665,32 @@ func TestGlobalFlagsBeforeOrAfterCommand(t *testing.T) {
 	}
 }
 
+// --addr and LOCKD_ADDR take a bare port as 127.0.0.1, as lockd --listen
+// does: the port given to make run or lockd works as it is.
+func TestAddrTakesABarePort(t *testing.T) {
+	for in, want := range map[string]string{
+		"7171": "127.0.0.1:7171", " 7171 ": "127.0.0.1:7171", ":7171": ":7171",
+		"10.0.0.1:7070": "10.0.0.1:7070", "[::1]:7070": "[::1]:7070", "localhost:7070": "localhost:7070",
+		"nocolon": "nocolon", "70799": "70799", "": "",
+	} {
+		if got := nodeAddr(in); got != want {
+			t.Errorf("nodeAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+	f := startFake(t)
+	_, port, _ := net.SplitHostPort(f.addr)
+	if code, out, errOut := lockctl(t, "--addr", port, "acquire", "--key", "flag"); code != 0 || out == "" {
+		t.Fatalf("--addr %s: exit %d, %q %q", port, code, out, errOut)
+	}
+	t.Setenv("LOCKD_ADDR", closedAddr(t)+", "+port)
+	if code, out, errOut := lockctl(t, "acquire", "--key", "env"); code != 0 || out == "" {
+		t.Fatalf("LOCKD_ADDR with a bare port: exit %d, %q %q", code, out, errOut)
+	}
+	if code, _, errOut := lockctl(t, "--addr", "70799", "acquire", "--key", "k"); code != exitUsage || !strings.Contains(errOut, `"70799" is not HOST:PORT (or a bare PORT)`) {
+		t.Fatalf("--addr 70799: exit %d, %q", code, errOut)
+	}
+}
+
 // With --json (or -o json) a failure is JSON on
 // stdout too, with the exit code, the message and the hint; the line on
 // stderr stays.
