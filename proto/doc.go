@@ -520,13 +520,13 @@
 //
 //	$ nc 127.0.0.1 7070    # a node started with --secret-file and --admin-secret-file
 //	A deploy 30 10
-//	E deploy A: authenticate first: this node requires a secret (lockctl --secret-file FILE; by hand: I client SECRET)
+//	E deploy A: authenticate first: this node requires a secret
 //	I client 0bHb8hOUT3gFQf6yI8g9kA
 //	I client ok client
 //	A deploy 30 10
 //	A deploy 7360982537641984001
 //	H -
-//	E - H: this needs the admin role: authenticate with the admin secret (lockctl --secret-file ADMIN-SECRET-FILE) or an admin certificate (lockd tls cert --role admin)
+//	E - H: this needs the admin role: authenticate with the admin secret or an admin certificate
 //
 // # E: errors
 //
