@@ -179,7 +179,8 @@
 // other client uses, for example 16 random bytes in hex. An id written
 // NAME#SUFFIX also says who acquired: NAME is for people (lockctl's
 // --name, user@host:pid by default), SUFFIX makes the id unique; tools
-// show the part before the last # (IDName), or a whole id without one.
+// show the part before the last # (IDName; a Q answer's holders and
+// waiters read it with their Name method), or a whole id without one.
 //
 // ref=R (1 to 16 letters or digits, [0-9A-Za-z]) is the client's handle
 // for the answer: every answer to the acquire ends with ref=R (for E, it
