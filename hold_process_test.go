@@ -118,12 +118,26 @@ func holdClient(t *testing.T, addrs []string, ft time.Duration) *client.Client {
 
 // A node frozen past the lease: Done closes when the lease the last
 // acknowledged renewal started ends (within 100 ms of it), not a tick
-// later, and Err says the lock can no longer be proven held.
+// later, and Err says the lock can no longer be proven held. The freeze
+// comes right after a renewal, and again most of the way to the next
+// one, where a Done checked on each renewal tick would close late.
 func TestHoldNodeFrozen(t *testing.T) {
+	const lease = 900 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from the last acknowledged renewal's send to the freeze
+	}{
+		{"right after a renewal", 0},
+		{"within the renewal interval", lease / 3 * 6 / 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { holdNodeFrozen(t, lease, tc.after) })
+	}
+}
+
+func holdNodeFrozen(t *testing.T, lease, after time.Duration) {
 	addr := freeAddrs(t, 1)[0]
 	node := startLockd(t, addr)
 	c := holdClient(t, []string{addr}, 300*time.Millisecond)
-	const lease = 900 * time.Millisecond
 	h, err := c.Hold(context.Background(), "frozen", lease)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +151,9 @@ func TestHoldNodeFrozen(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Expires is the renewal's send plus the lease.
+	renewed := h.Expires().Add(-lease)
+	time.Sleep(time.Until(renewed.Add(after)))
 	node.cmd.Process.Signal(syscall.SIGSTOP)
 	frozen := time.Now()
 	select {
@@ -150,8 +167,13 @@ func TestHoldNodeFrozen(t *testing.T) {
 	if late := at.Sub(exp); late < 0 || late > 100*time.Millisecond {
 		t.Errorf("Done closed %s after the last acknowledged renewal's lease ended, want 0 to 100ms", late)
 	}
+	// The last lease acknowledged began at most a renewal interval (and
+	// a little) before the freeze, and no later than the freeze.
 	if exp.After(frozen.Add(lease)) || exp.Before(frozen.Add(lease-lease/3-50*time.Millisecond)) {
 		t.Errorf("the last lease ended %s after the freeze; want within a third of the lease of %s", exp.Sub(frozen), lease)
+	}
+	if since := frozen.Sub(exp.Add(-lease)); since < after {
+		t.Errorf("froze %s after the last acknowledged renewal, want at least %s", since, after)
 	}
 	if err := h.Err(); !errors.Is(err, client.ErrExpired) || errors.Is(err, client.ErrNotHeld) {
 		t.Errorf("Err %v, want ErrExpired", err)

@@ -152,11 +152,11 @@ func (g *gate) refusal(need, have auth.Role) string {
 	switch {
 	case have == auth.None:
 		if g.certsOnly {
-			return "authenticate first: this node requires a client certificate (lockctl --tls-cert FILE --tls-key FILE)"
+			return "authenticate first: this node requires a client certificate"
 		}
-		return "authenticate first: this node requires a secret (lockctl --secret-file FILE; by hand: I client SECRET)"
+		return "authenticate first: this node requires a secret"
 	case need == auth.Admin:
-		return "this needs the admin role: authenticate with the admin secret (lockctl --secret-file ADMIN-SECRET-FILE) or an admin certificate (lockd tls cert --role admin)"
+		return "this needs the admin role: authenticate with the admin secret or an admin certificate"
 	default:
 		return "peer messages are for lockd nodes: authenticate as a peer (--peer-secret-file, or a node certificate)"
 	}

@@ -83,15 +83,16 @@ func TestGateRefusesUnsafeSettings(t *testing.T) {
 	}
 }
 
-// Every request but I needs a role; the refusals say what to do, and a
-// connection that proves the secret is served.
+// Every request but I needs a role, watch and withdraw as much as acquire;
+// the refusals say what is missing, and a connection that proves the
+// secret is served.
 func TestSecretRequired(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	startNodeWith(t, addr, nil, withSecrets(true))
 	w := dialWire(t, addr)
-	for _, req := range []string{"A k 30 0", "R k 1", "N k 1 30", "Q k", "K *", "S -", "H -", "P x standby 1 0 -", "Y x 1", "O x 1", "C x 1"} {
+	for _, req := range []string{"A k 30 0", "R k 1", "N k 1 30", "Q k", "K *", "S -", "L k", "X k ci-1#1", "U k", "H -", "P x standby 1 0 -", "Y x 1", "O x 1", "C x 1"} {
 		w.send(req)
-		w.expect(`E \S+ [A-Z]: authenticate first: this node requires a secret .*`)
+		w.expect(`E \S+ [A-Z]: authenticate first: this node requires a secret`)
 	}
 	w.send("I client " + string(clientSecret))
 	w.expect(`I client ok client`)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -203,7 +202,7 @@ func waiterIDs(t *testing.T, c *client.Client, key string) []string {
 	}
 	var ids []string
 	for _, w := range q.Waiters {
-		ids = append(ids, proto.IDName(w.ID))
+		ids = append(ids, w.Name())
 	}
 	return ids
 }

@@ -429,7 +429,7 @@ func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.
 	ks := e.lookup(key)
 	if ks == nil {
 		if e.all.len() >= e.cfg.MaxKeys {
-			return out, fmt.Errorf("%w: %d keys are held or waited on; release some or raise --max-keys", ErrTooManyKeys, e.cfg.MaxKeys)
+			return out, fmt.Errorf("%w: the node's limit of %s held or waited on at once is reached; release some first", ErrTooManyKeys, plural(e.cfg.MaxKeys, "key"))
 		}
 		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
 	}
@@ -450,10 +450,10 @@ func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.
 		return append(out, Event{Kind: TimedOut, Key: key, Waiter: w}), nil
 	}
 	if ks.nwait() >= e.cfg.MaxWaitersPerKey {
-		return out, fmt.Errorf("%w: %d clients already wait for this key; retry later or raise --max-waiters", ErrQueueFull, e.cfg.MaxWaitersPerKey)
+		return out, fmt.Errorf("%w: the node's limit of %s per key is reached; retry later", ErrQueueFull, plural(e.cfg.MaxWaitersPerKey, "waiter"))
 	}
 	if e.waiters.len() >= e.cfg.MaxWaiters {
-		return out, fmt.Errorf("%w: %d clients already wait on this server; retry later or raise --max-total-waiters", ErrTooManyWaiters, e.cfg.MaxWaiters)
+		return out, fmt.Errorf("%w: the node's limit of %s over all keys is reached; retry later", ErrTooManyWaiters, plural(e.cfg.MaxWaiters, "waiter"))
 	}
 	wt := e.newWaiter()
 	e.arrivals++
@@ -617,11 +617,14 @@ func (e *Engine) Withdraw(key, id string, conn uint64) (Waiter, bool) {
 }
 
 // pluralHolders says "1 holder" or "n holders".
-func pluralHolders(n int) string {
+func pluralHolders(n int) string { return plural(n, "holder") }
+
+// plural is n of thing, in words: "1 waiter", "50 waiters".
+func plural(n int, thing string) string {
 	if n == 1 {
-		return "1 holder"
+		return "1 " + thing
 	}
-	return fmt.Sprintf("%d holders", n)
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // Release frees the place of key that token holds, and hands it at once

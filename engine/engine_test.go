@@ -669,6 +669,27 @@ func TestLimits(t *testing.T) {
 	})
 }
 
+// TestLimitRefusalWords: a refusal at one of the node's limits says which
+// limit in the node's terms, as a library passes it on, with no command
+// line flag; and counts in words that agree with the number.
+func TestLimitRefusalWords(t *testing.T) {
+	e := New(Config{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1}, t0)
+	hold(t, e, t0, "a", time.Minute, wtr(1))
+	mustAcquire(t, e, t0, "a", time.Minute, 0, wtr(2))
+	for _, c := range []struct {
+		key  string
+		want string
+	}{
+		{"a", "queue full: the node's limit of 1 waiter per key is reached; retry later"},
+		{"b", "too many keys: the node's limit of 1 key held or waited on at once is reached; release some first"},
+	} {
+		_, err := e.Acquire(t0, c.key, 1, time.Minute, 0, wtr(3), nil)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("acquire of %s refused with %v; want %q", c.key, err, c.want)
+		}
+	}
+}
+
 // TestMaxWaiters: the cap on waiters counts the queues of every key.
 func TestMaxWaiters(t *testing.T) {
 	cfg := Config{MaxWaitersPerKey: 2, MaxWaiters: 3}
@@ -689,8 +710,8 @@ func TestMaxWaiters(t *testing.T) {
 		if !errors.Is(err, ErrTooManyWaiters) {
 			t.Fatalf("fourth waiter: %v; want ErrTooManyWaiters", err)
 		}
-		if !strings.Contains(err.Error(), "--max-total-waiters") || !strings.Contains(err.Error(), "3 clients") {
-			t.Fatalf("refusal %q does not say how many wait and which flag raises the cap", err)
+		if want := "the node's limit of 3 waiters over all keys"; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "--") {
+			t.Fatalf("refusal %q does not say %q in the node's terms, without a flag", err, want)
 		}
 		wantEvents(t, "refusal", out)
 		wantStats(t, e, 2, 3)

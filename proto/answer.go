@@ -392,8 +392,13 @@ type Queue struct {
 type QueueHolder struct {
 	Token     uint64
 	LeaseLeft time.Duration
-	ID        string // the id its acquire carried, "" when none (IDName reads its name)
+	ID        string // the id its acquire carried, "" when none
 }
+
+// Name is who holds: the name its acquire's id leads with (IDName), as
+// lockctl --name or the Go client's Options.Name gave it; "" when the
+// acquire carried no id.
+func (h QueueHolder) Name() string { return IDName(h.ID) }
 
 // QueueWaiter is one waiter of a Q answer.
 type QueueWaiter struct {
@@ -401,6 +406,10 @@ type QueueWaiter struct {
 	Addr   string        // the remote address of its connection
 	ID     string        // the id its acquire carried, "" when none
 }
+
+// Name is who waits: the name its acquire's id leads with (IDName); ""
+// when the acquire carried no id.
+func (w QueueWaiter) Name() string { return IDName(w.ID) }
 
 // AppendQueue writes the Q answer for q.
 func AppendQueue(b []byte, q Queue) []byte { return appendQueue(b, OpQueue, q) }

@@ -370,7 +370,7 @@ func TestQueueDoc(t *testing.T) {
 		for _, w := range q.Waiters {
 			if w.ID != "" {
 				ids++
-				if IDName(w.ID) != "bob@ci-2:811" {
+				if w.Name() != "bob@ci-2:811" {
 					t.Errorf("doc.go: waiter id %q", w.ID)
 				}
 			}
@@ -391,6 +391,25 @@ func TestIDName(t *testing.T) {
 		if got := IDName(id); got != want {
 			t.Errorf("IDName(%q) = %q, want %q", id, got, want)
 		}
+	}
+}
+
+// A holder's and a waiter's Name is the name part of its id, read by
+// the Q answer's own types so that a program need not call IDName.
+func TestQueueNames(t *testing.T) {
+	a, err := ParseAnswer([]byte("Q k 5 29.9 2 2.1,127.0.0.1:51260 1.0,- id=5,alice@ci-1:42#9f3c-1 wid=1,bob#0c1d-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ParseQueue(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Holders) != 1 || q.Holders[0].Name() != "alice@ci-1:42" {
+		t.Errorf("holders %+v, want alice@ci-1:42", q.Holders)
+	}
+	if len(q.Waiters) != 2 || q.Waiters[0].Name() != "bob" || q.Waiters[1].Name() != "" {
+		t.Errorf("waiters %+v, want bob, then one without an id", q.Waiters)
 	}
 }
 

@@ -179,7 +179,8 @@
 // other client uses, for example 16 random bytes in hex. An id written
 // NAME#SUFFIX also says who acquired: NAME is for people (lockctl's
 // --name, user@host:pid by default), SUFFIX makes the id unique; tools
-// show the part before the last # (IDName), or a whole id without one.
+// show the part before the last # (IDName; a Q answer's holders and
+// waiters read it with their Name method), or a whole id without one.
 //
 // ref=R (1 to 16 letters or digits, [0-9A-Za-z]) is the client's handle
 // for the answer: every answer to the acquire ends with ref=R (for E, it
@@ -520,13 +521,13 @@
 //
 //	$ nc 127.0.0.1 7070    # a node started with --secret-file and --admin-secret-file
 //	A deploy 30 10
-//	E deploy A: authenticate first: this node requires a secret (lockctl --secret-file FILE; by hand: I client SECRET)
+//	E deploy A: authenticate first: this node requires a secret
 //	I client 0bHb8hOUT3gFQf6yI8g9kA
 //	I client ok client
 //	A deploy 30 10
 //	A deploy 7360982537641984001
 //	H -
-//	E - H: this needs the admin role: authenticate with the admin secret (lockctl --secret-file ADMIN-SECRET-FILE) or an admin certificate (lockd tls cert --role admin)
+//	E - H: this needs the admin role: authenticate with the admin secret or an admin certificate
 //
 // # E: errors
 //

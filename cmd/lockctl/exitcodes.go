@@ -162,9 +162,9 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		if e := authRequired(g.AddrList, srv.Msg, err); e != nil {
 			return e
 		}
-		try := "check the flags against the server's limits"
-		if strings.HasPrefix(srv.Msg, "this needs the admin role") {
-			try = "see the Security section of lockd's README"
+		try := refusalHint(srv.Msg)
+		if try == "" {
+			try = "check the flags against the server's limits"
 		}
 		return &exitError{code: exitFailed, what: fmt.Sprintf("lockd refused %s: %s", doing, srv.Msg),
 			try: try, err: err}
@@ -174,6 +174,28 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 	}
 	return &exitError{code: exitFailed, what: doing + " failed: " + err.Error(),
 		try: "check `lockctl status`", err: err}
+}
+
+// refusalHints are lockctl's flags for the refusals that have them, by
+// the words each starts with. A node says what happened in the terms of
+// any client (its words reach a Go program's log as well); which flag
+// changes it is lockctl's to say.
+var refusalHints = []struct{ prefix, try string }{
+	{"queue full:", "to raise the limit, start lockd with a higher --max-waiters (or LOCKD_MAX_WAITERS)"},
+	{"too many waiters:", "to raise the limit, start lockd with a higher --max-total-waiters (or LOCKD_MAX_TOTAL_WAITERS)"},
+	{"too many keys:", "to raise the limit, start lockd with a higher --max-keys (or LOCKD_MAX_KEYS)"},
+	{"this needs the admin role", "pass the node's --admin-secret-file with --secret-file, or an admin certificate (`lockd tls cert --role admin`) with --tls-cert and --tls-key"},
+}
+
+// refusalHint is what to do about the refusal msg, or "" when lockctl
+// has nothing to add to it.
+func refusalHint(msg string) string {
+	for _, h := range refusalHints {
+		if strings.HasPrefix(msg, h.prefix) {
+			return h.try
+		}
+	}
+	return ""
 }
 
 // setupFailure is a node that was reached but refused the connection's

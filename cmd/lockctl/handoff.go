@@ -176,8 +176,9 @@ func handoffFailure(ctx context.Context, g *globals, timeout time.Duration, err 
 		return &exitError{code: exitFailed, what: ns.Error(),
 			try: "see `lockctl status`; the old active takes the role back if the successor does not confirm", err: err}
 	case errors.As(err, &srv):
-		// lockd's reason already says what to check.
-		return &exitError{code: exitFailed, what: "lockd did not hand off: " + srv.Msg, err: err}
+		// lockd's reason says what to check; lockctl adds a flag where
+		// one is the fix (the admin secret).
+		return &exitError{code: exitFailed, what: "lockd did not hand off: " + srv.Msg, try: refusalHint(srv.Msg), err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &exitError{code: exitFailed, what: fmt.Sprintf("no handoff within %s", timeout),
 			try: "see `lockctl status`, or wait longer with --timeout", err: err}

@@ -122,4 +122,12 @@ func TestHandoffEscapesWhatNodesSay(t *testing.T) {
 	if want := `lockctl: lockd did not hand off: target deploy\u202e:1 is not a caught-up standby` + "\n"; b.String() != want {
 		t.Errorf("got  %s\nwant %s", b.String(), want)
 	}
+
+	// The node says which role is missing; lockctl adds its flags.
+	b.Reset()
+	admin := &client.ServerError{Op: proto.OpHandoff, Key: proto.WordNone, Msg: "this needs the admin role: authenticate with the admin secret or an admin certificate"}
+	reportError(&b, handoffFailure(context.Background(), g, time.Second, admin))
+	if want := "lockctl: lockd did not hand off: this needs the admin role: authenticate with the admin secret or an admin certificate; pass the node's --admin-secret-file with --secret-file"; !strings.HasPrefix(b.String(), want) {
+		t.Errorf("got  %s\nwant %s", b.String(), want)
+	}
 }

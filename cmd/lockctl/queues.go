@@ -217,7 +217,7 @@ func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 		}
 		for _, h := range holdersOf(q) {
 			hj := queueHolderJSON{Token: h.Token, LeaseLeftSeconds: seconds(h.LeaseLeft)}
-			hj.Name, hj.ID = nameAndID(h.ID)
+			hj.Name, hj.ID = nameAndID(h.Name(), h.ID)
 			k.Holders = append(k.Holders, hj)
 		}
 		for i, w := range q.Waiters {
@@ -225,7 +225,7 @@ func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 			if w.Addr != "" {
 				wj.Addr = ptrTo(w.Addr)
 			}
-			wj.Name, wj.ID = nameAndID(w.ID)
+			wj.Name, wj.ID = nameAndID(w.Name(), w.ID)
 			k.Waiters = append(k.Waiters, wj)
 		}
 		out.Keys = append(out.Keys, k)
@@ -235,14 +235,14 @@ func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 
 // nameAndID are an acquire id and the name it leads with, for JSON: null
 // when the acquire carried no id, or its id names nobody.
-func nameAndID(id string) (name, full *string) {
+func nameAndID(name, id string) (*string, *string) {
 	if id == "" {
 		return nil, nil
 	}
-	if n := proto.IDName(id); n != "" {
-		name = ptrTo(n)
+	if name == "" {
+		return nil, ptrTo(id)
 	}
-	return name, ptrTo(id)
+	return ptrTo(name), ptrTo(id)
 }
 
 // limitOf is how many may hold q's key at once: 1 for a lock.
@@ -262,10 +262,10 @@ func holdersOf(q proto.Queue) []proto.QueueHolder {
 	return q.Holders
 }
 
-// holderName is the name an acquire id leads with, for a table cell.
-func holderName(id string) string {
-	if n := proto.IDName(id); n != "" {
-		return printable(n)
+// nameCell is a holder's or waiter's name for a table cell.
+func nameCell(name string) string {
+	if name != "" {
+		return printable(name)
 	}
 	return cellNone
 }
@@ -334,7 +334,7 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 				h = 0 // a lock's holder stands beside each of its waiters
 			}
 			if h >= 0 {
-				row[2], row[3], row[4] = strconv.FormatUint(hs[h].Token, 10), holderName(hs[h].ID), humanDuration(hs[h].LeaseLeft)
+				row[2], row[3], row[4] = strconv.FormatUint(hs[h].Token, 10), nameCell(hs[h].Name()), humanDuration(hs[h].LeaseLeft)
 			}
 			var waited func(string) string
 			if i < len(q.Waiters) {
@@ -343,7 +343,7 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 				if s.Table {
 					pos = "#" + pos
 				}
-				row[5], row[6], row[7], row[8] = pos, humanDuration(wt.Waited), addrOrNone(wt.Addr), holderName(wt.ID)
+				row[5], row[6], row[7], row[8] = pos, humanDuration(wt.Waited), addrOrNone(wt.Addr), nameCell(wt.Name())
 				waiters++
 				if wt.Waited > longest {
 					longest, longestKey = wt.Waited, key

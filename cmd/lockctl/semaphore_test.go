@@ -157,14 +157,14 @@ func TestNameShowsInQueues(t *testing.T) {
 	if code, _, errOut := lockctl(t, "--addr", addr, "acquire", "--key", "a", "--name", "build job #7"); code != 0 {
 		t.Fatal(errOut)
 	}
-	if q := queue("a"); len(q.Holders) != 1 || proto.IDName(q.Holders[0].ID) != "build_job_#7" {
+	if q := queue("a"); len(q.Holders) != 1 || q.Holders[0].Name() != "build_job_#7" {
 		t.Errorf("--name: %+v", q)
 	}
 	t.Setenv("LOCKD_NAME", "from-env")
 	if code, _, errOut := lockctl(t, "--addr", addr, "acquire", "--key", "b"); code != 0 {
 		t.Fatal(errOut)
 	}
-	if q := queue("b"); len(q.Holders) != 1 || proto.IDName(q.Holders[0].ID) != "from-env" {
+	if q := queue("b"); len(q.Holders) != 1 || q.Holders[0].Name() != "from-env" {
 		t.Errorf("LOCKD_NAME: %+v", q)
 	}
 	os.Unsetenv("LOCKD_NAME")
@@ -174,7 +174,7 @@ func TestNameShowsInQueues(t *testing.T) {
 	}
 	q := queue("c")
 	want := regexp.MustCompile(`^carol@[^.:@]+:` + strconv.Itoa(os.Getpid()) + `$`)
-	if len(q.Holders) != 1 || !want.MatchString(proto.IDName(q.Holders[0].ID)) {
+	if len(q.Holders) != 1 || !want.MatchString(q.Holders[0].Name()) {
 		t.Errorf("default name: %+v, want carol@HOST:%d", q, os.Getpid())
 	}
 	code, out, _ := lockctl(t, "--addr", addr, "queues")

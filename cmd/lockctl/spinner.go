@@ -248,7 +248,7 @@ func describePlace(q proto.Queue, waited time.Duration, renewing map[uint64]bool
 		return append(parts, held+", every holder renewing")
 	}
 	held := "held"
-	if n := proto.IDName(hs[0].ID); n != "" {
+	if n := hs[0].Name(); n != "" {
 		held = "held by " + printable(n)
 	}
 	if ends {

@@ -112,10 +112,10 @@ func printWatch(w io.Writer, asJSON bool, q proto.Queue) error {
 		v := watchJSON{Key: q.Key, Held: q.Held, Limit: limit, Waiting: waiting,
 			Holders: []watchHolderJSON{}, Waiters: []watchWaiterJSON{}}
 		for _, h := range holders {
-			v.Holders = append(v.Holders, watchHolderJSON{Token: h.Token, Name: proto.IDName(h.ID), LeaseLeft: seconds(h.LeaseLeft)})
+			v.Holders = append(v.Holders, watchHolderJSON{Token: h.Token, Name: h.Name(), LeaseLeft: seconds(h.LeaseLeft)})
 		}
 		for _, wt := range q.Waiters {
-			v.Waiters = append(v.Waiters, watchWaiterJSON{Name: proto.IDName(wt.ID), Waited: seconds(wt.Waited)})
+			v.Waiters = append(v.Waiters, watchWaiterJSON{Name: wt.Name(), Waited: seconds(wt.Waited)})
 		}
 		return printJSON(w, v)
 	}
@@ -135,7 +135,7 @@ func printWatch(w io.Writer, asJSON bool, q proto.Queue) error {
 		fmt.Fprintf(&b, " held %d/%d tokens=%s waiting=%d", len(holders), limit, strings.Join(tokens, ","), waiting)
 	default:
 		h := holders[0]
-		name := proto.IDName(h.ID)
+		name := h.Name()
 		if name == "" {
 			name = "-"
 		}

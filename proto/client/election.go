@@ -155,7 +155,7 @@ func leaderOf(q proto.Queue) Leader {
 	l := Leader{Token: q.Token, LeaseLeft: q.LeaseLeft}
 	for _, h := range q.Holders {
 		if h.Token == q.Token {
-			l.Value = proto.IDName(h.ID)
+			l.Value = h.Name()
 		}
 	}
 	return l

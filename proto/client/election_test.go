@@ -143,11 +143,39 @@ func TestElectionCampaignErrors(t *testing.T) {
 	if _, err := e.Campaign(ctx, "again"); err == nil {
 		t.Error("a second campaign of a leading Election succeeded")
 	}
+	// A campaign given up leaves the queue at once: it is not granted
+	// later and released for nothing.
 	other := client.NewElection(c, "leader")
-	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if _, err := other.Campaign(cctx, "late"); !errors.Is(err, context.DeadlineExceeded) {
+	lost := make(chan error, 1)
+	go func() {
+		_, err := other.Campaign(cctx, "late")
+		lost <- err
+	}()
+	waiting := func() int {
+		q, err := c.Queue(ctx, "leader")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Waiting
+	}
+	for deadline := time.Now().Add(5 * time.Second); waiting() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second candidate never queued")
+		}
+	}
+	cancel()
+	if err := <-lost; !errors.Is(err, context.Canceled) {
 		t.Fatalf("campaign with a leader in place, ctx ended: %v", err)
+	}
+	// The withdraw goes out behind the campaign's acquire: allow it a
+	// round trip on a busy machine. A candidate left queued would wait
+	// for as long as the leader holds.
+	for deadline := time.Now().Add(time.Second); waiting() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled candidate still waits (Waiting %d)", waiting())
+		}
 	}
 	h.Release(ctx)
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -62,7 +61,7 @@ func TestHoldRenewsUntilReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !q.Held || q.Token != h.Token() || len(q.Holders) != 1 || proto.IDName(q.Holders[0].ID) != "worker-7" {
+	if !q.Held || q.Token != h.Token() || len(q.Holders) != 1 || q.Holders[0].Name() != "worker-7" {
 		t.Fatalf("queue %+v: want the hold's token, named worker-7", q)
 	}
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/cluster"
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -82,7 +81,7 @@ func TestSemaphoreOnANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if q.Limit != 2 || len(q.Holders) != 2 || q.Holders[0].Token != l1.Token || q.Holders[1].Token != l2.Token ||
-		q.Holders[0].ID != l1.ID || proto.IDName(q.Holders[1].ID) != "bob@ci-2:7" {
+		q.Holders[0].ID != l1.ID || q.Holders[1].Name() != "bob@ci-2:7" {
 		t.Fatalf("queue %+v; want both places, with their ids", q)
 	}
 
@@ -106,7 +105,7 @@ func TestSemaphoreOnANode(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if proto.IDName(q.Waiters[0].ID) != "alice@ci-1:42" {
+	if q.Waiters[0].Name() != "alice@ci-1:42" {
 		t.Errorf("waiter %+v: want alice's id", q.Waiters[0])
 	}
 

@@ -341,9 +341,19 @@ func (c *Client) Queue(ctx context.Context, key string) (proto.Queue, error) {
 	if err != nil {
 		return proto.Queue{}, callErr("queue", key, err)
 	}
-	q, err := proto.ParseQueue(a)
+	q, err := parseQueue(a)
 	if err != nil {
 		return q, fmt.Errorf("queue %s: %s answered %w; check that client and server versions match", key, cn.addr, err)
+	}
+	return q, nil
+}
+
+// parseQueue reads a Q or L answer as Queue and Watch deliver it: Limit
+// 1 for a lock, where the wire leaves it out.
+func parseQueue(a proto.Answer) (proto.Queue, error) {
+	q, err := proto.ParseQueue(a)
+	if err != nil {
+		return q, err
 	}
 	q.Limit = max(q.Limit, 1)
 	return q, nil

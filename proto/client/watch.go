@@ -20,7 +20,8 @@ const watchBuffer = 64
 // receives the key's current state first, then a new state after every
 // change: a grant, a release, an expiry, a waiter joining or leaving.
 // Renewals alone send nothing. It is closed when ctx ends or the client
-// is closed.
+// is closed. Each state reads as Queue's answer does: Limit is 1 for a
+// lock.
 //
 // The watch follows the active node: when the connection drops, or the
 // active hands its role over, the client subscribes again where the role
@@ -161,7 +162,7 @@ func (g *watchGroup) remove(w *watcher) {
 
 // deliver hands an L answer read on cn to every watcher.
 func (g *watchGroup) deliver(cn *conn, a proto.Answer) {
-	q, err := proto.ParseQueue(a)
+	q, err := parseQueue(a)
 	if err != nil {
 		g.c.log.Warn("lockd watch answer unreadable", "addr", cn.addr, "key", a.Key, "err", err)
 		return

@@ -122,11 +122,15 @@ func TestWatchDeliversStatesAndEnds(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if q := recvQueue(t, ch); q.Held || q.Key != "k" {
-			t.Errorf("first state %+v, want k free", q)
+		// Limit reads as Queue's does: 1 for a lock, held or free.
+		if q := recvQueue(t, ch); q.Held || q.Key != "k" || q.Limit != 1 {
+			t.Errorf("first state %+v, want k free, limit 1", q)
 		}
-		if q := recvQueue(t, ch); !q.Held || q.Token != 7 {
-			t.Errorf("second state %+v, want k held by 7", q)
+		if q := recvQueue(t, ch); !q.Held || q.Token != 7 || q.Limit != 1 {
+			t.Errorf("second state %+v, want k held by 7, limit 1", q)
+		}
+		if q := recvQueue(t, ch); !q.Held || q.Limit != 3 || len(q.Holders) != 2 {
+			t.Errorf("third state %+v, want a semaphore of 3 held by 2", q)
 		}
 		cancel()
 		for range ch {
@@ -139,6 +143,7 @@ func TestWatchDeliversStatesAndEnds(t *testing.T) {
 	}
 	r.sc.send("L k - - 0")
 	r.sc.send("L k 7 30 0")
+	r.sc.send("L k 8 30 0 limit=3 holder=9,29")
 	if err := await(t, res); err != nil {
 		t.Fatal(err)
 	}
