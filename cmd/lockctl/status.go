@@ -563,7 +563,9 @@ func statusSummary(v survey.View, p *palette, s renderStyle) string {
 	switch {
 	case len(behind) > 0:
 		parts = append(parts, p.warn.Render("behind: "+strings.Join(behind, ", ")))
-	case standbys > 0 && known == standbys:
+	case v.Active != "" && standbys > 0 && known == standbys:
+		// Caught up with an active: without one, a standby's lag of 0
+		// says nothing anyone can take over from.
 		caught := "standbys caught up"
 		if mode != "" && !degraded {
 			caught += " (" + mode + ")"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -496,6 +497,33 @@ func TestStatusCommandHostileNode(t *testing.T) {
 	assertNoHostileBytes(t, "--json", out, false)
 	if got.Active == nil || *got.Active != peer || len(got.Nodes) != 2 || got.Nodes[0].Role != role || got.Nodes[1].Addr != peer {
 		t.Errorf("--json: %s", out)
+	}
+}
+
+// The summary says the standbys are caught up only when there is an
+// active they caught up with: with none, or with one that does not
+// answer, "no active node · standbys caught up" read as a cluster that
+// was fine.
+func TestSummaryCaughtUpOnlyWithAnActive(t *testing.T) {
+	standby := func(addr string) survey.Node {
+		return survey.Node{Addr: addr, Role: survey.RoleStandby, Reachable: true, HasLag: true}
+	}
+	p := newPalette(io.Discard, false)
+	for _, tc := range []struct {
+		name   string
+		v      survey.View
+		caught bool
+	}{
+		{"no active", survey.View{Nodes: []survey.Node{standby("10.0.0.1:7070"), standby("10.0.0.2:7070")}}, false},
+		{"a silent active", survey.View{Silent: "10.0.0.1:7070", Nodes: []survey.Node{
+			{Addr: "10.0.0.1:7070", Role: survey.RoleUnresponsive}, standby("10.0.0.2:7070")}}, false},
+		{"an active", survey.View{Active: "10.0.0.1:7070", Claims: []string{"10.0.0.1:7070"}, Nodes: []survey.Node{
+			{Addr: "10.0.0.1:7070", Role: survey.RoleActive, Reachable: true}, standby("10.0.0.2:7070")}}, true},
+	} {
+		got := statusSummary(tc.v, p, renderStyle{})
+		if strings.Contains(got, "caught up") != tc.caught {
+			t.Errorf("%s: %q; want caught up said: %v", tc.name, got, tc.caught)
+		}
 	}
 }
 
