@@ -411,15 +411,15 @@ func (e *Engine) TryAcquireID(now time.Time, key string, limit int, lease time.D
 func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.Duration, try bool, id string, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
-		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
+		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the node's longest lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
 	if wait < 0 || wait > e.cfg.MaxWait {
-		return out, fmt.Errorf("%w: wait must be 0 (forever) or at most %g seconds (the server's --max-wait)", ErrWaitRange, e.cfg.MaxWait.Seconds())
+		return out, fmt.Errorf("%w: wait must be 0 (forever) or at most %g seconds (the node's longest wait)", ErrWaitRange, e.cfg.MaxWait.Seconds())
 	}
 	// One comparison passes every limit in 1..MaxLimit; 0 is 1.
 	if uint(limit-1) >= uint(e.cfg.MaxLimit) {
 		if limit != 0 {
-			return out, fmt.Errorf("%w: limit %d; a key allows 1 (a lock, the default) to %d holders at once (the server's --max-limit)", ErrLimitRange, limit, e.cfg.MaxLimit)
+			return out, fmt.Errorf("%w: limit %d; a key allows 1 (a lock, the default) to %d holders at once (the node's largest limit)", ErrLimitRange, limit, e.cfg.MaxLimit)
 		}
 		limit = 1
 	}
@@ -651,7 +651,7 @@ func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) (
 func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Duration, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
-		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the server's --max-lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
+		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the node's longest lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
 	}
 	ks := e.lookup(key)
 	if ks == nil {

@@ -184,6 +184,8 @@ var refusalHints = []struct{ prefix, try string }{
 	{"queue full:", "to raise the limit, start lockd with a higher --max-waiters (or LOCKD_MAX_WAITERS)"},
 	{"too many waiters:", "to raise the limit, start lockd with a higher --max-total-waiters (or LOCKD_MAX_TOTAL_WAITERS)"},
 	{"too many keys:", "to raise the limit, start lockd with a higher --max-keys (or LOCKD_MAX_KEYS)"},
+	{"lease out of range:", "ask for a shorter --lease, or start lockd with a longer --max-lease (or LOCKD_MAX_LEASE)"},
+	{"wait out of range:", "wait less (--wait), or start lockd with a longer --max-wait (or LOCKD_MAX_WAIT)"},
 	{"this needs the admin role", "pass the node's --admin-secret-file with --secret-file, or an admin certificate (`lockd tls cert --role admin`) with --tls-cert and --tls-key"},
 }
 
