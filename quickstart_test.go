@@ -59,3 +59,56 @@ func TestQuickStartRunsOnAnotherPort(t *testing.T) {
 		}
 	}
 }
+
+// The README's failover drill for CI is what a scenario runs: every
+// lockctl drill line of its block (continuation lines joined) is a line of
+// testdata/lockctl_drill_readme_recipe.txtar that must succeed, as
+// written but for the quotes around $P, which testscript does not take
+// (it splits on spaces, and $P holds none).
+func TestReadmeDrillRecipeIsTheScenario(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "\n### A failover drill in CI\n")
+	if !ok {
+		t.Fatal(`the README has no "### A failover drill in CI" section`)
+	}
+	block, _, _ = strings.Cut(block, "\n#")
+	var drills []string
+	joined := ""
+	for _, line := range strings.Split(block, "\n") {
+		code, ok := strings.CutPrefix(line, "    ")
+		if !ok {
+			continue
+		}
+		code = joined + strings.TrimSpace(code)
+		if more, ok := strings.CutSuffix(code, `\`); ok {
+			joined = more
+			continue
+		}
+		joined = ""
+		if strings.HasPrefix(code, "lockctl ") && strings.Contains(code, " drill ") {
+			drills = append(drills, strings.Join(strings.Fields(strings.ReplaceAll(code, `"$P"`, "$P")), " "))
+		}
+	}
+	if len(drills) < 3 {
+		t.Fatalf("found %d lockctl drill lines in the README's CI drill, want the handoff, kill -9 and kill -STOP drills:\n%s", len(drills), strings.Join(drills, "\n"))
+	}
+	const file = "testdata/lockctl_drill_readme_recipe.txtar"
+	script, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := make(map[string]bool)
+	for _, line := range strings.Split(string(script), "\n") {
+		if cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "exec "); ok {
+			run[strings.Join(strings.Fields(cmd), " ")] = true
+		}
+	}
+	for _, d := range drills {
+		if !run[d] {
+			t.Errorf("the README's CI drill says\n\t%s\nand %s has no exec of that line", d, file)
+		}
+	}
+}
