@@ -412,6 +412,29 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 	s.grantWipes[tok] = s.wipes
 }
 
+// The rules by which the checker stops checking mutual exclusion (and
+// FIFO across failover) for the rest of a run: each is a loss
+// docs/cluster.md states, and names the fault that may cause it.
+const (
+	ruleAsync         = "a crash of the active can lose the last answers under asynchronous replication"
+	ruleDegraded      = "a crash while degraded may lose the last answers"
+	ruleFrozenActive  = "a frozen active is a crashed one to its peers"
+	rulePartition     = "mutual exclusion is not guaranteed across a partition"
+	ruleMemoryStandby = "a standby in sync that crashes without a data directory loses what it acknowledged"
+	ruleLeave         = "a node that stops without handing off takes what only it holds"
+	ruleUnsettled     = "a node whose handoff does not settle in time stops as if it crashed"
+)
+
+// exempt stops checking mutual exclusion from now on, by rule; what
+// says what happened, for the trace.
+func (s *sim) exempt(rule, what string) {
+	s.logf("exempt from mutual exclusion from now on: %s (%s)", rule, what)
+	s.faulty = true
+	if !slices.Contains(s.rules, rule) {
+		s.rules = append(s.rules, rule)
+	}
+}
+
 // wipeCheck runs as n exits (crashes, vanishes, stops after SIGINT): when
 // no node that held the lock state is left, the state is wiped. A node
 // holds it when its incarnation synced or served as active (Synced), and

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -131,11 +133,7 @@ func (s *sim) checkEmptyPromotion(n *simNode) {
 	}
 	for _, m := range s.nodes {
 		if m != n && m.state == nodeFrozen && m.core.Synced() {
-			if !s.faulty {
-				s.logf("exempt from mutual exclusion from now on: %s (node %d took the role empty while node %d, frozen, holds the state)", ruleEmptyNode, n.idx, m.idx)
-			}
-			s.faulty = true
-			s.exempted = ruleEmptyNode
+			s.exempt(ruleEmptyNode, fmt.Sprintf("node %d took the role empty while node %d, frozen, holds the state", n.idx, m.idx))
 			return
 		}
 	}
@@ -162,14 +160,14 @@ func TestSimEmptyNodeAndFrozenPeer(t *testing.T) {
 			t.Fatalf("with data directories:\n%s", s.report())
 		}
 		if s.faulty {
-			t.Fatalf("seed %d with data directories: the run was exempted (%q)\n%s", seed, s.exempted, s.report())
+			t.Fatalf("seed %d with data directories: the run was exempted (%q)\n%s", seed, s.rules, s.report())
 		}
 		s = newSim(seed, simOptions{script: script, cfg: cfg})
 		if fails := s.run(); len(fails) > 0 {
 			t.Fatalf("without data directories:\n%s", s.report())
 		}
-		if s.exempted != "" && s.exempted != ruleEmptyNode {
-			t.Fatalf("seed %d exempted by %q", seed, s.exempted)
+		if len(s.rules) > 0 && !slices.Equal(s.rules, []string{ruleEmptyNode}) {
+			t.Fatalf("seed %d exempted by %q", seed, s.rules)
 		}
 	}
 	// The seed itself, as TestSimulate plays it, with and without.

@@ -124,8 +124,8 @@ type sim struct {
 	semLimit  int            // the limit of key k0 (a semaphore when above 1)
 	lastToken map[int]uint64 // per node incarnation: its last token
 	activity  []activeSpan   // when each node served as active
-	faulty    bool           // a fault that is not graceful happened
-	exempted  string         // the rule that set faulty without a fault, if any
+	faulty    bool           // a fault that may lose locks happened: see exempt
+	rules     []string       // the rules that set faulty, in order
 	quietAt   time.Duration  // everything healed from here on
 
 	// wipes counts the moments every node that held the lock state lost
@@ -629,8 +629,7 @@ func (o *simOut) Stopped() {
 	n.stopping = true
 	if n.core.Role() != Standby || n.core.Active() == "" {
 		// It leaves without handing off: its locks may go with it.
-		n.s.logf("node %d leaves without a handoff", n.idx)
-		n.s.faulty = true
+		n.s.exempt(ruleLeave, fmt.Sprintf("node %d leaves without a handoff", n.idx))
 	}
 }
 
@@ -1142,8 +1141,13 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		// was told, while a standby acknowledges: unless the active is
 		// degraded, or a standby in sync goes (then a later crash of the
 		// active may promote one that missed answers).
-		if s.cfg.async || n.state == nodeUp && (n.core.Status(n.clock()).Degraded || s.inSyncSomewhere(n.addr)) {
-			s.faulty = true
+		switch {
+		case s.cfg.async:
+			s.exempt(ruleAsync, fmt.Sprintf("node %d crashes", i))
+		case n.state == nodeUp && n.core.Status(n.clock()).Degraded:
+			s.exempt(ruleDegraded, fmt.Sprintf("node %d crashes degraded", i))
+		case n.state == nodeUp && s.inSyncSomewhere(n.addr):
+			s.exempt(ruleMemoryStandby, fmt.Sprintf("node %d crashes in sync", i))
 		}
 		if n.wasActv {
 			s.recordAcked()
@@ -1161,7 +1165,7 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		s.at(s.cfg.handoff+s.cfg.failure+time.Second, func() {
 			if n.gen == gen && n.state == nodeUp {
 				// The shell stops waiting for the handoff.
-				s.faulty = true
+				s.exempt(ruleUnsettled, fmt.Sprintf("node %d stops", i))
 				n.exit("stopped: the handoff did not settle in time")
 			}
 		})
@@ -1204,12 +1208,12 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 			// crashed one to its peers): whoever serves during the
 			// freeze starts behind, and one side's answers are lost when
 			// they meet, as after a crash in async mode.
-			s.faulty = true
+			s.exempt(ruleFrozenActive, fmt.Sprintf("node %d freezes", i))
 		}
 		n.state = nodeFrozen
 		s.at(dur, func() { s.thaw(n) })
 	case "partition", "oneway":
-		s.faulty = true
+		s.exempt(rulePartition, fmt.Sprintf("node %d cut off", i))
 		s.logf("node %d cut off (%s) for %s", i, kind, dur)
 		for j := range s.nodes {
 			if j == i {
