@@ -14,19 +14,19 @@ package core
 //     becomes active after the active crashed (unless its lease ran out);
 //   - heartbeat answers and replication records are well formed.
 //
-// While no fault but SIGINT and lockctl handoff has happened (graceful
-// handoffs, which must lose nothing):
+// Until a fault that may lose locks happens (exempt, by one of the rules
+// below: a partition, a crash under asynchronous replication or while
+// degraded, a frozen active; SIGINT, lockctl handoff and, with data
+// directories, crashes and restarts lose nothing):
 //   - no two clients hold the same key at once (mutual exclusion);
 //   - waiters that a new active was told of, and that come back to it
 //     within the grace, are granted in their order (FIFO across failover
 //     and handoff, sim_fifo_test.go).
-// With asynchronous replication, a crash loses what was not streamed yet,
-// so mutual exclusion is not checked after one. Nor is it checked between
-// a grant and one made after every node that held the lock state lost its
-// memory (see wipeCheck): lockd keeps nothing on disk, so those locks are
-// gone, and the grants made after start over. Token order is still
-// checked across such a wipe: tokens grow with the wall clock, not with
-// the state.
+// Nor is mutual exclusion checked between a grant and one made after
+// every node that held the lock state lost its memory (see wipeCheck):
+// without a data directory those locks are gone, and the grants made
+// after start over. Token order is still checked across such a wipe:
+// tokens grow with the wall clock, not with the state.
 //
 // At the end of the quiet period (everything healed, restarted, idle):
 //   - exactly one node is active and every other follows it, synced, with
