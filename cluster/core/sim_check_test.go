@@ -428,6 +428,10 @@ const (
 // exempt stops checking mutual exclusion from now on, by rule; what
 // says what happened, for the trace.
 func (s *sim) exempt(rule, what string) {
+	if rule == s.strict {
+		s.logf("not exempt, checked without the rule: %s (%s)", rule, what)
+		return
+	}
 	s.logf("exempt from mutual exclusion from now on: %s (%s)", rule, what)
 	s.faulty = true
 	if !slices.Contains(s.rules, rule) {

@@ -146,7 +146,8 @@ type sim struct {
 	fifoGrants     []string // the ids scripted waiters were granted, in order
 
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
-	diskLies        bool   // Logged before the fsync (TestSimCatchesALyingDisk)
+	diskLies        bool   // Logged at once, kept only by a clean exit (TestSimCatchesALyingDisk)
+	strict          string // a rule exempt does not apply, to show it is needed
 	commandHandoffs int
 	handoffAnswers  []string // "asked-at answer" of every lockctl handoff
 	// acked: when an active crashed, what each other node had applied, to
