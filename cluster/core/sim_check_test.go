@@ -11,7 +11,8 @@ package core
 //     active (a split brain, which SPEC.md allows: then the tokens of the
 //     two sides interleave, but the later side's are larger once they meet);
 //   - every lock a standby applied is held under the same token when it
-//     becomes active after the active crashed (unless its lease ran out);
+//     becomes active after the active crashed (unless its lease ran out,
+//     or it synced from another active since);
 //   - heartbeat answers and replication records are well formed.
 //
 // Until a fault that may lose locks happens (exempt, by one of the rules

@@ -973,6 +973,10 @@ func (n *simNode) syncFollow() {
 				return
 			}
 			s.fifoForget(n) // the snapshot lists the waiters again
+			// The snapshot replaces the state n applied: what it held
+			// when its active crashed is no longer what checkAcked
+			// compares, even at the same position (another lineage's).
+			delete(s.acked, n.idx)
 			n.stream = c
 			if !c.open || c.closed[0] {
 				// It closed while this node was frozen, before anyone
