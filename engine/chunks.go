@@ -3,9 +3,9 @@ package engine
 // chunks is a list of T kept in arrays of chunkLen: it grows without
 // copying what it holds and without leaving the array it outgrew to the
 // collector, and gives its arrays back as it shrinks. The key list and
-// the lease heap, a million entries each, are chunks: as slices, each
-// growth of 1.25x left the old array (8 MB at a million) as garbage in
-// the process's RSS, and neither ever shrank.
+// the lease heap, which can hold a million entries each, are chunks: a
+// slice leaves every array it outgrows as garbage in the process's RSS
+// until the collector runs, and never shrinks.
 type chunks[T any] struct {
 	c []*[chunkLen]T
 	n int

@@ -80,8 +80,8 @@ func hold(t *testing.T, e *Engine, now time.Time, key string, lease time.Duratio
 }
 
 // inspectLock is Inspect of a key with at most one holder (a lock), in
-// the shape Inspect had before semaphores: the holder (only Key set when
-// there is none), whether it is held, and the waiters.
+// the shape the tests of locks read: the holder (only Key set when there
+// is none), whether it is held, and the waiters.
 func inspectLock(t *testing.T, e *Engine, now time.Time, key string) (Holder, bool, []WaiterInfo) {
 	t.Helper()
 	hs, ws := e.Inspect(now, key)

@@ -18,8 +18,8 @@ type Snapshot struct {
 
 // Snapshot returns the state at now, holders sorted by key and the
 // holders of a key by token. It copies and sorts every holder in one
-// call, which takes tens of milliseconds with a million keys; Scan visits
-// them a slice at a time.
+// call, holding up its caller for as long as that takes with many keys;
+// Scan visits them a slice at a time.
 func (e *Engine) Snapshot(now time.Time) Snapshot {
 	nanos := now.UnixNano()
 	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, e.leases.n)}

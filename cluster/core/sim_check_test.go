@@ -11,22 +11,23 @@ package core
 //     active (a split brain, which docs/cluster.md allows: then the tokens of the
 //     two sides interleave, but the later side's are larger once they meet);
 //   - every lock a standby applied is held under the same token when it
-//     becomes active after the active crashed (unless its lease ran out);
+//     becomes active after the active crashed (unless its lease ran out,
+//     or it synced from another active since);
 //   - heartbeat answers and replication records are well formed.
 //
-// While no fault but SIGINT and lockctl handoff has happened (graceful
-// handoffs, which must lose nothing):
+// Until a fault that may lose locks happens (exempt, by one of the rules
+// below: a partition, a crash under asynchronous replication or while
+// degraded, a frozen active; SIGINT, lockctl handoff and, with data
+// directories, crashes and restarts lose nothing):
 //   - no two clients hold the same key at once (mutual exclusion);
 //   - waiters that a new active was told of, and that come back to it
 //     within the grace, are granted in their order (FIFO across failover
 //     and handoff, sim_fifo_test.go).
-// With asynchronous replication, a crash loses what was not streamed yet,
-// so mutual exclusion is not checked after one. Nor is it checked between
-// a grant and one made after every node that held the lock state lost its
-// memory (see wipeCheck): lockd keeps nothing on disk, so those locks are
-// gone, and the grants made after start over. Token order is still
-// checked across such a wipe: tokens grow with the wall clock, not with
-// the state.
+// Nor is mutual exclusion checked between a grant and one made after
+// every node that held the lock state lost its memory (see wipeCheck):
+// without a data directory those locks are gone, and the grants made
+// after start over. Token order is still checked across such a wipe:
+// tokens grow with the wall clock, not with the state.
 //
 // At the end of the quiet period (everything healed, restarted, idle):
 //   - exactly one node is active and every other follows it, synced, with
@@ -410,6 +411,33 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 	s.grantIDs[tok] = id
 	s.grantAt[tok] = s.now
 	s.grantWipes[tok] = s.wipes
+}
+
+// The rules by which the checker stops checking mutual exclusion (and
+// FIFO across failover) for the rest of a run: each is a loss
+// docs/cluster.md states, and names the fault that may cause it.
+const (
+	ruleAsync         = "a crash of the active can lose the last answers under asynchronous replication"
+	ruleDegraded      = "a crash while degraded may lose the last answers"
+	ruleFrozenActive  = "a frozen active is a crashed one to its peers"
+	rulePartition     = "mutual exclusion is not guaranteed across a partition"
+	ruleMemoryStandby = "a standby in sync that crashes without a data directory loses what it acknowledged"
+	ruleLeave         = "a node that stops without handing off takes what only it holds"
+	ruleUnsettled     = "a node whose handoff does not settle in time stops as if it crashed"
+)
+
+// exempt stops checking mutual exclusion from now on, by rule; what
+// says what happened, for the trace.
+func (s *sim) exempt(rule, what string) {
+	if rule == s.strict {
+		s.logf("not exempt, checked without the rule: %s (%s)", rule, what)
+		return
+	}
+	s.logf("exempt from mutual exclusion from now on: %s (%s)", rule, what)
+	s.faulty = true
+	if !slices.Contains(s.rules, rule) {
+		s.rules = append(s.rules, rule)
+	}
 }
 
 // wipeCheck runs as n exits (crashes, vanishes, stops after SIGINT): when

@@ -1,9 +1,12 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +94,7 @@ func simulate(seed uint64, planted string) (report string) {
 	simStats.promotions.Add(int64(s.fifoPromotions))
 	simStats.members.Add(int64(s.fifoMembers))
 	simStats.kept.Add(int64(s.fifoKept))
+	countRun(s)
 	if len(fails) > 0 {
 		return s.report()
 	}
@@ -100,8 +104,63 @@ func simulate(seed uint64, planted string) (report string) {
 // simStats counts, over the runs of a test, how often the FIFO promise
 // was put to the test: promotions that kept two places or more, waiters
 // that came back for theirs in time, and grants that came after such a
-// waiter queued ahead of them.
-var simStats struct{ promotions, members, kept atomic.Int64 }
+// waiter queued ahead of them. And, for runs without and with data
+// directories, how many were checked for mutual exclusion to their end,
+// and by which rule the others were exempted (each run's first rule).
+var simStats struct {
+	promotions, members, kept atomic.Int64
+
+	mu       sync.Mutex
+	runs     [2]int // [0] memory only, [1] data directories
+	checked  [2]int
+	exempted [2]map[string]int
+}
+
+// countRun adds s, which has run, to simStats.
+func countRun(s *sim) {
+	st := &simStats
+	d := 0
+	if s.cfg.disk {
+		d = 1
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.runs[d]++
+	if !s.faulty {
+		st.checked[d]++
+		return
+	}
+	if st.exempted[d] == nil {
+		st.exempted[d] = make(map[string]int)
+	}
+	st.exempted[d][s.rules[0]]++
+}
+
+// resetStats clears simStats for a test.
+func resetStats() {
+	st := &simStats
+	st.promotions.Store(0)
+	st.members.Store(0)
+	st.kept.Store(0)
+	st.mu.Lock()
+	st.runs, st.checked, st.exempted = [2]int{}, [2]int{}, [2]map[string]int{}
+	st.mu.Unlock()
+}
+
+// exemptions lists, for memory-only (d 0) or disk runs (d 1), the rules
+// that exempted runs, the most frequent first.
+func exemptions(d int) string {
+	st := &simStats
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rules := slices.Collect(maps.Keys(st.exempted[d]))
+	slices.SortFunc(rules, func(a, b string) int { return cmp.Or(st.exempted[d][b]-st.exempted[d][a], strings.Compare(a, b)) })
+	var b strings.Builder
+	for _, r := range rules {
+		fmt.Fprintf(&b, "\n    %5d  %s", st.exempted[d][r], r)
+	}
+	return b.String()
+}
 
 func (s *sim) report() string {
 	var b strings.Builder
@@ -123,9 +182,7 @@ func (s *sim) report() string {
 // sim_check_test.go after every step and at the end.
 func TestSimulate(t *testing.T) {
 	first, n := simSeeds()
-	simStats.promotions.Store(0)
-	simStats.members.Store(0)
-	simStats.kept.Store(0)
+	resetStats()
 	failed := runSeeds(first, n, "", false)
 	var seeds []string
 	for i, f := range failed {
@@ -140,6 +197,10 @@ func TestSimulate(t *testing.T) {
 	}
 	t.Logf("%d seeds from %d, %d failed; FIFO across failover: %d promotions kept two places or more, %d waiters came back for theirs, %d grants followed one queued ahead",
 		n, first, len(failed), simStats.promotions.Load(), simStats.members.Load(), simStats.kept.Load())
+	for d, what := range []string{"memory only", "data directories"} {
+		t.Logf("%s: %d runs, %d checked for mutual exclusion to their end; the others exempted by%s",
+			what, simStats.runs[d], simStats.checked[d], exemptions(d))
+	}
 }
 
 // TestSimulatorCatchesPlantedBugs shows the simulator finds real bugs

@@ -124,8 +124,8 @@ type sim struct {
 	semLimit  int            // the limit of key k0 (a semaphore when above 1)
 	lastToken map[int]uint64 // per node incarnation: its last token
 	activity  []activeSpan   // when each node served as active
-	faulty    bool           // a fault that is not graceful happened
-	exempted  string         // the rule that set faulty without a fault, if any
+	faulty    bool           // a fault that may lose locks happened: see exempt
+	rules     []string       // the rules that set faulty, in order
 	quietAt   time.Duration  // everything healed from here on
 
 	// wipes counts the moments every node that held the lock state lost
@@ -146,12 +146,17 @@ type sim struct {
 	fifoGrants     []string // the ids scripted waiters were granted, in order
 
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
+	diskLies        bool   // Logged at once, kept only by a clean exit (TestSimCatchesALyingDisk)
+	strict          string // a rule exempt does not apply, to show it is needed
 	commandHandoffs int
 	handoffAnswers  []string // "asked-at answer" of every lockctl handoff
 	// acked: when an active crashed, what each other node had applied, to
 	// check it is all still held when that node becomes active.
 	acked   map[int]ackedState
 	ackedAt time.Duration // when the active crashed
+	// holders: with data directories, the nodes that hold every answer
+	// of an active that went, until the next promotion (sim_disk_test.go).
+	holders []holderGroup
 }
 
 // ackedState is a standby's locks at the moment its active crashed.
@@ -189,6 +194,8 @@ type simNode struct {
 	gone  bool // crashed as a vanished machine: silence, not refusals
 	skew  time.Duration
 	gen   int // incarnation: bumped by every restart
+	// bootAt: when the incarnation started
+	bootAt time.Duration
 
 	wakeAt   time.Duration // the pending Tick, -1 when none
 	frozenQ  []func()      // what arrived while frozen, in order
@@ -373,6 +380,7 @@ func (n *simNode) clock() time.Time { return n.s.base.Add(n.s.now + n.skew) }
 func (n *simNode) boot(addrs []string) {
 	s := n.s
 	n.gen++
+	n.bootAt = s.now
 	n.state = nodeUp
 	n.gone = false
 	n.conns = make(map[ConnID]*simConn)
@@ -456,6 +464,7 @@ func (n *simNode) after() {
 			s.logf("node %d active", n.idx)
 			s.checkAcked(n)
 			s.checkEmptyPromotion(n)
+			s.checkHolders(n)
 			s.fifoPromoted(n)
 		} else {
 			for i := range s.activity {
@@ -647,9 +656,15 @@ func (o *simOut) Stopped() {
 	n := (*simNode)(o)
 	n.stopping = true
 	if n.core.Role() != Standby || n.core.Active() == "" {
-		// It leaves without handing off: its locks may go with it.
-		n.s.logf("node %d leaves without a handoff", n.idx)
-		n.s.faulty = true
+		// It leaves without handing off: its locks may go with it, or
+		// with a data directory stay on its disk.
+		what := fmt.Sprintf("node %d leaves without a handoff", n.idx)
+		if n.disk != nil {
+			n.s.logf("%s", what)
+			n.s.diskGoes(n, what)
+		} else {
+			n.s.exempt(ruleLeave, what)
+		}
 	}
 }
 
@@ -955,6 +970,10 @@ func (n *simNode) syncFollow() {
 				return
 			}
 			s.fifoForget(n) // the snapshot lists the waiters again
+			// The snapshot replaces the state n applied: what it held
+			// when its active crashed is no longer what checkAcked
+			// compares, even at the same position (another lineage's).
+			delete(s.acked, n.idx)
 			if !c.open || c.closed[0] {
 				// It closed while this node was frozen, before anyone
 				// listened: the shell's read gets EOF at once.
@@ -1104,6 +1123,10 @@ func (s *sim) planFaults() {
 		// The races are where handoffs break: a fault a few milliseconds
 		// after a handoff began, while its records are on the wire.
 		kinds = append(kinds, "crash", "vanish", "freeze", "partition", "oneway", "sigint", "handoff", "handoff-race", "sigint-race", "handoff-race")
+		if s.cfg.disk {
+			// Restarts whose outcome the data directories decide.
+			kinds = append(kinds, "crash-all", "restart")
+		}
 	}
 	for range s.cfg.faults {
 		at := time.Second + time.Duration(s.rng.Int64N(int64(s.cfg.length-time.Second)))
@@ -1135,9 +1158,17 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		// With synchronous replication a crash loses nothing a client
 		// was told, while a standby acknowledges: unless the active is
 		// degraded, or a standby in sync goes (then a later crash of the
-		// active may promote one that missed answers).
-		if s.cfg.async || n.state == nodeUp && (n.core.Status(n.clock()).Degraded || s.inSyncSomewhere(n.addr)) {
-			s.faulty = true
+		// active may promote one that missed answers). A node with a
+		// data directory keeps on it what it acknowledged: see diskGoes.
+		switch {
+		case n.disk != nil:
+			s.diskGoes(n, fmt.Sprintf("node %d: %s", i, kind))
+		case s.cfg.async:
+			s.exempt(ruleAsync, fmt.Sprintf("node %d crashes", i))
+		case n.state == nodeUp && n.core.Status(n.clock()).Degraded:
+			s.exempt(ruleDegraded, fmt.Sprintf("node %d crashes degraded", i))
+		case n.state == nodeUp && s.inSyncSomewhere(n.addr):
+			s.exempt(ruleMemoryStandby, fmt.Sprintf("node %d crashes in sync", i))
 		}
 		if n.wasActv {
 			s.recordAcked()
@@ -1145,6 +1176,18 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		n.gone = kind == "vanish"
 		n.exit(kind)
 		s.at(dur, func() { s.restart(n) })
+	case "crash-all":
+		// Every node is killed at once (a botched deploy, a power cut of
+		// the rack), the active first, and each comes back within a
+		// second or so.
+		s.logf("every node crashes")
+		for _, m := range append([]*simNode{n}, s.nodes...) {
+			s.fault("crash", m.idx, 100*time.Millisecond+time.Duration(s.rng.Int64N(int64(1500*time.Millisecond))))
+		}
+	case "restart":
+		// A kill -9 and a restart within the failure timeout, before the
+		// peers give up on it: it comes back as its disk holds it.
+		s.fault("crash", i, 50*time.Millisecond+time.Duration(s.rng.Int64N(int64(s.cfg.failure))))
 	case "sigint":
 		if n.state != nodeUp {
 			return
@@ -1155,7 +1198,11 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		s.at(s.cfg.handoff+s.cfg.failure+time.Second, func() {
 			if n.gen == gen && n.state == nodeUp {
 				// The shell stops waiting for the handoff.
-				s.faulty = true
+				if what := fmt.Sprintf("node %d stops, its handoff unsettled", i); n.disk != nil {
+					s.diskGoes(n, what)
+				} else {
+					s.exempt(ruleUnsettled, what)
+				}
 				n.exit("stopped: the handoff did not settle in time")
 			}
 		})
@@ -1198,12 +1245,12 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 			// crashed one to its peers): whoever serves during the
 			// freeze starts behind, and one side's answers are lost when
 			// they meet, as after a crash in async mode.
-			s.faulty = true
+			s.exempt(ruleFrozenActive, fmt.Sprintf("node %d freezes", i))
 		}
 		n.state = nodeFrozen
 		s.at(dur, func() { s.thaw(n) })
 	case "partition", "oneway":
-		s.faulty = true
+		s.exempt(rulePartition, fmt.Sprintf("node %d cut off", i))
 		s.logf("node %d cut off (%s) for %s", i, kind, dur)
 		for j := range s.nodes {
 			if j == i {

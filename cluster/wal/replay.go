@@ -52,14 +52,14 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 			continue
 		}
 		if !isCallerErr(ferr) {
-			d := &Dropped{File: name, Offset: int64(good), Bytes: int64(len(data) - good), Reason: ferr.Error()}
+			d := &Dropped{File: name, Offset: int64(good), Bytes: int64(written(data[good:])), Reason: ferr.Error()}
 			if err := truncate(name, int64(good)); err != nil {
 				return nil, err
 			}
 			for _, later := range segs[i+1:] {
 				ln := l.segName(later)
-				if st, err := os.Stat(ln); err == nil {
-					d.Bytes += st.Size()
+				if b, err := os.ReadFile(ln); err == nil {
+					d.Bytes += int64(written(b))
 				}
 				if err := os.Remove(ln); err != nil {
 					return nil, fmt.Errorf("cannot remove %s after the corrupt frame in %s: %v", ln, name, err)

@@ -17,7 +17,7 @@ import (
 type Dropped struct {
 	File   string // the segment where the bad frame is
 	Offset int64  // where in it
-	Bytes  int64  // bytes removed, in that segment and the later ones
+	Bytes  int64  // bytes of frames removed, in that segment and the later ones (see written)
 	Files  int    // later segments removed whole
 	Reason string // what was wrong with the frame
 }
@@ -238,9 +238,9 @@ func (l *Log) writeSync(b []byte) error {
 // Segments grow by preallocChunk bytes of zeros at a time, written
 // ahead of the frames that will overwrite them. An fsync of a write
 // inside the file's size has no size or block allocation to commit to
-// the filesystem's journal, and costs about half of one that appends
-// (ext4 here). Replay reads a segment's zeros after its last frame as
-// its end, not as a torn frame.
+// the filesystem's journal, so it costs less than one that appends
+// (BenchmarkFileSync compares them). Replay reads a segment's zeros
+// after its last frame as its end, not as a torn frame.
 const preallocChunk = 1 << 20
 
 var zeros = make([]byte, 64<<10)
@@ -261,6 +261,18 @@ func (l *Log) grow(end int64) error {
 
 // allZero reports whether b holds only zeros: the preallocated rest of
 // a segment.
+// written is the length of b without its trailing zeros: the bytes of a
+// segment that frames were written to, without the preallocated rest. A
+// frame cut short where its own bytes are zeros counts up to its last
+// byte that is not; the difference cannot be told on disk.
+func written(b []byte) int {
+	n := len(b)
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return n
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {

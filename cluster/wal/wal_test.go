@@ -126,7 +126,7 @@ func TestTornTailEveryCut(t *testing.T) {
 		if !equal(got, want[:whole]) {
 			t.Fatalf("cut at %d: replayed %v, want the first %d", cut, got, whole)
 		}
-		if torn := cut != ends[whole]; (d != nil) != torn || torn && (d.Offset != int64(ends[whole]) || d.Bytes != int64(cut-ends[whole])) {
+		if torn := cut != ends[whole]; (d != nil) != torn || torn && (d.Offset != int64(ends[whole]) || d.Bytes != int64(written(full[ends[whole]:cut]))) {
 			t.Fatalf("cut at %d: dropped %+v", cut, d)
 		}
 		appendAll(t, l, []rec{{7, "F k 1"}})
@@ -429,8 +429,47 @@ func TestPreallocatedSegment(t *testing.T) {
 	os.WriteFile(seg, data, 0o600)
 	l, got2, d := open(t, dir)
 	l.Close()
-	if d == nil || d.Offset != int64(len(good)) || !equal(got2, got) {
-		t.Fatalf("torn frame in the preallocated part: replayed %v, dropped %+v", got2, d)
+	if d == nil || d.Offset != int64(len(good)) || d.Bytes != int64(len(torn)-3) || !equal(got2, got) {
+		t.Fatalf("torn frame in the preallocated part: replayed %v, dropped %+v; want %d bytes dropped at %d", got2, d, len(torn)-3, len(good))
+	}
+}
+
+// What Replay reports dropped is the torn frames' bytes, not the zeros
+// preallocated after them, in the torn segment and in a later one.
+func TestDroppedCountsFramesNotZeros(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := open(t, dir)
+	appendAll(t, l, records(2))
+	l.Close()
+	seg := onlySegment(t, dir)
+	data, _ := os.ReadFile(seg)
+	end := written(data)
+	tear := AppendFrame(nil, 1_700_000_000_123_456_789, []byte("G k 1 10"))[:12]
+	if tear[11] == 0 {
+		t.Fatal("the tear ends in a zero byte: pick another instant")
+	}
+	copy(data[end:], tear)
+	os.WriteFile(seg, data, 0o600)
+	l, _, d := open(t, dir)
+	l.Close()
+	if d == nil || d.Bytes != 12 || d.Files != 0 {
+		t.Fatalf("a 12-byte tear in a preallocated segment: dropped %+v, want 12 bytes", d)
+	}
+
+	// A later segment, preallocated too, goes whole after a bad frame:
+	// its frames count, its zeros do not.
+	later := AppendFrame(nil, 5, []byte("F k 1"))
+	next := make([]byte, preallocChunk)
+	copy(next, later)
+	os.WriteFile(filepath.Join(dir, fmt.Sprintf("log-%016x", 1)), next, 0o600)
+	data, _ = os.ReadFile(seg)
+	end = written(data)
+	data = append(data[:end:end], 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4)
+	os.WriteFile(seg, data, 0o600)
+	l, _, d = open(t, dir)
+	l.Close()
+	if d == nil || d.Bytes != int64(8+len(later)) || d.Files != 1 {
+		t.Fatalf("a bad frame, then a preallocated segment: dropped %+v, want %d bytes and 1 file", d, 8+len(later))
 	}
 }
 

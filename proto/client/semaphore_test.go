@@ -64,9 +64,9 @@ func TestAcquireWithLimitFollowsRedirects(t *testing.T) {
 	}
 }
 
-// A lock is limit 1, sent without the word, as before semaphores: Limit(1)
-// and no option write the same line. A limit out of range is refused
-// before anything is sent.
+// A lock is limit 1, sent as the protocol's plain acquire, without the
+// word: Limit(1) and no option write the same line. A limit out of range
+// is refused before anything is sent.
 func TestAcquireLimitOneAndOutOfRange(t *testing.T) {
 	checkLeaks(t)
 	f := newFakeServer(t, nil)
