@@ -23,26 +23,26 @@ type conn struct {
 	nc       net.Conn
 	remote   string
 	ip       string // remote IP, for --max-conns-per-ip
-	tls      bool
 	accepted time.Time
 
 	// authed: role is Client or more (read by the reader without n.mu).
 	authed atomic.Bool
+	tls    bool
 
 	// Guarded by n.mu.
 	role     auth.Role
 	hs       auth.Handshake
-	gone     bool
-	refusals int  // requests refused before it authenticated
-	evicted  bool // closed to make room for a new connection
+	refusals int // requests refused before it authenticated
 	// While c has not authenticated: its place in n.unauth, and the
 	// timer that closes it at --auth-timeout.
 	strangerPrev, strangerNext *conn
 	authTimer                  *time.Timer
-	// For metrics (stats.go): peer, it carries peer messages, not
-	// client requests; pending, its client requests not answered at once.
-	peer    bool
+	// For metrics (stats.go): its client requests not answered at once.
 	pending map[string]pendingQueue
+	gone    bool
+	evicted bool // closed to make room for a new connection
+	// peer: it carries peer messages, not client requests (stats.go).
+	peer bool
 	// The core's Scan and Feed (shellout.go): a key listing slice or a
 	// snapshot slice is due, and whether a goroutine drives them.
 	scanDue, scanner bool
@@ -51,8 +51,8 @@ type conn struct {
 	// For the request duration (reader only): batches read, and when the
 	// batch being applied was read (since n.base), if it is timed.
 	batches uint32
-	readAt  time.Duration
 	timed   bool
+	readAt  time.Duration
 
 	outMu  sync.Mutex
 	queued int // bytes accepted and not yet written: out and the write in flight
@@ -62,22 +62,22 @@ type conn struct {
 	drained chan struct{}
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
-	writing bool   // a goroutine is writing: the others leave it to it
 	// inline counts the goroutines that will flush c after the batch
 	// they apply (direct.go): while one will, the writer is not woken.
 	inline int
-	// holding: the reader holds back its own answers, to write them
-	// with those of the batches it reads next (direct.go, writeHeld); it
-	// counts in inline. Only the reader uses it.
-	holding bool
-	raw     *rawIO // c.nc's socket, for raw reads and writes; nil: none
+	raw    *rawIO // c.nc's socket, for raw reads and writes; nil: none
 	// direct, set by the reader only while it applies a batch (to
 	// flushes), collects the other connections it writes the batch's
 	// answers to (direct.go).
 	direct  *flushList
 	flushes flushList
 	wr      writerState // the writer goroutine, if one runs (writer.go)
-	closed  bool        // no more writes
+	writing bool        // a goroutine is writing: the others leave it to it
+	// holding: the reader holds back its own answers, to write them
+	// with those of the batches it reads next (direct.go, writeHeld); it
+	// counts in inline. Only the reader uses it.
+	holding bool
+	closed  bool // no more writes
 	// stream: a replication stream, whose snapshot may be larger than
 	// the flood limit of client connections.
 	stream bool
