@@ -75,7 +75,9 @@ func (c *drillCommand) Command() *cli.Command {
 			"   in doubt releases in flight during the action that came back notheld: the\n" +
 			"            old active may have applied one and gone before its answer did\n" +
 			"            (the client re-sent it, and the token was gone), or its grant was\n" +
-			"            lost. No client can tell which, so they are not counted as lost\n" +
+			"            lost. No client can tell which, so they are not counted as lost.\n" +
+			"            A --run command's signal may stop the node a little after the\n" +
+			"            command exits, so the action counts until 100ms after it\n" +
 			"   ghosts   keys held by a grant no worker received: its answer was lost,\n" +
 			"            and the acquire the client sent again waited behind it\n" +
 			"   stall    the longest a key stayed held by a lost release or a ghost: from\n" +

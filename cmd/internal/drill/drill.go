@@ -50,6 +50,13 @@ const (
 	// ends. Leases shorter than four times this are probed at a quarter of
 	// the lease.
 	probeAfter = 250 * time.Millisecond
+	// signalLands is how long after a --run command returned its effect
+	// may still be on the way: kill(2) returns once a SIGSTOP or SIGKILL
+	// is queued, and the node stops when the kernel next schedules the
+	// thread that takes the signal, while its other threads run on. On a
+	// loaded machine that is milliseconds after the command exited, long
+	// enough for the node to apply one more release.
+	signalLands = 100 * time.Millisecond
 	// sweepFor bounds the last look at every key once the workload
 	// ended.
 	sweepFor = 5 * time.Second
@@ -337,8 +344,18 @@ func Run(ctx context.Context, cl Client, p Plan) *Report {
 	rep.ViolationCount, rep.Violations = CheckFencing(all, keyName)
 	rep.LostReleases, rep.Ghosts = StrandedHolds(all, probe.seen, end, keyName)
 	acted := p.Action != ActionNone && rep.ActionEnd > 0
-	rep.LostGrants, rep.InDoubt = SortNotHeld(notHeldAll, acted, rep.ActionAt, rep.ActionEnd)
+	rep.LostGrants, rep.InDoubt = SortNotHeld(notHeldAll, acted, rep.ActionAt, p.landed(rep.ActionEnd))
 	return rep
+}
+
+// landed is when the effect of an action that returned at end has surely
+// landed: at once for a handoff, which returns once the new active
+// answers, and signalLands later for a command.
+func (p Plan) landed(end time.Duration) time.Duration {
+	if p.Action == ActionRun {
+		return end + signalLands
+	}
+	return end
 }
 
 // Span is a request of the drill: when it was sent and when its
@@ -347,16 +364,18 @@ type Span struct{ From, To time.Duration }
 
 // SortNotHeld sorts the releases answered notheld into lost grants and
 // those in doubt: a release in flight while the action ran (sent before
-// it ended, answered after it began) may have been applied by the old
-// active just before it went, its answer lost with the connection; the
-// client then re-sent it, and the node that answered no longer knew the
-// token. The old active could not apply a release sent after the action
-// ended (it was gone, frozen or no longer active), and one answered
-// before the action began owes nothing to it: their notheld means the
-// node that answered never knew the grant.
-func SortNotHeld(spans []Span, acted bool, actionAt, actionEnd time.Duration) (lost, inDoubt int) {
+// its effect landed, answered after it began) may have been applied by
+// the old active just before it went, its answer lost with the
+// connection; the client then re-sent it, and the node that answered no
+// longer knew the token. The old active could not apply a release sent
+// after the action's effect landed (it was gone, frozen or no longer
+// active), and one answered before the action began owes nothing to it:
+// their notheld means the node that answered never knew the grant.
+// landed is when the action ended, plus signalLands for a command, whose
+// signal may stop the node after the command has exited.
+func SortNotHeld(spans []Span, acted bool, actionAt, landed time.Duration) (lost, inDoubt int) {
 	for _, s := range spans {
-		if acted && s.From <= actionEnd && s.To >= actionAt {
+		if acted && s.From <= landed && s.To >= actionAt {
 			inDoubt++
 		} else {
 			lost++

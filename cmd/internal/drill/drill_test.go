@@ -47,6 +47,21 @@ func TestSortNotHeld(t *testing.T) {
 	}
 }
 
+// A release sent just after a kill command exited may still reach the
+// node before the signal stops it: in doubt, not lost.
+func TestCommandEffectLandsLater(t *testing.T) {
+	ms := time.Millisecond
+	spans := []Span{{From: 1030 * ms, To: 2500 * ms}, {From: 1200 * ms, To: 2500 * ms}}
+	run := Plan{Action: ActionRun}
+	if lost, doubt := SortNotHeld(spans, true, time.Second, run.landed(1010*ms)); lost != 1 || doubt != 1 {
+		t.Errorf("after a command: lost %d, in doubt %d; want 1 and 1", lost, doubt)
+	}
+	handoff := Plan{Action: ActionHandoff}
+	if lost, doubt := SortNotHeld(spans, true, time.Second, handoff.landed(1010*ms)); lost != 2 || doubt != 0 {
+		t.Errorf("after a handoff: lost %d, in doubt %d; want 2 and 0", lost, doubt)
+	}
+}
+
 func TestStrandedHoldsAccounting(t *testing.T) {
 	ms := time.Millisecond
 	name := func(k int) string { return "k" + strconv.Itoa(k) }
