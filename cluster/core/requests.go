@@ -103,7 +103,7 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 func (c *Core) cancel(key string, w engine.Waiter) {
 	id := c.eng.WaiterID(w)
 	if c.eng.Cancel(w) {
-		c.replicateLeft(key, id)
+		c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: id})
 		c.touch(key)
 	}
 }
@@ -288,7 +288,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		if fresh {
 			// A new waiter; one that took its own place back (a re-send,
 			// a ghost claimed) is known to the standbys where it stands.
-			c.replicateJoined(key, id, max(req.Limit, 1), req.Lease, req.Wait)
+			c.replicateWaiter(proto.Record{Kind: proto.RecJoined, Key: key, ID: id, Limit: max(req.Limit, 1), Lease: req.Lease, Wait: req.Wait})
 		}
 		c.touch(key)
 		c.flushWatches(now)
@@ -441,7 +441,7 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 		c.touch(ev.Key)
 	}
 	if ev.Kind == engine.TimedOut && ev.ID != "" {
-		c.replicateLeft(ev.Key, ev.ID)
+		c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: ev.Key, ID: ev.ID})
 	}
 	switch ev.Kind {
 	case engine.Granted, engine.TimedOut:

@@ -122,7 +122,7 @@ func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 	}
 	c.count.Withdrawals++
 	c.answerWaiter(cn, key, w.Seq, false, 0)
-	c.replicateLeft(key, req.ID)
+	c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: req.ID})
 	c.touch(key)
 	c.flushWatches(now)
 	c.send(cn, answered(proto.OpWithdraw, key, OK), proto.AppendWord(c.buf[:0], proto.OpWithdraw, key, proto.WordOK))
@@ -290,9 +290,11 @@ func (c *Core) ghostGrace() time.Duration {
 	return min(max(c.cfg.FailureTimeout, 500*time.Millisecond), engine.MaxGhostGrace)
 }
 
-// replicateJoined streams a waiter with id that joined key's queue.
-func (c *Core) replicateJoined(key, id string, limit int, lease, wait time.Duration) {
-	if id == "" || len(c.streams) == 0 {
+// replicateWaiter streams a waiter's record: one with an id that joined
+// a queue (RecJoined) or left it (RecLeft). Standbys before stream
+// version 3 keep no queues, and are sent neither.
+func (c *Core) replicateWaiter(rec proto.Record) {
+	if rec.ID == "" || len(c.streams) == 0 {
 		return
 	}
 	var b []byte
@@ -301,27 +303,7 @@ func (c *Core) replicateJoined(key, id string, limit int, lease, wait time.Durat
 			continue
 		}
 		if b == nil {
-			b = proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecJoined, Key: key, ID: id, Limit: limit, Lease: lease, Wait: wait})
-		}
-		c.write(s.id, record, b)
-	}
-	if b != nil {
-		c.buf = b[:0]
-	}
-}
-
-// replicateLeft streams that the waiter with id left key's queue.
-func (c *Core) replicateLeft(key, id string) {
-	if id == "" || len(c.streams) == 0 {
-		return
-	}
-	var b []byte
-	for _, s := range c.streams {
-		if s.stream.version < 3 {
-			continue
-		}
-		if b == nil {
-			b = proto.AppendRecord(c.buf[:0], proto.Record{Kind: proto.RecLeft, Key: key, ID: id})
+			b = proto.AppendRecord(c.buf[:0], rec)
 		}
 		c.write(s.id, record, b)
 	}

@@ -100,7 +100,7 @@ func (c *Client) Hold(ctx context.Context, key string, lease time.Duration, opts
 		start, err = c.confirm(ctx, lock, first, got)
 		if err != nil {
 			h.cancel(err)
-			c.releaseLater(key, lock.Token)
+			c.releaseLater(key, lock.Token, "lockd released a lock its hold could not confirm")
 			return nil, err
 		}
 	}
@@ -163,8 +163,8 @@ func renewRetry(lease time.Duration) time.Duration {
 }
 
 // releaseLater gives back a lock nobody will use, without making the
-// caller wait for it.
-func (c *Client) releaseLater(key string, token uint64) {
+// caller wait for it, and logs why (the log's message).
+func (c *Client) releaseLater(key string, token uint64, why string) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -175,7 +175,7 @@ func (c *Client) releaseLater(key string, token uint64) {
 	go func() {
 		defer c.wg.Done()
 		err := c.Release(c.ctx, key, token)
-		c.log.Info("lockd released a lock its hold could not confirm", "key", key, "token", token, "err", err)
+		c.log.Info(why, "key", key, "token", token, "err", err)
 	}()
 }
 

@@ -555,18 +555,7 @@ func (c *Client) orphan(cl *call, a proto.Answer) {
 	if err != nil {
 		return
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		err := c.Release(c.ctx, cl.req.key, token)
-		c.log.Info("lockd released a lock granted after its acquire gave up", "key", cl.req.key, "token", token, "err", err)
-	}()
+	c.releaseLater(cl.req.key, token, "lockd released a lock granted after its acquire gave up")
 }
 
 // movedTo reads the address of an M answer.

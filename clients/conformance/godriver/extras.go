@@ -85,6 +85,13 @@ func (d *driver) watch(cmd command) (map[string]any, error) {
 		cancel()
 		return nil, err
 	}
+	return stream(d, ctx, cancel, ch, "watch", queueFields), nil
+}
+
+// stream writes what ch yields as events named event, under a new watch
+// handle that unwatch cancels, then a watch_end that says whether
+// unwatch or the client's close ended it.
+func stream[T any](d *driver, ctx context.Context, cancel context.CancelFunc, ch <-chan T, event string, fields func(T) map[string]any) map[string]any {
 	id := d.newHandle()
 	d.h.mu.Lock()
 	d.h.watches[id] = cancel
@@ -92,9 +99,9 @@ func (d *driver) watch(cmd command) (map[string]any, error) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		for q := range ch {
-			ev := queueFields(q)
-			ev["event"], ev["watch"], ev["ms_since_open"] = "watch", id, d.sinceOpen()
+		for v := range ch {
+			ev := fields(v)
+			ev["event"], ev["watch"], ev["ms_since_open"] = event, id, d.sinceOpen()
 			d.write(ev)
 		}
 		reason := "unwatched"
@@ -103,7 +110,7 @@ func (d *driver) watch(cmd command) (map[string]any, error) {
 		}
 		d.write(map[string]any{"event": "watch_end", "watch": id, "reason": reason})
 	}()
-	return map[string]any{"watch": id}, nil
+	return map[string]any{"watch": id}
 }
 
 func (d *driver) unwatch(cmd command) (map[string]any, error) {
@@ -267,25 +274,7 @@ func (d *driver) observe(cmd command) (map[string]any, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	leaders := client.NewElection(c, cmd.Key).Observe(ctx)
-	id := d.newHandle()
-	d.h.mu.Lock()
-	d.h.watches[id] = cancel
-	d.h.mu.Unlock()
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		for l := range leaders {
-			ev := leaderFields(l)
-			ev["event"], ev["watch"], ev["ms_since_open"] = "leader", id, d.sinceOpen()
-			d.write(ev)
-		}
-		reason := "unwatched"
-		if ctx.Err() == nil {
-			reason = "closed"
-		}
-		d.write(map[string]any{"event": "watch_end", "watch": id, "reason": reason})
-	}()
-	return map[string]any{"watch": id}, nil
+	return stream(d, ctx, cancel, leaders, "leader", leaderFields), nil
 }
 
 // resign gives up the leadership that a campaign's hold is.
