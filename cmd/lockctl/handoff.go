@@ -52,7 +52,7 @@ func (c *handoffCommand) Command() *cli.Command {
 				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "to", Destination: &c.to,
-				Usage: "hand the role to the node at `ADDR` (HOST:PORT, as written in its --peers) instead of the successor"},
+				Usage: "hand the role to the node at `ADDR` (HOST:PORT, as written in its --peers, or a bare PORT for 127.0.0.1:PORT) instead of the successor"},
 		},
 		Action: c.Run,
 	}
@@ -68,8 +68,9 @@ func (c *handoffCommand) Run(cCtx *cli.Context) error {
 		return err
 	}
 	if c.to != "" {
+		c.to = nodeAddr(c.to)
 		if _, _, err := net.SplitHostPort(c.to); err != nil {
-			return usageError(name, "--to %q is not HOST:PORT", c.to)
+			return usageError(name, "--to %q is not HOST:PORT (or a bare PORT)", c.to)
 		}
 	}
 	timeout := g.timeoutOr(handoffTimeout)

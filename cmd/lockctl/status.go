@@ -98,7 +98,7 @@ func (c *statusCommand) Command() *cli.Command {
 			durflag.New(cli.DurationFlag{Name: "interval", Destination: &c.interval, Value: time.Second,
 				Usage: "with --watch: redraw every `DURATION`"}),
 			&cli.StringFlag{Name: "wait-active", Destination: &c.waitActive,
-				Usage: "wait until the node at `ADDR` (HOST:PORT) reports itself active, then exit 0"},
+				Usage: "wait until the node at `ADDR` (HOST:PORT, or a bare PORT for 127.0.0.1:PORT) reports itself active, then exit 0"},
 		},
 		Action: c.Run,
 	}
@@ -126,8 +126,9 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 		return usageError(name, "--interval %s: must be at least 10ms", c.interval)
 	}
 	if c.waitActive != "" {
+		c.waitActive = nodeAddr(c.waitActive)
 		if _, _, err := net.SplitHostPort(c.waitActive); err != nil {
-			return usageError(name, "--wait-active %q is not HOST:PORT", c.waitActive)
+			return usageError(name, "--wait-active %q is not HOST:PORT (or a bare PORT)", c.waitActive)
 		}
 	}
 	ctx, stop := withSignals(cCtx.Context)
