@@ -310,6 +310,8 @@ type Engine struct {
 	// grace.
 	ghosts    uint64
 	ghostWait map[*waiter]int64
+	// released: the tokens released lately (released.go).
+	released releasedSet
 }
 
 // Check reports a configuration that New would refuse (a Node out of
@@ -629,18 +631,19 @@ func plural(n int, thing string) string {
 
 // Release frees the place of key that token holds, and hands it at once
 // to the head of the key's queue. It reports false, changing nothing,
-// when token does not hold key (never did, already released, or the
-// lease expired).
+// when token does not hold key (never did, or the lease expired). A
+// release of a token that released key within ReleasedMemory (the same
+// release sent again, its answer lost) reports true and changes nothing.
 func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) ([]Event, bool) {
 	out = e.Advance(now, out)
-	ks := e.lookup(key)
-	if ks == nil {
-		return out, false
+	var h *holder
+	if ks := e.lookup(key); ks != nil {
+		h = ks.find(token)
 	}
-	h := ks.find(token)
 	if h == nil {
-		return out, false
+		return out, e.WasReleased(now, key, token)
 	}
+	e.released.add(now.UnixNano(), token, e.keyHash(key))
 	out = append(out, Event{Kind: Freed, Key: key, Token: token})
 	return e.handOn(now, h, out), true
 }

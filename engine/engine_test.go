@@ -201,6 +201,48 @@ func TestFIFOHandoff(t *testing.T) {
 	wantFree(t, e, now, "k")
 }
 
+// A release sent again after its answer was lost finds its token gone:
+// it is told ok, for ReleasedMemory, and changes nothing. A token whose
+// lease ran out was lost, not released: its release is refused.
+func TestReleaseAgainIsOK(t *testing.T) {
+	e := New(Config{}, t0)
+	tok := hold(t, e, t0, "k", time.Minute, wtr(1))
+	mustAcquire(t, e, t0, "k", time.Minute, 0, wtr(2))
+	out, ok := e.Release(at(time.Second), "k", tok, nil)
+	if !ok {
+		t.Fatal("release refused")
+	}
+	next := grantOf(t, out, wtr(2)).Token
+	before := e.Snapshot(at(2 * time.Second))
+	for _, d := range []time.Duration{2 * time.Second, time.Second + ReleasedMemory - time.Millisecond} {
+		out, ok := e.Release(at(d), "k", tok, nil)
+		if !ok || len(out) != 0 {
+			t.Fatalf("release of a token released %s before: ok %v, events %q", d-time.Second, ok, describe(out))
+		}
+		if after := e.Snapshot(at(2 * time.Second)); !reflect.DeepEqual(before, after) {
+			t.Fatalf("a release sent again changed the state:\n%+v\n%+v", before, after)
+		}
+	}
+	if _, ok := e.Release(at(2*time.Second), "other", tok, nil); ok {
+		t.Fatal("a released token releases another key")
+	}
+	if _, ok := e.Release(at(time.Second+ReleasedMemory), "k", tok, nil); ok {
+		t.Fatal("a release is remembered past ReleasedMemory")
+	}
+	// next's lease runs out: it was lost, and its release says so.
+	e.Advance(at(time.Second+time.Minute), nil)
+	if _, ok := e.Release(at(time.Second+time.Minute), "k", next, nil); ok {
+		t.Fatal("the release of an expired token succeeded")
+	}
+	// A standby remembers the releases it applied.
+	s := New(Config{Node: 1}, t0)
+	s.ApplyHeldID(t0, "k", 1, tok, time.Minute, "")
+	s.ApplyReleased(at(time.Second), "k", tok)
+	if out, ok := s.Release(at(2*time.Second), "k", tok, nil); !ok || len(out) != 0 {
+		t.Fatalf("a standby that applied the release: ok %v, events %q", ok, describe(out))
+	}
+}
+
 func TestReleaseRefusesWrongToken(t *testing.T) {
 	setup := func(t *testing.T) (*Engine, uint64, uint64) {
 		e := New(Config{}, t0)
@@ -220,7 +262,6 @@ func TestReleaseRefusesWrongToken(t *testing.T) {
 		key   string
 		token func(old, cur uint64) uint64
 	}{
-		{"old token", "k", func(old, cur uint64) uint64 { return old }},
 		{"token+1", "k", func(old, cur uint64) uint64 { return cur + 1 }},
 		{"token-1", "k", func(old, cur uint64) uint64 { return cur - 1 }},
 		{"zero", "k", func(old, cur uint64) uint64 { return 0 }},

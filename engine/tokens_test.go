@@ -512,6 +512,13 @@ type model struct {
 	lastInstant time.Time
 	// prev is the event before the one being applied, in the same call.
 	prev *Event
+	// released: the tokens released by Release, with their key and when.
+	released map[uint64]mReleased
+}
+
+type mReleased struct {
+	key string
+	at  time.Time
 }
 
 func (m *model) keySet() map[string]bool {
@@ -923,7 +930,7 @@ func runRandom(t *testing.T, seed uint64, steps int, semaphores bool) []string {
 	m := &model{
 		t: t, cfg: cfg, now: t0,
 		holders: map[string][]*mHolder{}, limits: map[string]int{}, queues: map[string][]*mWaiter{},
-		waiting: map[Waiter]*mWaiter{}, resolved: map[Waiter]string{},
+		waiting: map[Waiter]*mWaiter{}, resolved: map[Waiter]string{}, released: map[uint64]mReleased{},
 	}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	seqs := map[uint64]uint64{} // next Seq per connection
@@ -1044,8 +1051,15 @@ func runRandom(t *testing.T, seed uint64, steps int, semaphores bool) []string {
 			out, ok := e.Release(m.now, key, tok, nil)
 			m.apply(out, nil, false)
 			freed := slices.ContainsFunc(out, func(ev Event) bool { return ev.Kind == Freed && !ev.Expired })
-			if ok != freed {
-				t.Fatalf("step %d: Release ok=%v; events %q", step, ok, describe(out))
+			again := false
+			if at, was := m.released[tok]; was && at.key == key && m.now.Sub(at.at) < ReleasedMemory {
+				again = true // the same release, sent again: ok, nothing changes
+			}
+			if ok != (freed || again) || (again && slices.ContainsFunc(out, func(ev Event) bool { return ev.Kind == Freed && !ev.Expired })) {
+				t.Fatalf("step %d: Release ok=%v; events %q (released before: %v)", step, ok, describe(out), again)
+			}
+			if freed {
+				m.released[tok] = mReleased{key, m.now}
 			}
 			if !ok && m.holder(key, tok) != nil {
 				t.Fatalf("step %d: release by a holder's token refused", step)

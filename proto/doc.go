@@ -632,7 +632,9 @@
 //
 //	G key token leaseleft [limit=N] [id=ID]
 //	                         granted or renewed
-//	F key token              freed: released, or its lease ran out
+//	F key token [expired]    freed: released by its holder, or (expired) its lease
+//	                         ran out; a standby remembers a release for ten seconds,
+//	                         so a release sent again after a failover is told ok
 //	J key id lease waitleft [limit=N]
 //	                         a waiter with an id joined the tail of key's queue
 //	                         (a J of an id already known moves it there)
@@ -704,8 +706,9 @@
 //	G deploy 7360982537641984004 30
 //	J deploy bob#2 30 9.5
 //	D deploy bob#2
-//	W - 7360982537641984004 44
-//	V 127.0.0.1:7071 44
-//	H 127.0.0.1:7071 7360982537641984004 44
+//	F build 7360982537641984003 expired
+//	W - 7360982537641984004 45
+//	V 127.0.0.1:7071 45
+//	H 127.0.0.1:7071 7360982537641984004 45
 //	O 127.0.0.1:7071 7360982537641984004
 package proto

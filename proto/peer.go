@@ -23,13 +23,14 @@ const (
 	flagSynced  = "synced"
 	flagFresh   = "fresh"
 	flagRestore = "restored"
-	flagPinned  = "pinned" // pinned:MS in a heartbeat; the last word of a pinned H record
-	flagBase    = "base"   // base:TOKEN in an active's heartbeat
-	flagTop     = "top"    // top:TOKEN in a heartbeat
-	flagRound   = "round"  // round:N in a heartbeat, echoed in its answer
-	flagVersion = "v"      // v:N, the peer messages a node speaks
-	flagInSync  = "isr"    // isr:ADDR+ADDR, the standbys an active waits for
-	wordSynced  = "synced" // the first field of the Y record
+	flagPinned  = "pinned"  // pinned:MS in a heartbeat; the last word of a pinned H record
+	flagBase    = "base"    // base:TOKEN in an active's heartbeat
+	flagTop     = "top"     // top:TOKEN in a heartbeat
+	flagRound   = "round"   // round:N in a heartbeat, echoed in its answer
+	flagVersion = "v"       // v:N, the peer messages a node speaks
+	flagInSync  = "isr"     // isr:ADDR+ADDR, the standbys an active waits for
+	wordSynced  = "synced"  // the first field of the Y record
+	wordExpired = "expired" // the last field of an F record whose lease ran out
 )
 
 // maxPinnedMS is the largest pinned:MS that fits a time.Duration.
@@ -355,16 +356,19 @@ func checkRole(s string) (string, string) {
 // Record is one line of a replication stream (doc.go, "Peer
 // replication"). Only the fields of its Kind are set.
 type Record struct {
-	Kind   Op            // RecHeld, RecFree, RecMark, RecSynced, RecHandoff, KindMoved
-	Limit  int           // G: the key's limit (0 when not given: 1)
-	ID     string        // G: the acquire's id, "" when none; J, D: the waiter's
-	Key    string        // G, F: the key
-	Token  uint64        // G, F: the holder's token; W, Y-synced, H: the high-water mark
-	Lease  time.Duration // G: lease left; J: the waiter's lease
-	Wait   time.Duration // J: the wait it has left, 0 forever
-	Seq    uint64        // W, Y-synced, H: the active's replication position
-	From   string        // Y-synced, H: the standby's address (the line's key); M: see Addr
-	Pinned bool          // H: the handoff was asked for by command
+	Kind  Op     // RecHeld, RecFree, RecMark, RecSynced, RecHandoff, KindMoved
+	Limit int    // G: the key's limit (0 when not given: 1)
+	ID    string // G: the acquire's id, "" when none; J, D: the waiter's
+	Key   string // G, F: the key
+	// Expired, on F, says the holder's lease ran out; a plain F is a
+	// release (PeerVersion 4; older versions wrote F for both).
+	Expired bool
+	Token   uint64        // G, F: the holder's token; W, Y-synced, H: the high-water mark
+	Lease   time.Duration // G: lease left; J: the waiter's lease
+	Wait    time.Duration // J: the wait it has left, 0 forever
+	Seq     uint64        // W, Y-synced, H: the active's replication position
+	From    string        // Y-synced, H: the standby's address (the line's key); M: see Addr
+	Pinned  bool          // H: the handoff was asked for by command
 	// Addr, for M, is where the role went. The active ends a stream it
 	// stops feeding with "M - addr" (From ""); a node that is not active
 	// answers the Y request itself with "M FROM addr" (From set), on the
@@ -403,6 +407,9 @@ func AppendRecord(b []byte, r Record) []byte {
 		b = append(b, r.Key...)
 		b = append(b, ' ')
 		b = strconv.AppendUint(b, r.Token, 10)
+		if r.Expired {
+			b = append(b, " "+wordExpired...)
+		}
 		return append(b, '\n')
 	}
 	return appendControlRecord(b, &r)
@@ -548,8 +555,12 @@ func ParseRecord(a Answer) (Record, error) {
 			r.Limit = opt.Limit
 		}
 	case RecFree:
+		if len(f) == 2 && f[1] == wordExpired {
+			r.Expired = true
+			f = f[:1]
+		}
 		if len(f) != 1 {
-			return want("F KEY TOKEN")
+			return want("F KEY TOKEN [expired]")
 		}
 		if msg = CheckKey([]byte(a.Key)); msg != "" {
 			return fail(msg)
@@ -706,9 +717,18 @@ func AppendApplied(b []byte, from string, seq uint64) []byte {
 	return append(b, '\n')
 }
 
-// StripRecord returns r as a node of peer version 1 reads it: without
-// the words version 2 added (limit, id).
-func StripRecord(r Record) Record {
-	r.Limit, r.ID = 0, ""
-	return r
+// RecordFor returns r as a node that speaks peer messages of version v
+// reads it, without the words later versions added; false when such a
+// node cannot hold what r says at all (a semaphore, before version 2).
+func RecordFor(v int, r Record) (Record, bool) {
+	if v < 2 {
+		if r.Limit > 1 {
+			return r, false
+		}
+		r.Limit, r.ID = 0, ""
+	}
+	if v < 4 {
+		r.Expired = false
+	}
+	return r, true
 }

@@ -65,9 +65,11 @@ const (
 // PeerVersion is the version of the peer messages this package writes.
 // 2 added acknowledgements (V), semaphores and acquire ids in records,
 // and the heartbeat flags top, base, round and v; 3 the waiters' records
-// J and D. A node learns each peer's from the v:N flag of its heartbeats
-// (none: 1) and writes to it only what it reads.
-const PeerVersion = 3
+// J and D; 4 the word expired on an F record whose lease ran out (a
+// plain F is a release, which the standby remembers: engine.WasReleased).
+// A node learns each peer's from the v:N flag of its heartbeats (none: 1)
+// and writes to it only what it reads.
+const PeerVersion = 4
 
 // Answer kinds that no request shares.
 const (
@@ -80,7 +82,7 @@ const (
 // asked for them with Y. See doc.go for their grammar.
 const (
 	RecHeld     Op = 'G' // G key token lease-remaining
-	RecFree     Op = 'F' // F key token
+	RecFree     Op = 'F' // F key token [expired]
 	RecMark     Op = 'W' // W - token seq: high-water mark and stream position
 	RecSynced   Op = 'Y' // Y from synced token seq: the snapshot is complete
 	RecHandoff  Op = 'H' // H from token seq: the role is yours once applied

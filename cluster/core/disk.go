@@ -243,8 +243,13 @@ func (c *Core) Recover(now, at time.Time, line []byte) error {
 	case prefix == 0 && rec.Kind == proto.RecHeld:
 		c.eng.ApplyHeldID(now, rec.Key, rec.Limit, rec.Token, lease, rec.ID)
 		c.seq++
-	case prefix == 0 && rec.Kind == proto.RecFree:
+	case prefix == 0 && rec.Kind == proto.RecFree && rec.Expired:
 		c.eng.ApplyFree(rec.Key, rec.Token)
+		c.seq++
+	case prefix == 0 && rec.Kind == proto.RecFree:
+		// A release, remembered from when it was made: a client that
+		// lost its answer in the restart sends it again.
+		c.eng.ApplyReleased(at, rec.Key, rec.Token)
 		c.seq++
 	case prefix == 0 && rec.Kind == proto.RecMark:
 		c.eng.Raise(rec.Token)

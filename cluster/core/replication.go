@@ -92,12 +92,9 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 		if !held {
 			return
 		}
-		rec := proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID}
-		if s.version < 2 {
-			if h.Limit > 1 {
-				return // a semaphore: an older standby cannot hold it
-			}
-			rec = proto.StripRecord(rec)
+		rec, ok := proto.RecordFor(s.version, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID})
+		if !ok {
+			return // a semaphore: an older standby cannot hold it
 		}
 		buf = proto.AppendRecord(buf, rec)
 		s.held++
@@ -137,26 +134,28 @@ func (c *Core) replicate(ev engine.Event) {
 	}
 	rec := proto.Record{Kind: proto.RecHeld, Key: ev.Key, Token: ev.Token, Lease: ev.Lease, Limit: ev.Limit, ID: ev.ID}
 	if ev.Kind == engine.Freed {
-		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token}
+		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token, Expired: ev.Expired}
 	}
 	c.logChange(rec)
 	if len(c.streams) == 0 {
 		return
 	}
 	b := proto.AppendRecord(c.buf[:0], rec)
-	var old []byte // the record as an older standby reads it
+	var older [proto.PeerVersion][]byte // the record as each older version reads it
 	for _, s := range c.streams {
-		if s.stream.version < 2 {
-			if ev.Limit > 1 {
-				continue
-			}
-			if old == nil {
-				old = proto.AppendRecord(nil, proto.StripRecord(rec))
-			}
-			c.write(s.id, record, old)
+		v := s.stream.version
+		if v >= proto.PeerVersion {
+			c.write(s.id, record, b)
 			continue
 		}
-		c.write(s.id, record, b)
+		if older[v] == nil {
+			r, ok := proto.RecordFor(v, rec)
+			if !ok {
+				continue
+			}
+			older[v] = proto.AppendRecord(nil, r)
+		}
+		c.write(s.id, record, older[v])
 	}
 	c.buf = b[:0]
 }
@@ -371,7 +370,11 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 			f.top = max(f.top, rec.Token)
 			return nil
 		}
-		c.eng.ApplyFree(rec.Key, rec.Token)
+		if rec.Expired {
+			c.eng.ApplyFree(rec.Key, rec.Token)
+		} else {
+			c.eng.ApplyReleased(now, rec.Key, rec.Token)
+		}
 		c.seq++
 		c.top = max(c.top, rec.Token)
 		c.logChange(rec)

@@ -55,10 +55,21 @@ import (
 
 // heldLock is a lock a client believes it holds: from the grant's arrival
 // until its release is sent, or until the lease, counted from when the
-// acquire was sent (the server's lease began later), runs out.
+// acquire or the last renewal answered ok was sent (the server's lease
+// began later), runs out.
 type heldLock struct {
 	token uint64
 	until time.Duration
+	lease time.Duration
+	// keep: the client keeps the lock until then, renewing it whenever
+	// less than half its lease is left, as a long job's Hold does.
+	keep time.Duration
+	// releasing: a release was sent and is to be sent again where the
+	// role is (it was redirected, or its answer lost with the
+	// connection); valid is the lease the client counted when it first
+	// sent it: a release sent before then must be answered ok.
+	releasing bool
+	valid     time.Duration
 }
 
 // simClient acquires and releases a few keys on the node it believes
@@ -88,6 +99,10 @@ type simClient struct {
 	xConn       *simConn
 	xID, xKey   string
 	acqAnswer   proto.Op
+	// The release or renewal outstanding: its token, and the lease the
+	// client counted when it was sent (see checkLost).
+	opToken uint64
+	opValid time.Duration
 }
 
 func (c *simClient) name() string { return "client " + strconv.Itoa(c.idx) }
@@ -114,16 +129,40 @@ func (c *simClient) act() {
 		return
 	}
 	keys := slices.Sorted(maps.Keys(c.held))
+	var free []string // the locks the client may release now
+	for _, key := range keys {
+		h := c.held[key]
+		switch {
+		case h.releasing || h.keep <= s.now || s.now >= s.cfg.length:
+			free = append(free, key)
+		case h.until <= s.now:
+			// Its lease ran out before the client renewed it: the client
+			// knows the lock is gone.
+			delete(c.held, key)
+		case h.until-s.now < h.lease/2:
+			// A lock the client keeps: renewed before its lease runs low.
+			c.opToken, c.opValid, c.lease = h.token, h.until, h.lease
+			c.send('N', key, "N "+key+" "+strconv.FormatUint(h.token, 10)+" "+proto.FormatSeconds(h.lease))
+			return
+		}
+	}
 	switch {
 	case s.rng.IntN(20) == 0:
 		// A key listing, scanned a slice at a time between the others'
 		// requests.
 		c.send('K', "k*", "K k*")
-	case len(keys) > 0 && (s.now >= s.cfg.length || s.rng.IntN(10) < 6):
-		key := keys[s.rng.IntN(len(keys))]
-		c.send('R', key, "R "+key+" "+strconv.FormatUint(c.held[key].token, 10))
+	case len(free) > 0 && (s.now >= s.cfg.length || s.rng.IntN(10) < 6):
+		key := free[s.rng.IntN(len(free))]
+		h := c.held[key]
+		c.opToken, c.opValid = h.token, h.until
+		if h.releasing {
+			c.opValid = h.valid
+		}
+		c.send('R', key, "R "+key+" "+strconv.FormatUint(h.token, 10))
 		// The client stops relying on the lock as it sends the release.
 		delete(c.held, key)
+	case len(free) == 0 && len(keys) > 0 && s.now >= s.cfg.length:
+		c.later() // kept locks end with the workload
 	default:
 		key := "k" + strconv.Itoa(s.rng.IntN(s.cfg.keys))
 		if _, ok := c.held[key]; ok {
@@ -231,6 +270,12 @@ func (c *simClient) dropped(conn *simConn) {
 	if c.busy && c.op == 'A' && c.s.now-c.sentAt < 4*time.Second && c.s.rng.IntN(4) > 0 {
 		c.resend = c.req
 	}
+	if c.busy && c.op == 'R' && c.s.rng.IntN(2) == 0 {
+		// The official client sends a release again on another
+		// connection when its answer is lost: the node may have applied
+		// it already, and must still say ok.
+		c.held[c.key] = heldLock{token: c.opToken, releasing: true, valid: c.opValid}
+	}
 	c.busy = false
 	c.epoch++
 	c.target = c.s.rng.IntN(len(c.s.nodes))
@@ -295,7 +340,28 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 			}
 		}
 		if until > s.now {
-			c.held[c.key] = heldLock{token: tok, until: until}
+			h := heldLock{token: tok, until: until, lease: c.lease}
+			if s.rng.IntN(2) == 0 {
+				h.keep = s.now + time.Duration(500+s.rng.IntN(3500))*time.Millisecond
+			}
+			c.held[c.key] = h
+		}
+	case proto.OpRenew, proto.OpRelease:
+		word := ""
+		if len(a.Fields) == 1 {
+			word = a.Fields[0]
+		}
+		switch {
+		case word == proto.WordOK && a.Kind == proto.OpRenew:
+			if h, ok := c.held[c.key]; ok && h.token == c.opToken && !h.releasing {
+				h.until = max(h.until, c.sentAt+c.lease)
+				c.held[c.key] = h
+			}
+		case word == proto.WordNotHeld:
+			c.checkLost(a.Kind)
+			if h, ok := c.held[c.key]; ok && h.token == c.opToken {
+				delete(c.held, c.key)
+			}
 		}
 	case proto.OpKeys:
 		total, err := strconv.Atoi(a.Fields[0])
@@ -316,8 +382,7 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 		switch c.op {
 		case 'R':
 			// Re-send the release where the role is.
-			tok, _ := strconv.ParseUint(strings.Fields(c.req)[2], 10, 64)
-			c.held[c.key] = heldLock{token: tok, until: 0}
+			c.held[c.key] = heldLock{token: c.opToken, releasing: true, valid: c.opValid}
 		case 'A':
 			// Ask again where the role is, with the same id, as the
 			// official client does: a waiter moved by a handoff, or
@@ -329,8 +394,22 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 	c.later()
 }
 
-// checkOutgoing sees every line a node writes: grants are checked for
-// tokens as they are decided.
+// checkLost runs when a release or a renewal is answered notheld. A
+// lock the client was told it holds, whose lease (as the client counts it,
+// from when it sent the acquire or the last renewal answered ok) has not
+// run out, must still be held, or have been released by this very token:
+// a renewal that finds it gone, or a release re-sent after the first was
+// applied that is told notheld, is an answer lost, unless a fault that
+// docs/cluster.md says may lose answers happened (see exempt).
+func (c *simClient) checkLost(op proto.Op) {
+	s := c.s
+	if s.faulty || c.opValid <= s.now+time.Millisecond || s.grantWipes[c.opToken] != s.wipes {
+		return
+	}
+	what := map[proto.Op]string{proto.OpRenew: "renewal", proto.OpRelease: "release"}[op]
+	s.fail("lost lock: %s's %s of %s (token %d) answered notheld while its lease runs %.4fs more", c.name(), what, c.key, c.opToken, (c.opValid - s.now).Seconds())
+}
+
 // checkSend checks that what a Send to a client says (op, key, outcome)
 // is what its line says: the shell counts from the former and the client
 // reads the latter.
