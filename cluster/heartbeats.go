@@ -65,7 +65,12 @@ func (l *link) run() {
 			}
 			l.lastErr = why
 			n.mu.Lock()
-			n.core.PeerDown(n.now(), l.peer, why)
+			if isAuthErr(err) {
+				// It answered: it runs, and may serve.
+				n.core.PeerDenied(n.now(), l.peer, why)
+			} else {
+				n.core.PeerDown(n.now(), l.peer, why)
+			}
 			n.rearmLocked()
 			n.mu.Unlock()
 			if !sleepCtx(n.ctx, n.cfg.Heartbeat) {

@@ -636,14 +636,15 @@ func plural(n int, thing string) string {
 // release sent again, its answer lost) reports true and changes nothing.
 func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) ([]Event, bool) {
 	out = e.Advance(now, out)
+	ks := e.lookup(key)
 	var h *holder
-	if ks := e.lookup(key); ks != nil {
+	if ks != nil {
 		h = ks.find(token)
 	}
 	if h == nil {
 		return out, e.WasReleased(now, key, token)
 	}
-	e.released.add(now.UnixNano(), token, e.keyHash(key))
+	e.released.add(now.UnixNano(), token, ks.key)
 	out = append(out, Event{Kind: Freed, Key: key, Token: token})
 	return e.handOn(now, h, out), true
 }

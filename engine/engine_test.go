@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -240,6 +241,32 @@ func TestReleaseAgainIsOK(t *testing.T) {
 	s.ApplyReleased(at(time.Second), "k", tok)
 	if out, ok := s.Release(at(2*time.Second), "k", tok, nil); !ok || len(out) != 0 {
 		t.Fatalf("a standby that applied the release: ok %v, events %q", ok, describe(out))
+	}
+}
+
+// The releases remembered are bounded by count as well as by time: past
+// ReleasedMax in ReleasedMemory, the oldest are forgotten first.
+func TestReleasedMemoryIsBounded(t *testing.T) {
+	e := New(Config{MaxKeys: ReleasedMax + 100}, t0)
+	var toks []uint64
+	for i := range ReleasedMax + 10 {
+		key := "k" + strconv.Itoa(i)
+		tok := hold(t, e, t0, key, time.Minute, wtr(uint64(i)))
+		if _, ok := e.Release(t0, key, tok, nil); !ok {
+			t.Fatal("release refused")
+		}
+		toks = append(toks, tok)
+	}
+	for i, tok := range toks {
+		if got, want := e.WasReleased(t0, "k"+strconv.Itoa(i), tok), i >= 10; got != want {
+			t.Fatalf("release %d of %d remembered: %v, want %v", i, len(toks), got, want)
+		}
+	}
+	if n := len(e.Releases(t0)); n != ReleasedMax {
+		t.Fatalf("%d releases listed, want %d", n, ReleasedMax)
+	}
+	if n := len(e.Releases(at(ReleasedMemory))); n != 0 {
+		t.Fatalf("%d releases listed after ReleasedMemory, want none", n)
 	}
 }
 

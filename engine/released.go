@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"hash/maphash"
+	"strings"
 	"time"
 )
 
@@ -10,65 +10,132 @@ import (
 // holds nothing, and "not held" would tell the client its lock was lost
 // while it worked, which is false: it was released, by this very token.
 // So the engine remembers, for a while, the tokens their holders
-// released, and answers a release of one of them as done.
+// released, and answers a release of one of them as done. A standby
+// remembers the releases it applies and is sent the recent ones with
+// its snapshot, so the node that takes over answers the same.
 //
 // Only releases are remembered: a lease that ran out was lost, and a
 // late release of its token is told so.
 
-// ReleasedMemory is how long a released token is remembered at least (a
-// client re-sends a release for 5 seconds), unless more than
-// ReleasedMax releases come in that time: then the oldest are forgotten
-// sooner, which bounds the memory whatever the rate.
+// ReleasedMemory is how long a released token is remembered (a client
+// re-sends a release for 5 seconds), unless more than ReleasedMax
+// releases come in that time: then the oldest are forgotten sooner, which
+// bounds the memory whatever the rate.
 const (
 	ReleasedMemory = 10 * time.Second
 	ReleasedMax    = 1 << 16
 )
 
-// releasedSet holds the released tokens in two generations: cur, since
-// curSince, and the one before it. A generation ends after
-// ReleasedMemory or ReleasedMax entries, and the older one is dropped
-// whole: a lookup costs two map reads, a release one write, and the
-// memory is at most two generations.
+// releasedSet is a ring of the releases in the order they were made,
+// oldest first, and an index from token to its place in the ring (as a
+// count of releases since the start, so that a place reused by a later
+// release is told apart). Adding and looking up cost a map access each
+// and allocate nothing once the ring has grown.
 type releasedSet struct {
-	cur, old map[uint64]releasedToken
-	curSince int64
+	ring  []releasedToken
+	first uint64 // the number of the oldest release still in the ring
+	next  uint64 // the number the next release gets
+	index map[uint64]uint64
 }
 
-// releasedToken is when a token was released (unix nanoseconds) and a
-// hash of its key: a release names both.
 type releasedToken struct {
-	at      int64
-	keyHash uint32
+	token uint64
+	at    int64 // unix nanoseconds
+	key   string
 }
 
-func (r *releasedSet) add(now int64, token uint64, keyHash uint32) {
-	if r.cur == nil || now-r.curSince >= int64(ReleasedMemory) || len(r.cur) >= ReleasedMax {
-		r.old, r.cur, r.curSince = r.cur, make(map[uint64]releasedToken), now
+func (r *releasedSet) add(now int64, token uint64, key string) {
+	r.forget(now)
+	if r.next-r.first == uint64(len(r.ring)) {
+		if len(r.ring) < ReleasedMax {
+			r.grow()
+		} else {
+			r.drop()
+		}
 	}
-	r.cur[token] = releasedToken{now, keyHash}
+	if r.index == nil {
+		r.index = make(map[uint64]uint64)
+	}
+	r.ring[r.next%uint64(len(r.ring))] = releasedToken{token, now, key}
+	r.index[token] = r.next
+	r.next++
 }
 
-func (r *releasedSet) has(now int64, token uint64, keyHash uint32) bool {
-	rt, ok := r.cur[token]
+// grow doubles the ring, keeping the releases' numbers.
+func (r *releasedSet) grow() {
+	ring := make([]releasedToken, max(2*len(r.ring), 64))
+	for n := r.first; n < r.next; n++ {
+		ring[n%uint64(len(ring))] = r.ring[n%uint64(len(r.ring))]
+	}
+	r.ring = ring
+}
+
+// drop forgets the oldest release.
+func (r *releasedSet) drop() {
+	i := r.first % uint64(len(r.ring))
+	if n, ok := r.index[r.ring[i].token]; ok && n == r.first {
+		delete(r.index, r.ring[i].token)
+	}
+	r.ring[i] = releasedToken{}
+	r.first++
+}
+
+// forget drops the releases older than ReleasedMemory.
+func (r *releasedSet) forget(now int64) {
+	for r.first < r.next && now-r.ring[r.first%uint64(len(r.ring))].at >= int64(ReleasedMemory) {
+		r.drop()
+	}
+	if r.first == r.next && len(r.index) == 0 && r.index != nil {
+		r.index = nil // a map keeps the room it grew to
+	}
+}
+
+func (r *releasedSet) has(now int64, token uint64, key string) bool {
+	n, ok := r.index[token]
 	if !ok {
-		rt, ok = r.old[token]
+		return false
 	}
-	return ok && rt.keyHash == keyHash && now-rt.at < int64(ReleasedMemory)
-}
-
-func (e *Engine) keyHash(key string) uint32 {
-	return uint32(maphash.String(e.seed, key))
+	rt := r.ring[n%uint64(len(r.ring))]
+	return rt.token == token && rt.key == key && now-rt.at < int64(ReleasedMemory)
 }
 
 // WasReleased reports whether token released key (by Release, or by
 // ApplyReleased on a standby) within the last ReleasedMemory.
 func (e *Engine) WasReleased(now time.Time, key string, token uint64) bool {
-	return e.released.has(now.UnixNano(), token, e.keyHash(key))
+	return e.released.has(now.UnixNano(), token, key)
 }
 
 // ApplyReleased records, as replicated from the active, that token's
-// holder released key, and frees its place as ApplyFree does.
+// holder released key at now, and frees its place as ApplyFree does.
 func (e *Engine) ApplyReleased(now time.Time, key string, token uint64) {
-	e.released.add(now.UnixNano(), token, e.keyHash(key))
+	if ks := e.lookup(key); ks != nil {
+		key = ks.key // the engine's own copy: nothing else is kept alive
+	} else {
+		key = strings.Clone(key)
+	}
+	e.released.add(now.UnixNano(), token, key)
 	e.ApplyFree(key, token)
+}
+
+// Released is a release the engine remembers: the key, the token, and
+// how long ago it was made.
+type Released struct {
+	Key   string
+	Token uint64
+	Ago   time.Duration
+}
+
+// Releases returns the releases made within ReleasedMemory of now, oldest
+// first, for a standby's snapshot (it passes each to ApplyReleased with
+// its own clock less Ago).
+func (e *Engine) Releases(now time.Time) []Released {
+	r := &e.released
+	nanos := now.UnixNano()
+	r.forget(nanos)
+	out := make([]Released, 0, r.next-r.first)
+	for n := r.first; n < r.next; n++ {
+		rt := r.ring[n%uint64(len(r.ring))]
+		out = append(out, Released{rt.key, rt.token, time.Duration(nanos - rt.at)})
+	}
+	return out
 }

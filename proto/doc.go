@@ -583,12 +583,17 @@
 // holds the cluster's state), restored (started from the state of its
 // data directory, --data-dir, and has neither synced from an active nor
 // been one since: while such a node is a candidate and no standby of the
-// last active is, the node with the newest state serves first),
+// last active is, the node with the newest state serves first), paused
+// (it did not run for a failure timeout and has not heard its peers since:
+// its word on its role is stale, and a peer never yields to it),
 // pinned:MS (active by a handoff asked for by
 // command, MS milliseconds ago), top:TOKEN (the newest token of the node's
 // lock state, granted there or replicated) and, on an active, base:TOKEN
-// (what top was when it became active: two actives that meet compare them
-// to tell whose state is newer, see package cluster/core), round:N (a
+// and bseq:SEQ (what top and SEQ were when it became active: two actives
+// that meet compare them with each other's top and SEQ to tell whose
+// state is newer, renewals and releases included, see package
+// cluster/core) and prev:ADDR (the active it took the role from),
+// round:N (a
 // counter the answer echoes, so a node that was paused knows an answer is
 // fresh), v:N (the peer messages the node speaks, PeerVersion; none is 1)
 // and, on a sync-mode active, isr:ADDR+ADDR (the standbys its answers wait
@@ -623,6 +628,8 @@
 //	G key token leaseleft [limit=N] [id=ID]
 //	                         one per holder: its token and lease left, in seconds,
 //	                         the key's limit (a semaphore) and the acquire's id
+//	F key token              one per release of the last ten seconds, oldest
+//	                         first, remembered as below (version four)
 //	J key id lease waitleft [limit=N]
 //	                         one per waiter whose acquire had an id, each key's
 //	                         in queue order (a waitleft of zero waits forever)

@@ -25,6 +25,9 @@ const (
 	flagRestore = "restored"
 	flagPinned  = "pinned"  // pinned:MS in a heartbeat; the last word of a pinned H record
 	flagBase    = "base"    // base:TOKEN in an active's heartbeat
+	flagBaseSeq = "bseq"    // bseq:SEQ in an active's heartbeat
+	flagPaused  = "paused"  // a node that did not run for a while, not yet heard its peers
+	flagPrev    = "prev"    // prev:ADDR, the node an active took the role from
 	flagTop     = "top"     // top:TOKEN in a heartbeat
 	flagRound   = "round"   // round:N in a heartbeat, echoed in its answer
 	flagVersion = "v"       // v:N, the peer messages a node speaks
@@ -53,9 +56,21 @@ type BeatFlags struct {
 	// serving from (base:TOKEN on the wire): two actives that meet compare
 	// it with each other's newest token to tell which state is newer.
 	Base uint64
+	// BaseSeq, on an active, is the replication position of the state it
+	// began serving from (bseq:SEQ): with Base, it tells whether the
+	// other active's renewals and releases, not only its grants, came
+	// after that state (PeerVersion 4).
+	BaseSeq uint64
 	// Top is the newest token of the node's lock state: granted there, or
 	// applied from replication (top:TOKEN).
 	Top uint64
+	// Paused: the node did not run for a failure timeout (stopped, a VM
+	// paused) and has not heard its peers since: what it says of its
+	// role is as of before, and another may have taken over meanwhile.
+	Paused bool
+	// Prev, on an active, is the node whose state it began serving from:
+	// the active it followed when it took the role (prev:ADDR).
+	Prev string
 	// Round numbers a heartbeat (round:N), and an answer echoes the round
 	// of the heartbeat it answers, so the sender knows how fresh it is.
 	Round uint64
@@ -118,8 +133,8 @@ func AppendBeatAnswer(b []byte, bt Beat) []byte {
 }
 
 // appendFlags writes f as "-" or a comma list, always in the order
-// sticky, synced, fresh, pinned:MS, base:TOKEN, top:TOKEN, round:N, v:N,
-// isr:ADDR+ADDR.
+// sticky, synced, fresh, restored, paused, pinned:MS, base:TOKEN,
+// bseq:SEQ, top:TOKEN, prev:ADDR, round:N, v:N, isr:ADDR+ADDR.
 func appendFlags(b []byte, f BeatFlags) []byte {
 	start := len(b)
 	flag := func(name string) {
@@ -140,6 +155,9 @@ func appendFlags(b []byte, f BeatFlags) []byte {
 	if f.Restored {
 		flag(flagRestore)
 	}
+	if f.Paused {
+		flag(flagPaused)
+	}
 	if f.Pinned {
 		flag(flagPinned)
 		b = append(b, ':')
@@ -151,10 +169,20 @@ func appendFlags(b []byte, f BeatFlags) []byte {
 		b = append(b, ':')
 		b = strconv.AppendUint(b, f.Base, 10)
 	}
+	if f.BaseSeq != 0 {
+		flag(flagBaseSeq)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, f.BaseSeq, 10)
+	}
 	if f.Top != 0 {
 		flag(flagTop)
 		b = append(b, ':')
 		b = strconv.AppendUint(b, f.Top, 10)
+	}
+	if f.Prev != "" {
+		flag(flagPrev)
+		b = append(b, ':')
+		b = append(b, f.Prev...)
 	}
 	if f.Round != 0 {
 		flag(flagRound)
@@ -211,7 +239,7 @@ func parseFlags(s string) (BeatFlags, string) {
 				return BeatFlags{}, fmt.Sprintf("%q: the MS of pinned:MS %s", clipString(s), msg)
 			}
 			f.Pinned, f.PinnedAge = true, time.Duration(ms)*time.Millisecond
-		case name == flagBase || name == flagTop || name == flagRound:
+		case name == flagBase || name == flagTop || name == flagRound || name == flagBaseSeq:
 			tok, msg := parseToken([]byte(arg))
 			if !hasArg || msg != "" {
 				return BeatFlags{}, fmt.Sprintf("%q: %s wants a number, %s:N", clipString(s), name, name)
@@ -219,6 +247,8 @@ func parseFlags(s string) (BeatFlags, string) {
 			switch name {
 			case flagBase:
 				f.Base = tok
+			case flagBaseSeq:
+				f.BaseSeq = tok
 			case flagTop:
 				f.Top = tok
 			default:
@@ -230,6 +260,11 @@ func parseFlags(s string) (BeatFlags, string) {
 				return BeatFlags{}, fmt.Sprintf("%q: v wants a version, v:N", clipString(s))
 			}
 			f.Version = v
+		case name == flagPrev:
+			if !hasArg || arg == "" {
+				return BeatFlags{}, fmt.Sprintf("%q: prev wants an address, prev:ADDR", clipString(s))
+			}
+			f.Prev = arg
 		case name == flagInSync:
 			if !hasArg {
 				return BeatFlags{}, fmt.Sprintf("%q: isr wants addresses, isr:ADDR+ADDR", clipString(s))
@@ -251,6 +286,8 @@ func parseFlags(s string) (BeatFlags, string) {
 			f.Fresh = true
 		case name == flagRestore:
 			f.Restored = true
+		case name == flagPaused:
+			f.Paused = true
 		}
 		if !found {
 			return f, ""

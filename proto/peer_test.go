@@ -248,6 +248,7 @@ func TestBeatFlagsOnTheWire(t *testing.T) {
 		{BeatFlags{Pinned: true, PinnedAge: 1999 * time.Microsecond}, "pinned:1"},
 		{BeatFlags{Pinned: true, PinnedAge: -time.Second}, "pinned:0"},
 		{BeatFlags{Synced: true, Pinned: true, PinnedAge: 42 * time.Millisecond}, "synced,pinned:42"},
+		{BeatFlags{Synced: true, Paused: true, Base: 7, BaseSeq: 42, Top: 9, Prev: "127.0.0.1:7071"}, "synced,paused,base:7,bseq:42,top:9,prev:127.0.0.1:7071"},
 	} {
 		if got := string(appendFlags(nil, tt.f)); got != tt.want {
 			t.Errorf("flags %+v written %q, want %q", tt.f, got, tt.want)
@@ -268,13 +269,14 @@ func TestBeatFlagsOnTheWire(t *testing.T) {
 		{"later,synced,leader:3", BeatFlags{Synced: true}},
 		{"sticky:1", BeatFlags{}}, // a later version's sticky with an argument is not this sticky
 		{"pinned:9223372036854", BeatFlags{Pinned: true, PinnedAge: 9223372036854 * time.Millisecond}},
+		{"paused,bseq:42,base:7,prev:[::1]:7070", BeatFlags{Paused: true, Base: 7, BaseSeq: 42, Prev: "[::1]:7070"}},
 	} {
 		got, msg := parseFlags(tt.word)
 		if msg != "" || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseFlags(%q) = %+v, %q; want %+v", tt.word, got, msg, tt.want)
 		}
 	}
-	for _, word := range []string{"pinned", "pinned:", "pinned:x", "pinned:-1", "pinned:1.5", "pinned:1:2", "pinned:9223372036855", "pinned:18446744073709551616", "synced,", ",synced", "sticky,,synced", "", "syn\tced"} {
+	for _, word := range []string{"bseq", "bseq:x", "prev", "prev:", "pinned", "pinned:", "pinned:x", "pinned:-1", "pinned:1.5", "pinned:1:2", "pinned:9223372036855", "pinned:18446744073709551616", "synced,", ",synced", "sticky,,synced", "", "syn\tced"} {
 		if got, msg := parseFlags(word); msg == "" {
 			t.Errorf("parseFlags(%q) = %+v, want a refusal", word, got)
 		}

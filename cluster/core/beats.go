@@ -28,9 +28,25 @@ type peer struct {
 	pinnedAge time.Duration
 	fresh     bool   // active that started empty and has fed no standby yet
 	restored  bool   // started from its data directory, not synced or active since
+	paused    bool   // did not run for a while and has not heard its peers since
 	base, top uint64 // its state's newest token when it became active, and now
-	news      bool   // heard since this node's pause began (see maybeResume)
-	version   int    // the peer messages it speaks (proto.PeerVersion); 0 until heard
+	baseSeq   uint64 // its replication position when it became active
+	prev      string // the active it took the role from
+	// round: the round of this node's heartbeat its last answer echoed
+	// (see Core.activeRound).
+	round uint64
+	news  bool // heard since this node's pause began (see maybeResume)
+	// deniedAt: the peer answered this node's last dial with a refused
+	// handshake (TLS, peer secret): it runs, but cannot be heard.
+	deniedAt time.Time
+	// claimedAt: when the peer's own heartbeat to this node last said it
+	// is active, and claimed, its claim then. Liveness is judged from
+	// answers only (above); a peer's heartbeat is only ever a reason not
+	// to take the role, or to give it up, when its answers cannot be
+	// had (mayServe, supervise).
+	claimedAt time.Time
+	claimed   claim
+	version   int // the peer messages it speaks (proto.PeerVersion); 0 until heard
 
 	// staleUntil: the role moved between this node and the peer; until
 	// then a heartbeat answer still in flight from before the move may
@@ -80,11 +96,11 @@ func (c *Core) beat(now time.Time) proto.Beat {
 		Token:  c.eng.HighWater(),
 		Seq:    c.seq,
 		Active: c.active,
-		Flags:  proto.BeatFlags{Sticky: c.sticky, Synced: c.synced, Fresh: c.role == Active && c.fresh, Top: c.top, Restored: c.disk.restored},
+		Flags:  proto.BeatFlags{Sticky: c.sticky, Synced: c.synced, Fresh: c.role == Active && c.fresh, Top: c.top, Restored: c.disk.restored, Paused: !c.pausedSince.IsZero()},
 	}
 	b.Flags.Version = proto.PeerVersion
 	if c.role == Active {
-		b.Flags.Base = c.base
+		b.Flags.Base, b.Flags.BaseSeq, b.Flags.Prev = c.base, c.baseSeq, c.prev
 		b.Flags.InSync = c.inSync()
 	}
 	if c.role == Active && !c.pinnedAt.IsZero() {
@@ -104,6 +120,7 @@ func (c *Core) HeardBeat(now time.Time, addr string, bt proto.Beat) {
 	wasDown := p.down || p.heard.IsZero() || now.Sub(p.heard) >= c.cfg.FailureTimeout
 	p.heard = now
 	p.down = false
+	p.deniedAt = time.Time{}
 	if now.Before(p.staleUntil) && p.role != bt.Role {
 		// Possibly sent before the handoff: keep what the handoff told us.
 		changed = false
@@ -115,8 +132,9 @@ func (c *Core) HeardBeat(now time.Time, addr string, bt proto.Beat) {
 	p.active = bt.Active
 	f := bt.Flags
 	p.sticky, p.synced, p.fresh, p.pinned, p.pinnedAge = f.Sticky, f.Synced, f.Fresh, f.Pinned, f.PinnedAge
-	p.base, p.top = f.Base, f.Top
-	p.restored = f.Restored
+	p.base, p.top, p.baseSeq, p.prev = f.Base, f.Top, f.BaseSeq, f.Prev
+	p.restored, p.paused = f.Restored, f.Paused
+	p.round = f.Round
 	p.version = max(f.Version, 1)
 	if bt.Role == string(Active) && bt.Self == c.active {
 		c.activeISR = f.InSync
@@ -140,17 +158,33 @@ func (c *Core) HeardBeat(now time.Time, addr string, bt proto.Beat) {
 
 // PeerDown records that the link to peer failed: a dial refused or timed
 // out, or the link broke. why is logged once per change.
+//
+// Only a refused dial (ErrRefused: nothing listens there) says the peer
+// is down. A link that broke (a reset, a firewall reloaded, a peer that
+// restarts) says nothing of the process at the other end: the shell dials
+// again at once, and the peer is down when that dial is refused, or when
+// it has not been heard for a failure timeout. Taking a broken link for a
+// dead peer would let a standby take the role beside a live active.
 func (c *Core) PeerDown(now time.Time, addr, why string) {
 	c.noteTime(now)
 	p := c.peerByAddr(addr)
 	if p == nil {
 		return
 	}
+	if why != ErrRefused.Error() {
+		c.log.Debug("peer link lost", "peer", p.addr, "err", why)
+		c.maybeResume(now)
+		return
+	}
 	wasUp := !p.down && !p.heard.IsZero()
 	p.down = true
 	p.role = ""
-	if why == ErrRefused.Error() {
-		p.news = true // nothing listens there: that is news
+	p.claimedAt = time.Time{} // the process that said so is gone
+	if !c.pausedSince.IsZero() && now.Sub(c.pausedSince) >= c.cfg.Heartbeat {
+		// Nothing listens there: news, from a dial made since the
+		// pause began (the shell dials again a heartbeat after a
+		// refusal; one read right after the pause may be older).
+		p.news = true
 	}
 	if wasUp {
 		c.log.Info("peer unreachable", "peer", p.addr, "err", why)
@@ -158,6 +192,48 @@ func (c *Core) PeerDown(now time.Time, addr, why string) {
 		c.supervise(now)
 	}
 	c.maybeResume(now)
+}
+
+// PeerDenied records that peer refused this node's handshake (its TLS
+// or peer secret check failed: a secret rotated on one node first, a
+// certificate of the wrong kind, or a stranger's failures pausing this
+// address there). The link is down, but the peer runs, and may serve as
+// the active: see mayServe.
+func (c *Core) PeerDenied(now time.Time, addr, why string) {
+	c.noteTime(now)
+	p := c.peerByAddr(addr)
+	if p == nil {
+		return
+	}
+	wasUp := !p.down && !p.heard.IsZero()
+	if p.deniedAt.IsZero() {
+		c.log.Warn("peer refuses this node's handshake: it runs, but cannot be heard; check that every node has the same --peer-secret-file and CA", "peer", p.addr, "err", why)
+	}
+	p.down = true
+	p.deniedAt = now
+	if wasUp {
+		c.unexpect(now, p.addr)
+	}
+	c.supervise(now)
+	c.maybeResume(now)
+}
+
+// mayServe returns a peer that may be serving as the active although
+// this node does not hear it: its own heartbeats to this node said so
+// within a failure timeout (this node's dial to it may be stuck), or it
+// refused this node's handshake within a failure timeout (it runs, and
+// nothing tells what it does). This node does not take the role beside
+// such a peer: silence on one link is no proof that it is down, and two
+// actives would grant the same keys. A peer whose secret or certificate
+// does not match keeps this node from taking the role until it is
+// fixed: the log says which (PeerDenied).
+func (c *Core) mayServe(now time.Time) *peer {
+	for _, p := range c.peers {
+		if now.Sub(p.claimedAt) < c.cfg.FailureTimeout || !p.deniedAt.IsZero() && now.Sub(p.deniedAt) < c.cfg.FailureTimeout {
+			return p
+		}
+	}
+	return nil
 }
 
 // answerBeat answers a peer's heartbeat with this node's state.
@@ -174,6 +250,11 @@ func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
 		// A restarted standby says what it speaks here first: it learns
 		// where to subscribe from the answer.
 		p.version = max(bt.Flags.Version, 1)
+		if bt.Role == string(Active) && !bt.Flags.Paused {
+			f := bt.Flags
+			p.claimedAt = now
+			p.claimed = claim{addr: p.addr, idx: p.idx, fresh: f.Fresh, base: f.Base, top: f.Top, baseSeq: f.BaseSeq, seq: bt.Seq, prev: f.Prev, noSeq: f.Version < 4}
+		}
 	}
 	ans := c.beat(now)
 	ans.From = req.Key

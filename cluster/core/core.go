@@ -188,6 +188,14 @@ type Core struct {
 	// active: two actives that meet compare them (see supervise).
 	top  uint64
 	base uint64
+	// baseSeq is seq when this node last became active: with base, the
+	// state it began from (see yields). activeRound is the first
+	// heartbeat round sent as the active: an answer to an earlier one may
+	// have been written before this node took the role (by a node that
+	// froze meanwhile), and is no reason to give the role up.
+	baseSeq     uint64
+	activeRound uint64
+	prev        string // the active this node took the role from, "" none
 	// lastTick is when Tick last ran. An event that finds it older than
 	// the failure timeout means this process did not run for that long
 	// (stopped, a VM paused): an active then pauses (pausedSince) until it
@@ -374,7 +382,7 @@ func (c *Core) serving() bool { return c.role == Active && c.pausedSince.IsZero(
 // Every event calls it first.
 func (c *Core) noteTime(now time.Time) {
 	c.lastEvent = now
-	if len(c.peers) == 0 || !c.pausedSince.IsZero() || now.Sub(c.lastTick) < c.cfg.FailureTimeout {
+	if len(c.peers) == 0 || !c.pausedSince.IsZero() || now.Sub(c.lastTick) < c.pauseAfter() {
 		return
 	}
 	c.pausedSince = now
@@ -384,6 +392,15 @@ func (c *Core) noteTime(now time.Time) {
 	}
 	c.count.Pauses++
 	c.log.Warn("this node did not run for a while: it decides nothing until its peers are heard again", "self", c.self, "stopped_for", now.Sub(c.lastTick).Round(time.Millisecond).String())
+}
+
+// pauseAfter is how long without a Tick means this process did not run.
+// A peer takes the role after a failure timeout without an answer from
+// this node, counted from the last answer it had, which may have been
+// written up to a heartbeat before this node's last Tick: a heartbeat
+// less, so that a node its peers gave up on always knows it.
+func (c *Core) pauseAfter() time.Duration {
+	return c.cfg.FailureTimeout - c.cfg.Heartbeat
 }
 
 // maybeResume ends a pause once this node has fresh news of every peer:
@@ -411,10 +428,45 @@ func (c *Core) maybeResume(now time.Time) {
 		// it decided meanwhile nobody saw). It follows, syncs, and takes
 		// the role back by priority if it is first.
 		for _, p := range c.peers {
-			if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) {
+			if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !p.paused {
 				c.demote(now, p.addr, "another node took the role while this one did not run ("+p.addr+")")
 				return
 			}
+		}
+		for _, p := range c.peers {
+			// A standby that follows another active says the cluster
+			// moved on, even when that active is silent now (frozen in
+			// turn, or gone): the standbys in sync with it hold newer
+			// state than this node, and one of them takes the role.
+			if p.alive(now, c.cfg.FailureTimeout) && p.round >= c.pauseRound && p.active != "" && p.active != c.self {
+				// Its followers are what this node knows of the standbys
+				// in sync with it: should it be gone, one of them, not
+				// this node, takes the role (candidate).
+				c.activeISR = c.activeISR[:0]
+				for _, q := range c.peers {
+					if q.alive(now, c.cfg.FailureTimeout) && q.active == p.active && q.synced {
+						c.activeISR = append(c.activeISR, q.addr)
+					}
+				}
+				c.demote(now, p.active, "while this node did not run, "+p.addr+" followed "+p.active)
+				return
+			}
+		}
+		for _, p := range c.peers {
+			// A node restored from its data directory with a newer
+			// state than this one served while this node did not run
+			// (it went down since): its state goes first (candidate).
+			if p.alive(now, c.cfg.FailureTimeout) && p.restored && (stateAge{p.restored, p.top, p.seq}).newer(c.stateAge()) {
+				c.demote(now, p.addr, "while this node did not run, "+p.addr+" served a newer state, which it restored from its data directory")
+				return
+			}
+		}
+		if p := c.mayServe(now); p != nil {
+			// A peer that refuses this node's handshake may have taken
+			// the role meanwhile: this node cannot tell, and does not
+			// serve beside it.
+			c.demote(now, p.addr, "this node did not run for a while, and "+p.addr+", which refuses its handshake, may have taken the role")
+			return
 		}
 		// What the peers answered may already be stale (a handoff
 		// between two of them a moment ago makes a new active that

@@ -21,7 +21,12 @@ type stream struct {
 	inSync  bool   // answers wait for its acknowledgements
 	cursor  int    // where the snapshot's scan stands
 	held    int    // locks sent in the snapshot so far
-	started time.Time
+	// After the holders, the snapshot lists the releases the engine
+	// remembers (version 4), a slice at a time: releases is what is
+	// left to send, set once scanned.
+	scanned  bool
+	releases []engine.Released
+	started  time.Time
 }
 
 // subscribe turns cn into a replication stream for a standby: the
@@ -88,18 +93,34 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 	}
 	s := cn.stream
 	buf := c.buf[:0]
-	s.cursor = c.eng.Scan(now, s.cursor, SnapshotSlice, func(h engine.Holder, held bool) {
-		if !held {
-			return
+	if !s.scanned {
+		s.cursor = c.eng.Scan(now, s.cursor, SnapshotSlice, func(h engine.Holder, held bool) {
+			if !held {
+				return
+			}
+			rec, ok := proto.RecordFor(s.version, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID})
+			if !ok {
+				return // a semaphore: an older standby cannot hold it
+			}
+			buf = proto.AppendRecord(buf, rec)
+			s.held++
+		})
+		if s.cursor == 0 {
+			s.scanned = true
+			if s.version >= 4 {
+				s.releases = c.eng.Releases(now)
+			}
 		}
-		rec, ok := proto.RecordFor(s.version, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID})
-		if !ok {
-			return // a semaphore: an older standby cannot hold it
+	} else {
+		// A release the standby is told of is remembered there, so a
+		// release sent again after a failover to it is answered ok.
+		n := min(len(s.releases), SnapshotSlice)
+		for _, r := range s.releases[:n] {
+			buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecFree, Key: r.Key, Token: r.Token})
 		}
-		buf = proto.AppendRecord(buf, rec)
-		s.held++
-	})
-	if s.cursor == 0 {
+		s.releases = s.releases[n:]
+	}
+	if s.scanned && len(s.releases) == 0 {
 		if s.version >= 3 {
 			buf = c.snapshotWaiters(now, buf)
 		}
@@ -368,6 +389,11 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 		if f.syncing {
 			f.stageFree(rec)
 			f.top = max(f.top, rec.Token)
+			if !rec.Expired {
+				// Remembered now: the synced state replaces the holders,
+				// not the releases.
+				c.eng.ApplyReleased(now, rec.Key, rec.Token)
+			}
 			return nil
 		}
 		if rec.Expired {

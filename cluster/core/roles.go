@@ -18,8 +18,9 @@ func (c *Core) supervise(now time.Time) {
 	var claims []*peer
 	for _, p := range c.peers {
 		// Within staleUntil the role is the one a handoff told this
-		// node, not a heartbeat from before it: believed.
-		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) {
+		// node, not a heartbeat from before it: believed. A paused node
+		// speaks of its role as of before it stopped.
+		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !p.paused {
 			claims = append(claims, p)
 		}
 	}
@@ -45,9 +46,27 @@ func (c *Core) supervise(now time.Time) {
 			if !p.alive(now, c.cfg.FailureTimeout) || p.role != string(Active) || now.Before(p.staleUntil) {
 				continue
 			}
-			if yield, why := c.yieldsTo(p); yield {
+			if p.paused || p.round < c.activeRound && p.version >= 2 {
+				// It did not run for a while (it yields once it has heard
+				// this node), or its answer was written before this node
+				// took the role: no news of a newer active.
+				continue
+			}
+			if yield, why := c.yieldsTo(p, p.claim()); yield {
 				c.demote(now, p.addr, why)
 				return
+			}
+		}
+		for _, p := range c.peers {
+			// An active that refuses this node's handshake cannot be
+			// heard, but its own heartbeats say what it holds: the same
+			// rule decides, and it decides the same from this node's
+			// answers.
+			if !p.deniedAt.IsZero() && now.Sub(p.deniedAt) < c.cfg.FailureTimeout && now.Sub(p.claimedAt) < c.cfg.FailureTimeout {
+				if yield, why := c.yieldsTo(p, p.claimed); yield {
+					c.demote(now, p.addr, why+"; it refuses this node's handshake")
+					return
+				}
 			}
 		}
 		c.markStreams()
@@ -104,6 +123,17 @@ func (c *Core) supervise(now time.Time) {
 		if !c.pausedSince.IsZero() {
 			return // what this node knows of its peers is stale: hear them first
 		}
+		if p := c.mayServe(now); p != nil {
+			return // a peer that may be active refuses this node: it cannot tell
+		}
+		for _, p := range c.peers {
+			if p.alive(now, c.cfg.FailureTimeout) && p.paused && p.role == string(Active) {
+				// An active that did not run for a while decides within a
+				// failure timeout whether it serves on or steps down:
+				// taking the role meanwhile would make two.
+				return
+			}
+		}
 		if f := c.follow; f != nil && f.open && f.target == c.active && !c.has(bugNoWait) {
 			// The stream from the active is still open: it is alive, or
 			// its stream ends in a moment, after a last record that may
@@ -140,15 +170,16 @@ func (c *Core) supervise(now time.Time) {
 //   - an active that holds the cluster's state beats one that started
 //     empty and has fed no standby (it never synced: it missed the state);
 //   - an active whose state is a prefix of the other's yields: the other
-//     began serving from a state newer than anything this one holds (it
-//     took over while this one was stopped or cut off), or this one has
-//     granted nothing since it began while the other has newer grants;
+//     began serving from a state at least as new as everything this one
+//     holds, grants, renewals and releases (it took over while this one
+//     was stopped or cut off), or this one took over from the other and
+//     has changed nothing since, while the other served on;
 //   - otherwise both served clients on their own (a split brain), and the
 //     lower priority yields (docs/cluster.md, Partitions). Its grants of the split are
 //     lost; their tokens are below everything the survivor issues next.
-func (c *Core) yieldsTo(p *peer) (bool, string) {
-	me := claim{idx: c.selfIdx, fresh: c.role == Active && c.fresh, base: c.base, top: c.top}
-	switch yields(me, claim{idx: p.idx, fresh: p.fresh, base: p.base, top: p.top}) {
+func (c *Core) yieldsTo(p *peer, theirs claim) (bool, string) {
+	me := claim{addr: c.self, idx: c.selfIdx, fresh: c.role == Active && c.fresh, base: c.base, top: c.top, baseSeq: c.baseSeq, seq: c.seq, prev: c.prev}
+	switch yields(me, theirs) {
 	case yieldFresh:
 		return true, "an active with the cluster's state is reachable (" + p.addr + "); this one started empty"
 	case yieldNewer:
@@ -162,11 +193,22 @@ func (c *Core) yieldsTo(p *peer) (bool, string) {
 }
 
 // claim is what decides between two actives: priority, whether it
-// started empty, and its state's tokens.
+// started empty, and its state: the newest token and the replication
+// position it began from (base, baseSeq), and now (top, seq). Positions
+// count renewals and releases too, which tokens do not; a peer of an
+// older version says no baseSeq, and its claim is judged by its tokens.
 type claim struct {
-	idx       int
-	fresh     bool
-	base, top uint64
+	addr         string
+	idx          int
+	fresh        bool
+	base, top    uint64
+	baseSeq, seq uint64
+	prev         string // the active it took the role from
+	noSeq        bool
+}
+
+func (p *peer) claim() claim {
+	return claim{addr: p.addr, idx: p.idx, fresh: p.fresh, base: p.base, top: p.top, baseSeq: p.baseSeq, seq: p.seq, prev: p.prev, noSeq: p.version < 4}
 }
 
 // Why one active yields to another.
@@ -186,9 +228,15 @@ func yields(a, b claim) int {
 		return yieldNot
 	}
 	// b began from all a holds: a's state is a prefix of b's (and, when
-	// the reverse holds too, the states are the same).
-	bHasA := b.base >= a.top
-	aHasB := a.base >= b.top
+	// the reverse holds too, the states are the same). The positions
+	// are of one lineage when the tokens say so: a standby takes its
+	// active's position with its state.
+	useSeq := !a.noSeq && !b.noSeq
+	bHasA := b.base >= a.top && (!useSeq || b.baseSeq >= a.seq)
+	aHasB := a.base >= b.top && (!useSeq || a.baseSeq >= b.seq)
+	// Whether each changed its state since it began serving.
+	aMoved := a.top > a.base || useSeq && a.seq > a.baseSeq
+	bMoved := b.top > b.base || useSeq && b.seq > b.baseSeq
 	switch {
 	case bHasA && !aHasB:
 		return yieldNewer
@@ -196,9 +244,11 @@ func yields(a, b claim) int {
 		return yieldNot
 	case bHasA && aHasB:
 		// The same state on both: priority decides.
-	case a.top == a.base && b.top > a.base:
+	case !aMoved && bMoved && a.prev == b.addr:
+		// a took over from b and changed nothing since; b served on (a
+		// partition): a's state is a part of b's, and a yields.
 		return yieldNewer
-	case b.top == b.base && a.top > b.base:
+	case !bMoved && aMoved && b.prev == a.addr:
 		return yieldNot
 	}
 	if b.idx < a.idx {
@@ -210,12 +260,18 @@ func yields(a, b claim) int {
 // peerYields reports whether active p yields to active q, as each of them
 // will decide once they hear each other.
 func peerYields(p, q *peer) bool {
-	return yields(claim{p.idx, p.fresh, p.base, p.top}, claim{q.idx, q.fresh, q.base, q.top}) != yieldNot
+	return yields(p.claim(), q.claim()) != yieldNot
 }
 
+// allPeersKnown reports whether this node has heard every peer since it
+// started. A peer whose port refused a dial is not known yet: nodes
+// started together open their ports a few milliseconds apart, and the
+// one that was not listening at the first dial answers the next a
+// heartbeat later; taking the role before hearing it made two actives at
+// a cold start. Nor is a peer that refused the handshake: it runs.
 func (c *Core) allPeersKnown() bool {
 	for _, p := range c.peers {
-		if !p.down && p.heard.IsZero() {
+		if p.heard.IsZero() {
 			return false
 		}
 	}
@@ -224,23 +280,26 @@ func (c *Core) allPeersKnown() bool {
 
 // candidate is the node that should be active when none is: among the
 // live nodes, the first in priority order of the best tier (in sync with
-// the last active, synced and not sticky; synced; not sticky; any).
+// the last active and synced; synced; any). A node that gave the role up
+// by command (sticky) is as good a successor as any: sticky is about
+// taking the role back by priority (maybeTakeBack), not about who
+// replaces a node that failed.
 func (c *Core) candidate(now time.Time) string {
 	type cand struct {
-		addr           string
-		idx            int
-		synced, sticky bool
-		inSync         bool // the last active waited for its acknowledgements
-		state          stateAge
+		addr   string
+		idx    int
+		synced bool
+		inSync bool // the last active waited for its acknowledgements
+		state  stateAge
 	}
 	isr := func(addr string) bool { return slices.Contains(c.activeISR, addr) }
-	cs := []cand{{c.self, c.selfIdx, c.synced, c.sticky, isr(c.self), c.stateAge()}}
+	cs := []cand{{c.self, c.selfIdx, c.synced, isr(c.self), c.stateAge()}}
 	for _, p := range c.peers {
 		if p.alive(now, c.cfg.FailureTimeout) {
-			cs = append(cs, cand{p.addr, p.idx, p.synced, p.sticky, isr(p.addr), stateAge{p.restored, p.top, p.seq}})
+			cs = append(cs, cand{p.addr, p.idx, p.synced, isr(p.addr), stateAge{p.restored, p.top, p.seq}})
 		}
 	}
-	if !slices.ContainsFunc(cs, func(x cand) bool { return x.inSync && x.synced && !x.sticky }) {
+	if !slices.ContainsFunc(cs, func(x cand) bool { return x.inSync && x.synced }) {
 		// No standby holds every answer of the last active, and a node
 		// restored from its data directory is among the candidates (a
 		// restart of the whole cluster, or of a node while no active
@@ -249,7 +308,7 @@ func (c *Core) candidate(now time.Time) string {
 		// by an older one (disk.go).
 		best := -1
 		for i, x := range cs {
-			if x.synced && !x.sticky && (best < 0 || x.state.newer(cs[best].state) || !cs[best].state.newer(x.state) && x.idx < cs[best].idx) {
+			if x.synced && (best < 0 || x.state.newer(cs[best].state) || !cs[best].state.newer(x.state) && x.idx < cs[best].idx) {
 				best = i
 			}
 		}
@@ -272,7 +331,7 @@ func (c *Core) candidate(now time.Time) string {
 			if x.addr != c.self {
 				seq = c.peerByAddr(x.addr).seq
 			}
-			if !x.synced || x.sticky {
+			if !x.synced {
 				continue
 			}
 			if best.idx < 0 || seq > bestSeq || (seq == bestSeq && x.idx < best.idx) {
@@ -286,10 +345,8 @@ func (c *Core) candidate(now time.Time) string {
 	tiers := []func(cand) bool{
 		// Synchronous replication: a standby that acknowledged every
 		// answer the active gave holds them all; it goes first.
-		func(x cand) bool { return x.inSync && x.synced && !x.sticky },
-		func(x cand) bool { return x.synced && !x.sticky },
+		func(x cand) bool { return x.inSync && x.synced },
 		func(x cand) bool { return x.synced },
-		func(x cand) bool { return !x.sticky },
 		func(x cand) bool { return true },
 	}
 	for _, ok := range tiers {
@@ -309,14 +366,19 @@ func (c *Core) candidate(now time.Time) string {
 // promote makes this node active: a new token epoch above every token it
 // has seen, then the leases that ran out meanwhile are reclaimed.
 func (c *Core) promote(now time.Time, reason string) {
+	if c.prev = c.active; c.active == c.self {
+		c.prev = ""
+	}
 	c.stopFollow()
 	c.pinnedAt = time.Time{}
+	c.sticky = false // it holds the role again: "gave it up" no longer describes it
 	if !c.has(bugNoSucceed) {
 		c.eng.Succeed(now)
 	}
 	c.setRole(Active, c.self, reason)
 	c.count.Promotions++
-	c.base = c.top
+	c.base, c.baseSeq = c.top, c.seq
+	c.activeRound = c.round + 1
 	c.pausedSince = time.Time{}
 	c.fresh = !c.synced
 	c.synced = true

@@ -80,7 +80,7 @@ func (s *sim) diskGoes(n *simNode, what string) {
 		return
 	}
 	for _, m := range s.nodes {
-		if m != n && m.state != nodeCrashed && m.core.Role() == Active {
+		if m != n && m.state == nodeUp && m.core.Role() == Active && m.core.pausedSince.IsZero() {
 			return // the role moved already; that promotion was checked
 		}
 	}

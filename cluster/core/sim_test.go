@@ -41,15 +41,19 @@ import (
 
 // simConfig shapes one run.
 type simConfig struct {
-	nodes     int
-	clients   int
-	keys      int
-	length    time.Duration // faults and workload happen during this
-	quiet     time.Duration // then everything heals and the run settles
-	faults    int           // how many faults to inject
-	calm      bool          // only graceful faults: SIGINT and handoffs
-	async     bool          // asynchronous replication
-	disk      bool          // every node has a data directory (sim_disk_test.go)
+	nodes   int
+	clients int
+	keys    int
+	length  time.Duration // faults and workload happen during this
+	quiet   time.Duration // then everything heals and the run settles
+	faults  int           // how many faults to inject
+	calm    bool          // only graceful faults: SIGINT and handoffs
+	async   bool          // asynchronous replication
+	disk    bool          // every node has a data directory (sim_disk_test.go)
+	// holdFrom: from then on the clients only renew the locks they keep
+	// (every lock granted is kept to the end of the workload), so that a
+	// failover meanwhile sees renewals and no new tokens (0: never).
+	holdFrom  time.Duration
 	maxSkew   time.Duration
 	heartbeat time.Duration
 	failure   time.Duration
@@ -157,6 +161,14 @@ type sim struct {
 	// holders: with data directories, the nodes that hold every answer
 	// of an active that went, until the next promotion (sim_disk_test.go).
 	holders []holderGroup
+	// cold: a cold start being watched; denied: until when each node
+	// refuses its peers' handshakes (sim_moves_test.go).
+	cold   *coldWindow
+	denied map[int]time.Duration
+	allGo  bool // every node is being stopped at this instant
+	// cutTill: when the last partition healed (a dial begun during one
+	// may fail a failure timeout later).
+	cutTill time.Duration
 }
 
 // ackedState is a standby's locks at the moment its active crashed.
@@ -202,14 +214,20 @@ type simNode struct {
 	conns    map[ConnID]*simConn
 	nextConn ConnID
 	links    map[string]*simConn // heartbeat links this node dialled
-	linkBusy map[string]bool     // a dial is under way
-	follow   string              // the stream the core follows
-	stream   *simConn            // the open follower stream
-	ended    error               // the core ended it (Out.StreamEnd)
-	dialing  bool
-	asks     map[*simConn]uint64
-	stopping bool // Stopped was called: the process exits
-	wasActv  bool
+	// pendingBeat: the latest heartbeat for a peer whose link is being
+	// dialled, written when it is up.
+	pendingBeat map[string][]byte
+	linkBusy    map[string]bool // a dial is under way
+	follow      string          // the stream the core follows
+	stream      *simConn        // the open follower stream
+	ended       error           // the core ended it (Out.StreamEnd)
+	dialing     bool
+	asks        map[*simConn]uint64
+	stopping    bool // Stopped was called: the process exits
+	wasActv     bool
+	// wasPaused: its core had paused (it did not run for a while) when
+	// last looked at.
+	wasPaused bool
 	// crashOnGrant: the node dies right after it next answers a grant;
 	// what it wrote to its standbys meanwhile never arrives.
 	crashOnGrant bool
@@ -283,6 +301,7 @@ func newSim(seed uint64, o simOptions) *sim {
 		grantWipes: make(map[uint64]int),
 		lastToken:  make(map[int]uint64),
 		planted:    planted,
+		denied:     make(map[int]time.Duration),
 	}
 	s.semLimit = 1 + s.rng.IntN(3)
 	addrs := make([]string, cfg.nodes)
@@ -299,6 +318,7 @@ func newSim(seed uint64, o simOptions) *sim {
 	for _, n := range s.nodes {
 		n.boot(addrs)
 	}
+	s.coldStart(0)
 	for i := range cfg.clients {
 		c := &simClient{s: s, idx: i, held: make(map[string]heldLock)}
 		s.clients = append(s.clients, c)
@@ -385,6 +405,7 @@ func (n *simNode) boot(addrs []string) {
 	n.gone = false
 	n.conns = make(map[ConnID]*simConn)
 	n.links = make(map[string]*simConn)
+	n.pendingBeat = make(map[string][]byte)
 	n.linkBusy = make(map[string]bool)
 	n.asks = make(map[*simConn]uint64)
 	n.follow, n.stream, n.stopping, n.frozenQ, n.wasActv = "", nil, false, nil, false
@@ -458,6 +479,14 @@ func (n *simNode) after() {
 	}
 	s.checkDecided(n)
 	active := n.core.Role() == Active
+	s.checkCold(n, active && !n.wasActv, !active && n.wasActv)
+	paused := !n.core.pausedSince.IsZero()
+	if active && n.wasActv && n.wasPaused && !paused {
+		// It serves again after not running: as good as taking the
+		// role anew, from the state it had.
+		s.checkHolders(n)
+	}
+	n.wasPaused = paused
 	if active != n.wasActv {
 		if active {
 			s.activity = append(s.activity, activeSpan{node: n.idx, from: s.now})
@@ -598,6 +627,9 @@ func (o *simOut) Beat(peer string, b []byte) {
 		c.toServer(slices.Clone(b))
 		return
 	}
+	// Written once the link is up, as the shell's link writes the
+	// latest heartbeat it was handed while it dialled.
+	n.pendingBeat[peer] = slices.Clone(b)
 	n.dialLink(peer)
 }
 
@@ -694,6 +726,15 @@ func (s *sim) dial(from, to int, kind connKind, done func(*simConn, error)) {
 		fgen = s.nodes[from].gen
 	}
 	stillDialler := func() bool { return from < 0 || s.nodes[from].gen == fgen && s.nodes[from].state != nodeCrashed }
+	if s.denies(from, to, kind) && srv.state != nodeCrashed {
+		// A handshake refused: the peer answered, so it runs.
+		s.at(s.delay()+s.delay(), func() {
+			if stillDialler() {
+				done(nil, fmt.Errorf("dial %s: %w", srv.addr, errDenied))
+			}
+		})
+		return
+	}
 	if !s.path(from, to) || !s.path(to, from) || (srv.state == nodeCrashed && srv.gone) {
 		s.at(s.cfg.failure, func() {
 			if stillDialler() {
@@ -871,11 +912,19 @@ func (n *simNode) dialLink(peer string) {
 			return
 		}
 		n.linkBusy[peer] = false
+		if why, denied := denialOf(err); denied {
+			n.do(func() { n.core.PeerDenied(n.clock(), peer, why) })
+			return
+		}
 		if err != nil {
 			n.do(func() { n.core.PeerDown(n.clock(), peer, err.Error()) })
 			return
 		}
 		n.links[peer] = c
+		if b := n.pendingBeat[peer]; b != nil {
+			delete(n.pendingBeat, peer)
+			c.toServer(b)
+		}
 		c.onLine = func(line []byte) {
 			n.do(func() {
 				a, err := proto.ParseAnswer(line)
@@ -1127,6 +1176,8 @@ func (s *sim) planFaults() {
 			// Restarts whose outcome the data directories decide.
 			kinds = append(kinds, "crash-all", "restart")
 		}
+		kinds = append(kinds, moveKinds...)
+		kinds = append(kinds, "takeback", "freeze-active", "double")
 	}
 	for range s.cfg.faults {
 		at := time.Second + time.Duration(s.rng.Int64N(int64(s.cfg.length-time.Second)))
@@ -1141,6 +1192,7 @@ func (s *sim) planFaults() {
 }
 
 func (s *sim) fault(kind string, i int, dur time.Duration) {
+	s.endCold()
 	if i < 0 {
 		i = 0
 		for _, m := range s.nodes {
@@ -1163,6 +1215,9 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		switch {
 		case n.disk != nil:
 			s.diskGoes(n, fmt.Sprintf("node %d: %s", i, kind))
+		case s.allGo:
+			// Every node goes at this instant: their state is wiped
+			// (wipeCheck), and mutual exclusion starts over.
 		case s.cfg.async:
 			s.exempt(ruleAsync, fmt.Sprintf("node %d crashes", i))
 		case n.state == nodeUp && n.core.Status(n.clock()).Degraded:
@@ -1209,6 +1264,8 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		s.at(dur+2*time.Second, func() { s.restart(n) })
 	case "handoff":
 		s.handoffCommand(i)
+	case "double", "freeze-active", "takeback", "coldstart", "deny":
+		s.move(kind, i, dur)
 	case "clientdrop":
 		// A network blip: every client connection to node i drops,
 		// answers in flight lost; the clients re-send where they can.
@@ -1269,6 +1326,11 @@ func (s *sim) restart(n *simNode) {
 	if n.state != nodeCrashed || s.now >= s.cfg.length+s.cfg.quiet-2*time.Second {
 		return
 	}
+	if w := s.cold; w != nil && s.now < w.from {
+		// Every node starts at w.from, together.
+		s.at(w.from-s.now, func() { s.restart(n) })
+		return
+	}
 	addrs := make([]string, len(s.nodes))
 	for i, m := range s.nodes {
 		addrs[i] = m.addr
@@ -1296,6 +1358,7 @@ func (s *sim) thaw(n *simNode) {
 
 func (s *sim) unblock(i int) {
 	s.logf("node %d reconnected", i)
+	s.cutTill = s.now
 	for k := range s.blocked {
 		if k[0] == i || k[1] == i {
 			delete(s.blocked, k)
@@ -1316,6 +1379,9 @@ func (s *sim) heal() {
 		if n.state == nodeFrozen {
 			s.thaw(n)
 		}
+	}
+	if len(s.blocked) > 0 {
+		s.cutTill = s.now
 	}
 	clear(s.blocked)
 	for _, c := range s.conns {
