@@ -3,6 +3,7 @@ package proto
 import (
 	"bytes"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -249,6 +250,21 @@ type Status struct {
 	// "disk:MODE" with a data directory, MODE its --fsync mode ("" from
 	// an older node).
 	Durability string
+	// Changes are the last times this node took the role, oldest first
+	// (none from an older node): every move of the role has a node
+	// that took it, so the changes of all nodes together are the
+	// cluster's.
+	Changes []RoleChange
+}
+
+// RoleChange is a move of the active role: when, from which node (""
+// when none was known), to which, and why. On the wire, a field
+// "change=UNIXMS,FROM,TO,REASON" of S, FROM "-" when none and REASON
+// query-escaped (no spaces or commas).
+type RoleChange struct {
+	At       time.Time
+	From, To string
+	Reason   string
 }
 
 // PeerStatus is one node as seen by the node that answers S.
@@ -290,6 +306,13 @@ func AppendStatus(b []byte, label string, st Status) []byte {
 	}
 	if st.Durability != "" {
 		kv("durability", st.Durability)
+	}
+	for _, c := range st.Changes {
+		from := c.From
+		if from == "" {
+			from = WordNone
+		}
+		kv("change", strconv.FormatInt(c.At.UnixMilli(), 10)+","+from+","+c.To+","+url.QueryEscape(c.Reason))
 	}
 	for _, p := range st.Peers {
 		up := "down"
@@ -344,6 +367,21 @@ func ParseStatus(a Answer) (Status, error) {
 			st.Degraded = v == "true"
 		case "durability":
 			st.Durability = v
+		case "change":
+			parts := strings.Split(v, ",")
+			if len(parts) != 4 {
+				return st, errors.New("change field wants unixms,from,to,reason: " + strconv.Quote(v))
+			}
+			var ms int64
+			var reason string
+			if ms, err = strconv.ParseInt(parts[0], 10, 64); err == nil {
+				reason, err = url.QueryUnescape(parts[3])
+			}
+			c := RoleChange{At: time.UnixMilli(ms), From: parts[1], To: parts[2], Reason: reason}
+			if c.From == WordNone {
+				c.From = ""
+			}
+			st.Changes = append(st.Changes, c)
 		case "peer":
 			parts := strings.Split(v, ",")
 			if len(parts) != 6 {

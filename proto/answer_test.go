@@ -180,6 +180,10 @@ func TestStatus(t *testing.T) {
 	roundTrip(st)
 	roundTrip(Status{Self: "127.0.0.1:7070", Role: "active", Sticky: true})
 	roundTrip(Status{Self: "a:1", Role: "joining", Active: "", Peers: []PeerStatus{{Addr: "b:2", Role: "?", Lag: 7}}})
+	roundTrip(Status{Self: "a:1", Role: "active", Changes: []RoleChange{
+		{At: time.UnixMilli(1764900000123), To: "a:1", Reason: "no active node is reachable"},
+		{At: time.UnixMilli(1764900009000), From: "[::1]:2", To: "a:1", Reason: "handoff from [::1]:2, 100% sure"},
+	}})
 
 	// Fields a client does not know are skipped: newer servers, older clients.
 	a, _ := ParseAnswer([]byte("S - self=a:1 role=active future=yes also=1,2,3"))
@@ -195,6 +199,9 @@ func TestStatus(t *testing.T) {
 		"S - waiters=1.5",
 		"S - peer=a:1,active,up,1,0",
 		"S - peer=a:1,active,up,1,0,x",
+		"S - change=1,-,a:1",
+		"S - change=x,-,a:1,why",
+		"S - change=1,-,a:1,%zz",
 		"Q deploy - - 0",
 	} {
 		a, err := ParseAnswer([]byte(line))

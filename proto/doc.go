@@ -438,6 +438,12 @@
 //	durability   memory (the state lives in memory only), or disk:MODE with a
 //	             data directory (--data-dir), MODE its --fsync mode: always,
 //	             batch or never
+//	change   UNIXMS,FROM,TO,REASON: one per time this node took the role
+//	         (its last eight, oldest first): when, in milliseconds since
+//	         1970, from which node (- none), to which (this one), and why,
+//	         query-escaped (a + for each space); every move of the role has
+//	         a node that took it, so the nodes' changes together are the
+//	         cluster's
 //	peer     ADDR,ROLE,up|down,SEQ,LAG,TOKEN: one per node of --peers, in priority
 //	         order, this one included; LAG is how many changes it is behind the
 //	         active (0 when caught up or unknown), TOKEN its high-water mark

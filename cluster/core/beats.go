@@ -46,7 +46,10 @@ type peer struct {
 	// had (mayServe, supervise).
 	claimedAt time.Time
 	claimed   claim
-	version   int // the peer messages it speaks (proto.PeerVersion); 0 until heard
+	// beatAt: when the peer's own heartbeat last reached this node,
+	// whatever it said: it runs.
+	beatAt  time.Time
+	version int // the peer messages it speaks (proto.PeerVersion); 0 until heard
 
 	// staleUntil: the role moved between this node and the peer; until
 	// then a heartbeat answer still in flight from before the move may
@@ -179,7 +182,7 @@ func (c *Core) PeerDown(now time.Time, addr, why string) {
 	wasUp := !p.down && !p.heard.IsZero()
 	p.down = true
 	p.role = ""
-	p.claimedAt = time.Time{} // the process that said so is gone
+	p.claimedAt, p.beatAt = time.Time{}, time.Time{} // the process that said so is gone
 	if !c.pausedSince.IsZero() && now.Sub(c.pausedSince) >= c.cfg.Heartbeat {
 		// Nothing listens there: news, from a dial made since the
 		// pause began (the shell dials again a heartbeat after a
@@ -250,6 +253,7 @@ func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
 		// A restarted standby says what it speaks here first: it learns
 		// where to subscribe from the answer.
 		p.version = max(bt.Flags.Version, 1)
+		p.beatAt = now
 		if bt.Role == string(Active) && !bt.Flags.Paused {
 			f := bt.Flags
 			p.claimedAt = now

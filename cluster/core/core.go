@@ -50,6 +50,8 @@ const (
 	// maxParked bounds the lock requests held back during a handoff;
 	// later ones are redirected to the successor at once.
 	maxParked = 100_000
+	// maxChanges is how many of its role changes a node tells in S.
+	maxChanges = 8
 	// SnapshotSlice is how many keys one SnapshotSlice call scans: small
 	// enough that a slice holds the shell's mutex for well under a
 	// millisecond with a million locks held, so requests keep flowing
@@ -196,6 +198,8 @@ type Core struct {
 	baseSeq     uint64
 	activeRound uint64
 	prev        string // the active this node took the role from, "" none
+	// changes: the last times this node took the role, for S.
+	changes []proto.RoleChange
 	// lastTick is when Tick last ran. An event that finds it older than
 	// the failure timeout means this process did not run for that long
 	// (stopped, a VM paused): an active then pauses (pausedSince) until it
@@ -206,6 +210,9 @@ type Core struct {
 	// deferSince: since when this standby, with no active, has left the
 	// role to another candidate that has not taken it (see candidate).
 	deferSince time.Time
+	// wantSince: since when this node, holding no state, has been the
+	// candidate (see supervise).
+	wantSince time.Time
 	round      uint64 // heartbeat rounds sent
 	pauseRound uint64 // the first round sent since the pause began
 
@@ -382,7 +389,10 @@ func (c *Core) serving() bool { return c.role == Active && c.pausedSince.IsZero(
 // Every event calls it first.
 func (c *Core) noteTime(now time.Time) {
 	c.lastEvent = now
-	if len(c.peers) == 0 || !c.pausedSince.IsZero() || now.Sub(c.lastTick) < c.pauseAfter() {
+	if len(c.peers) == 0 || now.Sub(c.lastTick) < c.pauseAfter() || c.pausedSince.After(c.lastTick) {
+		// (Paused already since it last ran: a second stop during the
+		// pause, caught by the check below on its first event, starts
+		// the pause anew, since what it heard before it is stale too.)
 		return
 	}
 	c.pausedSince = now
@@ -438,7 +448,7 @@ func (c *Core) maybeResume(now time.Time) {
 			// moved on, even when that active is silent now (frozen in
 			// turn, or gone): the standbys in sync with it hold newer
 			// state than this node, and one of them takes the role.
-			if p.alive(now, c.cfg.FailureTimeout) && p.round >= c.pauseRound && p.active != "" && p.active != c.self {
+			if p.alive(now, c.cfg.FailureTimeout) && p.round >= c.pauseRound && p.role != string(Active) && !p.paused && p.active != "" && p.active != c.self {
 				// Its followers are what this node knows of the standbys
 				// in sync with it: should it be gone, one of them, not
 				// this node, takes the role (candidate).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 )
 
@@ -333,6 +334,10 @@ func deleteNoStream(ss []*conn) []*conn {
 const (
 	wordTaken     = "taken"
 	wordCancelled = "cancelled"
+	// wordUnknown: the successor restarted since the handoff may have
+	// begun, and cannot tell whether it took it: the giver steps back and
+	// the usual rules pick the active (handoffLost).
+	wordUnknown = "unknown"
 )
 
 // askResolve asks h's successor whether it took the role: "C SELF TOKEN".
@@ -357,6 +362,8 @@ func (c *Core) resolveAnswered(now time.Time, h *handoff, a proto.Answer, err er
 		c.handoffDone(now, h, "confirmed by "+h.to+" after "+h.why)
 	case err == nil && a.Fields[0] == wordCancelled:
 		c.abortHandoff(now, h.why+"; "+h.to+" did not take the role")
+	case err == nil && a.Fields[0] == wordUnknown:
+		c.handoffLost(now, h, errors.New(h.to+" restarted and cannot tell whether it took the role"))
 	case err == nil:
 		// An answer this node cannot read: ask again.
 	case now.Sub(h.resolveSince) >= c.cfg.FailureTimeout || errors.Is(err, ErrRefused):
@@ -379,6 +386,10 @@ func (c *Core) answerResolve(cn *conn, req proto.Request) {
 		word = wordTaken
 	case c.takenFrom == req.Key && c.takenToken == req.Token:
 		word = wordTaken
+	case c.start.UnixMilli() > int64(req.Token>>engine.CounterBits):
+		// This node started after the giver's token epoch began: the
+		// handoff may have come before the restart, and been taken then.
+		word = wordUnknown
 	default:
 		if c.cancelled == nil {
 			c.cancelled = make(map[string]uint64)
@@ -395,6 +406,14 @@ func (c *Core) abortHandoff(now time.Time, why string) {
 	h := c.handoff
 	if h == nil {
 		return
+	}
+	for _, p := range c.peers {
+		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !p.paused {
+			// The role moved on meanwhile (this node did not run, say):
+			// serving again would make two actives.
+			c.handoffLost(now, h, errors.New(p.addr+" is active"))
+			return
+		}
 	}
 	c.handoff = nil
 	c.count.HandoffsFailed++

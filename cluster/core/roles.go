@@ -127,6 +127,12 @@ func (c *Core) supervise(now time.Time) {
 			return // a peer that may be active refuses this node: it cannot tell
 		}
 		for _, p := range c.peers {
+			if !p.alive(now, c.cfg.FailureTimeout) && now.Sub(p.beatAt) < c.cfg.FailureTimeout {
+				// It runs (its heartbeats reach this node), but this
+				// node has not heard its answers yet, and so neither its
+				// role nor its state: hear it first.
+				return
+			}
 			if p.alive(now, c.cfg.FailureTimeout) && p.paused && p.role == string(Active) {
 				// An active that did not run for a while decides within a
 				// failure timeout whether it serves on or steps down:
@@ -145,8 +151,25 @@ func (c *Core) supervise(now time.Time) {
 		if cand != c.self && c.deferSince.IsZero() {
 			c.deferSince = now
 		}
+		if cand != c.self {
+			c.wantSince = time.Time{}
+		}
+		if cand == c.self && !c.synced && !c.disk.restored && c.anyPeerAlive(now) {
+			// This node holds no state: it takes the role only if it is
+			// still the one to a heartbeat later, on answers sent after
+			// it decided. What it heard of its peers may be a heartbeat
+			// old (a standby that synced since, from an active that just
+			// went), and an empty active beside one that holds the state
+			// loses what that one answered.
+			if c.wantSince.IsZero() {
+				c.wantSince = now
+			}
+			if now.Sub(c.wantSince) < c.cfg.Heartbeat {
+				return
+			}
+		}
 		if cand == c.self {
-			c.deferSince = time.Time{}
+			c.deferSince, c.wantSince = time.Time{}, time.Time{}
 			reason := "no active node is reachable"
 			if c.active != "" {
 				reason = "the active " + c.active + " is unreachable"
@@ -269,6 +292,15 @@ func peerYields(p, q *peer) bool {
 // one that was not listening at the first dial answers the next a
 // heartbeat later; taking the role before hearing it made two actives at
 // a cold start. Nor is a peer that refused the handshake: it runs.
+func (c *Core) anyPeerAlive(now time.Time) bool {
+	for _, p := range c.peers {
+		if p.alive(now, c.cfg.FailureTimeout) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Core) allPeersKnown() bool {
 	for _, p := range c.peers {
 		if p.heard.IsZero() {
@@ -385,6 +417,10 @@ func (c *Core) promote(now time.Time, reason string) {
 	c.disk.restored = false
 	c.expectInSync(now)
 	c.log.Info("promoted", "self", c.self, "reason", reason, "holders", c.eng.Held(), "token_floor", c.eng.HighWater())
+	if len(c.changes) == maxChanges {
+		c.changes = append(c.changes[:0], c.changes[1:]...)
+	}
+	c.changes = append(c.changes, proto.RoleChange{At: now, From: c.prev, To: c.self, Reason: reason})
 	c.queueGhosts(now)
 	c.advance(now)
 }

@@ -76,8 +76,8 @@ type holderGroup struct {
 // cluster.md says a data directory does not make such a failover
 // lossless.
 func (s *sim) diskGoes(n *simNode, what string) {
-	if r := n.core.Role(); r != Active && r != HandingOff {
-		return
+	if r := n.core.Role(); r != Active && r != HandingOff && s.lastActive() != n.idx {
+		return // it was not the last to serve: what it answered is elsewhere too
 	}
 	for _, m := range s.nodes {
 		if m != n && m.state == nodeUp && m.core.Role() == Active && m.core.pausedSince.IsZero() {
@@ -93,6 +93,18 @@ func (s *sim) diskGoes(n *simNode, what string) {
 		g.nodes = append(g.nodes, s.byAddr(a))
 	}
 	s.holders = append(s.holders, g)
+}
+
+// lastActive is the node that began serving last, -1 when none has.
+func (s *sim) lastActive() int {
+	last := -1
+	var from time.Duration
+	for _, sp := range s.activity {
+		if last < 0 || sp.from >= from {
+			last, from = sp.node, sp.from
+		}
+	}
+	return last
 }
 
 // checkHolders runs as n becomes active. A node that holds every answer

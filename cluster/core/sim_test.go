@@ -523,6 +523,11 @@ func (n *simNode) exit(why string) {
 	n.gen++
 	n.diskExit(why)
 	s.wipeCheck(n)
+	// What it had applied in memory went with the process: a restarted
+	// node holds what its data directory kept (a torn tail loses records
+	// it applied and never acknowledged), and may reach the same position
+	// again by other changes, so checkAcked has nothing to compare.
+	delete(s.acked, n.idx)
 	if n.wasActv {
 		for i := range s.activity {
 			if s.activity[i].node == n.idx && s.activity[i].till == 0 {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"time"
 
 	"github.com/lockd-io/lockd/engine"
@@ -88,6 +89,7 @@ func (c *Core) Status(now time.Time) proto.Status {
 		Replication: map[bool]string{true: "async", false: "sync"}[c.cfg.Async],
 		Degraded:    c.degraded && c.role == Active,
 		Durability:  c.Durability(),
+		Changes:     slices.Clone(c.changes),
 	}
 	head := c.seq
 	if c.role != Active {
