@@ -60,6 +60,15 @@ type lockdProc struct {
 // the test ends, and waits until it answers S.
 func startLockd(t *testing.T, addr string, args ...string) *lockdProc {
 	t.Helper()
+	p := newLockdProc(t, addr, args...)
+	waitStatus(t, addr, "S ", 10*time.Second)
+	return p
+}
+
+// newLockdProc starts lockd --listen addr with args, until it is killed
+// or the test ends, without waiting for it to answer.
+func newLockdProc(t *testing.T, addr string, args ...string) *lockdProc {
+	t.Helper()
 	p := &lockdProc{addr: addr}
 	p.cmd = exec.Command(filepath.Join(binDir, "lockd"), append([]string{"--listen", addr}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
@@ -75,7 +84,6 @@ func startLockd(t *testing.T, addr string, args ...string) *lockdProc {
 			t.Logf("lockd %s:\n%s", addr, p.out.String())
 		}
 	})
-	waitStatus(t, addr, "S ", 10*time.Second)
 	return p
 }
 

@@ -20,9 +20,13 @@ func TestClusterDocStatesTheCheckersRules(t *testing.T) {
 	}
 	doc := string(b)
 	for _, tc := range []struct{ rule, section string }{
-		{ruleEmptyNode, "Consistency"},
+		{ruleAsync, "Consistency"},
 		{ruleDegraded, "Consistency"},
-		{ruleFrozenActive, "Consistency"},
+		{rulePartition, "Consistency"},
+		{ruleMemoryStandby, "Consistency"},
+		{ruleEmptyNode, "Consistency"},
+		{ruleLeave, "Consistency"},
+		{ruleUnsettled, "Consistency"},
 		{ruleHoldersDown, "Durability"},
 	} {
 		text := strings.Join(strings.Fields(docSection(doc, tc.section)), " ")

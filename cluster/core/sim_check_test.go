@@ -16,13 +16,22 @@ package core
 //   - heartbeat answers and replication records are well formed.
 //
 // Until a fault that may lose locks happens (exempt, by one of the rules
-// below: a partition, a crash under asynchronous replication or while
-// degraded, a frozen active; SIGINT, lockctl handoff and, with data
-// directories, crashes and restarts lose nothing):
+// below, each a loss docs/cluster.md admits in the same words: a
+// partition, a crash or freeze of the active under asynchronous
+// replication or while degraded, a standby in sync crashing without a
+// data directory, a node leaving without a handoff; a freeze under
+// synchronous replication, a restart that takes the role back, a cold
+// start, SIGINT, lockctl handoff and, with data directories, crashes and
+// restarts exempt nothing):
 //   - no two clients hold the same key at once (mutual exclusion);
+//   - a renewal or a release of a lock whose lease the client still
+//     counts running is not answered notheld: nothing a client was told
+//     is lost (checkLost);
 //   - waiters that a new active was told of, and that come back to it
 //     within the grace, are granted in their order (FIFO across failover
 //     and handoff, sim_fifo_test.go).
+// And from every cold start (every node starting together) until it
+// settles: one promotion, no demotion, never two actives (checkCold).
 // Nor is mutual exclusion checked between a grant and one made after
 // every node that held the lock state lost its memory (see wipeCheck):
 // without a data directory those locks are gone, and the grants made
@@ -532,7 +541,6 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 const (
 	ruleAsync         = "a crash of the active can lose the last answers under asynchronous replication"
 	ruleDegraded      = "a crash while degraded may lose the last answers"
-	ruleFrozenActive  = "a frozen active is a crashed one to its peers"
 	rulePartition     = "mutual exclusion is not guaranteed across a partition"
 	ruleMemoryStandby = "a standby in sync that crashes without a data directory loses what it acknowledged"
 	ruleLeave         = "a node that stops without handing off takes what only it holds"

@@ -1301,13 +1301,16 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 			return
 		}
 		s.logf("node %d freezes for %s", i, dur)
-		if s.cfg.async && n.core.Role() != Standby || n.core.Status(n.clock()).Degraded {
-			// No standby holds what it answered (degraded, or
-			// asynchronous replication, where a frozen active is a
-			// crashed one to its peers): whoever serves during the
-			// freeze starts behind, and one side's answers are lost when
-			// they meet, as after a crash in async mode.
-			s.exempt(ruleFrozenActive, fmt.Sprintf("node %d freezes", i))
+		// A frozen active is a crashed one to its peers: when no standby
+		// holds what it answered (asynchronous replication, or degraded),
+		// whoever serves during the freeze starts behind. Under
+		// synchronous replication with a standby in sync, a freeze
+		// loses nothing, and exempts nothing.
+		switch {
+		case s.cfg.async && n.core.Role() != Standby:
+			s.exempt(ruleAsync, fmt.Sprintf("node %d freezes", i))
+		case n.core.Status(n.clock()).Degraded:
+			s.exempt(ruleDegraded, fmt.Sprintf("node %d freezes degraded", i))
 		}
 		n.state = nodeFrozen
 		s.at(dur, func() { s.thaw(n) })
