@@ -212,7 +212,7 @@ type Core struct {
 	deferSince time.Time
 	// wantSince: since when this node, holding no state, has been the
 	// candidate (see supervise).
-	wantSince time.Time
+	wantSince  time.Time
 	round      uint64 // heartbeat rounds sent
 	pauseRound uint64 // the first round sent since the pause began
 
@@ -467,6 +467,9 @@ func (c *Core) maybeResume(now time.Time) {
 			// state than this one served while this node did not run
 			// (it went down since): its state goes first (candidate).
 			if p.alive(now, c.cfg.FailureTimeout) && p.restored && (stateAge{p.restored, p.top, p.seq}).newer(c.stateAge()) {
+				// What this node knew of the standbys in sync is older
+				// still: the newest state goes first (candidate).
+				c.activeISR = nil
 				c.demote(now, p.addr, "while this node did not run, "+p.addr+" served a newer state, which it restored from its data directory")
 				return
 			}

@@ -268,6 +268,7 @@ func (c *Core) takeoverConfirmed(now time.Time, cn *conn, req proto.Request) {
 // handoffDone ends a handoff the successor took.
 func (c *Core) handoffDone(now time.Time, h *handoff, reason string) {
 	c.handoff = nil
+	c.keepISR(h.to)
 	if c.count.HandoffsGiven == nil {
 		c.count.HandoffsGiven = make(map[string]uint64)
 	}

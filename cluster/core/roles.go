@@ -441,6 +441,16 @@ func (c *Core) demote(now time.Time, to, reason string) {
 	c.ensureFollow(to)
 }
 
+// keepISR records, as this node hands the role to `to`, the standbys
+// that were in sync with it: until the new active's heartbeats name its
+// own, they are the ones to take over should it fail at once, and every
+// standby, which heard the same list in this node's heartbeats, picks the
+// same candidate (an old list here, or none, made this node pick itself
+// while the standby in sync picked itself too).
+func (c *Core) keepISR(to string) {
+	c.activeISR = slices.DeleteFunc(c.inSync(), func(a string) bool { return a == to })
+}
+
 // TakebackLabel marks a handoff asked for by a peer taking its role back
 // by priority: unlike one asked for by command, it does not make the
 // giver sticky.

@@ -542,7 +542,7 @@ const (
 	ruleAsync         = "a crash of the active can lose the last answers under asynchronous replication"
 	ruleDegraded      = "a crash while degraded may lose the last answers"
 	rulePartition     = "mutual exclusion is not guaranteed across a partition"
-	ruleMemoryStandby = "a standby in sync that crashes without a data directory loses what it acknowledged"
+	ruleMemoryStandby = "a standby in sync that stops without a data directory loses what it acknowledged"
 	ruleLeave         = "a node that stops without handing off takes what only it holds"
 	ruleUnsettled     = "a node whose handoff does not settle in time stops as if it crashed"
 )

@@ -166,6 +166,8 @@ type sim struct {
 	cold   *coldWindow
 	denied map[int]time.Duration
 	allGo  bool // every node is being stopped at this instant
+	// lastISR: the standbys the last active to crash waited for.
+	lastISR []string
 	// cutTill: when the last partition healed (a dial begun during one
 	// may fail a failure timeout later).
 	cutTill time.Duration
@@ -1160,13 +1162,20 @@ func (s *sim) splitSince(t time.Duration) bool {
 
 // inSyncSomewhere reports whether an active waits for addr's
 // acknowledgements.
+// When no active is up, the one that went last counts, with the
+// standbys it waited for when it went: they hold its last answers until
+// another takes over.
 func (s *sim) inSyncSomewhere(addr string) bool {
+	up := false
 	for _, m := range s.nodes {
-		if m.state == nodeUp && m.core.Role() == Active && slices.Contains(m.core.inSync(), addr) {
-			return true
+		if m.state == nodeUp && m.core.Role() == Active && m.core.pausedSince.IsZero() {
+			up = true
+			if slices.Contains(m.core.inSync(), addr) {
+				return true
+			}
 		}
 	}
-	return false
+	return !up && slices.Contains(s.lastISR, addr)
 }
 
 // --- faults ---
@@ -1232,6 +1241,7 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 		}
 		if n.wasActv {
 			s.recordAcked()
+			s.lastISR = n.core.inSync()
 		}
 		n.gone = kind == "vanish"
 		n.exit(kind)
@@ -1253,6 +1263,10 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 			return
 		}
 		s.logf("node %d: SIGINT", i)
+		if n.disk == nil && !s.cfg.async && n.core.Role() == Standby && s.inSyncSomewhere(n.addr) {
+			// A standby leaves with its copy: the same loss as a crash.
+			s.exempt(ruleMemoryStandby, fmt.Sprintf("node %d stops in sync", i))
+		}
 		n.do(func() { n.core.Shutdown(n.clock()) })
 		gen := n.gen
 		s.at(s.cfg.handoff+s.cfg.failure+time.Second, func() {
