@@ -177,11 +177,13 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	var err error
 	var reply []string
 	role := c.role
-	if wait := n.authFails.penalty(c.ip, key, now); wait > 0 {
+	// A peer's handshake is never paused: see authBackoff.
+	paused := key != auth.Peer.String()
+	if wait := n.authFails.penalty(c.ip, key, now); paused && wait > 0 {
 		err = fmt.Errorf("too many wrong secrets from this address: retry in %s", wait.Round(10*time.Millisecond))
 	} else {
 		reply, role, err = c.hs.Step(n.gate.secrets, n.gate.open, c.role, to, req.Key, req.Args)
-		if errors.Is(err, auth.ErrWrongSecret) {
+		if paused && errors.Is(err, auth.ErrWrongSecret) {
 			n.authFails.failed(c.ip, key, now)
 		}
 	}
