@@ -202,6 +202,8 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	c.authed.Store(role >= auth.Client)
 	if role >= auth.Client {
 		n.forgetStrangerLocked(c)
+	} else {
+		n.engagedLocked(c)
 	}
 	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, key, reply...) })
 }

@@ -56,10 +56,10 @@ type Node struct {
 	timer      *time.Timer
 	armedAt    time.Time
 	conns      map[uint64]*conn
-	perIP      map[string]int // open connections per remote IP
-	authFails  authBackoff    // failed authentications per source
-	unauth     strangers      // connections not authenticated yet, oldest first
-	evicting   int            // evicted connections not dropped yet
+	perIP      map[string]*ipConns // open connections per remote IP
+	authFails  authBackoff         // failed authentications per source
+	unauth     strangerLists       // connections not authenticated yet (connlimits.go)
+	evicting   int                 // evicted connections not dropped yet
 	nextConnID uint64
 	links      map[string]*link // the heartbeat link to each peer
 	stats      shellStats       // what the shell counts (stats.go)
@@ -103,7 +103,7 @@ func New(cfg Config) (*Node, error) {
 		scans:   make(chan struct{}, maxScans),
 		stopped: make(chan struct{}),
 		conns:   make(map[uint64]*conn),
-		perIP:   make(map[string]int),
+		perIP:   make(map[string]*ipConns),
 		links:   make(map[string]*link),
 	}
 	n.stats.init()

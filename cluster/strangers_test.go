@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lockd-io/lockd/proto/auth"
 )
@@ -60,5 +61,140 @@ func TestWrongPeerSecretsNeverPauseARealPeer(t *testing.T) {
 		if err != nil || role != auth.Peer {
 			t.Fatalf("peer handshake %d, after %d wrong peer secrets from its address: %s %v", i+1, wrong.Load(), role, err)
 		}
+	}
+}
+
+// A stranger that fills --max-conns-per-ip of an address with idle
+// connections, and reopens each as the node closes it, keeps neither a
+// client that proves the secret nor a peer from that address out.
+func TestFloodFromAnAddressDoesNotLockOutItsClients(t *testing.T) {
+	const (
+		perIP = 200
+		flood = 4 * perIP
+		tries = 5
+	)
+	addr := freeAddrs(t, 1)[0]
+	tn := startNodeWith(t, addr, nil, func(c *Config) {
+		c.Security.Secrets = auth.Secrets{Client: clientSecret, Peer: peerSecret}
+		c.Limits = Limits{MaxConnsPerIP: perIP}
+	})
+	var closed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range flood {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				nc, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				go func() { <-stop; nc.Close() }()
+				// Idle until the node closes it, then again.
+				nc.Read(make([]byte, 256))
+				nc.Close()
+				closed.Add(1)
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	waitFor(t, "the flood to fill the cap and be turned away", func() bool {
+		return openConns(tn) >= perIP && closed.Load() >= flood
+	})
+	try := func(role auth.Role, secret []byte) error {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = auth.Authenticate(nc, bufio.NewReader(nc), role, secret, addr, true)
+		return err
+	}
+	for _, who := range []struct {
+		role   auth.Role
+		secret []byte
+	}{{auth.Client, clientSecret}, {auth.Peer, peerSecret}} {
+		ok := 0
+		var errs []string
+		for range tries {
+			if err := try(who.role, who.secret); err != nil {
+				errs = append(errs, err.Error())
+			} else {
+				ok++
+			}
+		}
+		if ok < tries-1 {
+			t.Fatalf("a %s authenticated %d times of %d from an address a stranger floods (%d of its connections closed): %q", who.role, ok, tries, closed.Load(), errs)
+		}
+		t.Logf("%s: %d of %d %q", who.role, ok, tries, errs)
+	}
+}
+
+// Connections closed before their TLS handshake is done, by the auth
+// timer or to make room, leave no answer queued behind (a line no writer
+// would ever take, counted in lockd_output_buffered_bytes for good), and
+// each one the auth timer or the handshake's own bound closes counts
+// once in limit_hits{auth_timeout}, as plain TCP ones do.
+func TestClosedDuringTLSHandshakeLeavesNothingQueued(t *testing.T) {
+	lt, _ := testTLS(t)
+	for _, tc := range []struct {
+		name    string
+		plain   bool
+		limits  Limits
+		dial    int
+		timeout uint64 // closed by the auth timeout
+	}{
+		{"auth timeout", false, Limits{AuthTimeout: 200 * time.Millisecond}, 20, 20},
+		{"evicted", false, Limits{MaxConns: 5, AuthTimeout: time.Minute}, 20, 0},
+		{"plain TCP, auth timeout", true, Limits{AuthTimeout: 200 * time.Millisecond}, 20, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := freeAddrs(t, 1)[0]
+			tn := startNodeWith(t, addr, nil, func(c *Config) {
+				if !tc.plain {
+					c.Security.TLS = lt
+				}
+				c.Security.Secrets = auth.Secrets{Client: clientSecret}
+				c.Limits = tc.limits
+			})
+			var ncs []net.Conn
+			for range tc.dial {
+				nc, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ncs = append(ncs, nc)
+			}
+			closing := ncs
+			if tc.timeout == 0 {
+				closing = ncs[:tc.dial-tc.limits.MaxConns] // the oldest make room
+			}
+			for _, nc := range closing {
+				nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				nc.Read(make([]byte, 64))
+			}
+			if tc.timeout > 0 {
+				waitFor(t, "every connection forgotten", func() bool { return openConns(tn) == 0 })
+			} else {
+				waitFor(t, "the evicted forgotten", func() bool { return openConns(tn) <= tc.limits.MaxConns })
+			}
+			for _, nc := range ncs {
+				nc.Close()
+			}
+			waitFor(t, "every connection forgotten", func() bool { return openConns(tn) == 0 })
+			if b := tn.outBytes.Load(); b != 0 {
+				t.Fatalf("%d bytes of answers counted as buffered with no connection open", b)
+			}
+			if got := tn.limits[limAuthTimeout].Load(); got != tc.timeout {
+				t.Fatalf("limit_hits{auth_timeout} %d, want %d", got, tc.timeout)
+			}
+		})
 	}
 }
