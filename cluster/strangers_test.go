@@ -2,7 +2,13 @@ package cluster
 
 import (
 	"bufio"
+	"context"
+	"errors"
+	"io"
 	"net"
+	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,4 +203,87 @@ func TestClosedDuringTLSHandshakeLeavesNothingQueued(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stranger on [::1] at a node's port, where the node listens on
+// 127.0.0.1 only, gets the connections of clients that dial localhost
+// (or the machine's host name) and reach ::1 first. A handshake it
+// relays to the node, naming the name the client dialled, is refused:
+// that name also leads to an address that is not this node's. Named by
+// its IP, or by a name that leads here only, the node is still served.
+func TestHelloByNameThroughARelayIsRefused(t *testing.T) {
+	host, _ := os.Hostname()
+	both := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
+	resolved := both
+	was := lookupNetIP
+	// This machine's resolver as a stock /etc/hosts has it: localhost
+	// and the host name on both loopback addresses.
+	lookupNetIP = func(ctx context.Context, network, name string) ([]netip.Addr, error) {
+		return slices.Clone(resolved), nil
+	}
+	t.Cleanup(func() { lookupNetIP = was })
+	addr := freeAddrs(t, 1)[0]
+	_, port, _ := net.SplitHostPort(addr)
+	startNodeWith(t, addr, nil, withSecrets(false))
+	ln, err := net.Listen("tcp", net.JoinHostPort("::1", port))
+	if err != nil {
+		t.Skipf("no [::1]:%s to listen on: %v", port, err)
+	}
+	via := relayFrom(t, ln, addr)
+	hello := func(dial, target string) error {
+		nc, err := net.Dial("tcp", dial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = auth.Authenticate(nc, bufio.NewReader(nc), auth.Client, clientSecret, target, true)
+		return err
+	}
+	for _, name := range []string{"localhost", host} {
+		target := net.JoinHostPort(name, port)
+		err := hello(via, target)
+		var re *auth.RefusedError
+		if !errors.As(err, &re) || !strings.Contains(re.Words, "not this node's") {
+			t.Fatalf("a hello naming %s relayed from [::1]: %v", target, err)
+		}
+		// Dialled straight at the node, the name still leads to ::1
+		// too: refused as well, told to list the name.
+		if err := hello(addr, target); !errors.As(err, &re) || !strings.Contains(re.Words, "--advertise-client") {
+			t.Fatalf("a hello naming %s dialled at %s: %v", target, addr, err)
+		}
+	}
+	if err := hello(addr, addr); err != nil {
+		t.Fatalf("a hello naming the node's address: %v", err)
+	}
+	// Where localhost is 127.0.0.1 alone, it names a node on 127.0.0.1.
+	resolved = both[:1]
+	addr = freeAddrs(t, 1)[0]
+	_, port, _ = net.SplitHostPort(addr)
+	startNodeWith(t, addr, nil, withSecrets(false))
+	if err := hello(addr, net.JoinHostPort("localhost", port)); err != nil {
+		t.Fatalf("a hello naming localhost, which leads to the node only: %v", err)
+	}
+}
+
+// relayFrom passes every connection ln takes on to target, both ways.
+func relayFrom(t *testing.T, ln net.Listener, target string) string {
+	t.Helper()
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			a, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", target)
+			if err != nil {
+				a.Close()
+				continue
+			}
+			go func() { io.Copy(b, a); b.Close() }()
+			go func() { io.Copy(a, b); a.Close() }()
+		}
+	}()
+	return ln.Addr().String()
 }
