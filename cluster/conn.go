@@ -68,6 +68,7 @@ type conn struct {
 	drained chan struct{}
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
+	shed    bool   // drop out and spare once idle, grown or not (shedOut)
 	// inline counts the goroutines that will flush c after the batch
 	// they apply (direct.go): while one will, the writer is not woken.
 	inline int

@@ -42,8 +42,10 @@ type Node struct {
 	running    atomic.Bool  // serving: Run started and shutdown has not
 	limits     limitCounters
 
-	// rests counts the readers that rested (rest.go), for trimLoop.
+	// rests counts the readers that rested (rest.go), shed the bytes of
+	// output buffers dropped as they did (conn.shedOut), for trimLoop.
 	rests atomic.Uint64
+	shed  atomic.Uint64
 
 	ctx     context.Context
 	cancel  context.CancelFunc

@@ -36,6 +36,7 @@ func (c *conn) readOn(dr *deadlineReader) {
 		c.spoke.Store(true)
 	}
 	if c.serve(dr) {
+		c.shedOut()
 		go c.readOn(dr)
 		return
 	}
