@@ -69,6 +69,8 @@ type conn struct {
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
 	shed    bool   // drop out and spare once idle, grown or not (shedOut)
+	// watchDue: watch news waits for c to write what it has (WatchRoom).
+	watchDue bool
 	// inline counts the goroutines that will flush c after the batch
 	// they apply (direct.go): while one will, the writer is not woken.
 	inline int

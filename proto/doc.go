@@ -286,7 +286,10 @@
 // holders or waiters: a grant, a release, an expiry, a waiter joining or
 // leaving, a place of a semaphore taken or freed. Renewals alone send
 // nothing. Several changes served at once may show as one line, the
-// state after them. An L of a key already watched on the connection
+// state after them; so do the changes made while the connection has
+// not yet taken what it was sent (it reads slower than the key
+// changes): once it has, it gets the latest state, not every state in
+// between. An L of a key already watched on the connection
 // answers its state again; it is still one watch. U ends the watch: U key
 // ok, after which no L key line follows. A watch ends when its
 // connection closes.
