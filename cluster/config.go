@@ -52,9 +52,13 @@ type Config struct {
 	DataDir       string
 	Fsync         wal.Mode
 	SnapshotAfter int64
-	Security      Security // TLS, secrets
-	Limits        Limits   // connections and buffers
-	Logger        *slog.Logger
+	// DropCorrupt starts from the last good record before a damaged one
+	// that valid records follow, dropping them, where the node would
+	// refuse to start (--drop-after-corruption).
+	DropCorrupt bool
+	Security    Security // TLS, secrets
+	Limits      Limits   // connections and buffers
+	Logger      *slog.Logger
 }
 
 // Security is who may reach a node and what each caller may do.
