@@ -20,9 +20,6 @@ const (
 	// the stream, and it syncs again. A snapshot is sent a slice at a
 	// time as the standby reads it, so it never needs this much.
 	maxStreamBuffer = 256 << 20
-	// maxScans bounds the key listings (K) that run at once; more wait
-	// their turn.
-	maxScans = 1
 )
 
 // Config describes one node.

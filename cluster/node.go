@@ -47,11 +47,12 @@ type Node struct {
 	rests atomic.Uint64
 	shed  atomic.Uint64
 
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	scans   chan struct{} // a slot per key listing running (maxScans)
-	stopped chan struct{} // closed by Out.Stopped
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// scanTurns: whose key listing scans the next slice (turns.go).
+	scanTurns turns
+	stopped   chan struct{} // closed by Out.Stopped
 
 	mu         sync.Mutex
 	core       *core.Core
@@ -102,7 +103,6 @@ func New(cfg Config) (*Node, error) {
 		self:    self,
 		log:     cfg.Logger,
 		base:    time.Now(),
-		scans:   make(chan struct{}, maxScans),
 		stopped: make(chan struct{}),
 		conns:   make(map[uint64]*conn),
 		perIP:   make(map[string]*ipConns),

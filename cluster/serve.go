@@ -143,27 +143,31 @@ const keysPause = 50 * time.Microsecond
 
 // scanKeys drives the key listings the core scans for c (core.Out.Scan),
 // a slice per hold of the node mutex, so that others are served in
-// between; at most maxScans run at once.
+// between; one slice at a time runs, the listings of every address
+// taking turns (turns.go).
 func (n *Node) scanKeys(c *conn) {
-	select {
-	case n.scans <- struct{}{}:
-		defer func() { <-n.scans }()
-	case <-n.ctx.Done():
-		return
-	}
 	for {
+		if !n.scanTurns.take(n.ctx, c.ip) {
+			n.mu.Lock()
+			c.scanner = false
+			n.mu.Unlock()
+			return
+		}
 		n.mu.Lock()
 		if !c.gone && c.scanDue {
 			c.scanDue = false
 			n.core.KeysSlice(n.now(), core.ConnID(c.id))
 			n.rearmLocked()
 		}
-		if c.gone || !c.scanDue {
+		done := c.gone || !c.scanDue
+		if done {
 			c.scanner = false
-			n.mu.Unlock()
-			return
 		}
 		n.mu.Unlock()
+		n.scanTurns.give()
+		if done {
+			return
+		}
 		time.Sleep(keysPause)
 	}
 }
