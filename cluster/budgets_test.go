@@ -86,3 +86,47 @@ func TestKeyListingsOfOneAddressDoNotStarveAnother(t *testing.T) {
 		t.Fatalf("K legit* took %v beside %d looping listings of another address, %v alone: want at most about twice", under, looping, alone)
 	}
 }
+
+// The connections of one address together watch at most a tenth of the
+// node's watches; others still watch, and keys unwatched or closed
+// with their connection make room again.
+func TestWatchesPerAddressAreBounded(t *testing.T) {
+	addr := freeAddrs(t, 1)[0]
+	startNodeWith(t, addr, nil, func(c *Config) { c.MaxWatches, c.MaxTotalWatches = 8, 100 })
+	from := func(ip string) *wire {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return &wire{t: t, nc: nc, r: bufio.NewReader(nc)}
+	}
+	watch := func(w *wire, key string) {
+		t.Helper()
+		w.send("L " + key)
+		w.expect(`L ` + key + ` - - 0`)
+	}
+	a, b := from("127.0.0.2"), from("127.0.0.2")
+	for i := range 8 {
+		watch(a, fmt.Sprintf("a%d", i))
+	}
+	watch(b, "b0")
+	watch(b, "b1")
+	watch(b, "b1") // the same watch again takes nothing more
+	b.send("L b2")
+	b.expect(`E b2 L: the connections from 127\.0\.0\.2 already watch 10 keys, the most one address may \(a tenth of lockd --max-total-watches\); unwatch some \(U\)`)
+	watch(from("127.0.0.3"), "c0")
+	b.send("U b0")
+	b.expect(`U b0 ok`)
+	watch(b, "b2")
+	a.nc.Close()
+	waitFor(t, "a's watches to end", func() bool {
+		b.send("L b3")
+		line, err := b.r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.HasPrefix(line, "L b3 ")
+	})
+}

@@ -49,6 +49,8 @@ type conn struct {
 	evicted bool // closed to make room for a new connection
 	// peer: it carries peer messages, not client requests (stats.go).
 	peer bool
+	// watches: the keys it watches, as the core last said (budgets.go).
+	watches int
 	// The core's Scan and Feed (shellout.go): a key listing slice or a
 	// snapshot slice is due, and whether a goroutine drives them.
 	scanDue, scanner bool

@@ -57,6 +57,7 @@ func (n *Node) connLimitLocked(ip string) (string, int) {
 type ipConns struct {
 	n, evicting int
 	strangers   strangerLists
+	watches     int // keys its connections watch (budgets.go)
 }
 
 // maxSpokeLook bounds the fresh strangers one eviction looks at for
@@ -261,6 +262,7 @@ func (n *Node) dropIPLocked(c *conn) {
 	if c.evicted {
 		ic.evicting--
 	}
+	ic.watches -= c.watches
 	if ic.n--; ic.n <= 0 {
 		delete(n.perIP, c.ip)
 	}

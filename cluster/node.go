@@ -54,20 +54,22 @@ type Node struct {
 	scanTurns turns
 	stopped   chan struct{} // closed by Out.Stopped
 
-	mu         sync.Mutex
-	core       *core.Core
-	timer      *time.Timer
-	armedAt    time.Time
-	conns      map[uint64]*conn
-	perIP      map[string]*ipConns // open connections per remote IP
-	authFails  authBackoff         // failed authentications per source
-	unauth     strangerLists       // connections not authenticated yet (connlimits.go)
-	evicting   int                 // evicted connections not dropped yet
-	nextConnID uint64
-	links      map[string]*link // the heartbeat link to each peer
-	stats      shellStats       // what the shell counts (stats.go)
-	follow     *followStream    // the replication stream this node reads, if any
-	closing    bool             // the listener is closing: refuse new connections
+	mu        sync.Mutex
+	core      *core.Core
+	timer     *time.Timer
+	armedAt   time.Time
+	conns     map[uint64]*conn
+	perIP     map[string]*ipConns // open connections per remote IP
+	authFails authBackoff         // failed authentications per source
+	unauth    strangerLists       // connections not authenticated yet (connlimits.go)
+	evicting  int                 // evicted connections not dropped yet
+	// watchesStale: the core ended every watch (budgets.go).
+	watchesStale bool
+	nextConnID   uint64
+	links        map[string]*link // the heartbeat link to each peer
+	stats        shellStats       // what the shell counts (stats.go)
+	follow       *followStream    // the replication stream this node reads, if any
+	closing      bool             // the listener is closing: refuse new connections
 	// connGone, when not nil, is closed when a connection is dropped
 	// (drain waits on it).
 	connGone chan struct{}

@@ -76,9 +76,17 @@ func (n *Node) apply(c *conn, batch []item) {
 			// answers are not counted.
 			c.peer = c.peer || need == auth.Peer || opIndex[req.Op] < 0
 			n.stats.begin(c, req.Op, req.Key)
+			if why := n.watchRefusalLocked(c, req); why != "" {
+				n.core.Refuse(now, id, req.Op, req.Key, why)
+				answered += n.stats.end(c, now)
+				continue
+			}
 			n.scanning = nil
 			n.core.Request(now, id, *req)
 			answered += n.stats.end(c, now)
+			if req.Op == proto.OpWatch || req.Op == proto.OpUnwatch {
+				n.watchesChangedLocked(c)
+			}
 			if n.scanning == c {
 				// A key listing: c's reader scans it, a slice at a time,
 				// before it reads on, so it is answered before the

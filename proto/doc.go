@@ -294,8 +294,10 @@
 // ok, after which no L key line follows. A watch ends when its
 // connection closes.
 //
-// A connection watches at most --max-watches keys (default 256), a node
-// at most --max-total-watches (default 100000); beyond them L is answered
+// A connection watches at most --max-watches keys (default 256), the
+// connections of one address together a tenth of --max-total-watches
+// (where --max-conns-per-ip caps them), a node at most
+// --max-total-watches (default 100000); beyond them L is answered
 // E key L: words. On a node with secrets, L needs an authenticated
 // connection like every lock request. A standby answers L with M key
 // addr. When the active gives its role up (a handoff, a demotion), every

@@ -305,6 +305,16 @@ func (c *Core) WatchSlice(now time.Time, id ConnID) {
 	}
 }
 
+// Watching reports whether connection id watches key.
+func (c *Core) Watching(id ConnID, key string) bool {
+	cn := c.conns[id]
+	if cn == nil {
+		return false
+	}
+	_, ok := cn.watches[key]
+	return ok
+}
+
 // Watches is how many keys connection id watches.
 func (c *Core) Watches(id ConnID) int {
 	if cn := c.conns[id]; cn != nil {
