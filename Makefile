@@ -187,7 +187,8 @@ FUZZ_TARGETS := \
 	./proto/client:FuzzDispatch \
 	./cmd/lockctl:FuzzPrintable \
 	./cmd/lockctl:FuzzJSONPrintable \
-	./cluster/wal:FuzzWALReplay
+	./cluster/wal:FuzzWALReplay \
+	./cluster/core:FuzzWatchWithdraw
 fuzz:
 	@found=$$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\(.*\)/[^/]*:func |\1:|'); \
 	found=" "$$(echo $$found)" "; listed=" $(FUZZ_TARGETS) "; bad=; \

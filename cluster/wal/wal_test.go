@@ -433,6 +433,23 @@ func FuzzWALReplay(f *testing.F) {
 			t.Fatal(err)
 		}
 		got, d, err := replayAll(l)
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			// Damage that valid frames follow: refused, the file as it
+			// was; dropped on demand.
+			l.Close()
+			if kept, _ := os.ReadFile(seg); !bytes.Equal(kept, data) {
+				t.Fatalf("a refused replay changed the segment: kept %d of %d bytes", len(kept), len(data))
+			}
+			if l, err = Open(dir, Never); err != nil {
+				t.Fatal(err)
+			}
+			l.DropCorrupt()
+			got, d, err = replayAll(l)
+			if err == nil && (d == nil || !d.Corrupt) {
+				t.Fatalf("dropped %+v after a refusal for damage", d)
+			}
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
