@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,8 @@ import (
 // Connections of one address that loop key listings over every key slow
 // another address's listing down about as much as one more listing
 // would, not as much as all of theirs: the slices of every address take
-// turns.
+// turns, so while the other address's listing is scanned, theirs get
+// about as many slices as it does.
 func TestKeyListingsOfOneAddressDoNotStarveAnother(t *testing.T) {
 	const (
 		keys    = 50_000
@@ -21,6 +23,13 @@ func TestKeyListingsOfOneAddressDoNotStarveAnother(t *testing.T) {
 	)
 	addr := freeAddrs(t, 1)[0]
 	tn := startNodeWith(t, addr, nil, func(c *Config) { c.Limits = Limits{MaxConnsPerIP: -1} })
+	var mu sync.Mutex
+	var turns []string // the address of each slice scanned
+	tn.scanTurns.taken = func(ip string) {
+		mu.Lock()
+		turns = append(turns, ip)
+		mu.Unlock()
+	}
 	w := dialWire(t, addr)
 	var b strings.Builder
 	for i := range keys {
@@ -80,10 +89,30 @@ func TestKeyListingsOfOneAddressDoNotStarveAnother(t *testing.T) {
 		}
 		return scanning == looping
 	})
+	mu.Lock()
+	from := len(turns)
+	mu.Unlock()
 	under := list(w, "legit*")
-	t.Logf("K legit* over %d keys: %v alone, %v beside %d connections of another address looping K *", keys, alone, under, looping)
-	if under > 3*alone+100*time.Millisecond {
-		t.Fatalf("K legit* took %v beside %d looping listings of another address, %v alone: want at most about twice", under, looping, alone)
+	mu.Lock()
+	during := turns[from:]
+	mu.Unlock()
+	// The slices scanned from the first of this listing's to its last.
+	first, last := slices.Index(during, "127.0.0.1"), 0
+	for i, ip := range during {
+		if ip == "127.0.0.1" {
+			last = i
+		}
+	}
+	own := 0
+	for _, ip := range during[first : last+1] {
+		if ip == "127.0.0.1" {
+			own++
+		}
+	}
+	others := last + 1 - first - own
+	t.Logf("K legit* over %d keys: %v alone, %v beside %d connections of another address looping K *; %d slices of its own, %d of theirs in between", keys, alone, under, looping, own, others)
+	if first < 0 || others > own {
+		t.Fatalf("while K legit* scanned its %d slices, %d slices of %d looping listings of another address were scanned: want at most as many as its own", own, others, looping)
 	}
 }
 

@@ -124,19 +124,26 @@ func (s spokeConn) Read(p []byte) (int, error) {
 }
 
 // closeUnauthed closes c, which has not authenticated, saying why when
-// it can: a TLS connection whose handshake is not done cannot be told
-// anything, and its socket is closed at once, which ends the handshake.
-// n.mu is held.
+// it can. Before its writer may start (its reader has not run yet, or its
+// TLS handshake is not done) the line is written straight to a plain TCP
+// socket, as to a connection refused (a fresh socket's buffer takes it
+// at once), and a TLS connection, which cannot be told anything, is
+// closed at once, which ends its handshake. n.mu is held.
 func (c *conn) closeUnauthed(msg string) {
 	c.outMu.Lock()
 	ready := c.wr.ready
 	c.outMu.Unlock()
+	line := proto.AppendError(nil, proto.WordNone, '?', msg)
 	if !ready {
 		c.flushAndClose()
-		c.nc.Close()
+		if !c.tls {
+			c.nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+			c.nc.Write(line)
+		}
+		c.closeSocket()
 		return
 	}
-	c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', msg) })
+	c.write(line)
 	c.flushAndClose()
 }
 

@@ -154,28 +154,26 @@ const keysPause = 50 * time.Microsecond
 // between; one slice at a time runs, the listings of every address
 // taking turns (turns.go).
 func (n *Node) scanKeys(c *conn) {
-	for {
-		if !n.scanTurns.take(n.ctx, c.ip) {
-			n.mu.Lock()
-			c.scanner = false
-			n.mu.Unlock()
-			return
-		}
+	ok := n.scanTurns.take(n.ctx, c.ip)
+	for ok {
 		n.mu.Lock()
 		if !c.gone && c.scanDue {
 			c.scanDue = false
 			n.core.KeysSlice(n.now(), core.ConnID(c.id))
 			n.rearmLocked()
 		}
-		done := c.gone || !c.scanDue
-		if done {
+		if c.gone || !c.scanDue {
 			c.scanner = false
-		}
-		n.mu.Unlock()
-		n.scanTurns.give()
-		if done {
+			n.mu.Unlock()
+			n.scanTurns.give()
 			return
 		}
-		time.Sleep(keysPause)
+		n.mu.Unlock()
+		// In line for the next slice before the pause: the other
+		// listings' slices run meanwhile.
+		ok = n.scanTurns.pass(n.ctx, c.ip, func() { time.Sleep(keysPause) })
 	}
+	n.mu.Lock()
+	c.scanner = false
+	n.mu.Unlock()
 }

@@ -16,28 +16,54 @@ type turns struct {
 	busy   bool                       // the turn is taken
 	queues map[string][]chan struct{} // waiting, by address, oldest first
 	order  []string                   // the addresses waiting, next first
+	// taken, when set (tests), is told the address of each turn taken.
+	taken func(ip string)
 }
 
 // take waits for the turn for a listing from ip, and reports false if
 // ctx ended first.
 func (t *turns) take(ctx context.Context, ip string) bool {
+	return t.wait(ctx, ip, t.queue(ip))
+}
+
+// pass gives the turn, which a listing from ip holds, to the next
+// listing waiting, and waits for ip's next turn, after pause (which
+// runs while others scan); it reports false if ctx ended first.
+func (t *turns) pass(ctx context.Context, ip string, pause func()) bool {
+	ch := t.queue(ip)
+	t.give()
+	pause()
+	return t.wait(ctx, ip, ch)
+}
+
+// queue puts a listing from ip in line, and returns the channel closed
+// when its turn comes: at once if the turn is free.
+func (t *turns) queue(ip string) chan struct{} {
+	ch := make(chan struct{})
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if !t.busy {
 		t.busy = true
-		t.mu.Unlock()
-		return true
+		close(ch)
+		return ch
 	}
 	if t.queues == nil {
 		t.queues = make(map[string][]chan struct{})
 	}
-	ch := make(chan struct{})
 	if len(t.queues[ip]) == 0 {
 		t.order = append(t.order, ip)
 	}
 	t.queues[ip] = append(t.queues[ip], ch)
-	t.mu.Unlock()
+	return ch
+}
+
+// wait waits for ch, a turn queued for ip.
+func (t *turns) wait(ctx context.Context, ip string, ch chan struct{}) bool {
 	select {
 	case <-ch:
+		if t.taken != nil {
+			t.taken(ip)
+		}
 		return true
 	case <-ctx.Done():
 	}

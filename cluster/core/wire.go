@@ -301,7 +301,7 @@ func (c *Core) WatchSlice(now time.Time, id ConnID) {
 			return
 		}
 		cn.watches[k] = false
-		c.emit(cn, record, proto.AppendWatch(c.buf[:0], c.queueOf(now, k)))
+		c.send(cn, record, proto.AppendWatch(c.buf[:0], c.queueOf(now, k)))
 	}
 }
 
