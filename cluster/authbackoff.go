@@ -13,6 +13,19 @@ import (
 // failure. A guesser gets one secret every few seconds from an address,
 // where it got thousands a second; a correct secret from the same source during the penalty
 // is refused too (it cannot be told from a guess), told when to retry.
+//
+// The peer role is never paused. Its callers are the other nodes, whose
+// links must come up whoever else shares their address: a pause that
+// refused a peer's correct proof let anyone on a node's machine (or
+// behind its NAT) who sent wrong peer secrets keep a restarted standby
+// from reaching the active, which it then took for dead and replaced.
+// And a pause that checked the proof first, to let the right one
+// through, would tell a guesser at once which guess was right, which is
+// no pause at all. So a peer's proof is checked every time, and what
+// stands against guessing it is its strength: the peer secret is made by
+// a machine (head -c 32 /dev/urandom), held by machines, never typed,
+// and a node refuses to start on a short or repetitive one
+// (docs/security.md).
 const (
 	authFreeFailures = 3
 	authPenaltyBase  = 250 * time.Millisecond

@@ -229,14 +229,33 @@ func outBuf() []byte { return outBufs.Get().(*[outBufSize]byte)[:0] }
 
 // idleOut gives c's output buffers back to the pool once it has nothing
 // queued nor being written. A buffer that grew past the pool's size
-// stays with its connection: the connection that needed it is a busy
-// one. c.outMu is held.
+// stays with its connection while it is busy (it needed it, and would
+// grow it again), until its reader rests (shedOut). c.outMu is held.
 func (c *conn) idleOut() {
 	if len(c.out) > 0 || c.writing {
 		return
 	}
 	c.out = putOut(c.out)
 	c.spare = putOut(c.spare)
+	if c.shed {
+		c.shed = false
+		if shed := cap(c.out) + cap(c.spare); shed > 0 {
+			c.n.shed.Add(uint64(shed))
+			c.out, c.spare = nil, nil
+		}
+	}
+}
+
+// shedOut drops the output buffers of c, whose reader rests, that a
+// backlog of answers grew: an idle connection holds no output buffer,
+// however many answers it once had waiting (over TLS, where every answer
+// is queued, a backlog grows them to a MiB or more). If a write is in
+// flight, the writer drops them once it is done.
+func (c *conn) shedOut() {
+	c.outMu.Lock()
+	c.shed = true
+	c.idleOut()
+	c.outMu.Unlock()
 }
 
 // putOut returns b's array to the pool if it is one of the pool's size,

@@ -20,9 +20,6 @@ const (
 	// the stream, and it syncs again. A snapshot is sent a slice at a
 	// time as the standby reads it, so it never needs this much.
 	maxStreamBuffer = 256 << 20
-	// maxScans bounds the key listings (K) that run at once; more wait
-	// their turn.
-	maxScans = 1
 )
 
 // Config describes one node.
@@ -52,9 +49,13 @@ type Config struct {
 	DataDir       string
 	Fsync         wal.Mode
 	SnapshotAfter int64
-	Security      Security // TLS, secrets
-	Limits        Limits   // connections and buffers
-	Logger        *slog.Logger
+	// DropCorrupt starts from the last good record before a damaged one
+	// that valid records follow, dropping them, where the node would
+	// refuse to start (--drop-after-corruption).
+	DropCorrupt bool
+	Security    Security // TLS, secrets
+	Limits      Limits   // connections and buffers
+	Logger      *slog.Logger
 }
 
 // Security is who may reach a node and what each caller may do.

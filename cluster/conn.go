@@ -27,22 +27,30 @@ type conn struct {
 
 	// authed: role is Client or more (read by the reader without n.mu).
 	authed atomic.Bool
-	tls    bool
+	// expired: counted as closed by --auth-timeout.
+	expired atomic.Bool
+	// spoke: its client has sent bytes (connlimits.go's hasSpoken).
+	spoke atomic.Bool
+	tls   bool
 
 	// Guarded by n.mu.
 	role     auth.Role
 	hs       auth.Handshake
 	refusals int // requests refused before it authenticated
-	// While c has not authenticated: its place in n.unauth, and the
-	// timer that closes it at --auth-timeout.
-	strangerPrev, strangerNext *conn
-	authTimer                  *time.Timer
+	// While c has not authenticated (connlimits.go): its places in the
+	// node's and its IP's strangers (listed), whether it made progress
+	// in a handshake, and the timer that closes it at --auth-timeout.
+	nodeLinks, ipLinks strangerLinks
+	listed, engaged    bool
+	authTimer          *time.Timer
 	// For metrics (stats.go): its client requests not answered at once.
 	pending map[string]pendingQueue
 	gone    bool
 	evicted bool // closed to make room for a new connection
 	// peer: it carries peer messages, not client requests (stats.go).
 	peer bool
+	// watches: the keys it watches, as the core last said (budgets.go).
+	watches int
 	// The core's Scan and Feed (shellout.go): a key listing slice or a
 	// snapshot slice is due, and whether a goroutine drives them.
 	scanDue, scanner bool
@@ -62,6 +70,9 @@ type conn struct {
 	drained chan struct{}
 	out     []byte
 	spare   []byte // the other buffer: out and spare swap on each write
+	shed    bool   // drop out and spare once idle, grown or not (shedOut)
+	// watchDue: watch news waits for c to write what it has (WatchRoom).
+	watchDue bool
 	// inline counts the goroutines that will flush c after the batch
 	// they apply (direct.go): while one will, the writer is not woken.
 	inline int
@@ -123,16 +134,10 @@ func (n *Node) acceptLoop() {
 		}
 		n.nextConnID++
 		c := newConn(n, n.nextConnID, nc)
-		// At the limit, make room by closing the oldest connection that
-		// has not proven who it is: a flood of strangers must not lock
-		// out the clients and peers that authenticate.
-		evicted := len(n.conns)-n.evicting >= n.cfg.Limits.MaxConns && n.evictUnauthLocked()
-		if evicted {
-			n.limitHit(limMaxConns)
-		}
-		if why, hit := n.connLimitLocked(c.ip, evicted); why != "" {
+		// At a limit, make room by closing a connection that has not
+		// proven who it is (connlimits.go).
+		if why, _ := n.connLimitLocked(c.ip); why != "" {
 			n.mu.Unlock()
-			n.limitHit(hit)
 			n.refusedLog.log(n.log, "connection refused", "remote", c.remote, "why", why)
 			if n.tlsConfig == nil {
 				// A fresh socket's buffer takes one line without blocking.
@@ -144,11 +149,7 @@ func (n *Node) acceptLoop() {
 		}
 		c.tls = n.tlsConfig != nil
 		n.conns[c.id] = c
-		n.perIP[c.ip]++
-		if !c.authed.Load() {
-			n.unauth.push(c)
-			c.authTimer = time.AfterFunc(n.cfg.Limits.AuthTimeout, c.authTimeout)
-		}
+		n.addStrangerLocked(c)
 		n.core.ConnOpened(n.now(), core.ConnID(c.id), c.remote)
 		// Added under the mutex, before shutdown (which sets closing
 		// under it) can start waiting. The reader starts the writer.
@@ -162,10 +163,13 @@ func (n *Node) acceptLoop() {
 // authentication timeout, and gives c the role of its client certificate.
 func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 	n := c.n
-	tc := tls.Server(c.nc, cfg)
+	tc := tls.Server(spokeConn{c.nc, c}, cfg)
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.AuthTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			c.authExpired()
+		}
 		n.refusedLog.log(n.log, "TLS handshake failed", "remote", c.remote, "err", err.Error())
 		c.nc.Close()
 		return false
@@ -178,6 +182,9 @@ func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 		if r >= auth.Client {
 			n.forgetStrangerLocked(c)
 		}
+	}
+	if !c.authed.Load() {
+		n.engagedLocked(c)
 	}
 	n.mu.Unlock()
 	return true
@@ -232,9 +239,7 @@ func (n *Node) dropConn(c *conn) {
 	if c.evicted {
 		n.evicting--
 	}
-	if n.perIP[c.ip]--; n.perIP[c.ip] <= 0 {
-		delete(n.perIP, c.ip)
-	}
+	n.dropIPLocked(c)
 	delete(n.conns, c.id)
 	if n.connGone != nil {
 		close(n.connGone)

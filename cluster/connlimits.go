@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"net"
 	"strconv"
 	"time"
 
@@ -9,83 +10,268 @@ import (
 )
 
 // The caps on connections open at once, and the bounds on one that has
-// not authenticated yet: the oldest is evicted to make room, it must
+// not authenticated yet: it may be evicted to make room, it must
 // authenticate within --auth-timeout, and only so many of its requests
 // are answered.
+//
+// Who is evicted. A connection that has not authenticated is a
+// stranger, and a stranger must never keep a client or a peer that
+// proves itself out, neither at --max-conns nor at --max-conns-per-ip,
+// where one flooding machine (or anyone behind the same NAT, or on a
+// node's own machine) would otherwise lock out every legitimate caller
+// from its address. So a new connection over either cap closes a
+// stranger of the same scope (the node, or its IP) to make room, and is
+// refused only when none is left: the cap is then full of connections
+// that authenticated. Strangers that have made no progress go first,
+// oldest first: a flood of idle sockets, reopened as fast as they are
+// closed, never reaches a caller that has begun its handshake (a
+// challenge answered, or its TLS handshake done), which goes only when
+// no idle stranger is left, the one whose last step is oldest first.
+// Every connection is in at most four lists, so each choice costs O(1).
 
-// connLimitLocked is the answer to a connection over --max-conns or
-// --max-conns-per-ip, and the limit it hit; "" when it may stay.
-func (n *Node) connLimitLocked(ip string, evicted bool) (string, int) {
+// connLimitLocked makes room for a connection from ip over
+// --max-conns or --max-conns-per-ip by evicting strangers, and returns
+// the answer to a connection that may not stay, and the limit it hit;
+// "" when it may. n.mu is held.
+func (n *Node) connLimitLocked(ip string) (string, int) {
 	lim := &n.cfg.Limits
-	if !evicted && len(n.conns)-n.evicting >= lim.MaxConns {
-		return "too many connections (" + strconv.Itoa(lim.MaxConns) + ", lockd --max-conns); retry later", limMaxConns
+	if len(n.conns)-n.evicting >= lim.MaxConns {
+		if !n.evictLocked(&n.unauth, "too many connections") {
+			n.limitHit(limMaxConns)
+			return "too many connections (" + strconv.Itoa(lim.MaxConns) + ", lockd --max-conns); retry later", limMaxConns
+		}
+		n.limitHit(limMaxConns)
 	}
-	if lim.MaxConnsPerIP > 0 && n.perIP[ip] >= lim.MaxConnsPerIP {
-		return "too many connections from " + ip + " (" + strconv.Itoa(lim.MaxConnsPerIP) + ", lockd --max-conns-per-ip); close some", limMaxConnsPerIP
+	if ic := n.perIP[ip]; lim.MaxConnsPerIP > 0 && ic != nil && ic.n-ic.evicting >= lim.MaxConnsPerIP {
+		if !n.evictLocked(&ic.strangers, "too many connections from "+ip) {
+			n.limitHit(limMaxConnsPerIP)
+			return "too many connections from " + ip + " (" + strconv.Itoa(lim.MaxConnsPerIP) + ", lockd --max-conns-per-ip); close some", limMaxConnsPerIP
+		}
+		n.limitHit(limMaxConnsPerIP)
 	}
 	return "", 0
 }
 
-// evictUnauthLocked closes the oldest connection that has not
-// authenticated, if there is one, and reports whether it did.
-func (n *Node) evictUnauthLocked() bool {
-	c := n.unauth.head
+// ipConns is what the node holds per remote IP: its connections open
+// (evicting: those evicted, not dropped yet) and its strangers.
+type ipConns struct {
+	n, evicting int
+	strangers   strangerLists
+	watches     int // keys its connections watch (budgets.go)
+}
+
+// maxSpokeLook bounds the fresh strangers one eviction looks at for
+// bytes sent; each is looked at once, as it moves to the engaged.
+const maxSpokeLook = 64
+
+// evictLocked closes the stranger of ls that is to make room, if there
+// is one, and reports whether it did. A fresh stranger that has sent
+// bytes, which its reader has not applied yet (a client's first step,
+// a TLS client hello), is engaged, not evicted. n.mu is held.
+func (n *Node) evictLocked(ls *strangerLists, why string) bool {
+	for range maxSpokeLook {
+		c := ls.fresh.head
+		if c == nil || !c.hasSpoken() {
+			break
+		}
+		n.engagedLocked(c)
+	}
+	c := ls.fresh.head
+	if c == nil {
+		c = ls.engaged.head
+	}
 	if c == nil {
 		return false
 	}
 	n.forgetStrangerLocked(c)
-	n.refusedLog.log(n.log, "connection closed", "remote", c.remote, "why", "too many connections: the oldest not authenticated makes room")
-	c.send(func(b []byte) []byte {
-		return proto.AppendError(b, proto.WordNone, '?', "too many connections; this one had not authenticated; closing it")
-	})
+	n.refusedLog.log(n.log, "connection closed", "remote", c.remote, "why", why+": one not authenticated makes room")
 	c.evicted = true
 	n.evicting++
-	c.flushAndClose()
+	if ic := n.perIP[c.ip]; ic != nil {
+		ic.evicting++
+	}
+	c.closeUnauthed(why + "; this one had not authenticated; closing it")
 	return true
 }
 
-// strangers is the list of the connections that have not authenticated,
-// oldest first, linked through the connections themselves: a connection
-// leaves it as it authenticates or closes, so that the list never keeps
-// a closed connection, or its buffers, alive. Guarded by n.mu.
-type strangers struct{ head, tail *conn }
+// hasSpoken reports whether c's client has sent anything: read by its
+// reader or its TLS handshake, or waiting in its socket.
+func (c *conn) hasSpoken() bool {
+	if c.spoke.Load() {
+		return true
+	}
+	if c.raw != nil && c.raw.unread() > 0 {
+		c.spoke.Store(true)
+		return true
+	}
+	return false
+}
+
+// spokeConn is a connection's socket under TLS, which notes that the
+// client has sent something (its client hello) before the handshake is
+// done.
+type spokeConn struct {
+	net.Conn
+	c *conn
+}
+
+func (s spokeConn) Read(p []byte) (int, error) {
+	n, err := s.Conn.Read(p)
+	if n > 0 && !s.c.spoke.Load() {
+		s.c.spoke.Store(true)
+	}
+	return n, err
+}
+
+// closeUnauthed closes c, which has not authenticated, saying why when
+// it can. Before its writer may start (its reader has not run yet, or its
+// TLS handshake is not done) the line is written straight to a plain TCP
+// socket, as to a connection refused (a fresh socket's buffer takes it
+// at once), and a TLS connection, which cannot be told anything, is
+// closed at once, which ends its handshake. n.mu is held.
+func (c *conn) closeUnauthed(msg string) {
+	c.outMu.Lock()
+	ready := c.wr.ready
+	c.outMu.Unlock()
+	line := proto.AppendError(nil, proto.WordNone, '?', msg)
+	if !ready {
+		c.flushAndClose()
+		if !c.tls {
+			c.nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+			c.nc.Write(line)
+		}
+		c.closeSocket()
+		return
+	}
+	c.write(line)
+	c.flushAndClose()
+}
+
+// strangerLists are the strangers of a scope (the node, or one IP),
+// oldest first: those that proved nothing yet (fresh), and those that
+// made progress in a handshake (engaged), by their last step.
+type strangerLists struct{ fresh, engaged strangers }
+
+// strangers is a list of connections linked through the connections
+// themselves, so that a list never keeps a closed connection, or its
+// buffers, alive: a connection leaves as it authenticates or closes. A
+// connection is in one list of the node's and one of its IP's (byIP).
+// Guarded by n.mu.
+type strangers struct {
+	head, tail *conn
+	byIP       bool
+}
+
+// strangerLinks are a connection's neighbours in one list.
+type strangerLinks struct{ prev, next *conn }
+
+func (l *strangers) links(c *conn) *strangerLinks {
+	if l.byIP {
+		return &c.ipLinks
+	}
+	return &c.nodeLinks
+}
 
 func (l *strangers) push(c *conn) {
-	c.strangerPrev, c.strangerNext = l.tail, nil
+	*l.links(c) = strangerLinks{prev: l.tail}
 	if l.tail == nil {
 		l.head = c
 	} else {
-		l.tail.strangerNext = c
+		l.links(l.tail).next = c
 	}
 	l.tail = c
 }
 
 func (l *strangers) remove(c *conn) {
-	if c.strangerPrev == nil && l.head != c {
+	lc := l.links(c)
+	if lc.prev == nil && l.head != c {
 		return // not in the list
 	}
-	if c.strangerPrev == nil {
-		l.head = c.strangerNext
+	if lc.prev == nil {
+		l.head = lc.next
 	} else {
-		c.strangerPrev.strangerNext = c.strangerNext
+		l.links(lc.prev).next = lc.next
 	}
-	if c.strangerNext == nil {
-		l.tail = c.strangerPrev
+	if lc.next == nil {
+		l.tail = lc.prev
 	} else {
-		c.strangerNext.strangerPrev = c.strangerPrev
+		l.links(lc.next).prev = lc.prev
 	}
-	c.strangerPrev, c.strangerNext = nil, nil
+	*lc = strangerLinks{}
 }
 
-// forgetStrangerLocked takes c out of the connections that have not
-// authenticated, as it authenticates or closes: it leaves the eviction
-// list and its auth timer stops (a pending timer would keep c alive
-// until it fired). n.mu is held.
+// of is the list of ls where c belongs.
+func (ls *strangerLists) of(c *conn) *strangers {
+	if c.engaged {
+		return &ls.engaged
+	}
+	return &ls.fresh
+}
+
+// addStrangerLocked counts a new connection from c.ip and, if it must
+// authenticate, lists it among the fresh strangers and starts its auth
+// timer. n.mu is held.
+func (n *Node) addStrangerLocked(c *conn) {
+	ic := n.perIP[c.ip]
+	if ic == nil {
+		ic = &ipConns{strangers: strangerLists{strangers{byIP: true}, strangers{byIP: true}}}
+		n.perIP[c.ip] = ic
+	}
+	ic.n++
+	if c.authed.Load() {
+		return
+	}
+	n.unauth.fresh.push(c)
+	ic.strangers.fresh.push(c)
+	c.listed = true
+	c.authTimer = time.AfterFunc(n.cfg.Limits.AuthTimeout, c.authTimeout)
+}
+
+// engagedLocked says stranger c made progress in a handshake: it goes
+// to the end of the engaged strangers, the last to be evicted. n.mu is
+// held.
+func (n *Node) engagedLocked(c *conn) {
+	if !c.listed {
+		return
+	}
+	ic := n.perIP[c.ip]
+	n.unauth.of(c).remove(c)
+	ic.strangers.of(c).remove(c)
+	c.engaged = true
+	n.unauth.engaged.push(c)
+	ic.strangers.engaged.push(c)
+}
+
+// forgetStrangerLocked takes c out of the strangers, as it
+// authenticates or closes: it leaves the eviction lists and its auth
+// timer stops (a pending timer would keep c alive until it fired). n.mu
+// is held.
 func (n *Node) forgetStrangerLocked(c *conn) {
-	n.unauth.remove(c)
+	if c.listed {
+		c.listed = false
+		n.unauth.of(c).remove(c)
+		if ic := n.perIP[c.ip]; ic != nil {
+			ic.strangers.of(c).remove(c)
+		}
+	}
 	if c.authTimer != nil {
 		c.authTimer.Stop()
 		c.authTimer = nil
+	}
+}
+
+// dropIPLocked uncounts c from its IP, as it is dropped. n.mu is held.
+func (n *Node) dropIPLocked(c *conn) {
+	ic := n.perIP[c.ip]
+	if ic == nil {
+		return
+	}
+	if c.evicted {
+		ic.evicting--
+	}
+	ic.watches -= c.watches
+	if ic.n--; ic.n <= 0 {
+		delete(n.perIP, c.ip)
 	}
 }
 
@@ -97,14 +283,22 @@ func (c *conn) authTimeout() {
 	}
 	c.n.mu.Lock()
 	defer c.n.mu.Unlock()
-	if c.gone {
+	if c.gone || c.isClosed() {
 		return
 	}
 	msg := "not authenticated within " + c.n.cfg.Limits.AuthTimeout.String() + "; closing this connection"
 	c.n.log.Debug("connection closed", "remote", c.remote, "why", msg)
-	c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', msg) })
-	c.flushAndClose()
+	c.authExpired()
+	c.closeUnauthed(msg)
 	c.nc.SetReadDeadline(time.Now())
+}
+
+// authExpired counts c in limit_hits{auth_timeout}, once however many of
+// the auth timer, the read deadline and the TLS handshake's see it.
+func (c *conn) authExpired() {
+	if c.expired.CompareAndSwap(false, true) {
+		c.n.limitHit(limAuthTimeout)
+	}
 }
 
 // maxRefusals is how many requests a connection that has not

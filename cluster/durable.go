@@ -52,6 +52,9 @@ func (n *Node) openDisk() error {
 	if err != nil {
 		return err
 	}
+	if n.cfg.DropCorrupt {
+		l.DropCorrupt()
+	}
 	now := n.now()
 	records := 0
 	dropped, err := l.Replay(func(wall int64, rec []byte) error {
@@ -65,7 +68,10 @@ func (n *Node) openDisk() error {
 		l.Close()
 		return fmt.Errorf("cannot read the data directory %s back: %v", n.cfg.DataDir, err)
 	}
-	if dropped != nil {
+	if dropped != nil && dropped.Corrupt {
+		n.log.Error("the data directory's log holds a damaged record that valid records follow: starting from the last good record, as --drop-after-corruption asks; the records after it are dropped, and the locks they granted are forgotten while their holders may still hold them",
+			"file", dropped.File, "offset", dropped.Offset, "bytes_dropped", dropped.Bytes, "later_segments_dropped", dropped.Files, "why", dropped.Reason)
+	} else if dropped != nil {
 		n.log.Warn("the data directory's log ends in a torn or corrupt record (a crash in the middle of a write, or a damaged disk): starting from the last good record, the rest is dropped",
 			"file", dropped.File, "offset", dropped.Offset, "bytes_dropped", dropped.Bytes, "later_segments_dropped", dropped.Files, "why", dropped.Reason)
 	}

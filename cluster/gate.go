@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -30,7 +31,21 @@ type gate struct {
 	// its connection arrived at (see reaches); hostname, this machine's.
 	names    []string
 	hostname string
+	// resolved: what localhost and hostname resolved to at start, by
+	// lower-case name; wildcard: the node listens on every address of
+	// the machine, localIPs (loopback ones aside).
+	resolved map[string][]netip.Addr
+	wildcard bool
+	localIPs []netip.Addr
 }
+
+// lookupNetIP resolves a host name; tests replace it to stand for the
+// resolver of another machine.
+var lookupNetIP = net.DefaultResolver.LookupNetIP
+
+// resolveTimeout bounds how long a node's start waits to resolve its own
+// names.
+const resolveTimeout = time.Second
 
 // newGate checks the security settings of a node listening on listen with
 // peers other nodes.
@@ -40,6 +55,7 @@ func newGate(s Security, listen string, peers int) (gate, error) {
 		g.names = append(g.names, listen)
 	}
 	g.hostname, _ = os.Hostname()
+	g.resolveNames(listen)
 	if err := checkSecrets(s.Secrets); err != nil {
 		return g, err
 	}
@@ -177,11 +193,13 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	var err error
 	var reply []string
 	role := c.role
-	if wait := n.authFails.penalty(c.ip, key, now); wait > 0 {
+	// A peer's handshake is never paused: see authBackoff.
+	paused := key != auth.Peer.String()
+	if wait := n.authFails.penalty(c.ip, key, now); paused && wait > 0 {
 		err = fmt.Errorf("too many wrong secrets from this address: retry in %s", wait.Round(10*time.Millisecond))
 	} else {
 		reply, role, err = c.hs.Step(n.gate.secrets, n.gate.open, c.role, to, req.Key, req.Args)
-		if errors.Is(err, auth.ErrWrongSecret) {
+		if paused && errors.Is(err, auth.ErrWrongSecret) {
 			n.authFails.failed(c.ip, key, now)
 		}
 	}
@@ -200,6 +218,8 @@ func (n *Node) authStep(c *conn, req *proto.Request) {
 	c.authed.Store(role >= auth.Client)
 	if role >= auth.Client {
 		n.forgetStrangerLocked(c)
+	} else {
+		n.engagedLocked(c)
 	}
 	c.send(func(b []byte) []byte { return proto.AppendFields(b, proto.OpAuth, key, reply...) })
 }
@@ -224,15 +244,12 @@ func (g *gate) reaches(addr string, local net.Addr) bool {
 	if !ok {
 		return false
 	}
-	lip = lip.Unmap()
+	lip = lip.Unmap().WithZone("")
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip.Unmap().WithZone("") == lip.WithZone("")
+		return ip.Unmap().WithZone("") == lip
 	}
-	switch {
-	case strings.EqualFold(host, "localhost"):
-		return lip.IsLoopback()
-	case g.hostname != "" && strings.EqualFold(host, g.hostname):
-		return true
+	if strings.EqualFold(host, "localhost") || g.hostname != "" && strings.EqualFold(host, g.hostname) {
+		return g.nameLeadsHere(host, lip)
 	}
 	for _, a := range g.names {
 		if h, _, err := net.SplitHostPort(a); err == nil && strings.EqualFold(host, h) {
@@ -261,4 +278,58 @@ func unechoed(c *conn, pe *proto.ParseError) *proto.ParseError {
 	masked := *pe
 	masked.Key = proto.WordNone
 	return &masked
+}
+
+// resolveNames resolves localhost and this machine's host name, for a
+// node listening on listen, once at start: a hello is served under the
+// node's mutex, which must not wait for a resolver.
+func (g *gate) resolveNames(listen string) {
+	g.wildcard = !specificHost(listen)
+	if g.wildcard {
+		if as, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range as {
+				if p, err := netip.ParsePrefix(a.String()); err == nil {
+					g.localIPs = append(g.localIPs, p.Addr().Unmap().WithZone(""))
+				}
+			}
+		}
+	}
+	g.resolved = make(map[string][]netip.Addr)
+	for _, name := range []string{"localhost", g.hostname} {
+		if name == "" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+		ips, err := lookupNetIP(ctx, "ip", name)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for i, ip := range ips {
+			ips[i] = ip.Unmap().WithZone("")
+		}
+		g.resolved[strings.ToLower(name)] = ips
+	}
+}
+
+// nameLeadsHere reports whether a client that dialled host, a name of
+// this machine, reaches this node whichever of its addresses it dialled,
+// one of them local, the address the connection arrived at. A name that
+// also leads to an address this node does not listen on (localhost as
+// ::1 too, for a node on 127.0.0.1 only) may have taken the client to a
+// stranger listening there, who relayed its handshake here.
+func (g *gate) nameLeadsHere(host string, local netip.Addr) bool {
+	ips := g.resolved[strings.ToLower(host)]
+	if !slices.Contains(ips, local) {
+		return false
+	}
+	for _, ip := range ips {
+		if ip == local {
+			continue
+		}
+		if !g.wildcard || !ip.IsLoopback() && !slices.Contains(g.localIPs, ip) {
+			return false
+		}
+	}
+	return true
 }

@@ -600,6 +600,11 @@ func TestHandshakeTargetsThatReachTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.hostname = "node-1"
+	g.resolved = map[string][]netip.Addr{
+		"localhost": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")},
+		"node-1":    {netip.MustParseAddr("10.0.0.1")},
+	}
+	g.localIPs = []netip.Addr{netip.MustParseAddr("10.0.0.1")}
 	v4 := &net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 7070}
 	lo := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 7070}
 	v6 := &net.TCPAddr{IP: net.ParseIP("::1"), Port: 7070}
@@ -628,5 +633,40 @@ func TestHandshakeTargetsThatReachTheNode(t *testing.T) {
 		if got := g.reaches(tc.addr, tc.local); got != tc.want {
 			t.Errorf("%q arriving at %s: reaches %v, want %v", tc.addr, tc.local, got, tc.want)
 		}
+	}
+	// A name of this machine leads to a node listening on one address
+	// only when every address it resolves to is that one: a client that
+	// dialled localhost may have reached a stranger on [::1] otherwise.
+	one, err := newGate(Security{Secrets: auth.Secrets{Client: clientSecret}}, "127.0.0.1:7070", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.hostname = "node-1"
+	for _, tc := range []struct {
+		addr     string
+		resolved []string
+		want     bool
+	}{
+		{"localhost:7070", []string{"127.0.0.1", "::1"}, false},
+		{"localhost:7070", []string{"127.0.0.1"}, true},
+		{"node-1:7070", []string{"127.0.0.1"}, true},
+		{"node-1:7070", []string{"127.0.1.1"}, false},
+		{"node-1:7070", nil, false}, // did not resolve
+	} {
+		var ips []netip.Addr
+		for _, a := range tc.resolved {
+			ips = append(ips, netip.MustParseAddr(a))
+		}
+		host, _, _ := net.SplitHostPort(tc.addr)
+		one.resolved = map[string][]netip.Addr{host: ips}
+		if got := one.reaches(tc.addr, lo); got != tc.want {
+			t.Errorf("on 127.0.0.1 only, %q resolving to %v: reaches %v, want %v", tc.addr, tc.resolved, got, tc.want)
+		}
+	}
+	// On every address, a name that leads to one that is not this
+	// machine's is refused too.
+	g.resolved["node-1"] = []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("192.0.2.99")}
+	if g.reaches("node-1:7070", v4) {
+		t.Error("node-1 resolving to an address of another machine too: reaches")
 	}
 }

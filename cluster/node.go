@@ -42,29 +42,34 @@ type Node struct {
 	running    atomic.Bool  // serving: Run started and shutdown has not
 	limits     limitCounters
 
-	// rests counts the readers that rested (rest.go), for trimLoop.
+	// rests counts the readers that rested (rest.go), shed the bytes of
+	// output buffers dropped as they did (conn.shedOut), for trimLoop.
 	rests atomic.Uint64
+	shed  atomic.Uint64
 
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	scans   chan struct{} // a slot per key listing running (maxScans)
-	stopped chan struct{} // closed by Out.Stopped
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// scanTurns: whose key listing scans the next slice (turns.go).
+	scanTurns turns
+	stopped   chan struct{} // closed by Out.Stopped
 
-	mu         sync.Mutex
-	core       *core.Core
-	timer      *time.Timer
-	armedAt    time.Time
-	conns      map[uint64]*conn
-	perIP      map[string]int // open connections per remote IP
-	authFails  authBackoff    // failed authentications per source
-	unauth     strangers      // connections not authenticated yet, oldest first
-	evicting   int            // evicted connections not dropped yet
-	nextConnID uint64
-	links      map[string]*link // the heartbeat link to each peer
-	stats      shellStats       // what the shell counts (stats.go)
-	follow     *followStream    // the replication stream this node reads, if any
-	closing    bool             // the listener is closing: refuse new connections
+	mu        sync.Mutex
+	core      *core.Core
+	timer     *time.Timer
+	armedAt   time.Time
+	conns     map[uint64]*conn
+	perIP     map[string]*ipConns // open connections per remote IP
+	authFails authBackoff         // failed authentications per source
+	unauth    strangerLists       // connections not authenticated yet (connlimits.go)
+	evicting  int                 // evicted connections not dropped yet
+	// watchesStale: the core ended every watch (budgets.go).
+	watchesStale bool
+	nextConnID   uint64
+	links        map[string]*link // the heartbeat link to each peer
+	stats        shellStats       // what the shell counts (stats.go)
+	follow       *followStream    // the replication stream this node reads, if any
+	closing      bool             // the listener is closing: refuse new connections
 	// connGone, when not nil, is closed when a connection is dropped
 	// (drain waits on it).
 	connGone chan struct{}
@@ -100,10 +105,9 @@ func New(cfg Config) (*Node, error) {
 		self:    self,
 		log:     cfg.Logger,
 		base:    time.Now(),
-		scans:   make(chan struct{}, maxScans),
 		stopped: make(chan struct{}),
 		conns:   make(map[uint64]*conn),
-		perIP:   make(map[string]int),
+		perIP:   make(map[string]*ipConns),
 		links:   make(map[string]*link),
 	}
 	n.stats.init()

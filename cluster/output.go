@@ -3,6 +3,8 @@ package cluster
 import (
 	"strconv"
 	"time"
+
+	"github.com/lockd-io/lockd/cluster/core"
 )
 
 // write queues b, and reports false when c is closed: b is lost.
@@ -64,6 +66,13 @@ func (c *conn) flush(inline bool) bool {
 		if len(c.out) == 0 {
 			closed := c.closed
 			c.wr.done = c.wr.done || closed
+			// Watch news waited for c to write what it had: the writer
+			// asks the core for it (WatchRoom), a reader leaves it to
+			// the writer, as it must not wait for the node mutex here.
+			pull := c.watchDue && !closed
+			if pull && !inline {
+				c.watchDue = false
+			}
 			c.outMu.Unlock()
 			if closed {
 				c.closeSocket()
@@ -71,6 +80,12 @@ func (c *conn) flush(inline bool) bool {
 				// goroutine's write, it must see the end and return.
 				c.signal()
 				return false
+			}
+			switch {
+			case pull && inline:
+				c.signal()
+			case pull:
+				c.n.watchSlice(c)
 			}
 			return true
 		}
@@ -154,4 +169,31 @@ func byteSize(b int64) string {
 		return strconv.FormatInt(b>>10, 10) + "KiB"
 	}
 	return strconv.FormatInt(b, 10) + "B"
+}
+
+// WatchRoom says whether c has written every line it was sent: watch
+// news goes only to such a connection, and waits otherwise (core.WatchOut).
+// A connection that reads slower than its keys change thus holds one
+// state of each at most, never every state in between.
+func (o *shellOut) WatchRoom(id core.ConnID, later bool) bool {
+	c := (*Node)(o).conns[uint64(id)]
+	if c == nil {
+		return true // gone: Send says so
+	}
+	c.outMu.Lock()
+	room := c.queued == 0 || c.closed
+	if !room || later {
+		c.watchDue = true
+	}
+	c.outMu.Unlock()
+	return room
+}
+
+// watchSlice has the core send c the watch news that waited for room.
+func (n *Node) watchSlice(c *conn) {
+	n.mu.Lock()
+	if !c.gone {
+		n.core.WatchSlice(n.now(), core.ConnID(c.id))
+	}
+	n.mu.Unlock()
 }

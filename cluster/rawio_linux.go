@@ -141,3 +141,16 @@ func (b *batcher) readable(fd uintptr) bool {
 		}
 	}
 }
+
+// unread is how many bytes wait in the socket, not read yet (FIONREAD);
+// 0 when that cannot be told.
+func (r *rawIO) unread() int {
+	n := 0
+	r.conn.Control(func(fd uintptr) {
+		var v int32
+		if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v))); e == 0 {
+			n = int(v)
+		}
+	})
+	return n
+}

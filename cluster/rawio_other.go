@@ -10,3 +10,6 @@ func newRawIO(syscall.RawConn) *rawIO { return nil }
 
 // push: elsewhere the reader pulls its lines through net.Conn.
 func (b *batcher) push() bool { return b.pull() }
+
+// unread: never called, as newRawIO returns nil.
+func (r *rawIO) unread() int { return 0 }

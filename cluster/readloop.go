@@ -32,7 +32,11 @@ func (c *conn) readLoop() {
 // goroutine that sees the end forgets c and counts the reader done.
 func (c *conn) readOn(dr *deadlineReader) {
 	dr.br.await(dr.nc)
+	if !c.authed.Load() && dr.br.Buffered() > 0 {
+		c.spoke.Store(true)
+	}
 	if c.serve(dr) {
+		c.shedOut()
 		go c.readOn(dr)
 		return
 	}

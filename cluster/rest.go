@@ -99,7 +99,11 @@ func (c *conn) closeLineTooLong() {
 // closeOverBound ends c, whose client overran a read bound, after
 // applying the lines it had sent whole.
 func (c *conn) closeOverBound(bound errReadBound, batch []item) {
-	c.n.limitHit(bound.lim)
+	if bound.lim == limAuthTimeout {
+		c.authExpired()
+	} else {
+		c.n.limitHit(bound.lim)
+	}
 	if len(batch) > 0 {
 		c.n.apply(c, batch)
 	}

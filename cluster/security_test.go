@@ -155,12 +155,13 @@ func TestChallengeResponseOnANode(t *testing.T) {
 	}
 }
 
-// Connections over --max-conns and --max-conns-per-ip are refused with a
-// line saying which limit; the auth and line timeouts close idle and
-// half-sent connections.
+// A connection over --max-conns-per-ip closes one of its IP's that has
+// not authenticated, and is refused with a line saying which limit when
+// every one has; the auth and line timeouts close idle and half-sent
+// connections.
 func TestConnectionLimits(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
-	startNodeWith(t, addr, nil, func(c *Config) {
+	tn := startNodeWith(t, addr, nil, func(c *Config) {
 		withSecrets(false)(c)
 		c.Limits = Limits{MaxConns: 3, MaxConnsPerIP: 2, AuthTimeout: 300 * time.Millisecond, LineTimeout: 200 * time.Millisecond}
 	})
@@ -169,9 +170,16 @@ func TestConnectionLimits(t *testing.T) {
 	a.expect(`I client ok admin`)
 	b := dialWire(t, addr)
 	c := dialWire(t, addr)
-	c.expect(`E - \?: too many connections from 127\.0\.0\.1 \(2, lockd --max-conns-per-ip\); close some`)
-	// b never authenticates: closed after the auth timeout.
-	b.expect(`E - \?: not authenticated within 300ms; closing this connection`)
+	b.expect(`E - \?: too many connections from 127\.0\.0\.1; this one had not authenticated; closing it`)
+	c.send("I client " + string(clientSecret))
+	c.expect(`I client ok admin`)
+	d := dialWire(t, addr)
+	d.expect(`E - \?: too many connections from 127\.0\.0\.1 \(2, lockd --max-conns-per-ip\); close some`)
+	// e never authenticates: closed after the auth timeout.
+	c.nc.Close()
+	waitFor(t, "c forgotten", func() bool { return openConns(tn) < 2 })
+	e := dialWire(t, addr)
+	e.expect(`E - \?: not authenticated within 300ms; closing this connection`)
 	// a begins a line and stops.
 	a.nc.Write([]byte("A k 30"))
 	a.expect(`E - \?: line not finished within 200ms; closing this connection`)

@@ -76,9 +76,17 @@ func (n *Node) apply(c *conn, batch []item) {
 			// answers are not counted.
 			c.peer = c.peer || need == auth.Peer || opIndex[req.Op] < 0
 			n.stats.begin(c, req.Op, req.Key)
+			if why := n.watchRefusalLocked(c, req); why != "" {
+				n.core.Refuse(now, id, req.Op, req.Key, why)
+				answered += n.stats.end(c, now)
+				continue
+			}
 			n.scanning = nil
 			n.core.Request(now, id, *req)
 			answered += n.stats.end(c, now)
+			if req.Op == proto.OpWatch || req.Op == proto.OpUnwatch {
+				n.watchesChangedLocked(c)
+			}
 			if n.scanning == c {
 				// A key listing: c's reader scans it, a slice at a time,
 				// before it reads on, so it is answered before the
@@ -143,15 +151,11 @@ const keysPause = 50 * time.Microsecond
 
 // scanKeys drives the key listings the core scans for c (core.Out.Scan),
 // a slice per hold of the node mutex, so that others are served in
-// between; at most maxScans run at once.
+// between; one slice at a time runs, the listings of every address
+// taking turns (turns.go).
 func (n *Node) scanKeys(c *conn) {
-	select {
-	case n.scans <- struct{}{}:
-		defer func() { <-n.scans }()
-	case <-n.ctx.Done():
-		return
-	}
-	for {
+	ok := n.scanTurns.take(n.ctx, c.ip)
+	for ok {
 		n.mu.Lock()
 		if !c.gone && c.scanDue {
 			c.scanDue = false
@@ -161,9 +165,15 @@ func (n *Node) scanKeys(c *conn) {
 		if c.gone || !c.scanDue {
 			c.scanner = false
 			n.mu.Unlock()
+			n.scanTurns.give()
 			return
 		}
 		n.mu.Unlock()
-		time.Sleep(keysPause)
+		// In line for the next slice before the pause: the other
+		// listings' slices run meanwhile.
+		ok = n.scanTurns.pass(n.ctx, c.ip, func() { time.Sleep(keysPause) })
 	}
+	n.mu.Lock()
+	c.scanner = false
+	n.mu.Unlock()
 }

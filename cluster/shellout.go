@@ -116,6 +116,7 @@ func (o *shellOut) StreamEnd(target string, err error) {
 // then says nothing of when this node produced its records.
 func (o *shellOut) RoleChanged(core.Role, string) {
 	(*Node)(o).stats.seqs.reset()
+	(*Node)(o).watchesStale = true
 }
 
 func (o *shellOut) Ask(id uint64, peer string, b []byte, timeout time.Duration) {

@@ -28,10 +28,15 @@ import (
 // (the wave is over), trimLoop returns the free room to the OS too: a
 // collection per trimRests readers rested at most, none while a wave of
 // rests goes on, and none within restAfter of the last.
+//
+// So do the output buffers that a backlog of answers grew, which a
+// connection drops as its reader rests (conn.shedOut): once trimShed
+// bytes of them were dropped since the last trim, on the same terms.
 const (
 	trimEvery = 250 * time.Millisecond
 	trimMin   = 100_000
 	trimRests = 1000
+	trimShed  = 32 << 20
 )
 
 func (n *Node) trimLoop() {
@@ -47,7 +52,7 @@ func (n *Node) trimLoop() {
 			n.mu.Lock()
 			keys, waiters := n.core.Engine().Stats()
 			n.mu.Unlock()
-			if why := tr.tick(now, keys+waiters, n.rests.Load()); why != "" {
+			if why := tr.tick(now, keys+waiters, n.rests.Load(), n.shed.Load()); why != "" {
 				n.log.Debug("returning memory to the OS", "after", why)
 				debug.FreeOSMemory()
 			}
@@ -61,25 +66,31 @@ type trimmer struct {
 	peak      int       // keys and waiters: the most since the last trim
 	rests     uint64    // Node.rests at the last trim
 	lastRests uint64    // Node.rests at the last tick
+	shed      uint64    // Node.shed at the last trim
+	lastShed  uint64    // Node.shed at the last tick
 	trimmed   time.Time // the last trim that rests made
 }
 
-// tick takes the keys and waiters the engine holds at now, and how many
-// readers have rested so far, and says why memory is to be returned now,
-// or "".
-func (t *trimmer) tick(now time.Time, size int, rests uint64) string {
+// tick takes the keys and waiters the engine holds at now, how many
+// readers have rested so far and how many bytes of output buffers were
+// shed, and says why memory is to be returned now, or "".
+func (t *trimmer) tick(now time.Time, size int, rests, shed uint64) string {
 	t.peak = max(t.peak, size)
 	why := ""
+	quiet := rests == t.lastRests && shed == t.lastShed && now.Sub(t.trimmed) >= restAfter
 	switch {
 	case t.peak >= trimMin && size < t.peak/4:
 		why = "a mass release"
-	case rests-t.rests >= trimRests && rests == t.lastRests && now.Sub(t.trimmed) >= restAfter:
+	case rests-t.rests >= trimRests && quiet:
 		why = "idle connections rested"
 		t.trimmed = now
+	case shed-t.shed >= trimShed && quiet:
+		why = "idle connections shed their output buffers"
+		t.trimmed = now
 	default:
-		t.lastRests = rests
+		t.lastRests, t.lastShed = rests, shed
 		return ""
 	}
-	t.peak, t.rests, t.lastRests = size, rests, rests
+	t.peak, t.rests, t.lastRests, t.shed, t.lastShed = size, rests, rests, shed, shed
 	return why
 }

@@ -13,7 +13,7 @@ func TestTrimmerTicks(t *testing.T) {
 	step := func(size int, rests uint64, want string) {
 		t.Helper()
 		now = now.Add(trimEvery)
-		if got := tr.tick(now, size, rests); got != want {
+		if got := tr.tick(now, size, rests, 0); got != want {
 			t.Fatalf("at %v, size %d, rests %d: trim %q, want %q", now.Unix(), size, rests, got, want)
 		}
 	}
@@ -39,4 +39,26 @@ func TestTrimmerTicks(t *testing.T) {
 	step(trimMin/4-1, 1500+trimRests, "a mass release")
 	step(trimMin/4-1, 1500+trimRests, "")
 	step(0, 1500+trimRests, "")
+}
+
+// Output buffers shed by idle connections go back to the OS the same
+// way: once trimShed bytes were shed and a tick passes with none shed.
+func TestTrimmerReturnsShedBuffers(t *testing.T) {
+	var tr trimmer
+	now := time.Unix(1000, 0)
+	step := func(shed uint64, want string) {
+		t.Helper()
+		now = now.Add(trimEvery)
+		if got := tr.tick(now, 0, 0, shed); got != want {
+			t.Fatalf("at %v, shed %d: trim %q, want %q", now.Unix(), shed, got, want)
+		}
+	}
+	step(trimShed/2, "")
+	step(trimShed-1, "")
+	step(trimShed-1, "")
+	step(trimShed+1, "")
+	step(trimShed+1, "idle connections shed their output buffers")
+	step(trimShed+1, "")
+	step(2*trimShed, "")
+	step(2*trimShed, "")
 }

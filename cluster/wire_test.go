@@ -173,7 +173,12 @@ func TestWatchOnTheWire(t *testing.T) {
 
 func TestWatchBounds(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
-	startNodeWith(t, addr, nil, func(c *Config) { c.MaxWatches, c.MaxTotalWatches = 2, 3 })
+	// The bounds of a connection and of the node; an address's are
+	// TestWatchesPerAddressAreBounded's (they apply with a cap per IP).
+	startNodeWith(t, addr, nil, func(c *Config) {
+		c.MaxWatches, c.MaxTotalWatches = 2, 3
+		c.Limits = Limits{MaxConnsPerIP: -1}
+	})
 	w := dialWire(t, addr)
 	w.send("L a", "L a", "L b", "L c")
 	w.expect("L a - - 0")

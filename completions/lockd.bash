@@ -50,7 +50,7 @@ _lockd_complete() {
     local flags= words=
     case $node in
     lockd)
-        flags="--listen --peers --advertise --heartbeat --failure-timeout --data-dir --fsync --replication --sync-timeout --max-keys --max-waiters --max-lease --max-wait --max-total-waiters --max-watches --max-total-watches --max-clock-skew --tls-cert --tls-key --tls-ca --tls-client-auth --secret-file --admin-secret-file --peer-secret-file --advertise-client --insecure --max-conns --max-conns-per-ip --auth-timeout --line-timeout --max-conn-output --max-output --log-level --log-format --metrics-listen --help -h --version -v"
+        flags="--listen --peers --advertise --heartbeat --failure-timeout --data-dir --drop-after-corruption --fsync --replication --sync-timeout --max-keys --max-waiters --max-lease --max-wait --max-total-waiters --max-watches --max-total-watches --max-clock-skew --tls-cert --tls-key --tls-ca --tls-client-auth --secret-file --admin-secret-file --peer-secret-file --advertise-client --insecure --max-conns --max-conns-per-ip --auth-timeout --line-timeout --max-conn-output --max-output --log-level --log-format --metrics-listen --help -h --version -v"
         words="tls completion version" ;;
     lockd_tls)
         flags="--help -h"

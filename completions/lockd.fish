@@ -47,6 +47,7 @@ complete -c lockd -n '__lockd_is lockd' -l advertise -x -d 'this node\'s ADDR as
 complete -c lockd -n '__lockd_is lockd' -l heartbeat -x -d 'DURATION between heartbeats to each peer'
 complete -c lockd -n '__lockd_is lockd' -l failure-timeout -x -d 'a peer silent this DURATION is considered down'
 complete -c lockd -n '__lockd_is lockd' -l data-dir -x -d 'keep the lock state across restarts in a write-ahead log in DIR'
+complete -c lockd -n '__lockd_is lockd' -l drop-after-corruption -d 'with --data-dir: where the log holds a damaged record that valid records...'
 complete -c lockd -n '__lockd_is lockd' -l fsync -x -d 'MODE with --data-dir: batch, always, never'
 complete -c lockd -n '__lockd_is lockd' -l replication -x -d 'MODE sync: the active answers a grant, release or renewal once the standbys...'
 complete -c lockd -n '__lockd_is lockd' -l sync-timeout -x -d 'in sync mode, a standby that has not acknowledged an answer within this...'

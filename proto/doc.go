@@ -286,13 +286,18 @@
 // holders or waiters: a grant, a release, an expiry, a waiter joining or
 // leaving, a place of a semaphore taken or freed. Renewals alone send
 // nothing. Several changes served at once may show as one line, the
-// state after them. An L of a key already watched on the connection
+// state after them; so do the changes made while the connection has
+// not yet taken what it was sent (it reads slower than the key
+// changes): once it has, it gets the latest state, not every state in
+// between. An L of a key already watched on the connection
 // answers its state again; it is still one watch. U ends the watch: U key
 // ok, after which no L key line follows. A watch ends when its
 // connection closes.
 //
-// A connection watches at most --max-watches keys (default 256), a node
-// at most --max-total-watches (default 100000); beyond them L is answered
+// A connection watches at most --max-watches keys (default 256), the
+// connections of one address together a tenth of --max-total-watches
+// (where --max-conns-per-ip caps them), a node at most
+// --max-total-watches (default 100000); beyond them L is answered
 // E key L: words. On a node with secrets, L needs an authenticated
 // connection like every lock request. A standby answers L with M key
 // addr. When the active gives its role up (a handoff, a demotion), every
@@ -699,11 +704,15 @@
 // or its stream closes first, the successor may have taken the role all
 // the same, its O lost on the way. The old active then serves nothing and
 // asks the successor, on a connection of its own, naming the handoff by
-// the TOKEN of its H record:
+// the TOKEN of its H record, and saying how many seconds ago it began
+// (AGE, version 4):
 //
-//	C FROM TOKEN
+//	C FROM TOKEN [AGE]
 //	C FROM taken        the successor took that handoff, or is active anyway: follow it
 //	C FROM cancelled    it did not: it will ignore the H record if it still reads it
+//	C FROM unknown      it has run for less than AGE: it may have taken the handoff
+//	                    before it restarted, and cannot tell; the old active steps
+//	                    back and the usual rules pick the active
 //
 // The old active asks every heartbeat until it has an answer; when the
 // successor cannot be reached for a failure timeout, or refuses the

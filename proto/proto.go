@@ -55,7 +55,8 @@ const (
 	OpBeat Op = 'P' // P from role token seq flags
 	OpSync Op = 'Y' // Y from token
 	// OpResolve asks the successor of a handoff that may have failed
-	// whether it took the role: C from token.
+	// whether it took the role: C from token [age], age (in Lease) how
+	// long ago the handoff began.
 	OpResolve Op = 'C'
 	// OpApplied is a standby's acknowledgement on its replication stream:
 	// V from seq, every record up to seq is applied.
@@ -387,12 +388,22 @@ func Parse(line []byte) (Request, error) {
 		}
 		req.Args = stringsOf(args)
 	case RecTakeover, OpResolve:
-		if len(args) != 1 {
+		if len(args) != 1 && (req.Op != OpResolve || len(args) != 2) {
+			if req.Op == OpResolve {
+				return fail("want C FROM TOKEN [AGE]")
+			}
 			return fail("want " + req.Op.String() + " FROM TOKEN")
 		}
 		var err string
 		if req.Token, err = parseToken(args[0]); err != "" {
 			return fail("token " + err)
+		}
+		if len(args) == 2 {
+			// How long ago the handoff began (PeerVersion 4), in
+			// seconds: in Lease, as a duration.
+			if req.Lease, err = ParseSeconds(args[1]); err != "" {
+				return fail("age " + err)
+			}
 		}
 		req.Args = stringsOf(args)
 	default:

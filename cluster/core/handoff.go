@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 )
 
@@ -343,7 +342,8 @@ const (
 
 // askResolve asks h's successor whether it took the role: "C SELF TOKEN".
 func (c *Core) askResolve(h *handoff) {
-	h.askID = c.ask(h.to, proto.AppendFields(nil, proto.OpResolve, c.self, strconv.FormatUint(h.token, 10)), c.cfg.FailureTimeout)
+	age := proto.FormatSeconds(c.lastEvent.Sub(h.started))
+	h.askID = c.ask(h.to, proto.AppendFields(nil, proto.OpResolve, c.self, strconv.FormatUint(h.token, 10), age), c.cfg.FailureTimeout)
 }
 
 // resolveAnswered settles h by the successor's answer to C: taken ->
@@ -387,9 +387,11 @@ func (c *Core) answerResolve(cn *conn, req proto.Request) {
 		word = wordTaken
 	case c.takenFrom == req.Key && c.takenToken == req.Token:
 		word = wordTaken
-	case c.start.UnixMilli() > int64(req.Token>>engine.CounterBits):
-		// This node started after the giver's token epoch began: the
-		// handoff may have come before the restart, and been taken then.
+	case len(req.Args) == 2 && c.lastEvent.Sub(c.start) < req.Lease:
+		// This node has run for less than the handoff's age: it may have
+		// taken it before it restarted, and cannot tell. (The age runs
+		// until C was sent, this node's time until C arrived: a node
+		// that ran when the handoff began counts more.)
 		word = wordUnknown
 	default:
 		if c.cancelled == nil {

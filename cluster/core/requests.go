@@ -27,7 +27,7 @@ type conn struct {
 	heldBuf  []byte              // the bytes of held's lines, reused once all are written
 	refs     map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
 	refsPeak int                 // the most refs has held since it was made
-	watches  map[string]struct{} // the keys this connection watches (L)
+	watches  map[string]watchDue // the keys this connection watches (L), and whether news of each waits (wire.go)
 }
 
 // pendingA is an acquire on a connection that has not been answered in

@@ -150,9 +150,9 @@ func (c *Core) watch(now time.Time, cn *conn, req proto.Request) {
 			return
 		}
 		if cn.watches == nil {
-			cn.watches = make(map[string]struct{})
+			cn.watches = make(map[string]watchDue)
 		}
-		cn.watches[key] = struct{}{}
+		cn.watches[key] = false
 		if c.watchers == nil {
 			c.watchers = make(map[string][]ConnID)
 		}
@@ -160,6 +160,7 @@ func (c *Core) watch(now time.Time, cn *conn, req proto.Request) {
 		c.nwatches++
 	}
 	c.advance(now)
+	cn.watches[key] = false // this answer is the latest state
 	c.send(cn, answered(proto.OpWatch, key, OK), proto.AppendWatch(c.buf[:0], c.queueOf(now, key)))
 }
 
@@ -220,7 +221,30 @@ func (c *Core) touch(key string) {
 	c.dirty = append(c.dirty, key)
 }
 
-// flushWatches sends the new state of every key touched to its watchers.
+// WatchOut is an Out that paces the news of watches. A watcher that has
+// not written what it was sent yet (a client that does not read, or
+// reads slower than the key changes) gets, once it has, the latest
+// state of each key that changed meanwhile, not every state in between:
+// what a node holds for it stays bounded, and a change costs the node
+// one rendering of the key's queue however many watchers it has, and
+// none for those that have no room. Without it (the simulator), every
+// change is sent to every watcher at once.
+type WatchOut interface {
+	Out
+	// WatchRoom reports whether connection c has room for watch news
+	// now. When it has none, or later is set (its lines wait in the
+	// core, for the standbys' acknowledgements), the shell calls
+	// WatchSlice(now, c) once c has written what it holds or is sent
+	// next.
+	WatchRoom(c ConnID, later bool) bool
+}
+
+// watchDue says of a key a connection watches whether news of it waits
+// for the connection to have room (flushWatches).
+type watchDue bool
+
+// flushWatches sends the new state of every key touched to its watchers
+// that have room, and leaves it due for the others (WatchSlice).
 func (c *Core) flushWatches(now time.Time) {
 	if len(c.dirty) == 0 {
 		return
@@ -228,18 +252,75 @@ func (c *Core) flushWatches(now time.Time) {
 	dirty := c.dirty
 	c.dirty = nil
 	for _, k := range dirty {
-		ids := c.watchers[k]
-		if len(ids) == 0 {
-			continue
-		}
-		line := proto.AppendWatch(nil, c.queueOf(now, k))
-		for _, id := range ids {
-			if cn := c.conns[id]; cn != nil {
-				c.emit(cn, record, line) // news, not an answer to a request
+		var line []byte // rendered once, for the first watcher with room
+		for _, id := range c.watchers[k] {
+			cn := c.conns[id]
+			if cn == nil || cn.watches[k] {
+				continue // gone, or due already: it gets the latest state
 			}
+			if !c.watchRoom(cn) {
+				cn.watches[k] = true
+				continue
+			}
+			if line == nil {
+				line = proto.AppendWatch(nil, c.queueOf(now, k))
+			}
+			c.emit(cn, record, line) // news, not an answer to a request
 		}
 	}
 	c.dirty = dirty[:0]
+}
+
+// watchRoom reports whether cn may be sent watch news now: its shell has
+// room for it (WatchOut), and no answer of cn waits in the core, behind
+// which news would pile up until the standbys acknowledge.
+func (c *Core) watchRoom(cn *conn) bool {
+	wo, ok := c.out.(WatchOut)
+	if !ok {
+		return true
+	}
+	held := len(cn.held) > 0
+	return wo.WatchRoom(cn.id, held) && !held
+}
+
+// WatchSlice sends connection id the latest state of the keys it
+// watches that changed since it was last sent theirs, for as long as it
+// has room: the shell calls it once the connection has written what it
+// held (WatchOut.WatchRoom).
+func (c *Core) WatchSlice(now time.Time, id ConnID) {
+	cn := c.conns[id]
+	if cn == nil {
+		return
+	}
+	c.noteTime(now)
+	for k, due := range cn.watches {
+		if !due {
+			continue
+		}
+		if !c.watchRoom(cn) {
+			return
+		}
+		cn.watches[k] = false
+		c.send(cn, record, proto.AppendWatch(c.buf[:0], c.queueOf(now, k)))
+	}
+}
+
+// Watching reports whether connection id watches key.
+func (c *Core) Watching(id ConnID, key string) bool {
+	cn := c.conns[id]
+	if cn == nil {
+		return false
+	}
+	_, ok := cn.watches[key]
+	return ok
+}
+
+// Watches is how many keys connection id watches.
+func (c *Core) Watches(id ConnID) int {
+	if cn := c.conns[id]; cn != nil {
+		return len(cn.watches)
+	}
+	return 0
 }
 
 // queueOf is key's holders and waiters as Q and L answer them.

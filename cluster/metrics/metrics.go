@@ -15,8 +15,10 @@
 package metrics
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -206,13 +208,27 @@ func NewRegistry(src Source, version string) *prometheus.Registry {
 // health: 200 with a line that says why, or 503 with a line that says
 // why not.
 func Handler(src Source, reg *prometheus.Registry) http.Handler {
+	return PacedHandler(src, reg, 0)
+}
+
+// PacedHandler is Handler, whose /metrics renders the exposition at most
+// once per every and serves that rendering to every scrape in between:
+// a scrape reads the Go runtime's and the process's statistics and takes
+// the node's mutex, and /metrics is unauthenticated, so whoever reaches
+// it must not make the node spend a core on scrapes (2,200 a second
+// did). A scraper sees values at most every old.
+func PacedHandler(src Source, reg *prometheus.Registry, every time.Duration) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	var exposition http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:            reg,
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 4,
 		Timeout:             10 * time.Second,
-	}))
+	})
+	if every > 0 {
+		exposition = &paced{h: exposition, every: every}
+	}
+	mux.Handle("GET /metrics", exposition)
 	mux.HandleFunc("GET /healthz", probe(src, "ok", "unhealthy", cluster.Health.Live))
 	mux.HandleFunc("GET /readyz", probe(src, "ready", "not ready", cluster.Health.Ready))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
@@ -234,4 +250,59 @@ func probe(src Source, yes, no string, decide func(cluster.Health) (bool, string
 		}
 		fmt.Fprintf(w, "%s: %s\n", yes, why)
 	}
+}
+
+// paced serves h's answer, rendered at most once per every, to every
+// request: in the plain text format, uncompressed, which every scraper
+// reads (a rendering per format and encoding asked for would be as many
+// renderings).
+type paced struct {
+	h     http.Handler
+	every time.Duration
+
+	mu     sync.Mutex // held while rendering: scrapes meanwhile wait for it
+	at     time.Time
+	header http.Header
+	code   int
+	body   []byte
+}
+
+func (p *paced) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	if p.body == nil || time.Since(p.at) >= p.every {
+		rec := &recorder{header: http.Header{}, code: http.StatusOK}
+		plain := r.Clone(r.Context())
+		plain.Header.Del("Accept")
+		plain.Header.Del("Accept-Encoding")
+		p.h.ServeHTTP(rec, plain)
+		p.header, p.code, p.body, p.at = rec.header, rec.code, rec.body.Bytes(), time.Now()
+	}
+	header, code, body := p.header, p.code, p.body
+	p.mu.Unlock()
+	for k, v := range header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(code)
+	w.Write(body)
+}
+
+// recorder keeps what a handler writes.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+	wrote  bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.code, r.wrote = code, true
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.body.Write(b)
 }

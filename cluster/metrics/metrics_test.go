@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -412,4 +413,44 @@ func TestWaitersOfOneConnection(t *testing.T) {
 	if _, ok := f.value("lockd_requests_total", "op", "acquire", "outcome", "cancelled"); ok {
 		t.Error("a waiter counted as cancelled: its grant was not matched to it")
 	}
+}
+
+// countingSource counts the reads of a node's metrics.
+type countingSource struct {
+	metrics.Source
+	reads atomic.Int64
+}
+
+func (c *countingSource) Metrics() cluster.Metrics {
+	c.reads.Add(1)
+	return c.Source.Metrics()
+}
+
+// Scrapes as fast as a client can send them read the node's metrics (and
+// the runtime's, and take its mutex) at most once per interval of the
+// paced handler lockd serves: the others get that rendering, valid.
+func TestScrapesArePaced(t *testing.T) {
+	const every = 200 * time.Millisecond
+	n := start(t, cluster.Config{Listen: freeAddrs(t, 1)[0]})
+	src := &countingSource{Source: n.Node}
+	h := metrics.PacedHandler(src, metrics.NewRegistry(src, "test"), every)
+	paced := &node{Node: n.Node, http: h}
+	begin := time.Now()
+	const scrapes = 500
+	for range scrapes {
+		paced.scrape(t).want(t, 1, "lockd_role", "role", "active")
+	}
+	took := time.Since(begin)
+	// One rendering at the start of each interval the scrapes spanned.
+	most := int64(took/every) + 1
+	if got := src.reads.Load(); got > most {
+		t.Fatalf("%d scrapes in %v read the metrics %d times; want at most %d, once per %v", scrapes, took, got, most, every)
+	}
+	// Values move on once an interval has passed.
+	w := dial(t, n.Addr())
+	w.ask("A k 30 0", `A k \d+`)
+	waitFor(t, "the scrapes to show the lock held", func() bool {
+		v, ok := paced.scrape(t).value("lockd_locks_held")
+		return ok && v == 1
+	})
 }

@@ -11,8 +11,11 @@
 //	log-NNNNNNNNNNNNNNNN   segment N: the records appended after snapshot N, in order
 //
 // The directory is created 0700 and every file 0600, since the records
-// name every lock and its holder; a directory others may write to is
-// refused, since they could plant records.
+// name every lock and its holder; a directory others may write to, or
+// one or a file owned by another user than lockd's, is refused, since
+// they could plant records. A file is never opened through a symbolic
+// link: one planted in the directory could make lockd (as root, say)
+// truncate any file.
 //
 // # Frames
 //
@@ -44,9 +47,14 @@
 // # Reading back
 //
 // Replay reads the newest snapshot, then every segment from its number
-// on. A frame cut short or failing its checksum in the log is where the
-// log ends: a crash in the middle of a write leaves exactly that. Replay
-// truncates it off (with any later segment) and reports what it dropped.
-// A corrupt snapshot is an error: it stands for records no longer kept,
+// on. A frame cut short or failing its checksum that no valid frame
+// follows is where the log ends: a crash in the middle of a write leaves
+// exactly that. Replay truncates it off (with any later segment) and
+// reports what it dropped. A bad frame that valid frames follow is
+// damage, not a crash: starting from before it would forget the later
+// records (a lock granted again while its holder still holds it), so it
+// is an error naming the file and the offset, unless the log was told to
+// drop it and all after it (DropCorrupt, --drop-after-corruption). A
+// corrupt snapshot is an error: it stands for records no longer kept,
 // so starting without it would silently lose them.
 package wal

@@ -16,12 +16,12 @@ import (
 // second process gets.
 func lockDir(dir string) (*os.File, error) {
 	name := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, fileMode)
+	f, err := openFile(name, os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s: %v", name, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		owner, _ := os.ReadFile(name)
+		owner, _ := readFile(name)
 		f.Close()
 		who := strings.TrimSpace(string(bytes.ToValidUTF8(owner, nil)))
 		if who == "" {

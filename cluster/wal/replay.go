@@ -1,17 +1,23 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"slices"
 )
 
 // Replay calls fn for every record of the newest snapshot, then of the
-// log, in order. A torn or corrupt frame in the log ends it: Replay
-// truncates it and everything after it off the files and reports it in
-// dropped (nil when the log was whole). A corrupt snapshot, or an error
-// of fn, is returned. Replay then opens the log for appending.
+// log, in order. A torn frame at the end of the log, which a crash in the
+// middle of a write leaves, ends it: Replay truncates it off the files
+// and reports it in dropped (nil when the log was whole). A bad frame
+// that valid frames follow, in its segment or a later one, is damage: it
+// is a *CorruptError, and the files are left as they are, unless
+// DropCorrupt was called (then it is dropped as a torn end is, and
+// everything after it). A corrupt snapshot, or an error of fn, is
+// returned. Replay then opens the log for appending.
 func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, err error) {
 	l.io.Lock()
 	defer l.io.Unlock()
@@ -33,7 +39,7 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 	var size, end, flen int64
 	for i, n := range segs {
 		name := l.segName(n)
-		data, err := os.ReadFile(name)
+		data, err := readFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read %s: %v", name, err)
 		}
@@ -52,13 +58,17 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 			continue
 		}
 		if !isCallerErr(ferr) {
-			d := &Dropped{File: name, Offset: int64(good), Bytes: int64(written(data[good:])), Reason: ferr.Error()}
+			corrupt := validFrameIn(data[good+1:]) || l.validSegment(segs[i+1:])
+			if corrupt && !l.dropCorrupt {
+				return nil, &CorruptError{File: name, Offset: int64(good), Reason: ferr.Error()}
+			}
+			d := &Dropped{File: name, Offset: int64(good), Bytes: int64(written(data[good:])), Reason: ferr.Error(), Corrupt: corrupt}
 			if err := truncate(name, int64(good)); err != nil {
 				return nil, err
 			}
 			for _, later := range segs[i+1:] {
 				ln := l.segName(later)
-				if b, err := os.ReadFile(ln); err == nil {
+				if b, err := readFile(ln); err == nil {
 					d.Bytes += int64(written(b))
 				}
 				if err := os.Remove(ln); err != nil {
@@ -81,7 +91,7 @@ func (l *Log) Replay(fn func(wall int64, rec []byte) error) (dropped *Dropped, e
 	} else {
 		end, flen = 0, 0
 	}
-	f, err := os.OpenFile(l.segName(seg), os.O_WRONLY|os.O_CREATE, fileMode)
+	f, err := openFile(l.segName(seg), os.O_WRONLY|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s for appending: %v", l.segName(seg), err)
 	}
@@ -111,7 +121,7 @@ func isCallerErr(err error) bool {
 }
 
 func (l *Log) replaySnapshot(name string, fn func(wall int64, rec []byte) error) error {
-	data, err := os.ReadFile(name)
+	data, err := readFile(name)
 	if err != nil {
 		return fmt.Errorf("cannot read snapshot %s: %v", name, err)
 	}
@@ -143,4 +153,34 @@ func (l *Log) replaySnapshot(name string, fn func(wall int64, rec []byte) error)
 		return fmt.Errorf("snapshot %s is corrupt at byte %d (%v): lockd cannot tell which locks it held. To start from the records logged after it (the locks only it holds are lost), move it out of %s; to start with no locks, empty %s", name, good, ferr, l.dir, l.dir)
 	}
 	return nil
+}
+
+// validFrameIn reports whether a whole frame with a good checksum starts
+// anywhere in data: after a bad frame, the sign of damage rather than of
+// a write cut short, after which nothing was written. A record holds
+// lines of printable text, whose bytes never make a frame's length, so
+// no frame is found inside another.
+func validFrameIn(data []byte) bool {
+	for off := 0; off+headerSize+wallSize <= len(data); off++ {
+		n := int(binary.LittleEndian.Uint32(data[off:]))
+		if n < wallSize || n > wallSize+MaxRecord || len(data)-off-headerSize < n {
+			continue
+		}
+		p := data[off+headerSize : off+headerSize+n]
+		if crc32.Checksum(p, castagnoli) == binary.LittleEndian.Uint32(data[off+4:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// validSegment reports whether one of segs, later segments, holds a
+// valid frame.
+func (l *Log) validSegment(segs []uint64) bool {
+	for _, n := range segs {
+		if data, err := readFile(l.segName(n)); err == nil && validFrameIn(data) {
+			return true
+		}
+	}
+	return false
 }

@@ -34,7 +34,7 @@ func (l *Log) BeginSnapshot() (*Snapshot, error) {
 	l.cut, l.cutSeg, l.size = len(l.pending), seg, 0
 	l.mu.Unlock()
 	s := &Snapshot{l: l, seg: seg}
-	f, err := os.OpenFile(l.snapName(seg)+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
+	f, err := openFile(l.snapName(seg)+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
 	if err != nil {
 		s.err = fmt.Errorf("cannot create a snapshot in %s: %v", l.dir, err)
 	}
@@ -124,7 +124,7 @@ func (s *Snapshot) Abort() {
 }
 
 func truncate(name string, size int64) error {
-	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	f, err := openFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("cannot truncate the torn end off %s: %v", name, err)
 	}

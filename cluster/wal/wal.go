@@ -20,6 +20,24 @@ type Dropped struct {
 	Bytes  int64  // bytes of frames removed, in that segment and the later ones (see written)
 	Files  int    // later segments removed whole
 	Reason string // what was wrong with the frame
+	// Corrupt: valid frames followed the bad one, which was no torn
+	// end but damage, dropped only because the log was opened so
+	// (DropCorrupt).
+	Corrupt bool
+}
+
+// CorruptError is Replay's refusal of a log with a bad frame that valid
+// frames follow: not the torn end a crash leaves, but records damaged
+// after they were written, so that starting from before them would
+// forget what the records after them did.
+type CorruptError struct {
+	File   string
+	Offset int64
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%s is corrupt at byte %d (%s), and valid records follow: the disk damaged a record lockd had written, and starting from the last good one would forget the locks granted after it while their holders still hold them. Restore the data directory from a copy, or start once with --drop-after-corruption to start from the last good record and drop every record after it", e.File, e.Offset, e.Reason)
 }
 
 // Log is an open data directory. Append and BeginSnapshot may be called
@@ -29,6 +47,8 @@ type Log struct {
 	dir  string
 	mode Mode
 	lock *os.File
+
+	dropCorrupt bool // Replay drops damaged records and all after them (DropCorrupt)
 
 	mu       sync.Mutex // guards the fields below
 	pending  []byte     // frames appended, not written yet
@@ -64,6 +84,9 @@ func Open(dir string, mode Mode) (*Log, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("--data-dir %s is not a directory", dir)
 	}
+	if err := checkOwner("data directory "+dir, st); err != nil {
+		return nil, err
+	}
 	if st.Mode().Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("data directory %s is writable by other users (mode %04o): they could plant records lockd would replay; run chmod 700 %s", dir, st.Mode().Perm(), dir)
 	}
@@ -74,6 +97,11 @@ func Open(dir string, mode Mode) (*Log, error) {
 	l := &Log{dir: dir, mode: mode, lock: lf, cut: -1}
 	return l, nil
 }
+
+// DropCorrupt makes Replay start from the last good record before a
+// damaged one that valid records follow, dropping them, where it would
+// refuse (CorruptError). Call it before Replay.
+func (l *Log) DropCorrupt() { l.dropCorrupt = true }
 
 // Dir is the data directory.
 func (l *Log) Dir() string { return l.dir }
@@ -177,7 +205,7 @@ func (l *Log) syncLocked() (uint64, error) {
 		if err := l.write(buf[:cut]); err != nil {
 			return l.written, err
 		}
-		f, err := os.OpenFile(l.segName(cutSeg), os.O_WRONLY|os.O_CREATE, fileMode)
+		f, err := openFile(l.segName(cutSeg), os.O_WRONLY|os.O_CREATE, fileMode)
 		if err != nil {
 			return l.written, fmt.Errorf("cannot create log segment %s: %v", l.segName(cutSeg), err)
 		}

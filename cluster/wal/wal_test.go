@@ -2,7 +2,9 @@ package wal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +32,60 @@ func open(t *testing.T, dir string) (*Log, []rec, *Dropped) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	got, d, err := replayAll(l)
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	return l, got, d
+}
+
+// refused opens dir and replays it, which must refuse with a
+// CorruptError naming file at offset; nothing is changed on disk.
+func refused(t *testing.T, dir, file string, offset int64) {
+	t.Helper()
+	before := snapshotDir(t, dir)
+	l, err := Open(dir, Batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = replayAll(l)
+	l.Close()
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.File != file || ce.Offset != offset || !strings.Contains(err.Error(), "--drop-after-corruption") {
+		t.Fatalf("replay: %v; want a corrupt record in %s at %d refused", err, file, offset)
+	}
+	if after := snapshotDir(t, dir); !maps.Equal(before, after) {
+		t.Fatal("a refused replay changed the data directory")
+	}
+}
+
+// snapshotDir is the content of every log and snapshot file of dir.
+func snapshotDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "log-") || strings.HasPrefix(e.Name(), "snap-") {
+			b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			m[e.Name()] = string(b)
+		}
+	}
+	return m
+}
+
+// openDropping opens dir as open does, dropping a corrupt record and all
+// after it.
+func openDropping(t *testing.T, dir string) (*Log, []rec, *Dropped) {
+	t.Helper()
+	l, err := Open(dir, Batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.DropCorrupt()
 	got, d, err := replayAll(l)
 	if err != nil {
 		l.Close()
@@ -139,7 +195,10 @@ func TestTornTailEveryCut(t *testing.T) {
 	}
 }
 
-// A flipped byte anywhere in a frame ends the log at that frame.
+// A flipped byte in the last frame ends the log there, as a torn write
+// does. Anywhere in an earlier frame, valid frames follow the damage:
+// the log is refused, naming the file and the offset, and only on demand
+// (DropCorrupt) ends at that frame.
 func TestFlippedByte(t *testing.T) {
 	want := records(3)
 	var full []byte
@@ -157,19 +216,24 @@ func TestFlippedByte(t *testing.T) {
 		for ends[frame+1] <= at {
 			frame++
 		}
-		l, got, d := open(t, dir)
+		last := frame == len(want)-1
+		if !last {
+			refused(t, dir, filepath.Join(dir, fmt.Sprintf("log-%016x", 0)), int64(ends[frame]))
+		}
+		l, got, d := openDropping(t, dir)
 		l.Close()
 		if len(got) > frame || !equal(got, want[:len(got)]) {
 			t.Fatalf("byte %d flipped: replayed %v, want at most the first %d", at, got, frame)
 		}
-		if d == nil || d.Offset > int64(ends[frame]) {
+		if d == nil || d.Offset > int64(ends[frame]) || d.Corrupt == last {
 			t.Fatalf("byte %d flipped: dropped %+v", at, d)
 		}
 	}
 }
 
-// A corrupt frame in a segment ends the log there: the later segments
-// go too, as they follow a hole.
+// A corrupt frame in a segment that a later segment's valid frames
+// follow is refused; dropped on demand, the later segments go too, as
+// they follow a hole.
 func TestCorruptMiddleSegment(t *testing.T) {
 	dir := t.TempDir()
 	var a, b []byte
@@ -178,9 +242,10 @@ func TestCorruptMiddleSegment(t *testing.T) {
 	b = AppendFrame(b, 2, []byte("two"))
 	os.WriteFile(filepath.Join(dir, fmt.Sprintf("log-%016x", 0)), a, 0o600)
 	os.WriteFile(filepath.Join(dir, fmt.Sprintf("log-%016x", 1)), b, 0o600)
-	l, got, d := open(t, dir)
+	refused(t, dir, filepath.Join(dir, fmt.Sprintf("log-%016x", 0)), int64(len(a)-4))
+	l, got, d := openDropping(t, dir)
 	l.Close()
-	if !equal(got, []rec{{1, "one"}}) || d == nil || d.Files != 1 {
+	if !equal(got, []rec{{1, "one"}}) || d == nil || d.Files != 1 || !d.Corrupt {
 		t.Fatalf("replayed %v, dropped %+v", got, d)
 	}
 	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("log-%016x", 1))); !os.IsNotExist(err) {
@@ -368,6 +433,23 @@ func FuzzWALReplay(f *testing.F) {
 			t.Fatal(err)
 		}
 		got, d, err := replayAll(l)
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			// Damage that valid frames follow: refused, the file as it
+			// was; dropped on demand.
+			l.Close()
+			if kept, _ := os.ReadFile(seg); !bytes.Equal(kept, data) {
+				t.Fatalf("a refused replay changed the segment: kept %d of %d bytes", len(kept), len(data))
+			}
+			if l, err = Open(dir, Never); err != nil {
+				t.Fatal(err)
+			}
+			l.DropCorrupt()
+			got, d, err = replayAll(l)
+			if err == nil && (d == nil || !d.Corrupt) {
+				t.Fatalf("dropped %+v after a refusal for damage", d)
+			}
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -466,7 +548,7 @@ func TestDroppedCountsFramesNotZeros(t *testing.T) {
 	end = written(data)
 	data = append(data[:end:end], 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4)
 	os.WriteFile(seg, data, 0o600)
-	l, _, d = open(t, dir)
+	l, _, d = openDropping(t, dir)
 	l.Close()
 	if d == nil || d.Bytes != int64(8+len(later)) || d.Files != 1 {
 		t.Fatalf("a bad frame, then a preallocated segment: dropped %+v, want %d bytes and 1 file", d, 8+len(later))
@@ -534,5 +616,63 @@ func BenchmarkFileSync(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A symbolic link in the data directory is never followed: a segment
+// planted as a link to another file is refused, and that file is
+// neither read nor truncated.
+func TestLinkInTheDirectoryIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	content := []byte("a file of lockd's user that a planted link points at\n")
+	if err := os.WriteFile(victim, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, fmt.Sprintf("log-%016x", 0xff))); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir, Batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = replayAll(l)
+	l.Close()
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("replay of a directory with a linked segment: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); !bytes.Equal(b, content) {
+		t.Fatalf("the file the link points at was changed: %q", b)
+	}
+}
+
+// A data directory, or a file in it, owned by another user is refused.
+func TestDirectoryOfAnotherUserIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root can give a directory to another user")
+	}
+	const other = 65534
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, other, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Batch); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Fatalf("open of a directory of uid %d: %v", other, err)
+	}
+	os.Chown(dir, 0, 0)
+	seg := filepath.Join(dir, fmt.Sprintf("log-%016x", 0))
+	os.WriteFile(seg, AppendFrame(nil, 1, []byte("one")), 0o600)
+	os.Chown(seg, other, other)
+	l, err := Open(dir, Batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = replayAll(l)
+	l.Close()
+	if err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Fatalf("replay of a segment of uid %d: %v", other, err)
 	}
 }

@@ -112,6 +112,7 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			durflag.New(cli.DurationFlag{Name: "heartbeat", Value: cluster.DefaultHeartbeat, EnvVars: []string{"LOCKD_HEARTBEAT"}, Usage: "`DURATION` between heartbeats to each peer"}),
 			durflag.New(cli.DurationFlag{Name: "failure-timeout", Value: cluster.DefaultFailureTimeout, EnvVars: []string{"LOCKD_FAILURE_TIMEOUT"}, Usage: "a peer silent this `DURATION` is considered down (at least 2x --heartbeat)"}),
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"LOCKD_DATA_DIR"}, Usage: "keep the lock state across restarts in a write-ahead log in `DIR` (created 0700; one lockd per directory); default: memory only"},
+			&cli.BoolFlag{Name: "drop-after-corruption", EnvVars: []string{"LOCKD_DROP_AFTER_CORRUPTION"}, Usage: "with --data-dir: where the log holds a damaged record that valid records follow (lockd refuses to start, naming the file and offset), start from the last good record and drop every record after it; the locks they granted are forgotten"},
 			&cli.StringFlag{Name: "fsync", Value: "batch", EnvVars: []string{"LOCKD_FSYNC"}, Usage: "`MODE` with --data-dir: batch (one fsync per batch, answers wait for it), always (one per change), never (no fsync: a power cut may lose the last seconds)"},
 			&cli.StringFlag{Name: "replication", Value: "sync", EnvVars: []string{"LOCKD_REPLICATION"}, Usage: "`MODE` sync: the active answers a grant, release or renewal once the standbys in sync applied it, so a crash loses nothing a client was told; async: it answers at once, a little faster, and a crash may lose the last answers"},
 			durflag.New(cli.DurationFlag{Name: "sync-timeout", EnvVars: []string{"LOCKD_SYNC_TIMEOUT"}, DefaultText: "half --failure-timeout", Usage: "in sync mode, a standby that has not acknowledged an answer within this `DURATION` stops being waited for (the node says degraded when none is left)"}),
@@ -196,6 +197,9 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			if c.IsSet("fsync") && c.String("data-dir") == "" {
 				return cli.Exit("--fsync needs --data-dir: without one nothing is written to disk", 2)
 			}
+			if c.Bool("drop-after-corruption") && c.String("data-dir") == "" {
+				return cli.Exit("--drop-after-corruption needs --data-dir: without one there is no log to read back", 2)
+			}
 			if d := c.Duration("sync-timeout"); d < 0 || c.IsSet("sync-timeout") && d == 0 {
 				return cli.Exit(fmt.Sprintf("--sync-timeout %s: must be more than 0 (and below --failure-timeout)", d), 2)
 			}
@@ -244,11 +248,12 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 					MaxWait:          c.Duration("max-wait"),
 					MaxEpochAhead:    c.Duration("max-clock-skew"),
 				},
-				DataDir:  c.String("data-dir"),
-				Fsync:    fsync,
-				Security: sec,
-				Limits:   limits,
-				Logger:   logger,
+				DataDir:     c.String("data-dir"),
+				DropCorrupt: c.Bool("drop-after-corruption"),
+				Fsync:       fsync,
+				Security:    sec,
+				Limits:      limits,
+				Logger:      logger,
 			})
 			if err != nil {
 				return cli.Exit(err.Error(), 1)

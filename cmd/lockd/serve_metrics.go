@@ -48,6 +48,10 @@ func metricsAddr(s string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// metricsEvery is how often /metrics renders its values at most: scrapes
+// in between get the last rendering.
+const metricsEvery = 250 * time.Millisecond
+
 // startMetrics opens the --metrics-listen listener, if any, and serves
 // node's metrics and probes on it until stop is called. A bad address is
 // a usage error (exit 2), a busy port a start-up failure (exit 1).
@@ -64,7 +68,7 @@ func startMetrics(c *cli.Context, node *cluster.Node, logger *slog.Logger) (stop
 		return nil, cli.Exit(fmt.Sprintf("cannot serve metrics on %s: %v; pick a free port with --metrics-listen", addr, err), 1)
 	}
 	srv := &http.Server{
-		Handler:           metrics.Handler(node, metrics.NewRegistry(node, version)),
+		Handler:           metrics.PacedHandler(node, metrics.NewRegistry(node, version), metricsEvery),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
