@@ -146,11 +146,13 @@ var electionCases = []testCase{
 		run: func(t *testing.T, d *driver) {
 			const lease = 900 * time.Millisecond
 			n := startNode(t)
-			d.open([]string{n.addr}, nil)
+			// A short failure timeout, for a short lease: at least twice it.
+			short := map[string]any{"failure_timeout_ms": 450}
+			d.open([]string{n.addr}, short)
 			a := d.must(campaignCmd("ls", "node-a", lease))
 			b, o := startDriver(t, d.spec), startDriver(t, d.spec)
-			b.open([]string{n.addr}, nil)
-			o.open([]string{n.addr}, nil)
+			b.open([]string{n.addr}, short)
+			o.open([]string{n.addr}, short)
 			bc := b.send(campaignCmd("ls", "node-b", lease))
 			waitWaiters(t, o, "ls", 1)
 

@@ -150,7 +150,8 @@ var extraCases = []testCase{
 		rule:   "Hold acquires key ... and then keeps it: it renews the lease in the background every third of lease, retrying a renewal that fails for as long as the lease lasts, until Release, a loss, MaxHold or Close.",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
-			d.open([]string{n.addr}, nil)
+			// A short failure timeout, for a short lease: at least twice it.
+			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 300})
 			h := d.must(map[string]any{"cmd": "hold", "key": "hold", "lease_ms": 600, "wait_ms": 5000})
 			// Three leases later it still holds the key, same token.
 			time.Sleep(1800 * time.Millisecond)
@@ -176,7 +177,7 @@ var extraCases = []testCase{
 		rule:   "Done is closed the moment the lock can no longer be proven held: when the lease that the last acknowledged renewal started ... ends, when lockd says the token no longer holds the key",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
-			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 500})
+			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 450})
 			// Broken from outside: the node says notheld to the next renewal.
 			h := d.must(map[string]any{"cmd": "hold", "key": "lost", "lease_ms": 900, "wait_ms": 5000})
 			d.must(map[string]any{"cmd": "release", "key": "lost", "token": h.str("token")})

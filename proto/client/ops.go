@@ -130,8 +130,11 @@ const acquireGrace = 500 * time.Millisecond
 // Release gives the lock back, so the next waiter is granted at once. It
 // re-sends the release every Options.ReleaseEvery, on any live connection
 // and preferring the active node, until a node answers or
-// Options.ReleaseFor has passed. It returns an error wrapping ErrNotHeld
-// when the token does not hold the key.
+// Options.ReleaseFor has passed. It returns nil when a node answers ok,
+// also to a re-send after a connection dropped under an earlier one, and
+// an error wrapping ErrNotHeld when the node answers that the token does
+// not hold the key: lockd answers ok again to a re-sent release it
+// applied, so notheld means the lock was not this token's to release.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	if err := checkKey("release", key); err != nil {
 		return err
