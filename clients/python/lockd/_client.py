@@ -6,6 +6,7 @@ watches (_watch.py) follow the active node."""
 
 from __future__ import annotations
 
+import atexit
 import getpass
 import itertools
 import os
@@ -14,6 +15,7 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from . import _wire as w
@@ -42,6 +44,17 @@ from ._watch import Watch, _Watches, _WatchState
 
 if TYPE_CHECKING:
     from ._hold import Election, Hold
+
+
+# Every client not closed yet: at exit, each is closed, which waits a
+# moment for the withdrawals of acquires that an interrupt gave up.
+_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_clients() -> None:
+    for c in list(_open_clients):
+        c.close()
 
 
 def _env_bool(v: Optional[str]) -> bool:
@@ -134,6 +147,12 @@ class Client(_Requests, _Watches, _Loop):
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._dialed: List[Tuple[_Conn, Optional[socket.socket], bytes, Optional[BaseException]]] = []
         self._dirty: Set[_Conn] = set()
+        # Requests that put a node right after a caller gave up (_settle_locked).
+        self._settling: Set[_Call] = set()
+        # The call each thread has in flight, for _abandon.
+        self._inflight = threading.local()
+        self._inflight.call = None
+        _open_clients.add(self)
         with self._mu:
             for a in self._addrs:
                 for _ in range(conns_per_addr):
@@ -187,8 +206,16 @@ class Client(_Requests, _Watches, _Loop):
     def close(self) -> None:
         """Stops the I/O thread and closes every connection. Calls still
         waiting raise Closed; locks still held stay held until their lease
-        ends; holds end with reason 'closed'."""
+        ends; holds end with reason 'closed'. It first waits, a failure
+        timeout at most, for the answers to withdrawals of acquires given
+        up (a KeyboardInterrupt, a cancel) and to releases of the grants
+        that crossed them, so that the node has them before the
+        connections close."""
+        end = time.monotonic() + self._ft
         with self._mu:
+            if threading.current_thread() is not self._thread:
+                while not self._closed and not self._settled_locked() and time.monotonic() < end:
+                    self._changed.wait(0.01)
             if self._closed:
                 return
             self._closed = True
@@ -199,6 +226,16 @@ class Client(_Requests, _Watches, _Loop):
         self._wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(5)
+
+    @property
+    def min_hold_lease(self) -> float:
+        """The shortest lease hold() and campaign() take, in seconds: twice
+        failure_timeout. A held lock stays held only while a renewal lands
+        within each lease; when the active node fails, the client notices
+        within about a failure timeout, the cluster promotes another node
+        within about one, and the renewal must reach it before the lease
+        ends. A shorter lease is lost in any failover."""
+        return 2 * self._ft
 
     @property
     def active(self) -> str:
@@ -253,13 +290,68 @@ class Client(_Requests, _Watches, _Loop):
         deadline: Optional[float] = None,
         cancel: Optional[threading.Event] = None,
         on_abandon: Optional[Callable[[_Call], None]] = None,
+        patient: bool = False,
+    ) -> Tuple[w.Answer, _Conn]:
+        """Sends a request and returns its answer, moving it to another
+        connection when one drops (if resend) and following M answers.
+
+        patient (an acquire that waits until cancelled) waits through an
+        outage too: where another call raises Unavailable because no node
+        can be reached, it keeps trying, dialling every node, unless the
+        client never reached one (its addresses are more likely wrong than
+        the cluster down) or a node refused its secret or TLS (AuthError).
+
+        An exception that is not an Error (KeyboardInterrupt, SystemExit)
+        abandons the call on its way out: a waiting acquire is withdrawn,
+        and a grant that came is released."""
+        try:
+            return self._trip(op, key, line, resend, deadline, cancel, on_abandon, patient)
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                self._abandon(on_abandon)
+            raise
+
+    def _abandon(self, on_abandon: Optional[Callable[[_Call], None]]) -> None:
+        """Abandons the call this thread has in flight, if any."""
+        cl = self._inflight.call
+        if cl is None:
+            return
+        with self._mu:
+            if cl.state == 0:
+                cl.state = 2
+                if on_abandon is not None:
+                    on_abandon(cl)
+            elif cl.state == 1 and not isinstance(cl.result, _Dropped):
+                # Answered, not yet returned: a grant goes back.
+                cl.state = 2
+                self._orphan_locked(cl, cl.result[0])
+
+    def _trip(
+        self,
+        op: str,
+        key: str,
+        line: Callable[[_Conn, _Call], Optional[bytes]],
+        resend: bool,
+        deadline: Optional[float],
+        cancel: Optional[threading.Event],
+        on_abandon: Optional[Callable[[_Call], None]],
+        patient: bool,
     ) -> Tuple[w.Answer, _Conn]:
         at = _Attempt(key if op == "A" else "")
+        outages = 0
+        inflight = self._inflight
+        inflight.call = None
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"{_OPS.get(op, op)} {key}: cancelled by the caller")
+            outage = False
             with self._mu:
-                cn = self._choose_locked(at)
+                try:
+                    cn = self._choose_locked(at)
+                except Unavailable:
+                    if not (patient and self._ever_up):
+                        raise
+                    cn, outage = None, True
                 cl: Optional[_Call] = None
                 if cn is not None:
                     cl = _Call(op, key)
@@ -267,8 +359,14 @@ class Client(_Requests, _Watches, _Loop):
                     if b is None:
                         raise _WaitElapsed(at.last_err)
                     self._queue_locked(cn, cl, b)
+                    inflight.call = cl
                     if at.moves > 0:
                         self._probe_locked(cn, time.monotonic())
+            if outage:
+                self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), cancel, True)
+                outages += 1
+                at = _Attempt(at.busy_key)
+                continue
             if cl is None or cn is None:
                 why = self._wait_change(deadline, cancel)
                 if why == "cancel":
@@ -287,35 +385,51 @@ class Client(_Requests, _Watches, _Loop):
                     else:
                         abandoned = False
                 if abandoned:
+                    inflight.call = None
                     if why == "cancel":
                         raise Cancelled(f"{_OPS.get(op, op)} {key}: cancelled by the caller")
                     raise _Deadline()
             res = cl.result
             if isinstance(res, _Dropped):
+                inflight.call = None
                 if isinstance(res.err, Closed):
                     raise Closed("the lockd client is closed")
                 at.fail(cn, cl.gen, res.err)
                 if not resend:
                     raise Unavailable(f"{res.err}, after the request was sent: it may or may not have been applied; check with lockctl status before retrying")
                 if at.drops >= MAX_DROPS:
+                    if patient and self._ever_up:
+                        # Connections that come up and drop again: pause
+                        # before the next round, whatever is up.
+                        self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), cancel, False)
+                        outages += 1
+                        at = _Attempt(at.busy_key)
+                        continue
                     with self._mu:
                         raise self._unavailable_locked(Error(f"{at.drops} connections dropped during this request, last: {res.err}"))
                 continue
             a, landed = res
+            outages = 0
             if a.kind == "M":
+                inflight.call = None
                 addr = self._moved_to(cn, a)
                 if landed:
                     at.moves = 0
                 pause = 0.0
                 with self._mu:
-                    dead = self._dead_locked(addr)
-                    if dead:
+                    if self._stale_locked(addr):
+                        # The node named stopped answering this client:
+                        # either the one that named it has not noticed yet
+                        # that it failed (a failover under way), or it is
+                        # back (restarted, resumed) and took its role again.
+                        # _stale_locked dialled it; ask again shortly, which
+                        # finds it if it is back, or the node that took over.
                         now = time.monotonic()
                         if not at.stale_since:
                             at.stale_since = now
-                        if now - at.stale_since > 10 * self._ft:
+                        if not patient and now - at.stale_since > 10 * self._ft:
                             raise self._unavailable_locked(
-                                Error(f"{cn.addr} still names {addr} as the active node, which has not answered this client: no other node took over")
+                                Error(f"{cn.addr} still names {addr} as the active node, {self._silence_locked(addr)}: no other node took over")
                             )
                         at.stale += 1
                         at.target = ""
@@ -334,6 +448,7 @@ class Client(_Requests, _Watches, _Loop):
                     time.sleep(pause)
                 continue
             if a.kind == "E":
+                inflight.call = None
                 if op == "A" and cl.ref is not None and a.ref is None:
                     # A node that knows ref= echoes it in every answer to
                     # the acquire: this is an older lockd. Ask again without.
@@ -341,10 +456,22 @@ class Client(_Requests, _Watches, _Loop):
                         cn.no_refs = True
                     continue
                 raise _server_error(op, key, a)
+            inflight.call = None
             if op != "H":
                 with self._mu:
                     self._active = cn.addr
             return a, cn
+
+    def _wait_outage(self, pause: float, cancel: Optional[threading.Event], early: bool) -> None:
+        """Waits out a spell with no node to serve a patient call: pause
+        seconds, or (early) until a connection is up."""
+        end = time.monotonic() + pause
+        with self._mu:
+            while not self._closed and not (early and self._any_up_locked()):
+                left = end - time.monotonic()
+                if left <= 0 or (cancel is not None and cancel.is_set()):
+                    return
+                self._changed.wait(min(left, 0.02 if cancel is not None else left))
 
     @staticmethod
     def _moved_to(cn: _Conn, a: w.Answer) -> str:

@@ -34,7 +34,7 @@ class _Dropped:
 
 
 class _Call:
-    __slots__ = ("op", "key", "ref", "seq", "conn", "gen", "done", "result", "state", "silent", "kick", "acq_id")
+    __slots__ = ("op", "key", "ref", "seq", "conn", "gen", "done", "result", "state", "silent", "kick", "acq_id", "answered")
 
     def __init__(self, op: str, key: str, silent: bool = False, kick: Optional[threading.Event] = None) -> None:
         self.op = op
@@ -52,6 +52,7 @@ class _Call:
         self.silent = silent
         self.kick = kick
         self.acq_id = ""
+        self.answered = False  # a line answered it (whoever waits for it)
 
 
 class _Conn:

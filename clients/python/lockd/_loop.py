@@ -142,6 +142,7 @@ class _Loop:
             if ws.resubscribe and ws.conn is None and ws.retry_at and now >= ws.retry_at:
                 ws.retry_at = 0.0
                 self._subscribe_locked(ws, ws.target)
+            ws.check_stale_locked(now, ft)
         for cn in self._conns:
             if cn.state == "down" and now >= cn.redial_at:
                 self._dial_locked(cn)
@@ -270,7 +271,7 @@ class _Loop:
                 cn.watching.discard(a.key)
                 ws = self._watches.get(a.key)
                 if ws is not None and a.fields:
-                    ws.conn = None
+                    ws.lost_locked()
                     self._move_watch_locked(ws, a.fields[0])
                 return None
             if a.kind == "E":
@@ -278,6 +279,7 @@ class _Loop:
             return None
         landed = cn.answered > cl.seq
         cn.answered = max(cn.answered, cl.seq)
+        cl.answered = True
         if cl.op == "S" and cl.silent:
             cn.probes -= 1
             cn.probe_at = time.monotonic()
@@ -303,14 +305,38 @@ class _Loop:
 
     def _orphan_locked(self, cl: _Call, a: w.Answer) -> None:
         """A grant that came after its caller gave up is released at once,
-        so that an abandoned acquire leaks no lock."""
+        so that an abandoned acquire leaks no lock: first on the connection
+        it came on, from this thread, which is written before anything the
+        caller does next (its process may be exiting: a KeyboardInterrupt);
+        then by a release of its own, which re-sends it if that is lost."""
         if cl.op != "A" or a.kind != "A" or len(a.fields) != 1 or self._closed:
             return
         try:
             token = int(a.fields[0])
         except ValueError:
             return
+        cn = cl.conn
+        if cn is not None and cn.sock is not None:
+            self._settle_locked(cn, _Call("R", cl.key, silent=True), f"R {cl.key} {token}\n".encode())
         threading.Thread(target=self._release_quietly, args=(cl.key, token), daemon=True).start()
+
+    def _settle_locked(self, cn: _Conn, cl: _Call, line: bytes) -> None:
+        """Sends a request that puts the node right after a caller gave up
+        (a withdraw, the release of a grant nobody took): close() waits a
+        moment for its answer, so that the node has it before the
+        connection closes."""
+        cl.state = 2
+        self._queue_locked(cn, cl, line)
+        self._settling.add(cl)
+
+    def _settled_locked(self) -> bool:
+        """Whether every request of _settle_locked was answered, or lost
+        with its connection."""
+        for cl in list(self._settling):
+            cn = cl.conn
+            if cl.answered or cn is None or cn.sock is None or cn.gen != cl.gen:
+                self._settling.discard(cl)
+        return not self._settling
 
     def _release_quietly(self, key: str, token: int) -> None:
         try:
@@ -397,13 +423,35 @@ class _Loop:
         for key in watching:
             ws = self._watches.get(key)
             if ws is not None and ws.conn is cn:
-                ws.conn = None
+                ws.lost_locked()
                 ws.resubscribe = True
         if was_up or watching:
             self._resubscribe_locked()
         self._changed.notify_all()
 
     # ------------------------------------------------------ choosing a conn
+
+    def _stale_locked(self, addr: str) -> bool:
+        """Whether addr is dead (_dead_locked); if it is, its connections
+        are dialled at once instead of at the next redial: a node named by
+        an M answer is one the cluster says is active, so a node restarted
+        or resumed there is worth finding now."""
+        if not self._dead_locked(addr):
+            return False
+        for cn in self._conns:
+            if cn.addr == addr and cn.state == "down":
+                self._dial_locked(cn)
+        return True
+
+    def _silence_locked(self, addr: str) -> str:
+        """How long addr has not answered this client, in words."""
+        heard = max((cn.last_read for cn in self._conns if cn.addr == addr and cn.gen > 0), default=0.0)
+        if not heard:
+            return "which this client has never reached"
+        return f"which has not answered this client for {time.monotonic() - heard:.3f}s"
+
+    def _any_up_locked(self) -> bool:
+        return any(cn.state == "up" for cn in self._conns)
 
     def _dead_locked(self, addr: str) -> bool:
         found = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import _wire as w
 from ._auth import NoAnswer
@@ -127,13 +127,13 @@ class _Requests:
         def withdraw(cl: _Call) -> None:
             cn = cl.conn
             if cn is not None and cn.sock is not None and cn.gen == cl.gen and not cn.no_refs and wait is not None:
-                self._queue_locked(cn, _Call("X", key, silent=True), f"X {key} {id_}\n".encode())
+                self._settle_locked(cn, _Call("X", key, silent=True), f"X {key} {id_}\n".encode())
 
         deadline = None
         if wait:
             deadline = time.monotonic() + wait + ACQUIRE_GRACE + self._ft + wait / 10
         try:
-            a, cn = self._round_trip("A", key, line, deadline=deadline, cancel=cancel, on_abandon=withdraw)
+            a, cn = self._round_trip("A", key, line, deadline=deadline, cancel=cancel, on_abandon=withdraw, patient=wait == 0.0)
         except _WaitElapsed as e:
             if isinstance(e.last, NoAnswer):
                 with self._mu:
@@ -200,6 +200,13 @@ class _Requests:
                 sends += 1
                 return True
 
+        def soon() -> None:
+            # A node named a silent one as active: send again shortly, to
+            # the node if it is back (_stale_locked dialled it) or to
+            # whoever took over, rather than at the next release_every.
+            nonlocal next_send
+            next_send = min(next_send, time.monotonic() + 0.025)
+
         send()
         while True:
             now = time.monotonic()
@@ -233,7 +240,7 @@ class _Requests:
             elif waiting:
                 send()
                 continue
-            done = self._collect_release(key, token, calls, at, send)
+            done = self._collect_release(key, token, calls, at, send, soon)
             if done is not None:
                 with self._mu:
                     for cl in calls:
@@ -243,7 +250,9 @@ class _Requests:
                     return
                 raise done
 
-    def _collect_release(self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool]) -> Any:
+    def _collect_release(
+        self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool], soon: Callable[[], None]
+    ) -> Any:
         for cl in list(calls):
             if cl.state != 1:
                 continue
@@ -269,7 +278,8 @@ class _Requests:
             if a.kind == "M" and len(a.fields) == 1:
                 addr = a.fields[0]
                 with self._mu:
-                    if self._dead_locked(addr):
+                    if self._stale_locked(addr):
+                        soon()
                         continue
                     self._active = addr
                 at.target = addr
@@ -325,12 +335,19 @@ class _Requests:
                 pass
         raise _bad_answer("keys", pattern, cn, a)
 
-    def status(self) -> Dict[str, str]:
+    def status(self) -> w.Status:
         """How the node this client talks to (the active when known) sees
-        itself and the cluster: the S answer's fields (self, role, active,
-        token, ...; peer= words joined by spaces)."""
-        a, _ = self._round_trip("S", "-", lambda cn, cl: b"S -\n")
-        return w.parse_status(a.fields)
+        itself and the cluster: its S answer as a lockd.Status, a dict of
+        typed values: self, role, active ("" when none), replication and
+        durability str; token, seq, keys, waiters int; uptime float
+        seconds; sticky, degraded bool; peers a list of lockd.Peer (addr,
+        role, up, seq, lag, token). A field this client does not know
+        stays the text it was sent as."""
+        a, cn = self._round_trip("S", "-", lambda cn, cl: b"S -\n")
+        try:
+            return w.parse_status(a.fields)
+        except w.BadLine as e:
+            raise Error(f"status: {cn.addr} answered {e}; check that client and server versions match") from None
 
     def handoff(self, to: str = "") -> str:
         """Asks the active node to hand its role over (to its successor, or

@@ -4,6 +4,7 @@ followed across failovers."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Deque, List, Optional
@@ -75,9 +76,10 @@ class _Watches:
 
     def _move_watch_locked(self, ws: "_WatchState", addr: str) -> None:
         """Watches again at addr, the active an M named. A node this client
-        found silent is a failover the redirecting node has not seen yet:
-        ask again a little later (the tick does) instead of at once."""
-        if self._dead_locked(addr):
+        found silent is a failover the redirecting node has not seen yet,
+        or the node back (restarted, resumed), which _stale_locked dials
+        at once: ask again a little later (the tick does)."""
+        if self._stale_locked(addr):
             ws.resubscribe = True
             ws.target = ""
             ws.retry_at = time.monotonic() + 0.1
@@ -99,7 +101,7 @@ class _Watches:
             return
         if a.kind == "M" and a.fields:
             cn.watching.discard(cl.key)
-            ws.conn = None
+            ws.lost_locked()
             self._move_watch_locked(ws, a.fields[0])
         elif a.kind == "E":
             cn.watching.discard(cl.key)
@@ -135,12 +137,37 @@ class _WatchState:
         self.resubscribe = False
         self.target = ""
         self.retry_at = 0.0  # when a paced re-subscription is due
+        # live: the node at conn answered the subscription, and it has not
+        # been lost since (lost_at). stale: lost for a failure timeout, and
+        # the watchers were told.
+        self.live = False
+        self.lost_at = 0.0
+        self.stale = False
+        self.last: Optional[w.Queue] = None
 
     def deliver_locked(self, q: w.Queue, initial: bool) -> None:
+        self.live, self.stale, self.last = True, False, q
         for wt in self.watchers:
             if initial and wt._primed:
                 continue
             wt._primed = True
+            wt._put(q)
+
+    def lost_locked(self) -> None:
+        """The subscription is gone: its connection dropped, or the node
+        gave its role up."""
+        self.conn = None
+        if self.live:
+            self.live, self.lost_at = False, time.monotonic()
+
+    def check_stale_locked(self, now: float, ft: float) -> None:
+        """Tells the watchers, once, that the watch has had no node serve it
+        for a failure timeout: the last state again, marked stale."""
+        if self.live or self.stale or not self.lost_at or self.last is None or now - self.lost_at < ft:
+            return
+        self.stale = True
+        q = dataclasses.replace(self.last, stale=True)
+        for wt in self.watchers:
             wt._put(q)
 
     def fail_locked(self, err: BaseException) -> None:
@@ -160,7 +187,14 @@ class Watch:
     one first, then one after every change of holders or waiters, also
     across failovers (the state at the new node comes first). Iteration
     ends when the watch or the client is closed; a refusal ends it with
-    its error raised."""
+    its error raised.
+
+    When the watch loses the cluster (no node has served it for the
+    client's failure_timeout: the nodes are down, frozen or out of
+    reach), it yields the last state again with stale=True: it may be
+    out of date. It keeps trying, and once a node serves it again it
+    yields the state there, stale=False: it is current again. The stale
+    property says the same of the state last returned."""
 
     _END = object()
 
@@ -172,6 +206,13 @@ class Watch:
         self._ended = False
         self.error: Optional[BaseException] = None
         self._primed = False  # it has had the state of the subscription it is on
+        self._stale = False
+
+    @property
+    def stale(self) -> bool:
+        """Whether the state last returned said the watch had lost the
+        cluster (Queue.stale)."""
+        return self._stale
 
     def _put(self, q: w.Queue) -> None:
         with self._cv:
@@ -206,6 +247,7 @@ class Watch:
                     raise self.error
                 return None
             self._q.popleft()
+            self._stale = item.stale
             return item
 
     def __iter__(self) -> "Watch":
