@@ -67,6 +67,10 @@ class OutageTest(unittest.TestCase):
                 self.fail("condition not met in time")
             time.sleep(0.01)
 
+    def up(self, c, *addrs):
+        """Waits until the client has a connection up to each of addrs."""
+        self.wait(lambda: all(any(cn.addr == a and cn.state == "up" for cn in c._conns) for a in addrs))
+
     def down(self, c, addr):
         """Waits until the client has every connection to addr down."""
         self.wait(lambda: c._dead_locked(addr))
@@ -76,8 +80,7 @@ class OutageTest(unittest.TestCase):
         addr = first.addr
         standby = self.node(lambda c, l: [f"M {words(l)[1]} {addr}" + (f" ref={ref_of(l)}" if ref_of(l) else "")])
         c = self.client([addr, standby.addr], redial=3600)
-        self.assertTrue(standby.wait_for(lambda: len(standby.conns) == 1))
-        self.assertTrue(first.wait_for(lambda: len(first.conns) == 1))
+        self.up(c, addr, standby.addr)
         first.close()
         self.down(c, addr)
         back = self.node(granting, port_of(addr))
@@ -93,8 +96,7 @@ class OutageTest(unittest.TestCase):
         addr = first.addr
         standby = self.node(lambda c, l: [f"M {words(l)[1]} {addr}"])
         c = self.client([addr, standby.addr], redial=3600, failure_timeout=0.05)
-        self.assertTrue(first.wait_for(lambda: len(first.conns) == 1))
-        self.assertTrue(standby.wait_for(lambda: len(standby.conns) == 1))
+        self.up(c, addr, standby.addr)
         first.close()
         self.down(c, addr)
         with c._mu:
@@ -117,8 +119,7 @@ class OutageTest(unittest.TestCase):
                 n = self.node(granting)
                 addr = n.addr
                 c = self.client(addr, redial=3600, failure_timeout=0.2)
-                self.assertTrue(n.wait_for(lambda: len(n.conns) == 2))
-                self.wait(lambda: c._ever_up)
+                self.up(c, addr)
                 n.close()
                 self.down(c, addr)
                 out = []

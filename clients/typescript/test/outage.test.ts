@@ -36,6 +36,11 @@ async function until(what: string, cond: () => boolean): Promise<void> {
   }
 }
 
+/** Whether the client has a connection to addr up (answered its first S). */
+function up(c: Client, addr: string): boolean {
+  return (c as unknown as { conns: { addr: string; state: string }[] }).conns.some((cn) => cn.addr === addr && cn.state === "up");
+}
+
 /** Whether the client has every connection to addr down. */
 function down(c: Client, addr: string): boolean {
   return (c as unknown as { dead(a: string): boolean }).dead(addr);
@@ -54,8 +59,7 @@ test("an M naming a restarted node dials it at once: calls go there, not to the 
     await standby.stop();
     await back?.stop();
   });
-  await first.waitFor("a connection", () => first.open().length === 1);
-  await standby.waitFor("a connection", () => standby.open().length === 1);
+  await until("both nodes up for the client", () => up(c, addr) && up(c, standby.addr));
   await first.stop();
   await until("the node down for the client", () => down(c, addr));
   back = await FakeNode.start(portOf(addr));
@@ -83,8 +87,7 @@ test("a release redirected to a node the client has down is sent again shortly, 
     await standby.stop();
     await back?.stop();
   });
-  await first.waitFor("a connection", () => first.open().length === 1);
-  await standby.waitFor("a connection", () => standby.open().length === 1);
+  await until("both nodes up for the client", () => up(c, addr) && up(c, standby.addr));
   await first.stop();
   await until("the node down for the client", () => down(c, addr));
   back = await FakeNode.start(portOf(addr));
@@ -106,8 +109,7 @@ test("the error of a redirect to a silent node counts from the node's silence", 
     await c.close();
     await standby.stop();
   });
-  await first.waitFor("a connection", () => first.open().length === 1);
-  await standby.waitFor("a connection", () => standby.open().length === 1);
+  await until("both nodes up for the client", () => up(c, addr) && up(c, standby.addr));
   await first.stop();
   await until("the node down for the client", () => down(c, addr));
   for (const cn of (c as unknown as { conns: { addr: string; lastRead: number }[] }).conns) {
