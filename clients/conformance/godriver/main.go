@@ -42,7 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -382,7 +382,10 @@ func (d *driver) open(cmd command) error {
 	if d.c != nil {
 		return invalidError{"open was sent twice; one driver runs one client"}
 	}
-	opts := client.Options{ConnsPerAddr: cmd.ConnsPerAddr, Name: cmd.Name}
+	// The client's log goes to stderr, which the harness shows when a
+	// case fails.
+	opts := client.Options{ConnsPerAddr: cmd.ConnsPerAddr, Name: cmd.Name,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if cmd.FailureTO != nil {
 		opts.FailureTimeout = ms(*cmd.FailureTO)
 	}
