@@ -313,7 +313,7 @@ class Client(_Requests, _Watches, _Loop):
 
     def _abandon(self, on_abandon: Optional[Callable[[_Call], None]]) -> None:
         """Abandons the call this thread has in flight, if any."""
-        cl = self._inflight.call
+        cl = getattr(self._inflight, "call", None)
         if cl is None:
             return
         with self._mu:
