@@ -273,8 +273,8 @@ func TestWatchSaysStaleAndCurrent(t *testing.T) {
 	if l := <-leaders; l.Stale || l.Value != "leader" {
 		t.Fatalf("first leader %+v", l)
 	}
-	f.close()
 	lost := time.Now()
+	f.close()
 	ev := recvEvent(t, events, 5*time.Second)
 	if !ev.Stale || ev.Queue.Token != 5 || !errors.Is(ev.Err, ErrUnavailable) {
 		t.Fatalf("after the node went away: %+v, want a Stale event with the last state and ErrUnavailable", ev)

@@ -176,8 +176,8 @@ test("a watch and an observation say when they lose the cluster and when they ar
   assert.deepEqual([s.holders[0].token, s.stale, w.stale], [5n, false, false]);
   let l = (await o.next()).value!;
   assert.deepEqual([l.value, l.stale, o.stale], ["leader", false, false]);
-  await n.stop();
   const lost = Date.now();
+  await n.stop();
   s = (await w.next()).value!;
   assert.deepEqual([s.holders[0].token, s.stale, w.stale], [5n, true, true], "the last state again, stale");
   assert.ok(Date.now() - lost >= 200, "not before the failure timeout");
