@@ -30,6 +30,11 @@ func TestHarnessCatches(t *testing.T) {
 		{"nomove", []string{"acquire_moves_on_drop", "error_only_when_all_tried"}},
 		{"nofollow", []string{"follows_moved"}},
 		{"noroundrobin", []string{"round_robin"}},
+		{"lostrelease", []string{"release_answer_lost"}},
+		{"nostale", []string{"watch_stale_current"}},
+		{"impatient", []string{"wait_through_outage"}},
+		{"anylease", []string{"hold_lease_too_short"}},
+		{"textstatus", []string{"status_typed"}},
 	}
 	for _, b := range breaks {
 		t.Run(b.brk, func(t *testing.T) {

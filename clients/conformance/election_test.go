@@ -144,13 +144,16 @@ var electionCases = []testCase{
 		source: fromElection,
 		rule:   "Leading is holding a lock: the *Held that Campaign returns renews the lease and closes Done the moment leadership can no longer be proven.",
 		run: func(t *testing.T, d *driver) {
-			const lease = 900 * time.Millisecond
+			const lease = 1200 * time.Millisecond
 			n := startNode(t)
-			d.open([]string{n.addr}, nil)
+			// A failure timeout short enough for a short lease: at least
+			// twice it.
+			short := map[string]any{"failure_timeout_ms": 600}
+			d.open([]string{n.addr}, short)
 			a := d.must(campaignCmd("ls", "node-a", lease))
 			b, o := startDriver(t, d.spec), startDriver(t, d.spec)
-			b.open([]string{n.addr}, nil)
-			o.open([]string{n.addr}, nil)
+			b.open([]string{n.addr}, short)
+			o.open([]string{n.addr}, short)
 			bc := b.send(campaignCmd("ls", "node-b", lease))
 			waitWaiters(t, o, "ls", 1)
 

@@ -150,13 +150,15 @@ var extraCases = []testCase{
 		rule:   "Hold acquires key ... and then keeps it: it renews the lease in the background every third of lease, retrying a renewal that fails for as long as the lease lasts, until Release, a loss, MaxHold or Close.",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
-			d.open([]string{n.addr}, nil)
-			h := d.must(map[string]any{"cmd": "hold", "key": "hold", "lease_ms": 600, "wait_ms": 5000})
+			// A failure timeout short enough for a short lease: at least
+			// twice it.
+			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 600})
+			h := d.must(map[string]any{"cmd": "hold", "key": "hold", "lease_ms": 1200, "wait_ms": 5000})
 			// Three leases later it still holds the key, same token.
-			time.Sleep(1800 * time.Millisecond)
+			time.Sleep(3600 * time.Millisecond)
 			q := d.must(map[string]any{"cmd": "queue", "key": "hold"})
 			if tk := holderTokens(q); len(tk) != 1 || tk[0] != h.str("token") {
-				t.Errorf("a hold of lease 600 ms should still hold the key 1.8 s later with its token %s: %s", h.str("token"), q)
+				t.Errorf("a hold of lease 1.2 s should still hold the key 3.6 s later with its token %s: %s", h.str("token"), q)
 			}
 			if st := d.must(map[string]any{"cmd": "hold_state", "hold": h.num("hold")}); st["lost"] != false {
 				t.Errorf("a renewed hold is not lost: %s", st)
@@ -176,7 +178,7 @@ var extraCases = []testCase{
 		rule:   "Done is closed the moment the lock can no longer be proven held: when the lease that the last acknowledged renewal started ... ends, when lockd says the token no longer holds the key",
 		run: func(t *testing.T, d *driver) {
 			n := startNode(t)
-			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 500})
+			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 450})
 			// Broken from outside: the node says notheld to the next renewal.
 			h := d.must(map[string]any{"cmd": "hold", "key": "lost", "lease_ms": 900, "wait_ms": 5000})
 			d.must(map[string]any{"cmd": "release", "key": "lost", "token": h.str("token")})

@@ -202,7 +202,15 @@ class Driver:
         return {"keys": keys, "total": total}
 
     def c_status(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
-        return {"fields": self.need().status()}
+        st = dict(self.need().status())
+        # DRIVER.md's units and u64s: milliseconds, decimal strings.
+        if "uptime" in st:
+            st["uptime_ms"] = st.pop("uptime") * 1000.0
+        for k in ("token", "seq"):
+            if k in st:
+                st[k] = str(st[k])
+        st["peers"] = [dict(p, seq=str(p["seq"]), lag=str(p["lag"]), token=str(p["token"])) for p in st.get("peers", [])]
+        return {"fields": st}
 
     def start_watch(self, key: str, leader: bool) -> Dict[str, Any]:
         client = self.need()
@@ -218,15 +226,35 @@ class Driver:
 
         def pump() -> None:
             reason = "closed"
+            stale = False
+
+            def health(now_stale: bool) -> bool:
+                # A stale value is written as a stale event; the first value
+                # after it that is not, after a current event (DRIVER.md).
+                nonlocal stale
+                if now_stale:
+                    stale = True
+                    emit({"event": "stale", "watch": n, "message": "the watch lost the cluster", "ms_since_open": since_open()})
+                    return True
+                if stale:
+                    stale = False
+                    emit({"event": "current", "watch": n, "ms_since_open": since_open()})
+                return False
+
             try:
                 if not leader:
                     for q in wt:
+                        if health(q.stale):
+                            continue
                         ev = {"event": "watch", "watch": n}
                         ev.update(queue_json(q))
                         ev["ms_since_open"] = since_open()
                         emit(ev)
                 else:
-                    for value, token in obs:
+                    for lead in obs:
+                        if health(lead.stale):
+                            continue
+                        value, token = lead
                         emit({"event": "leader", "watch": n, "value": value, "token": None if token is None else str(token), "ms_since_open": since_open()})
             except lockd.Error as e:
                 reason = f"{kind_of(e)}: {e}"

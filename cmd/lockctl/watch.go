@@ -26,7 +26,10 @@ func (c *watchCommand) Command() *cli.Command {
 			"a grant, a release, an expiry, a waiter joining or leaving (renewals alone\n" +
 			"change nothing). lockd pushes the changes; nothing polls. It follows the\n" +
 			"active node through failovers and handoffs, printing the state there first.\n" +
-			"SIGINT (Ctrl-C) or SIGTERM ends it, exit 0.\n\n" +
+			"When it loses the cluster (no node has served the watch for --failure-timeout)\n" +
+			"it says so on stderr, since the last line printed may then be out of date,\n" +
+			"and keeps trying; once a node serves it again it says so there too and\n" +
+			"prints the state that node has. SIGINT (Ctrl-C) or SIGTERM ends it, exit 0.\n\n" +
 			"A line reads\n" +
 			"   KEY free [waiting=N]\n" +
 			"   KEY held token=TOKEN name=NAME lease_left=DURATION waiting=N\n" +
@@ -61,15 +64,25 @@ func (c *watchCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	states, err := cl.Watch(ctx, c.key)
+	events, err := cl.WatchEvents(ctx, c.key)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return clientFailure(ctx, g, fmt.Sprintf("watching %q", c.key), err)
 	}
-	for q := range states {
-		if err := printWatch(g.Stdout, g.JSON, q); err != nil {
+	stale := false
+	for ev := range events {
+		if ev.Stale {
+			stale = true
+			fmt.Fprintf(g.Stderr, "lockctl: %s\n", printableText(ev.Err.Error()))
+			continue
+		}
+		if stale {
+			stale = false
+			fmt.Fprintf(g.Stderr, "lockctl: watch %s is current again: %s serves it; its state follows\n", printable(c.key), printable(ev.Addr))
+		}
+		if err := printWatch(g.Stdout, g.JSON, ev.Queue); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,5 +42,144 @@ func TestPrintWatch(t *testing.T) {
 		if b.String() != tc.want || strings.Contains(b.String(), "\x1b") {
 			t.Errorf("printWatch(%+v):\n got %q\nwant %q", tc.q, b.String(), tc.want)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer written by one goroutine and read by
+// another.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// watchNode is a node that answers S and watches of one key with the
+// state it is given, and can go away and come back on its address.
+type watchNode struct {
+	t     *testing.T
+	addr  string
+	state atomic.Value // the words of the L answer after the key
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func (n *watchNode) listen() {
+	n.t.Helper()
+	addr := n.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.ln, n.addr = ln, ln.Addr().String()
+	n.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.conns = append(n.conns, c)
+			n.mu.Unlock()
+			go n.serve(c)
+		}
+	}()
+}
+
+func (n *watchNode) serve(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		var out string
+		switch f[0] {
+		case "S":
+			out = "S " + f[1] + " self=" + n.addr + " role=active active=" + n.addr
+		case "L":
+			out = "L " + f[1] + " " + n.state.Load().(string)
+		case "U":
+			out = "U " + f[1] + " ok"
+		default:
+			out = "E " + f[1] + " " + f[0] + ": not in this test"
+		}
+		c.Write([]byte(out + "\n"))
+	}
+}
+
+// away closes the listener and every connection: a node that died.
+func (n *watchNode) away() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ln.Close()
+	for _, c := range n.conns {
+		c.Close()
+	}
+	n.conns = nil
+}
+
+func waitText(t *testing.T, what string, b *syncBuffer, re string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !regexp.MustCompile(re).MatchString(b.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %q within 10s in %q", what, re, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// When the node goes away, watch says on stderr that it lost the
+// cluster and that the last state may be out of date; when the node is
+// back, that it is current again, and it prints the state there.
+// Stdout holds states alone.
+func TestWatchSaysWhenItLosesTheCluster(t *testing.T) {
+	n := &watchNode{t: t}
+	n.state.Store("- - 0")
+	n.listen()
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"lockctl", "--addr", n.addr, "--failure-timeout", "200ms", "watch", "--key", "deploy"}, strings.NewReader(""), &stdout, &stderr)
+	}()
+	waitText(t, "the first state", &stdout, `^deploy free\n$`)
+	n.away()
+	waitText(t, "the node gone", &stderr, `lockctl: watch deploy lost the cluster: .*no node has served it for 200ms.* its last state may be out of date\n`)
+	n.state.Store("7360982537641984001 29.9 0 id=7360982537641984001,alice#1")
+	n.listen()
+	waitText(t, "the node back", &stderr, `lockctl: watch deploy is current again: `+regexp.QuoteMeta(n.addr)+` serves it; its state follows\n$`)
+	waitText(t, "the state where it is back", &stdout, `^deploy free\ndeploy held token=7360982537641984001 name=alice lease_left=29.9s waiting=0\n$`)
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d, want 0; stderr %q", c, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not end with its context")
 	}
 }

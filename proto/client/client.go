@@ -49,10 +49,28 @@
 // A redirect (M) is followed at once; more than 10 redirects in a row,
 // each answered at once, mean the nodes disagree on which one is active
 // (ErrDisagree). A request a node had taken in and redirected later (a
-// waiting acquire moved by a handoff) starts the count afresh, and a
-// redirect to a node this client found silent is a failover the
-// redirecting node has not seen yet: the call asks again for up to ten
-// FT before it gives up.
+// waiting acquire moved by a handoff) starts the count afresh.
+//
+// A redirect to a node this client has marked down dials that node at
+// once, not at the next background redial: the node named is either
+// still failing, and the redirecting node has not seen it yet (a
+// failover under way), or it is back, restarted or resumed, and took
+// its role again. The call asks again shortly, which finds the node if
+// it is back, or the node that took over. It gives up after ten FT,
+// saying how long the node named has not answered this client.
+//
+// # Outages
+//
+// An acquire that waits until its ctx ends (Acquire and AcquireWith with
+// no wait, Hold and Election.Campaign without a Wait option) waits
+// through an outage too: where another call would return ErrUnavailable
+// because no node can be reached, it keeps trying, dialling every node,
+// until one serves it or ctx ends. Two failures end it at once all the
+// same: a client that has never reached any node (its addresses are
+// more likely wrong than the cluster down), and a node that refuses the
+// TLS handshake or the secret (a *SetupError).
+//
+// A watch says when it loses the cluster: see WatchEvents.
 package client
 
 import (
@@ -626,10 +644,60 @@ func (c *Client) deadLocked(addr string) bool {
 	return found
 }
 
-func (c *Client) dead(addr string) bool {
+// stale reports whether addr is dead (deadLocked), and if it is, dials
+// its connections at once instead of after Redial: a node named by an M
+// answer is one the cluster says is active, so a restarted or resumed
+// node there is worth finding now, not at the next background redial.
+func (c *Client) stale(addr string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.deadLocked(addr)
+	if !c.deadLocked(addr) {
+		return false
+	}
+	for _, cn := range c.conns {
+		if cn.addr == addr {
+			cn.dialNowLocked()
+		}
+	}
+	return true
+}
+
+// heardLocked is when a node at addr last answered this client: the
+// last line read on any of its connections, zero if none ever was.
+func (c *Client) heardLocked(addr string) time.Time {
+	var last int64
+	for _, cn := range c.conns {
+		if cn.addr == addr && cn.gen > 0 {
+			last = max(last, cn.lastRead.Load())
+		}
+	}
+	if last == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, last)
+}
+
+// silence says how long addr has not answered this client, in words.
+func (c *Client) silence(addr string) string {
+	c.mu.Lock()
+	heard := c.heardLocked(addr)
+	c.mu.Unlock()
+	if heard.IsZero() {
+		return "which this client has never reached"
+	}
+	return fmt.Sprintf("which has not answered this client for %s", time.Since(heard).Round(time.Millisecond))
+}
+
+// anyUp reports whether a connection to any node is up.
+func (c *Client) anyUp() (bool, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cn := range c.conns {
+		if cn.state == stateUp {
+			return true, c.changed
+		}
+	}
+	return false, c.changed
 }
 
 func (c *Client) hasConnLocked(addr string) bool {

@@ -348,7 +348,9 @@ func TestUnavailableAfterEveryConnectionDropped(t *testing.T) {
 	c := newTestClient(t, []string{f.addr}, Options{}, hooks{})
 	waitFor(t, "2 live connections", func() bool { return c.liveConns("") == 2 && f.accepts.Load() == 2 })
 	f.stopListening()
-	res := acquireAsync(c, bg, "k", time.Second, 0)
+	// A bounded wait: an acquire that waits forever waits through this
+	// (TestWaitingAcquireOutlastsOutage).
+	res := acquireAsync(c, bg, "k", time.Second, time.Minute)
 	r := f.next()
 	r.sc.drop()
 	r2 := f.next()

@@ -47,7 +47,8 @@ type Election struct {
 	key string
 	// Lease is how long the leader's lease lasts between renewals (0:
 	// DefaultElectionLease): the longest a leader that died without
-	// resigning keeps the role. Set it before the first Campaign.
+	// resigning keeps the role. Set it before the first Campaign; as for
+	// Hold, it is at least Client.MinHoldLease.
 	Lease time.Duration
 
 	mu   sync.Mutex
@@ -60,6 +61,11 @@ type Leader struct {
 	Value     string
 	Token     uint64
 	LeaseLeft time.Duration // as the node last said
+	// Stale, from Observe, says that the observer lost the cluster: no
+	// node has served it for Options.FailureTimeout, so this, the last
+	// leader known, may have changed since. The next Leader that is not
+	// Stale is who leads where the observer reached the cluster again.
+	Stale bool
 }
 
 // NewElection returns the election on key; every candidate and
@@ -72,7 +78,8 @@ func NewElection(c *Client, key string) *Election {
 func (e *Election) Key() string { return e.key }
 
 // Campaign blocks until this candidate leads, or ctx ends (the candidate
-// then leaves the queue). value, up to MaxValueLen bytes without spaces
+// then leaves the queue), waiting through an outage too (see "Outages"
+// in the package comment). value, up to MaxValueLen bytes without spaces
 // or control characters, is what observers see of this leader (an
 // address, a hostname). The returned Held is the leadership: it renews
 // itself, its Done closes when leadership is lost, and Resign (or its
@@ -163,18 +170,21 @@ func leaderOf(q proto.Queue) Leader {
 
 // Observe sends who leads now, then every change of leader (a zero
 // Leader while nobody leads), until ctx ends; then it closes the
-// channel. It follows the key with Watch, which the node pushes on
+// channel. It follows the key with WatchEvents, which the node pushes on
 // every change: nothing polls. A reader that falls behind gets the
-// latest leader, not every one in between. When the watch cannot be set
-// up (no node reachable), Observe tries again every second.
+// latest leader, not every one in between. When the watch loses the
+// cluster, Observe sends the last leader known again with Stale set,
+// and once it reaches the cluster again, who leads there (the same
+// leader too). When the watch cannot be set up (no node reachable),
+// Observe tries again every second.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
 	go func() {
 		defer close(out)
 		var last Leader
-		first := true
+		first, stale := true, false
 		for ctx.Err() == nil {
-			states, err := e.c.Watch(ctx, e.key)
+			events, err := e.c.WatchEvents(ctx, e.key)
 			if err != nil {
 				if errors.Is(err, ErrClosed) {
 					return
@@ -188,12 +198,17 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 				}
 				continue
 			}
-			for q := range states {
-				l := leaderOf(q)
-				if !first && l.Token == last.Token {
+			for ev := range events {
+				l := leaderOf(ev.Queue)
+				switch {
+				case ev.Stale:
+					l, stale = last, true
+					l.Stale = true
+				case !first && !stale && l.Token == last.Token:
 					continue
+				default:
+					first, stale, last = false, false, l
 				}
-				first, last = false, l
 				// Keep only the newest leader for a slow reader.
 				select {
 				case <-out:

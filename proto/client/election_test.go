@@ -29,7 +29,7 @@ func TestElection(t *testing.T) {
 	var clients []*client.Client
 	var elections []*client.Election
 	for i, value := range []string{"10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"} {
-		c, err := client.New([]string{addr}, client.Options{})
+		c, err := client.New([]string{addr}, client.Options{FailureTimeout: testFT})
 		if err != nil {
 			t.Fatal(err)
 		}

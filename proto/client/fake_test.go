@@ -33,8 +33,9 @@ type fakeServer struct {
 	mute         atomic.Bool
 	keepalives   atomic.Int32
 
-	mu    sync.Mutex
-	conns []*serverConn
+	mu     sync.Mutex
+	conns  []*serverConn
+	closed bool // a connection accepted after close is closed at once
 }
 
 type fakeReq struct {
@@ -60,7 +61,14 @@ func (sc *serverConn) drop() { sc.nc.Close() }
 
 func newFakeServer(t testing.TB, auto func(sc *serverConn, r fakeReq) bool) *fakeServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newFakeServerAt(t, "127.0.0.1:0", auto)
+}
+
+// newFakeServerAt is newFakeServer on addr: a node that comes back where
+// another stopped listening.
+func newFakeServerAt(t testing.TB, addr string, auto func(sc *serverConn, r fakeReq) bool) *fakeServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +87,11 @@ func (f *fakeServer) accept() {
 			return
 		}
 		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			nc.Close()
+			return
+		}
 		sc := &serverConn{id: len(f.conns), nc: nc}
 		f.conns = append(f.conns, sc)
 		f.mu.Unlock()
@@ -137,6 +150,7 @@ func (f *fakeServer) close() {
 		close(f.done)
 	}
 	f.mu.Lock()
+	f.closed = true
 	for _, sc := range f.conns {
 		sc.nc.Close()
 	}

@@ -24,7 +24,21 @@ var (
 	ErrReleased = errors.New("the lock was released")
 	// ErrMaxHold: the hold reached its MaxHold and its last lease ended.
 	ErrMaxHold = errors.New("the hold reached its MaxHold")
+	// ErrLeaseTooShort: Hold (or Campaign) was asked for a lease shorter
+	// than MinHoldLease, which no failover would leave held. Nothing was
+	// sent.
+	ErrLeaseTooShort = errors.New("too short to be renewed across a failover")
 )
+
+// MinHoldLease is the shortest lease Hold takes: twice
+// Options.FailureTimeout. A held lock stays held only while a renewal
+// lands within each lease; when the active node fails, the client
+// notices within about a failure timeout (at once for a process that
+// died, up to one and a half for one that froze), the cluster promotes
+// another node within about one, and the renewal must reach it before
+// the lease ends. A shorter lease is lost in any failover, and a lease
+// of a few milliseconds is more often a unit mistaken than a choice.
+func (c *Client) MinHoldLease() time.Duration { return 2 * c.opts.FailureTimeout }
 
 // Held is a lock that renews itself until it is released or lost. Get
 // one with Client.Hold. Its methods are safe for concurrent use.
@@ -60,10 +74,12 @@ type Held struct {
 }
 
 // Hold acquires key (see AcquireWith; without a Wait option it waits
-// until ctx ends) and then keeps it: it renews the lease in the
-// background every third of lease, retrying a renewal that fails for as
-// long as the lease lasts, until Release, a loss, MaxHold or Close. ctx
-// bounds the acquire only; the hold lives on after it ends.
+// until ctx ends, through an outage too) and then keeps it: it renews
+// the lease in the background every third of lease, retrying a renewal
+// that fails for as long as the lease lasts, until Release, a loss,
+// MaxHold or Close. ctx bounds the acquire only; the hold lives on after
+// it ends. A lease shorter than MinHoldLease is refused with an error
+// matching ErrLeaseTooShort.
 //
 // The lease can only be proven from the moment a request was sent: a
 // grant that came after a long wait (more than a third of lease) is
@@ -76,6 +92,10 @@ func (c *Client) Hold(ctx context.Context, key string, lease time.Duration, opts
 	}
 	if err := checkLease("hold", key, lease); err != nil {
 		return nil, err
+	}
+	if least := c.MinHoldLease(); lease < least {
+		return nil, fmt.Errorf("hold %s: lease %s is %w: the shortest is %s (twice the failure timeout, %s); give a lease of at least %s, or, if the cluster runs a shorter --failure-timeout, give Options.FailureTimeout the same",
+			key, lease, ErrLeaseTooShort, least, c.opts.FailureTimeout, least)
 	}
 	first := lease
 	if o.maxHold > 0 {

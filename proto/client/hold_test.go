@@ -10,8 +10,16 @@ import (
 	"github.com/lockd-io/lockd/proto/client"
 )
 
+// testFT is the failure timeout of the tests' clients when they give
+// none: short, so that holds may have the short leases (at least twice
+// it, Client.MinHoldLease) that keep the tests quick.
+const testFT = 150 * time.Millisecond
+
 func newClient(t *testing.T, addr string, opts client.Options) *client.Client {
 	t.Helper()
+	if opts.FailureTimeout == 0 {
+		opts.FailureTimeout = testFT
+	}
 	c, err := client.New([]string{addr}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +124,7 @@ func TestHoldLostWhenTheNodeSaysNotHeld(t *testing.T) {
 // when Done closes.
 func TestHoldMaxHold(t *testing.T) {
 	addr := startNode(t)
-	c := newClient(t, addr, client.Options{})
+	c := newClient(t, addr, client.Options{FailureTimeout: 100 * time.Millisecond})
 	ctx := context.Background()
 	start := time.Now()
 	h, err := c.Hold(ctx, "jobs", 200*time.Millisecond, client.MaxHold(500*time.Millisecond))
@@ -139,7 +147,7 @@ func TestHoldMaxHold(t *testing.T) {
 // Closing the client ends its holds.
 func TestHoldEndsWithClose(t *testing.T) {
 	addr := startNode(t)
-	c, err := client.New([]string{addr}, client.Options{})
+	c, err := client.New([]string{addr}, client.Options{FailureTimeout: testFT})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,10 @@ import (
 //
 // It returns an error wrapping ErrTimeout when the wait elapses, a
 // *ServerError when the node refuses the request, one wrapping
-// ErrUnavailable when no node could be reached, and ctx.Err() when ctx
-// ends first; a grant that arrives after that is released at once.
+// ErrUnavailable when no node could be reached (with a wait: with none,
+// it waits through an outage, see "Outages" in the package comment),
+// and ctx.Err() when ctx ends first; a grant that arrives after that is
+// released at once.
 func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (Lock, error) {
 	return c.AcquireWith(ctx, key, lease, wait)
 }
@@ -128,8 +130,11 @@ const acquireGrace = 500 * time.Millisecond
 // Release gives the lock back, so the next waiter is granted at once. It
 // re-sends the release every Options.ReleaseEvery, on any live connection
 // and preferring the active node, until a node answers or
-// Options.ReleaseFor has passed. It returns an error wrapping ErrNotHeld
-// when the token does not hold the key.
+// Options.ReleaseFor has passed. It returns nil when a node answers ok,
+// also to a re-send after a connection dropped under an earlier one, and
+// an error wrapping ErrNotHeld when the node answers that the token does
+// not hold the key: lockd answers ok again to a re-sent release it
+// applied, so notheld means the lock was not this token's to release.
 func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 	if err := checkKey("release", key); err != nil {
 		return err
@@ -147,13 +152,17 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 // releaser is one Release call: the sends still unanswered, and what it
 // learnt of the connections.
 type releaser struct {
-	c       *Client
-	req     request
-	kick    chan struct{} // an answer (or a drop) arrived for one of calls
-	calls   []*call
-	buf     [4]*call
-	at      attempt
-	wake    <-chan struct{} // set when no connection was ready to send on
+	c     *Client
+	req   request
+	kick  chan struct{} // an answer (or a drop) arrived for one of calls
+	calls []*call
+	buf   [4]*call
+	at    attempt
+	wake  <-chan struct{} // set when no connection was ready to send on
+	// soon is set when a node named a silent one as active: the release
+	// goes out again shortly, rather than at the next ReleaseEvery, to
+	// the node if it is back (stale dialled it) or to whoever took over.
+	soon    <-chan time.Time
 	sends   int
 	lastErr error
 }
@@ -176,6 +185,10 @@ func (r *releaser) run(ctx context.Context) error {
 				return err
 			}
 		case <-r.wake:
+			err = r.send()
+		case <-r.soon:
+			r.soon = nil
+			r.at = attempt{lastErr: r.at.lastErr}
 			err = r.send()
 		case <-t.C:
 			left := c.opts.ReleaseFor - time.Since(start)
@@ -281,9 +294,12 @@ func (r *releaser) collect() (bool, error) {
 			if err != nil {
 				return true, callErr("release", key, err)
 			}
-			if c.dead(addr) {
-				// A stale redirect to a node that stopped answering: the
-				// timer re-sends to the others until one took over.
+			if c.stale(addr) {
+				// A redirect to a node that stopped answering this client:
+				// a failover it has not seen yet, or the node is back.
+				if r.soon == nil {
+					r.soon = time.After(25 * time.Millisecond)
+				}
 				continue
 			}
 			c.setActive(addr)
@@ -407,10 +423,25 @@ func (c *Client) Handoff(ctx context.Context, to string) (newActive string, err 
 // another connection when one drops (if resend) and following M answers
 // to the node they name. The answer is never M; an E answer comes back
 // as a *ServerError.
+//
+// An acquire that waits until ctx ends (no wait, not a try: Hold and
+// Campaign without Wait) waits through an outage too: where another
+// call reports ErrUnavailable, it keeps asking until a node serves it
+// or ctx ends (see patient).
 func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (proto.Answer, *conn, error) {
 	var at attempt
 	if req.op == proto.OpAcquire {
 		at.busyKey = req.key
+	}
+	patient := req.op == proto.OpAcquire && !req.try && req.waitTotal == 0
+	outages := 0
+	// outage waits out a spell with no node to serve the call, and starts
+	// a new attempt; early: stop waiting as soon as a connection is up.
+	outage := func(early bool) error {
+		err := c.awaitNode(ctx, c.outagePause(outages), early)
+		outages++
+		at = attempt{busyKey: at.busyKey}
+		return err
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -418,6 +449,12 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 		}
 		cn, gen, wake, err := c.choose(&at)
 		if err != nil {
+			if patient && c.transient(err) {
+				if err := outage(true); err != nil {
+					return proto.Answer{}, nil, err
+				}
+				continue
+			}
 			return proto.Answer{}, nil, err
 		}
 		if cn == nil {
@@ -468,10 +505,20 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 				return proto.Answer{}, nil, fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check the node's state before retrying", r.err)
 			}
 			if at.drops >= maxDrops {
-				return proto.Answer{}, nil, c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", at.drops, r.err))
+				err := c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", at.drops, r.err))
+				if patient && c.transient(err) {
+					// Connections that come up and drop again: pause
+					// before the next round, whatever is up.
+					if err := outage(false); err != nil {
+						return proto.Answer{}, nil, err
+					}
+					continue
+				}
+				return proto.Answer{}, nil, err
 			}
 			continue
 		}
+		outages = 0
 		a := r.ans
 		switch a.Kind {
 		case proto.KindMoved:
@@ -485,17 +532,19 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 				at.moves = 0
 			}
 			var pause time.Duration
-			if c.dead(addr) {
-				// The node named stopped answering this client, and the
-				// one that named it has not noticed yet: a failover is
-				// under way. Ask the others again shortly, for as long as
-				// a failover may take.
+			if c.stale(addr) {
+				// The node named stopped answering this client: either the
+				// one that named it has not noticed yet that it failed (a
+				// failover is under way), or it is back (restarted,
+				// resumed) and took its role again. stale dialled it at
+				// once; ask again shortly, which finds it if it is back,
+				// or the node that took over.
 				now := time.Now()
 				if at.staleSince.IsZero() {
 					at.staleSince = now
 				}
-				if waited := now.Sub(at.staleSince); waited > c.failoverFor() {
-					return a, cn, c.unavailable(fmt.Errorf("%s still names %s as the active node, which has not answered this client for %s: no other node took over", cn.addr, addr, waited.Round(time.Millisecond)))
+				if !patient && now.Sub(at.staleSince) > c.failoverFor() {
+					return a, cn, c.unavailable(fmt.Errorf("%s still names %s as the active node, %s: no other node took over", cn.addr, addr, c.silence(addr)))
 				}
 				at.stale++
 				at.target = ""
@@ -531,6 +580,44 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 			c.setActive(cn.addr)
 		}
 		return a, cn, nil
+	}
+}
+
+// transient reports whether err, a call's failure to find a node, is an
+// outage a patient call waits through: no node reachable now, on a
+// client that has reached one before. A client that never reached any
+// node more likely has wrong addresses than a cluster that is down, and
+// a node refusing the TLS or the secret will not change its mind.
+func (c *Client) transient(err error) bool {
+	var se *SetupError
+	return errors.Is(err, ErrUnavailable) && !errors.As(err, &se) && c.wasUp()
+}
+
+// outagePause is how long a patient call waits before its n-th new
+// attempt in an outage: soon at first, then up to a second (or Redial),
+// each attempt dialling every node at once.
+func (c *Client) outagePause(n int) time.Duration {
+	return min(50*time.Millisecond<<min(n, 6), c.opts.Redial, time.Second)
+}
+
+// awaitNode waits pause, or (early) until a connection is up, or ctx ends.
+func (c *Client) awaitNode(ctx context.Context, pause time.Duration, early bool) error {
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	for {
+		up, changed := c.anyUp()
+		if early && up {
+			return nil
+		}
+		select {
+		case <-t.C:
+			return nil
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.ctx.Done():
+			return ErrClosed
+		}
 	}
 }
 

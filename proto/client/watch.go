@@ -29,17 +29,61 @@ const watchBuffer = 64
 // key as the new active has it. Several Watch calls of one key share one
 // subscription.
 //
+// While no node can be reached, the last state received stays the last
+// one: Watch does not say that it may be out of date. WatchEvents does.
+//
 // Watch returns once the first state is known. It fails when ctx ends
 // first, when no node can be reached (ErrUnavailable), or when the node
 // refuses the watch (a *ServerError: too many watches on the connection
 // or the node, or an unauthenticated connection to a node with secrets).
 func (c *Client) Watch(ctx context.Context, key string) (<-chan proto.Queue, error) {
-	if err := checkKey("watch", key); err != nil {
+	w := &watcher{states: make(chan proto.Queue, watchBuffer)}
+	if err := c.watch(ctx, key, w); err != nil {
 		return nil, err
 	}
-	w := &watcher{ch: make(chan proto.Queue, watchBuffer)}
+	return w.states, nil
+}
+
+// WatchEvent is one event of WatchEvents: a state of the watched key, or
+// word that the watch lost the cluster.
+type WatchEvent struct {
+	// Queue is the key's holders and waiters: the state just read from
+	// the active node, or, in a Stale event, the last state read.
+	Queue proto.Queue
+	// Addr is the node Queue was read from.
+	Addr string
+	// Stale says that the watch lost the cluster: no node has served it
+	// for Options.FailureTimeout (the nodes are down, frozen or out of
+	// reach), so Queue, the last state known, may no longer be the key's.
+	// The watch keeps trying. The next event that is not Stale is the
+	// state read where it subscribed again: the watch is current again.
+	Stale bool
+	// Err, in a Stale event, says why; it wraps ErrUnavailable.
+	Err error
+}
+
+// WatchEvents is Watch with word of the watch's own health: besides each
+// state of key, it delivers a Stale event when the watch loses the
+// cluster, and then the state it reads once it subscribes again, which
+// says it is current again. A reader that shows the key to people, or
+// acts on who holds it, learns so when what it has may be old. Several
+// Watch and WatchEvents calls of one key share one subscription; a
+// WatchEvents that joins a stale one gets the last state, then a Stale
+// event.
+func (c *Client) WatchEvents(ctx context.Context, key string) (<-chan WatchEvent, error) {
+	w := &watcher{events: make(chan WatchEvent, watchBuffer)}
+	if err := c.watch(ctx, key, w); err != nil {
+		return nil, err
+	}
+	return w.events, nil
+}
+
+func (c *Client) watch(ctx context.Context, key string, w *watcher) error {
+	if err := checkKey("watch", key); err != nil {
+		return err
+	}
 	if c.ctx.Err() != nil {
-		return nil, callErr("watch", key, ErrClosed)
+		return callErr("watch", key, ErrClosed)
 	}
 	c.wmu.Lock()
 	g := c.watches[key]
@@ -54,7 +98,10 @@ func (c *Client) Watch(ctx context.Context, key string) (<-chan proto.Queue, err
 	g.mu.Lock()
 	g.subs = append(g.subs, w)
 	if g.have {
-		w.send(g.last)
+		w.send(WatchEvent{Queue: g.last, Addr: g.lastAddr})
+		if g.stale {
+			w.send(WatchEvent{Queue: g.last, Addr: g.lastAddr, Stale: true, Err: g.staleErr})
+		}
 	}
 	g.mu.Unlock()
 	c.wmu.Unlock()
@@ -66,11 +113,11 @@ func (c *Client) Watch(ctx context.Context, key string) (<-chan proto.Queue, err
 	case <-g.ready:
 	case <-ctx.Done():
 		g.remove(w)
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	if g.err != nil {
 		g.remove(w)
-		return nil, callErr("watch", key, g.err)
+		return callErr("watch", key, g.err)
 	}
 	c.wg.Add(1)
 	go func() {
@@ -82,29 +129,51 @@ func (c *Client) Watch(ctx context.Context, key string) (<-chan proto.Queue, err
 		}
 		g.remove(w)
 	}()
-	return w.ch, nil
+	return nil
 }
 
-// watcher is one Watch call's channel.
+// watcher is one Watch call's channel of states, or one WatchEvents
+// call's channel of events.
 type watcher struct {
-	ch     chan proto.Queue
+	states chan proto.Queue
+	events chan WatchEvent
 	closed bool
 }
 
-// send hands q to the reader, dropping the oldest state it has not read
-// when its buffer is full. Its group's mu is held.
-func (w *watcher) send(q proto.Queue) {
-	if w.closed {
-		return
+// send hands ev to the reader (a Watch reader gets states only),
+// dropping the oldest one it has not read when its buffer is full. Its
+// group's mu is held.
+func (w *watcher) send(ev WatchEvent) {
+	switch {
+	case w.closed:
+	case w.events != nil:
+		sendLatest(w.events, ev)
+	case !ev.Stale:
+		sendLatest(w.states, ev.Queue)
 	}
+}
+
+func (w *watcher) close() {
+	w.closed = true
+	if w.events != nil {
+		close(w.events)
+	} else {
+		close(w.states)
+	}
+}
+
+// sendLatest sends v on ch, dropping the oldest value queued when ch is
+// full: every state is the whole of the key's holders and waiters, so
+// the last one read is always the key as it is now.
+func sendLatest[T any](ch chan T, v T) {
 	for range 2 {
 		select {
-		case w.ch <- q:
+		case ch <- v:
 			return
 		default:
 		}
 		select {
-		case <-w.ch:
+		case <-ch:
 		default:
 		}
 	}
@@ -124,12 +193,21 @@ type watchGroup struct {
 	move chan string   // cap 1: the subscription was lost; the address to try ("" any)
 	stop chan struct{} // closed when the last watcher left
 
-	mu    sync.Mutex
-	subs  []*watcher
-	cn    *conn // where the subscription lives now, nil while it moves
-	last  proto.Queue
-	have  bool
-	ended bool
+	mu       sync.Mutex
+	subs     []*watcher
+	cn       *conn // where the subscription lives now, nil while it moves
+	last     proto.Queue
+	lastAddr string // where last was read
+	have     bool
+	ended    bool
+	// live: the node at cn answered the subscription, and it has not
+	// been lost since. stale: it has been lost for a failure timeout,
+	// and the watchers were told (staleErr); staleT fires then.
+	live     bool
+	stale    bool
+	staleErr error
+	staleT   *time.Timer
+	lastErr  error // why the last subscription attempt failed
 }
 
 // remove takes w out of the group, closing its channel; the last one out
@@ -143,8 +221,7 @@ func (g *watchGroup) remove(w *watcher) {
 	if w.closed {
 		return
 	}
-	w.closed = true
-	close(w.ch)
+	w.close()
 	for i, s := range g.subs {
 		if s == w {
 			g.subs = append(g.subs[:i], g.subs[i+1:]...)
@@ -153,6 +230,9 @@ func (g *watchGroup) remove(w *watcher) {
 	}
 	if len(g.subs) == 0 && !g.ended {
 		g.ended = true
+		if g.staleT != nil {
+			g.staleT.Stop()
+		}
 		if c.watches[g.key] == g {
 			delete(c.watches, g.key)
 		}
@@ -172,9 +252,14 @@ func (g *watchGroup) deliver(cn *conn, a proto.Answer) {
 	if g.cn != cn {
 		return // a line from a connection the watch has left
 	}
-	g.last, g.have = q, true
+	g.last, g.lastAddr, g.have = q, cn.addr, true
+	g.live, g.stale = true, false
+	if g.staleT != nil {
+		g.staleT.Stop()
+		g.staleT = nil
+	}
 	for _, w := range g.subs {
-		w.send(q)
+		w.send(WatchEvent{Queue: q, Addr: cn.addr})
 	}
 }
 
@@ -185,6 +270,10 @@ func (g *watchGroup) lost(cn *conn, addr string) {
 	mine := g.cn == cn
 	if mine {
 		g.cn = nil
+		g.live = false
+		if g.staleT == nil && !g.stale && !g.ended {
+			g.staleT = time.AfterFunc(g.c.opts.FailureTimeout, g.goStale)
+		}
 	}
 	g.mu.Unlock()
 	if !mine {
@@ -193,6 +282,29 @@ func (g *watchGroup) lost(cn *conn, addr string) {
 	select {
 	case g.move <- addr:
 	default:
+	}
+}
+
+// goStale tells the watchers that the watch lost the cluster, if it has
+// not subscribed again since it was lost a failure timeout ago.
+func (g *watchGroup) goStale() {
+	g.mu.Lock()
+	cause := g.lastErr
+	g.mu.Unlock()
+	if !errors.Is(cause, ErrUnavailable) {
+		cause = g.c.unavailable(cause) // not under g.mu: c.mu comes first
+	}
+	err := fmt.Errorf("watch %s lost the cluster: no node has served it for %s (the failure timeout): %w; it keeps trying, and until then its last state may be out of date",
+		g.key, g.c.opts.FailureTimeout, cause)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.staleT = nil
+	if g.live || g.stale || g.ended || !g.have {
+		return
+	}
+	g.stale, g.staleErr = true, err
+	for _, w := range g.subs {
+		w.send(WatchEvent{Queue: g.last, Addr: g.lastAddr, Stale: true, Err: err})
 	}
 }
 
@@ -220,6 +332,9 @@ func (g *watchGroup) run() {
 			// Refused or unreachable for now: keep trying, as the reader
 			// waits for the key's next state.
 			c.log.Warn("lockd watch lost; subscribing again", "key", g.key, "err", err)
+			g.mu.Lock()
+			g.lastErr = err
+			g.mu.Unlock()
 			t := time.NewTimer(min(c.opts.Redial, time.Second))
 			select {
 			case <-t.C:
@@ -306,8 +421,9 @@ func (g *watchGroup) subscribe(at *attempt) (*conn, error) {
 			if at.moves > 10*maxMoves {
 				return nil, fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w", at.moves, cn.addr, addr, ErrDisagree)
 			}
-			if c.dead(addr) {
-				// A failover under way: ask the others shortly.
+			if c.stale(addr) {
+				// A failover under way, or the node is back (stale
+				// dialled it): ask again shortly.
 				at.target = ""
 			} else {
 				c.setActive(addr)

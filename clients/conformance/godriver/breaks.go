@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
@@ -33,6 +34,20 @@ type breaks struct {
 
 	// noroundrobin: the idle client that keeps the other connections.
 	ballast *client.Client
+
+	// drops counts the connections the client reported dropped (under
+	// nomove and lostrelease).
+	drops atomic.Int64
+}
+
+// wait is the wait an acquire is sent with: under impatient, an hour
+// instead of forever, which the client bounds and so does not wait
+// through an outage.
+func (b *breaks) wait(d time.Duration) time.Duration {
+	if b.name == "impatient" && d == 0 {
+		return time.Hour
+	}
+	return d
 }
 
 type inflightCall struct {
@@ -103,6 +118,7 @@ func (h dropHandler) WithGroup(string) slog.Handler            { return h }
 func (h dropHandler) Handle(_ context.Context, r slog.Record) error {
 	switch r.Message {
 	case "lockd connection lost", "lockd node stopped answering; connection dropped":
+		h.b.drops.Add(1)
 		h.b.moveMu.Lock()
 		for ic := range h.b.inflight {
 			ic.dropped = true
@@ -148,7 +164,12 @@ func (b *breaks) apply(opts *client.Options, addrs []string) error {
 		opts.Redial = time.Minute
 	case "deaf":
 		opts.FailureTimeout = time.Minute
-	case "fifo", "nofollow":
+	case "fifo", "nofollow", "nostale", "impatient", "textstatus":
+	case "anylease":
+		// A failure timeout so short that any lease is long enough.
+		opts.FailureTimeout = 10 * time.Millisecond
+	case "lostrelease":
+		opts.Logger = slog.New(dropHandler{b})
 	case "nomove":
 		b.inflight = map[*inflightCall]struct{}{}
 		opts.Logger = slog.New(dropHandler{b})
@@ -170,7 +191,7 @@ func (b *breaks) apply(opts *client.Options, addrs []string) error {
 			b.ballast = c
 		}
 	default:
-		return invalidError{"LOCKD_GODRIVER_BREAK=" + strconv.Quote(b.name) + " names no rule; use conns1, norelease, noredial, deaf, fifo, nomove, nofollow or noroundrobin"}
+		return invalidError{"LOCKD_GODRIVER_BREAK=" + strconv.Quote(b.name) + " names no rule; use conns1, norelease, noredial, deaf, fifo, nomove, nofollow, noroundrobin, lostrelease, nostale, impatient, anylease or textstatus"}
 	}
 	return nil
 }

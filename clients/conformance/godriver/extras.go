@@ -80,18 +80,22 @@ func (d *driver) watch(cmd command) (map[string]any, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := c.Watch(ctx, cmd.Key)
+	ch, err := c.WatchEvents(ctx, cmd.Key)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	return stream(d, ctx, cancel, ch, "watch", queueFields), nil
+	return stream(d, ctx, cancel, ch, "watch", func(ev client.WatchEvent) (map[string]any, bool, error) {
+		return queueFields(ev.Queue), ev.Stale, ev.Err
+	}), nil
 }
 
 // stream writes what ch yields as events named event, under a new watch
 // handle that unwatch cancels, then a watch_end that says whether
-// unwatch or the client's close ended it.
-func stream[T any](d *driver, ctx context.Context, cancel context.CancelFunc, ch <-chan T, event string, fields func(T) map[string]any) map[string]any {
+// unwatch or the client's close ended it. A value that says it is stale
+// is written as a stale event instead, and the first value after it
+// that is not is preceded by a current event (DRIVER.md).
+func stream[T any](d *driver, ctx context.Context, cancel context.CancelFunc, ch <-chan T, event string, fields func(T) (map[string]any, bool, error)) map[string]any {
 	id := d.newHandle()
 	d.h.mu.Lock()
 	d.h.watches[id] = cancel
@@ -99,8 +103,25 @@ func stream[T any](d *driver, ctx context.Context, cancel context.CancelFunc, ch
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		stale := false
 		for v := range ch {
-			ev := fields(v)
+			ev, isStale, why := fields(v)
+			if isStale && d.brk.name == "nostale" {
+				continue
+			}
+			switch {
+			case isStale:
+				stale = true
+				msg := ""
+				if why != nil {
+					msg = why.Error()
+				}
+				d.write(map[string]any{"event": "stale", "watch": id, "message": msg, "ms_since_open": d.sinceOpen()})
+				continue
+			case stale:
+				stale = false
+				d.write(map[string]any{"event": "current", "watch": id, "ms_since_open": d.sinceOpen()})
+			}
 			ev["event"], ev["watch"], ev["ms_since_open"] = event, id, d.sinceOpen()
 			d.write(ev)
 		}
@@ -135,8 +156,8 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	ctx, cancel := callCtx(cmd)
 	defer cancel()
 	var opts []client.AcquireOption
-	if cmd.WaitMS > 0 {
-		opts = append(opts, client.Wait(ms(cmd.WaitMS)))
+	if wait := d.brk.wait(ms(cmd.WaitMS)); wait > 0 {
+		opts = append(opts, client.Wait(wait))
 	}
 	if cmd.Limit != 0 {
 		opts = append(opts, client.Limit(cmd.Limit))
@@ -234,6 +255,18 @@ func (d *driver) campaign(cmd command) (map[string]any, error) {
 	defer cancel()
 	e := client.NewElection(c, cmd.Key)
 	e.Lease = ms(cmd.LeaseMS)
+	if d.brk.wait(0) > 0 {
+		// Broken: a campaign that does not wait through an outage.
+		lease := e.Lease
+		if lease <= 0 {
+			lease = client.DefaultElectionLease
+		}
+		h, err := c.Hold(ctx, cmd.Key, lease, client.Name(cmd.Value), client.Wait(d.brk.wait(0)))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"hold": d.addHold(h, nil), "token": fmt.Sprint(h.Token())}, nil
+	}
 	h, err := e.Campaign(ctx, cmd.Value)
 	if err != nil {
 		return nil, err
@@ -274,7 +307,9 @@ func (d *driver) observe(cmd command) (map[string]any, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	leaders := client.NewElection(c, cmd.Key).Observe(ctx)
-	return stream(d, ctx, cancel, leaders, "leader", leaderFields), nil
+	return stream(d, ctx, cancel, leaders, "leader", func(l client.Leader) (map[string]any, bool, error) {
+		return leaderFields(l), l.Stale, nil
+	}), nil
 }
 
 // resign gives up the leadership that a campaign's hold is.

@@ -23,6 +23,13 @@
 //	              from the node the M named, is released)
 //	noroundrobin  every call goes over one connection, while the others the
 //	              client should keep stay open and idle
+//	lostrelease   a release answered ok after a connection dropped under it
+//	              fails as not held
+//	nostale       a watch or an observer never says it lost the cluster
+//	impatient     an acquire, hold or campaign that waits forever fails as
+//	              unavailable in an outage: it is sent with a wait of an hour
+//	anylease      a hold takes any lease: the failure timeout is 10ms
+//	textstatus    a status's values are the text of the S answer's words
 //
 // Nothing else reads it; a user of the driver leaves it unset.
 package main
@@ -35,14 +42,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 	"github.com/lockd-io/lockd/proto/client"
 )
@@ -176,7 +182,7 @@ func classify(err error) (string, string) {
 	switch {
 	case errors.Is(err, errUnsupported):
 		return "unsupported", "the Go client has no API for this command"
-	case errors.As(err, &inv):
+	case errors.As(err, &inv), errors.Is(err, client.ErrLeaseTooShort):
 		return "invalid", err.Error()
 	case errors.Is(err, context.Canceled):
 		return "cancelled", err.Error()
@@ -257,7 +263,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 			opts = append(opts, client.Limit(cmd.Limit))
 		}
 		actx, dropped := d.brk.acquireCtx(ctx)
-		l, err := c.AcquireWith(actx, cmd.Key, ms(cmd.LeaseMS), ms(cmd.WaitMS), opts...)
+		l, err := c.AcquireWith(actx, cmd.Key, ms(cmd.LeaseMS), d.brk.wait(ms(cmd.WaitMS)), opts...)
 		if dropped() && err != nil {
 			return nil, errBroken(d.brk.name, "the acquire's connection dropped", client.ErrUnavailable)
 		}
@@ -280,7 +286,12 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		ctx, cancel := callCtx(cmd)
 		defer cancel()
 		if cmd.Cmd == "release" {
-			return nil, c.Release(ctx, cmd.Key, tok)
+			drops := d.brk.drops.Load()
+			err := c.Release(ctx, cmd.Key, tok)
+			if err == nil && d.brk.name == "lostrelease" && d.brk.drops.Load() > drops {
+				return nil, errBroken(d.brk.name, "a connection dropped under the release", client.ErrNotHeld)
+			}
+			return nil, err
 		}
 		return nil, c.Renew(ctx, cmd.Key, tok, ms(cmd.LeaseMS))
 	case "queue":
@@ -333,7 +344,8 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 }
 
 // status asks each address in turn, as the client's own S would: the
-// Go client reads status through client.StatusWith, node by node.
+// Go client reads status through client.StatusWith, node by node, into
+// proto.Status, whose typed fields are DRIVER.md's.
 func (d *driver) status() (map[string]any, error) {
 	if _, err := d.client(); err != nil {
 		return nil, err
@@ -345,13 +357,18 @@ func (d *driver) status() (map[string]any, error) {
 			last = err
 			continue
 		}
-		line := proto.AppendStatus(nil, "-", st)
-		fields := map[string]string{}
-		for _, w := range strings.Fields(string(line))[2:] {
-			if k, v, ok := strings.Cut(w, "="); ok {
-				if _, dup := fields[k]; !dup {
-					fields[k] = v
-				}
+		peers := []map[string]any{}
+		for _, p := range st.Peers {
+			peers = append(peers, map[string]any{"addr": p.Addr, "role": p.Role, "up": p.Reachable,
+				"seq": strconv.FormatUint(p.Seq, 10), "lag": strconv.FormatUint(p.Lag, 10), "token": strconv.FormatUint(p.Token, 10)})
+		}
+		fields := map[string]any{"self": st.Self, "role": st.Role, "active": st.Active,
+			"token": strconv.FormatUint(st.Token, 10), "seq": strconv.FormatUint(st.Seq, 10), "uptime_ms": msOf(st.Uptime),
+			"keys": st.Keys, "waiters": st.Waiters, "sticky": st.Sticky, "replication": st.Replication,
+			"degraded": st.Degraded, "durability": st.Durability, "peers": peers}
+		if d.brk.name == "textstatus" {
+			for k, v := range fields {
+				fields[k] = fmt.Sprint(v)
 			}
 		}
 		return map[string]any{"fields": fields}, nil
@@ -365,7 +382,10 @@ func (d *driver) open(cmd command) error {
 	if d.c != nil {
 		return invalidError{"open was sent twice; one driver runs one client"}
 	}
-	opts := client.Options{ConnsPerAddr: cmd.ConnsPerAddr, Name: cmd.Name}
+	// The client's log goes to stderr, which the harness shows when a
+	// case fails.
+	opts := client.Options{ConnsPerAddr: cmd.ConnsPerAddr, Name: cmd.Name,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if cmd.FailureTO != nil {
 		opts.FailureTimeout = ms(*cmd.FailureTO)
 	}

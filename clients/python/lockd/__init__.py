@@ -7,6 +7,7 @@
             write(resource, fence=lock.token)
 """
 
+from ._aio import to_thread
 from ._client import Client, Lock, Watch
 from ._errors import (
     AuthError,
@@ -20,8 +21,8 @@ from ._errors import (
     Timeout,
     Unavailable,
 )
-from ._hold import Election, Hold, Observer
-from ._wire import Holder, Queue, Waiter
+from ._hold import Election, Hold, Leader, Observer
+from ._wire import Holder, Peer, Queue, Status, Waiter
 
 __all__ = [
     "Client",
@@ -29,10 +30,14 @@ __all__ = [
     "Hold",
     "Election",
     "Observer",
+    "Leader",
     "Watch",
     "Queue",
     "Holder",
     "Waiter",
+    "Status",
+    "Peer",
+    "to_thread",
     "Error",
     "Timeout",
     "NotHeld",

@@ -60,31 +60,48 @@ class Hold:
         name: Optional[str],
     ) -> "Hold":
         lease_s = client._lease(lease, "hold", key)
+        least = client.min_hold_lease
+        if lease_s < least:
+            raise ValueError(
+                f"hold {key}: lease {lease_s:g} s is too short to be renewed across a failover: the shortest is {least:g} s "
+                f"(twice the failure timeout, {client._ft:g} s); give a lease of at least {least:g} seconds, or, if the cluster "
+                f"runs a shorter --failure-timeout, give the client the same failure_timeout"
+            )
         cap = w.seconds(max_hold, "max_hold")
         if cap is not None and cap < 0.001:
             raise ValueError(f"hold {key}: max_hold {max_hold!r} is shorter than the shortest lease, 0.001 seconds")
         first = lease_s if cap is None else min(lease_s, cap)
         asked = time.monotonic()  # the lease cannot have started before
         lock = client._acquire(key, lease_s, w.seconds(wait, "wait") or 0.0, limit, cancel, name, first_lease=first)
-        h = cls(client, lock, lease_s, None if cap is None else asked + cap)
-        start = asked
-        got = time.monotonic()
-        if got - asked > lease_s / 3:
-            # The grant may be as old as the request: confirm it with a
-            # renewal so that a fresh hold has most of a lease ahead.
-            try:
+        h: Optional[Hold] = None
+        try:
+            h = cls(client, lock, lease_s, None if cap is None else asked + cap)
+            start = asked
+            got = time.monotonic()
+            if got - asked > lease_s / 3:
+                # The grant may be as old as the request: confirm it with a
+                # renewal so that a fresh hold has most of a lease ahead.
                 start = h._confirm(first, got)
-            except Error:
+            with client._mu:
+                if client._closed:
+                    raise Closed("the lockd client is closed")
+                client._holds.add(h)
+            h._extend(start + first)
+            h._thread = threading.Thread(target=h._renew_loop, args=(start,), name="lockd-hold", daemon=True)
+            h._thread.start()
+            return h
+        except BaseException as e:
+            # No Hold for the caller (an error, or an interrupt): the lock
+            # goes back rather than stay held for its lease. After an
+            # interrupt the process may be on its way out: release now.
+            if h is not None:
+                with client._mu:
+                    client._holds.discard(h)
+            if isinstance(e, Exception):
                 threading.Thread(target=client._release_quietly, args=(key, lock.token), daemon=True).start()
-                raise
-        with client._mu:
-            if client._closed:
-                raise Closed("the lockd client is closed")
-            client._holds.add(h)
-        h._extend(start + first)
-        h._thread = threading.Thread(target=h._renew_loop, args=(start,), name="lockd-hold", daemon=True)
-        h._thread.start()
-        return h
+            else:
+                client._release_quietly(key, lock.token)
+            raise
 
     def _confirm(self, lease: float, got: float) -> float:
         end = got + lease
@@ -250,21 +267,24 @@ class Election:
         self._hold = h
         return h
 
-    def leader(self) -> Tuple[Optional[str], Optional[int]]:
-        """The current leader's value and token, (None, None) when none."""
+    def leader(self) -> "Leader":
+        """The current leader: (value, token), (None, None) when none."""
         return self._leader_of(self.client.queue(self.key))
 
     @staticmethod
-    def _leader_of(q: w.Queue) -> Tuple[Optional[str], Optional[int]]:
+    def _leader_of(q: w.Queue) -> "Leader":
         if not q.holders:
-            return None, None
+            return Leader(None, None, q.stale)
         h = q.holders[0]
-        return (w.id_name(h.id) if h.id else None), h.token
+        return Leader((w.id_name(h.id) if h.id else None), h.token, q.stale)
 
     def observe(self) -> "Observer":
         """The leader now and at every change of leader: iterate the
-        Observer for (value, token), (None, None) while there is none.
-        close() it (or the client) to stop."""
+        Observer for Leader pairs (value, token), (None, None) while there
+        is none. When the observer loses the cluster it yields the last
+        leader known again with stale=True; once it reaches the cluster
+        again, who leads there (the same leader too). close() it (or the
+        client) to stop."""
         return Observer(self.client.watch(self.key))
 
     def resign(self) -> None:
@@ -274,21 +294,55 @@ class Election:
             h.release()
 
 
+class Leader(Tuple[Optional[str], Optional[int]]):
+    """Who leads an election: the pair (value, token), (None, None) when
+    nobody does, which also says (stale) whether the observer that yields
+    it had lost the cluster: then it is the last leader known, which may
+    have changed since. It compares and unpacks as the pair."""
+
+    stale: bool
+
+    def __new__(cls, value: Optional[str], token: Optional[int], stale: bool = False) -> "Leader":
+        self = super().__new__(cls, (value, token))
+        self.stale = stale
+        return self
+
+    @property
+    def value(self) -> Optional[str]:
+        return self[0]
+
+    @property
+    def token(self) -> Optional[int]:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"Leader(value={self[0]!r}, token={self[1]!r}, stale={self.stale})"
+
+
 class Observer:
     """Leaders of an election as they change; see Election.observe."""
 
     def __init__(self, watch: "Watch") -> None:
         self._watch = watch
         self._last: Any = object()
+        self._stale = False
+
+    @property
+    def stale(self) -> bool:
+        """Whether the leader last yielded said the observer had lost the
+        cluster (Leader.stale)."""
+        return self._stale
 
     def __iter__(self) -> "Observer":
         return self
 
-    def __next__(self) -> Tuple[Optional[str], Optional[int]]:
+    def __next__(self) -> Leader:
         for q in self._watch:
             cur = Election._leader_of(q)
-            if cur != self._last:
-                self._last = cur
+            if cur.stale or self._stale or cur != self._last:
+                self._stale = cur.stale
+                if not cur.stale:
+                    self._last = cur
                 return cur
         raise StopIteration
 

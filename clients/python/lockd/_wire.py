@@ -7,7 +7,7 @@ import datetime
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, TypedDict, Union
 
 Seconds = Union[float, int, datetime.timedelta]
 
@@ -173,6 +173,9 @@ class Queue:
     nwaiters: int = 0
     waiters: List[Waiter] = field(default_factory=list)
     limit: int = 1
+    # stale, from a Watch: the watch had lost the cluster, and this, the
+    # last state it read, may be out of date.
+    stale: bool = False
 
     @property
     def token(self) -> Optional[int]:
@@ -221,16 +224,66 @@ def parse_queue(key: str, body: List[str]) -> Queue:
     return q
 
 
-def parse_status(fields: List[str]) -> Dict[str, str]:
-    """The key=value words of an S answer; repeated names (peer=) are
-    joined with a space."""
-    out: Dict[str, str] = {}
-    for w in fields:
-        k, eq, v = w.partition("=")
+class Peer(TypedDict):
+    """One node of --peers as the node answering S sees it."""
+
+    addr: str
+    role: str
+    up: bool
+    seq: int  # its replication position, as last reported
+    lag: int  # changes it is behind the active (0 when caught up or unknown)
+    token: int  # its token high-water mark
+
+
+class Status(TypedDict, total=False):
+    """A node's status (its S answer), typed; a field this client does not
+    know stays the text it was sent as."""
+
+    self: str
+    role: str  # active, standby, joining or handoff
+    active: str  # the active's address, "" when none is known
+    token: int
+    seq: int
+    uptime: float  # seconds
+    keys: int
+    waiters: int
+    sticky: bool
+    replication: str  # sync or async
+    degraded: bool
+    durability: str  # memory, or disk:MODE
+    peers: List[Peer]
+
+
+_STATUS_INT = ("token", "seq", "keys", "waiters")
+_STATUS_BOOL = ("sticky", "degraded")
+
+
+def parse_status(fields: List[str]) -> Status:
+    """Reads the key=value words of an S answer into a Status."""
+    out: Dict[str, Any] = {"peers": []}
+    for word in fields:
+        k, eq, v = word.partition("=")
         if not eq:
             continue
-        out[k] = out[k] + " " + v if k in out else v
-    return out
+        try:
+            if k in _STATUS_INT:
+                out[k] = int(v)
+            elif k in _STATUS_BOOL:
+                out[k] = v == "true"
+            elif k == "uptime":
+                out[k] = float(v)
+            elif k == "active":
+                out[k] = "" if v == "-" else v
+            elif k == "peer":
+                p = v.split(",")
+                if len(p) != 6:
+                    raise ValueError("want ADDR,ROLE,up|down,SEQ,LAG,TOKEN")
+                out["peers"].append(Peer(addr=p[0], role=p[1], up=p[2] == "up", seq=int(p[3]), lag=int(p[4]), token=int(p[5])))
+            else:
+                out[k] = out[k] + " " + v if k in out else v
+        except ValueError as e:
+            raise BadLine(f"status field {word!r}: {e}") from None
+    return out  # type: ignore[return-value]
 
 
 def id_name(id_: str) -> str:

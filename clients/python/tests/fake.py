@@ -9,16 +9,17 @@ from typing import Callable, List, Optional, Tuple
 
 
 class FakeNode:
-    def __init__(self, handler: Callable[["Conn", str], Optional[List[str]]]) -> None:
+    def __init__(self, handler: Callable[["Conn", str], Optional[List[str]]], port: int = 0) -> None:
         self.handler = handler
         self.lines: List[Tuple[int, str]] = []
         self.conns: List["Conn"] = []
         self.mu = threading.Lock()
         self.changed = threading.Condition(self.mu)
         self.answer_status = True
+        self.status_words = "role=active"  # the S answer after self=
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(16)
         self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
         self.closed = False
@@ -46,6 +47,11 @@ class FakeNode:
 
     def close(self) -> None:
         self.closed = True
+        try:
+            # Wakes the accept: closing alone leaves it listening.
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
         with self.mu:
             conns = list(self.conns)
@@ -85,7 +91,7 @@ class Conn:
                     node.changed.notify_all()
                 if line.startswith("S "):
                     if node.answer_status:
-                        self.send("S " + line.split()[1] + " self=" + node.addr + " role=active")
+                        self.send("S " + line.split()[1] + " self=" + node.addr + " " + node.status_words)
                     continue
                 out = node.handler(self, line)
                 for o in out or []:

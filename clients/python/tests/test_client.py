@@ -309,7 +309,9 @@ class ClientTest(unittest.TestCase):
             return None
 
         n = self.node(h)
-        c = self.client(n.addr, failure_timeout=5)
+        # The node answers keep-alives: a short failure timeout (at most
+        # half the lease, min_hold_lease) keeps the connection.
+        c = self.client(n.addr, failure_timeout=0.15)
         lease = 0.3
         with c.hold("k", lease=lease) as lock:
             self.assertTrue(n.wait_for(lambda: state["renews"] >= 2, 2))
@@ -334,7 +336,7 @@ class ClientTest(unittest.TestCase):
             return None
 
         n = self.node(h)
-        c = self.client(n.addr)
+        c = self.client(n.addr, failure_timeout=0.15)
         lock = c.hold("k", lease=0.3)
         self.assertTrue(lock.lost.wait(2))
         self.assertEqual(lock.reason, "notheld")
@@ -383,7 +385,7 @@ class ClientTest(unittest.TestCase):
             return None
 
         n = self.node(h)
-        c = self.client(n.addr)
+        c = self.client(n.addr, failure_timeout=0.15)
         t0 = time.monotonic()
         lock = c.hold("k", lease=datetime.timedelta(seconds=0.3), max_hold=0.4)
         self.assertTrue(lock.lost.wait(2))

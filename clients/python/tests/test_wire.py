@@ -88,10 +88,20 @@ class ParseTest(unittest.TestCase):
                 w.parse_queue("k", bad)
 
     def test_status(self):
-        st = w.parse_status("self=a:1 role=active peer=a:1,active,up,1,0,5 peer=b:2,standby,up,1,0,5 junk".split())
-        self.assertEqual(st["role"], "active")
-        self.assertEqual(st["peer"], "a:1,active,up,1,0,5 b:2,standby,up,1,0,5")
+        st = w.parse_status("self=a:1 role=active active=- token=7360982537641984001 seq=6 uptime=2.5 keys=3 waiters=0 sticky=false "
+                            "degraded=true future=x peer=a:1,active,up,1,0,5 peer=b:2,standby,down,1,2,5 junk".split())
+        self.assertEqual((st["self"], st["role"], st["active"], st["future"]), ("a:1", "active", "", "x"))
+        self.assertEqual((st["token"], st["seq"], st["keys"], st["waiters"], st["uptime"]), (7360982537641984001, 6, 3, 0, 2.5))
+        self.assertIs(st["sticky"], False)
+        self.assertIs(st["degraded"], True)
+        self.assertEqual(st["peers"], [
+            {"addr": "a:1", "role": "active", "up": True, "seq": 1, "lag": 0, "token": 5},
+            {"addr": "b:2", "role": "standby", "up": False, "seq": 1, "lag": 2, "token": 5},
+        ])
         self.assertNotIn("junk", st)
+        for bad in ("keys=x", "peer=a:1,active", "seq=-"):
+            with self.assertRaises(w.BadLine):
+                w.parse_status([bad])
 
 
 if __name__ == "__main__":

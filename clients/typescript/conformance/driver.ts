@@ -101,14 +101,28 @@ function addHold(hold: Hold, election?: Election): number {
   return h;
 }
 
-/** Pumps a watch's states (or an observation's leaders) out as events until it ends. */
+/**
+ * Pumps a watch's states (or an observation's leaders) out as events until
+ * it ends. A stale value is written as a stale event; the first value
+ * after it that is not, after a current event (DRIVER.md).
+ */
 function pump(h: number, it: Watch | Observation, leaders: boolean): void {
   void (async () => {
     let reason = "closed";
+    let stale = false;
     try {
       for (;;) {
         const r = await it.next();
         if (r.done) break;
+        if (it.stale) {
+          stale = true;
+          write({ event: "stale", watch: h, message: "the watch lost the cluster", ms_since_open: sinceOpen() });
+          continue;
+        }
+        if (stale) {
+          stale = false;
+          write({ event: "current", watch: h, ms_since_open: sinceOpen() });
+        }
         if (leaders) {
           const l = r.value as { value: string; token: bigint } | null;
           write({ event: "leader", watch: h, value: l ? l.value : null, token: l ? l.token.toString() : null, ms_since_open: sinceOpen() });
@@ -218,8 +232,27 @@ async function run(c: Cmd): Promise<Record<string, unknown> | undefined> {
       const k = await need().keys(c.pattern);
       return { keys: k.keys, total: k.total };
     }
-    case "status":
-      return { fields: (await need().status()).fields };
+    case "status": {
+      const st = await need().status();
+      // DRIVER.md's u64s are decimal strings.
+      return {
+        fields: {
+          self: st.self,
+          role: st.role,
+          active: st.active,
+          token: st.token.toString(),
+          seq: st.seq.toString(),
+          uptime_ms: st.uptime,
+          keys: st.keys,
+          waiters: st.waiters,
+          sticky: st.sticky,
+          replication: st.replication,
+          degraded: st.degraded,
+          durability: st.durability,
+          peers: st.peers.map((p) => ({ addr: p.addr, role: p.role, up: p.up, seq: p.seq.toString(), lag: p.lag.toString(), token: p.token.toString() })),
+        },
+      };
+    }
     case "watch": {
       const w = need().watch(c.key);
       const h = ++handles;

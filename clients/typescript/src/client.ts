@@ -31,11 +31,12 @@ import {
   MAX_MS,
   MAX_TOKEN,
   type QueueState,
+  type Status,
   checkKey,
   errorText,
   formatSeconds,
   parseQueue,
-  parseStatusFields,
+  parseStatus,
   parseToken,
   withoutRef,
 } from "./wire.js";
@@ -129,17 +130,6 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** A node's status (its S answer). */
-export interface Status {
-  self: string;
-  role: string;
-  /** The active node's address, "" when none is known. */
-  active: string;
-  token: bigint;
-  /** Every key=value word of the answer (peer= words space-separated). */
-  fields: Record<string, string>;
-}
-
 const defaults = {
   redial: 3000,
   releaseEvery: 200,
@@ -190,6 +180,11 @@ interface Req {
 
 interface TripOptions {
   resend: boolean;
+  /**
+   * An acquire that waits until aborted: it waits through an outage too
+   * (see roundTrip).
+   */
+  patient?: boolean;
   signal?: AbortSignal;
   target?: string;
   onAnswer?: (a: Answer, cn: Conn) => void;
@@ -199,6 +194,8 @@ interface TripOptions {
 
 class WaitElapsed extends Error {}
 
+export type { PeerStatus, Status } from "./wire.js";
+
 /** One key's watch subscription: on which connection, and who reads it. */
 class WatchSub {
   conn: Conn | undefined;
@@ -206,8 +203,25 @@ class WatchSub {
   target = "";
   subscribing = false;
   last: QueueState | undefined;
+  /**
+   * live: the node on conn answered the subscription, and it was not lost
+   * since (lostAt). stale: lost for a failure timeout, and the watchers
+   * were told.
+   */
+  live = false;
+  lostAt = 0;
+  stale = false;
   readonly watchers = new Set<Watch>();
   constructor(readonly key: string) {}
+
+  /** The subscription is gone: its connection dropped, or the node gave its role up. */
+  lose(): void {
+    this.conn = undefined;
+    if (this.live) {
+      this.live = false;
+      this.lostAt = Date.now();
+    }
+  }
 }
 
 /**
@@ -273,11 +287,24 @@ export class Client implements ConnHost {
     this.liveness = setInterval(() => {
       const now = Date.now();
       for (const cn of this.conns) cn.checkLive(now);
+      for (const sub of this.subs.values()) this.checkStale(sub, now);
     }, tick);
   }
 
   get closed(): boolean {
     return this.isClosed;
+  }
+
+  /**
+   * The shortest lease hold() and campaign() take, in ms: twice
+   * failureTimeout. A held lock stays held only while a renewal lands
+   * within each lease; when the active node fails, the client notices
+   * within about a failure timeout, the cluster promotes another node
+   * within about one, and the renewal must reach it before the lease
+   * ends. A shorter lease is lost in any failover.
+   */
+  get minHoldLease(): number {
+    return 2 * this.failureTimeout;
   }
 
   /** The address of the node last known to be active, "" until one is known. */
@@ -319,7 +346,7 @@ export class Client implements ConnHost {
     this.notify();
     for (const sub of this.subs.values()) {
       if (sub.conn === cn) {
-        sub.conn = undefined;
+        sub.lose();
         void this.subscribe(sub);
       }
     }
@@ -357,7 +384,7 @@ export class Client implements ConnHost {
   watchMoved(cn: Conn, a: Answer): boolean {
     const sub = this.subs.get(a.key);
     if (!sub || sub.conn !== cn) return false;
-    sub.conn = undefined;
+    sub.lose();
     const addr = a.fields[0] ?? "";
     if (validAddr(addr)) {
       this.setActive(addr);
@@ -395,6 +422,25 @@ export class Client implements ConnHost {
 
   private upAt(addr: string): boolean {
     return this.conns.some((cn) => cn.addr === addr && cn.state === "up");
+  }
+
+  /**
+   * Whether addr is dead; if it is, its connections are dialled at once
+   * instead of at the next redial: a node named by an M answer is one the
+   * cluster says is active, so a node restarted or resumed there is worth
+   * finding now.
+   */
+  private stale(addr: string): boolean {
+    if (!this.dead(addr)) return false;
+    for (const cn of this.conns) if (cn.addr === addr) cn.dialNow();
+    return true;
+  }
+
+  /** How long addr has not answered this client, in words. */
+  private silence(addr: string): string {
+    let heard = 0;
+    for (const cn of this.conns) if (cn.addr === addr && cn.gen > 0) heard = Math.max(heard, cn.lastRead);
+    return heard === 0 ? "which this client has never reached" : `which has not answered this client for ${Date.now() - heard} ms`;
   }
 
   /** Whether every connection to addr failed since it was last up and none came back. */
@@ -482,11 +528,26 @@ export class Client implements ConnHost {
    * node they name. The answer is never M; an E answer is thrown.
    */
   private async roundTrip(req: Req, o: TripOptions): Promise<{ a: Answer; cn: Conn }> {
-    const at = new Attempt();
+    let at = new Attempt();
     at.target = o.target ?? "";
+    let outages = 0;
+    // Waits out a spell with no node to serve a patient call, then starts
+    // a new attempt; early: stop waiting as soon as a connection is up.
+    const outage = async (early: boolean) => {
+      await this.awaitNode(Math.min(50 * 2 ** Math.min(outages, 6), this.redial, 1000), o.signal, early);
+      outages++;
+      at = new Attempt();
+    };
     for (;;) {
       throwIfAborted(o.signal);
-      const ch = this.choose(at);
+      let ch: Conn | Promise<void>;
+      try {
+        ch = this.choose(at);
+      } catch (e) {
+        if (!(o.patient && this.transient(e))) throw e;
+        await outage(true);
+        continue;
+      }
       if (ch instanceof Promise) {
         await raceAbort(ch, o.signal);
         continue;
@@ -547,9 +608,16 @@ export class Client implements ConnHost {
         if (!o.resend) {
           throw new LockdError(`${r.err.message}, after the request was sent: it may or may not have been applied`, "ECONNLOST", { cause: r.err });
         }
-        if (at.drops >= maxDrops) throw this.unavailable(new LockdError(`${at.drops} connections dropped during this request, last: ${r.err.message}`, "ECONNLOST"));
+        if (at.drops >= maxDrops) {
+          const err = this.unavailable(new LockdError(`${at.drops} connections dropped during this request, last: ${r.err.message}`, "ECONNLOST"));
+          if (!(o.patient && this.transient(err))) throw err;
+          // Connections that come up and drop again: pause before the
+          // next round, whatever is up.
+          await outage(false);
+        }
         continue;
       }
+      outages = 0;
       const a = req.op === "A" ? withoutRef(r.ans) : r.ans;
       if (a.kind === "M") {
         const addr = a.fields.length === 1 ? a.fields[0] : "";
@@ -558,13 +626,16 @@ export class Client implements ConnHost {
         }
         if (r.landed) at.moves = 0; // taken in and moved later (a handoff): a new attempt begins
         let pause = 0;
-        if (this.dead(addr)) {
-          // The node named stopped answering this client, and the one
-          // that named it has not noticed yet: a failover is under way.
+        if (this.stale(addr)) {
+          // The node named stopped answering this client: either the one
+          // that named it has not noticed yet that it failed (a failover
+          // under way), or it is back (restarted, resumed) and took its
+          // role again. stale() dialled it; ask again shortly, which finds
+          // it if it is back, or the node that took over.
           const now = Date.now();
           if (at.staleSince === 0) at.staleSince = now;
-          if (now - at.staleSince > 10 * this.failureTimeout) {
-            throw this.unavailable(new LockdError(`${cn.addr} still names ${addr} as the active node, which has not answered this client for ${now - at.staleSince} ms: no other node took over`, "ENOANSWER"));
+          if (!o.patient && now - at.staleSince > 10 * this.failureTimeout) {
+            throw this.unavailable(new LockdError(`${cn.addr} still names ${addr} as the active node, ${this.silence(addr)}: no other node took over`, "ENOANSWER"));
           }
           at.stale++;
           at.target = "";
@@ -585,6 +656,31 @@ export class Client implements ConnHost {
       if (a.kind === "E") throw refusal(a);
       if (req.op !== "H" && req.op !== "S") this.setActive(cn.addr);
       return { a, cn };
+    }
+  }
+
+  /**
+   * Whether err, a call's failure to find a node, is an outage a patient
+   * call waits through: no node reachable now, on a client that has
+   * reached one before. A client that never reached any node more likely
+   * has wrong addresses than a cluster that is down, and a node refusing
+   * the TLS or the secret (AuthError) will not change its mind.
+   */
+  private transient(err: unknown): boolean {
+    return err instanceof UnavailableError && this.everUp;
+  }
+
+  /** Waits pause ms, or (early) until a connection is up, or the signal aborts. */
+  private async awaitNode(pause: number, signal: AbortSignal | undefined, early: boolean): Promise<void> {
+    const end = Date.now() + pause;
+    for (;;) {
+      throwIfAborted(signal);
+      if (this.isClosed) throw new ClosedError();
+      if (early && this.conns.some((cn) => cn.state === "up")) return;
+      const left = end - Date.now();
+      if (left <= 0) return;
+      let t: NodeJS.Timeout | undefined;
+      await raceAbort(Promise.race([this.changedP, new Promise<void>((r) => (t = setTimeout(r, left)))]), signal).finally(() => clearTimeout(t));
     }
   }
 
@@ -659,6 +755,7 @@ export class Client implements ConnHost {
       const { a, cn } = await this.roundTrip(req, {
         resend: true,
         signal,
+        patient: !tryOnly && waitMs === 0,
         onAbandon: (cl) => this.withdraw(cl, id),
       });
       if (a.kind === "A" && a.fields.length === 1) {
@@ -718,12 +815,14 @@ export class Client implements ConnHost {
       let finished = false;
       const outstanding = new Set<Call>();
       let timer: NodeJS.Timeout | undefined;
+      let soonT: NodeJS.Timeout | undefined;
       const onAbort = () => finish(abortError(signal!));
       signal?.addEventListener("abort", onAbort, { once: true });
       const finish = (err?: Error) => {
         if (finished) return;
         finished = true;
         clearTimeout(timer);
+        clearTimeout(soonT);
         signal?.removeEventListener("abort", onAbort);
         for (const cl of outstanding) cl.abandoned = true;
         if (err) reject(err);
@@ -787,9 +886,20 @@ export class Client implements ConnHost {
         if (a.kind === "M") {
           const addr = a.fields.length === 1 ? a.fields[0] : "";
           if (!validAddr(addr)) return finish(new ProtocolError(`node ${cn.addr} redirected ${key} to ${JSON.stringify(addr)}, which is not HOST:PORT`));
-          // A stale redirect to a node that stopped answering: the timer
-          // re-sends to the others until one took over.
-          if (this.dead(addr)) return;
+          if (this.stale(addr)) {
+            // A node that stopped answering this client: a failover the
+            // redirecting node has not seen yet, or the node is back
+            // (stale() dialled it). Send again shortly, not at the next
+            // releaseEvery.
+            soonT ??= setTimeout(() => {
+              soonT = undefined;
+              const next = new Attempt();
+              next.lastErr = at.lastErr;
+              at = next;
+              send();
+            }, 25);
+            return;
+          }
           this.setActive(addr);
           at.target = addr;
           // Follow the first redirects at once; after that the timer
@@ -859,19 +969,17 @@ export class Client implements ConnHost {
     return { keys: a.fields.slice(1), total };
   }
 
-  /** How a node sees itself and the cluster (its S answer): the active node, or any node while none is known. */
+  /**
+   * How a node sees itself and the cluster (its S answer), typed: the
+   * active node, or any node while none is known.
+   */
   async status(options?: CallOptions): Promise<Status> {
     const { a, cn } = await this.roundTrip({ op: "S", key: "-", line: () => "S -\n" }, { resend: true, signal: options?.signal });
     if (a.kind !== "S") throw badAnswer("status", "", cn, a);
-    const fields = parseStatusFields(a.fields);
-    const active = fields.active ?? "";
-    return {
-      self: fields.self ?? cn.addr,
-      role: fields.role ?? "",
-      active: active === "-" ? "" : active,
-      token: parseToken(fields.token ?? "") ?? 0n,
-      fields,
-    };
+    const st = parseStatus(a.fields);
+    if (typeof st === "string") throw new ProtocolError(`status: ${cn.addr} answered ${st}; check that client and server versions match`);
+    if (st.self === "") st.self = cn.addr;
+    return st;
   }
 
   /**
@@ -915,6 +1023,19 @@ export class Client implements ConnHost {
       return;
     }
     sub.last = q;
+    sub.live = true;
+    sub.stale = false;
+    for (const w of sub.watchers) w.push(q);
+  }
+
+  /**
+   * Tells sub's watchers, once, that the watch has had no node serve it
+   * for a failure timeout: the last state again, marked stale.
+   */
+  private checkStale(sub: WatchSub, now: number): void {
+    if (sub.live || sub.stale || sub.lostAt === 0 || !sub.last || now - sub.lostAt < this.failureTimeout) return;
+    sub.stale = true;
+    const q = { ...sub.last, stale: true };
     for (const w of sub.watchers) w.push(q);
   }
 
@@ -972,7 +1093,7 @@ export class Client implements ConnHost {
     const sub = this.subs.get(key);
     if (!sub || !sub.conn || sub.conn.addr === addr) return;
     const cn = sub.conn;
-    sub.conn = undefined;
+    sub.lose();
     if (cn.gen === sub.gen) cn.send(new Call("U", key, `U ${key}\n`, () => {}, "", true));
     sub.target = addr;
     void this.subscribe(sub);
@@ -989,6 +1110,12 @@ export class Client implements ConnHost {
 
   /** @internal */
   async holdAs(key: string, options: HoldOptions, name: string): Promise<Hold> {
+    const least = this.minHoldLease;
+    if (typeof options?.lease === "number" && options.lease < least) {
+      throw new InvalidArgumentError(
+        `hold ${key}: lease ${options.lease} ms is too short to be renewed across a failover: the shortest is ${least} ms (twice the failure timeout, ${this.failureTimeout} ms); leases are in milliseconds: give at least ${least}, or, if the cluster runs a shorter --failure-timeout, give the client the same failureTimeout`,
+      );
+    }
     if (options?.max !== undefined && !(options.max > 0)) throw new InvalidArgumentError(`hold ${key}: max ${options.max} must be more than 0 ms`);
     if (options?.renewEvery !== undefined && !(options.renewEvery > 0)) {
       throw new InvalidArgumentError(`hold ${key}: renewEvery ${options.renewEvery} must be more than 0 ms`);
@@ -1067,12 +1194,20 @@ export class Client implements ConnHost {
 /**
  * A watch of one key: an async iterator of its states. Iterate it with
  * for await; break, close() or the signal ends it.
+ *
+ * When the watch loses the cluster (no node has served it for the
+ * client's failureTimeout: the nodes are down, frozen or out of reach),
+ * it yields the last state again with `stale: true`: it may be out of
+ * date. It keeps trying, and once a node serves it again it yields the
+ * state there, `stale: false`: it is current again. `stale` on the watch
+ * says the same of the state last yielded.
  */
 export class Watch implements AsyncIterable<QueueState> {
   private states: QueueState[] = [];
   private wake: (() => void) | undefined;
   private ended = false;
   private error: Error | undefined;
+  private lastStale = false;
   constructor(
     readonly key: string,
     private readonly onClose: (w: Watch) => void,
@@ -1101,11 +1236,19 @@ export class Watch implements AsyncIterable<QueueState> {
     this.end();
   }
 
+  /** Whether the state last yielded said the watch had lost the cluster. */
+  get stale(): boolean {
+    return this.lastStale;
+  }
+
   /** The next state; done once the watch ended. Throws what ended it, if it did not end by close(). */
   async next(): Promise<IteratorResult<QueueState, undefined>> {
     for (;;) {
       const q = this.states.shift();
-      if (q) return { done: false, value: q };
+      if (q) {
+        this.lastStale = q.stale;
+        return { done: false, value: q };
+      }
       if (this.ended) {
         if (this.error) {
           const e = this.error;

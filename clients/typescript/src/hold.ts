@@ -166,6 +166,11 @@ export class Hold implements AsyncDisposable {
 export interface Leader {
   value: string;
   token: bigint;
+  /**
+   * From an observation: it had lost the cluster, and this, the last
+   * leader known, may have changed since. false from leader().
+   */
+  stale: boolean;
 }
 
 /**
@@ -184,9 +189,10 @@ export class Election {
   ) {}
 
   /**
-   * Waits to lead (FIFO among the candidates) and returns the leader's
-   * hold: it renews itself, and its signal aborts when leadership is
-   * lost. value says who leads: 1 to 33 bytes, no space, control
+   * Waits to lead (FIFO among the candidates), through an outage too,
+   * and returns the leader's hold: it renews itself, and its signal
+   * aborts when leadership is lost. Its lease is at least
+   * client.minHoldLease, as a hold's. value says who leads: 1 to 33 bytes, no space, control
    * character or '#'.
    */
   async campaign(value: string, options: { lease?: number; signal?: AbortSignal } = {}): Promise<Hold> {
@@ -206,7 +212,10 @@ export class Election {
 
   /**
    * The leader now, then every time it changes (null while nobody
-   * leads), following the active node across failovers.
+   * leads), following the active node across failovers. When it loses the
+   * cluster it yields the last leader known again, stale (see
+   * Observation.stale); once it reaches the cluster again, who leads
+   * there (the same leader too).
    */
   observe(options?: CallOptions): Observation {
     return new Observation(this.client.watch(this.key, options));
@@ -220,25 +229,39 @@ export class Election {
   }
 }
 
-function leaderOf(holders: { token: bigint; id: string }[]): Leader | null {
+function leaderOf(holders: { token: bigint; id: string }[], stale = false): Leader | null {
   const h = holders[0];
-  return h ? { value: idName(h.id), token: h.token } : null;
+  return h ? { value: idName(h.id), token: h.token, stale } : null;
 }
 
-/** An election's leaders as they change; close() or break ends it. */
+/**
+ * An election's leaders as they change; close() or break ends it. When
+ * the observation loses the cluster it yields the last leader known
+ * again (null when nobody led) with `stale` true, here and on the
+ * Leader; the next value, once it reaches the cluster again, has it
+ * false.
+ */
 export class Observation implements AsyncIterable<Leader | null> {
   private last: bigint | null | undefined;
+  private lastStale = false;
   /** @internal */
   constructor(private readonly w: Watch) {}
+
+  /** Whether the value last yielded said the observation had lost the cluster. */
+  get stale(): boolean {
+    return this.lastStale;
+  }
 
   async next(): Promise<IteratorResult<Leader | null, undefined>> {
     for (;;) {
       const r = await this.w.next();
       if (r.done) return r;
-      const l = leaderOf(r.value.holders);
+      const stale = r.value.stale;
+      const l = leaderOf(r.value.holders, stale);
       const t = l ? l.token : null;
-      if (this.last !== undefined && t === this.last) continue;
-      this.last = t;
+      if (!stale && !this.lastStale && this.last !== undefined && t === this.last) continue;
+      if (!stale) this.last = t;
+      this.lastStale = stale;
       return { done: false, value: l };
     }
   }

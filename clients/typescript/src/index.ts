@@ -13,6 +13,7 @@ export {
   type TryAcquireOptions,
   type CallOptions,
   type Status,
+  type PeerStatus,
 } from "./client.js";
 export { Hold, Election, Observation, type HoldOptions, type Leader } from "./hold.js";
 export {

@@ -179,6 +179,12 @@ export interface QueueState {
   waiters: Waiter[];
   /** How many may hold the key at once: 1 for a lock. */
   limit: number;
+  /**
+   * From a watch: it had lost the cluster (no node served it for the
+   * client's failureTimeout), and this, the last state it read, may be
+   * out of date. false from queue().
+   */
+  stale: boolean;
 }
 
 /** Reads the words of a Q answer (or an L answer) after its key. */
@@ -186,7 +192,7 @@ export function parseQueue(key: string, f: string[]): QueueState | undefined {
   if (f.length < 3) return undefined;
   let extra = f.length;
   while (extra > 3 && f[extra - 1].includes("=")) extra--;
-  const q: QueueState = { key, holders: [], nwaiters: 0, waiters: [], limit: 1 };
+  const q: QueueState = { key, holders: [], nwaiters: 0, waiters: [], limit: 1, stale: false };
   if (f[0] !== "-") {
     const token = parseToken(f[0]);
     const left = parseSeconds(f[1]);
@@ -247,16 +253,122 @@ export function parseQueue(key: string, f: string[]): QueueState | undefined {
   return q;
 }
 
-/** Reads the key=value words of an S answer. */
-export function parseStatusFields(f: string[]): Record<string, string> {
-  const out: Record<string, string> = {};
+/** A node's status (its S answer), typed. */
+export interface Status {
+  self: string;
+  /** active, standby, joining or handoff. */
+  role: string;
+  /** The active node's address, "" when none is known. */
+  active: string;
+  /** The highest token the node knows of: its high-water mark. */
+  token: bigint;
+  /** Replication position: state changes applied. */
+  seq: bigint;
+  /** Since the process started, in milliseconds. */
+  uptime: number;
+  /** Keys held or waited on. */
+  keys: number;
+  /** Waiters queued. */
+  waiters: number;
+  /** The node gave the role up by command and will not take it back by priority. */
+  sticky: boolean;
+  /** sync or async; "" from an older node. */
+  replication: string;
+  /** On a sync-mode active: no standby is in sync, answers do not wait. */
+  degraded: boolean;
+  /** memory, or disk:MODE with a data directory; "" from an older node. */
+  durability: string;
+  /** Every node of --peers, in priority order, this one included. */
+  peers: PeerStatus[];
+  /** Every key=value word of the answer as text (peer= words space-separated), fields this client does not know included. */
+  fields: Record<string, string>;
+}
+
+/** One node of --peers as the node answering S sees it. */
+export interface PeerStatus {
+  addr: string;
+  role: string;
+  /** The answering node hears it. */
+  up: boolean;
+  /** Its replication position, as last reported. */
+  seq: bigint;
+  /** Changes it is behind the active (0 when caught up or unknown). */
+  lag: bigint;
+  /** Its token high-water mark. */
+  token: bigint;
+}
+
+/** Reads the key=value words of an S answer; a string says what was wrong. */
+export function parseStatus(f: string[]): Status | string {
+  const st: Status = {
+    self: "",
+    role: "",
+    active: "",
+    token: 0n,
+    seq: 0n,
+    uptime: 0,
+    keys: 0,
+    waiters: 0,
+    sticky: false,
+    replication: "",
+    degraded: false,
+    durability: "",
+    peers: [],
+    fields: {},
+  };
+  const u64 = (v: string) => (/^[0-9]+$/.test(v) ? parseToken(v) : undefined);
+  const count = (v: string) => (/^[0-9]{1,15}$/.test(v) ? Number(v) : undefined);
   for (const w of f) {
     const eq = w.indexOf("=");
     if (eq <= 0) continue;
     const k = w.slice(0, eq);
     const v = w.slice(eq + 1);
     // peer= repeats, one per node: keep them all, space-separated.
-    out[k] = k in out ? out[k] + " " + v : v;
+    st.fields[k] = k in st.fields ? st.fields[k] + " " + v : v;
+    let ok = true;
+    switch (k) {
+      case "self":
+      case "role":
+      case "replication":
+      case "durability":
+        st[k] = v;
+        break;
+      case "active":
+        st.active = v === "-" ? "" : v;
+        break;
+      case "token":
+      case "seq": {
+        const n = u64(v);
+        if (n === undefined) ok = false;
+        else st[k] = n;
+        break;
+      }
+      case "keys":
+      case "waiters": {
+        const n = count(v);
+        if (n === undefined) ok = false;
+        else st[k] = n;
+        break;
+      }
+      case "uptime": {
+        const s = parseSeconds(v);
+        if (Number.isNaN(s)) ok = false;
+        else st.uptime = s;
+        break;
+      }
+      case "sticky":
+      case "degraded":
+        st[k] = v === "true";
+        break;
+      case "peer": {
+        const p = v.split(",");
+        const [seq, lag, token] = [u64(p[3] ?? ""), u64(p[4] ?? ""), u64(p[5] ?? "")];
+        if (p.length !== 6 || seq === undefined || lag === undefined || token === undefined) ok = false;
+        else st.peers.push({ addr: p[0], role: p[1], up: p[2] === "up", seq, lag, token });
+        break;
+      }
+    }
+    if (!ok) return `status field ${JSON.stringify(w)}, which this client cannot read`;
   }
-  return out;
+  return st;
 }

@@ -96,7 +96,8 @@ test("an acquire whose wait elapses rejects with TimeoutError", async (t) => {
 
 test("a hold renews itself and its signal aborts when the node says notheld", async (t) => {
   const n = await FakeNode.start();
-  const c = new Client([n.addr]);
+  // A failure timeout short enough for a short lease (at least twice it).
+  const c = new Client([n.addr], { failureTimeout: 150 });
   t.after(async () => {
     await c.close();
     await n.stop();
@@ -115,7 +116,9 @@ test("a hold renews itself and its signal aborts when the node says notheld", as
 
 test("a hold whose renewals go unanswered is lost when the lease can no longer be proven", async (t) => {
   const n = await FakeNode.start();
-  const c = new Client([n.addr], { failureTimeout: 5000 });
+  // The node answers keep-alives: the connection stays up, and only the
+  // lease says the lock is lost.
+  const c = new Client([n.addr], { failureTimeout: 200 });
   t.after(async () => {
     await c.close();
     await n.stop();
@@ -219,13 +222,13 @@ test("an M is followed at once to the node it names, which is then the active", 
   await c.acquire("mv", { lease: 1000, wait: 1000 });
   assert.equal(c.activeAddr, active.addr);
   const leader = await c.election("mv").leader();
-  assert.deepEqual(leader, { value: "node-a", token: 5n });
+  assert.deepEqual(leader, { value: "node-a", token: 5n, stale: false });
   assert.equal(standby.got("Q").length, 0, "a known active is asked first");
 });
 
 test("a hold granted after a long wait is confirmed by a renewal before it is returned", async (t) => {
   const n = await FakeNode.start();
-  const c = new Client([n.addr]);
+  const c = new Client([n.addr], { failureTimeout: 300 });
   t.after(async () => {
     await c.close();
     await n.stop();

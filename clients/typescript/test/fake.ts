@@ -19,6 +19,8 @@ export class FakeNode {
   silent = false;
   /** When this node last wrote to any connection: where a client's silence clock starts. */
   wroteAt = 0;
+  /** The S answer's words after self=. */
+  statusWords = "role=active";
   private server: net.Server;
   addr = "";
 
@@ -36,7 +38,7 @@ export class FakeNode {
           buf = buf.slice(nl + 1);
           const l = { conn: c, text, words: text.split(" "), at: Date.now() };
           if (l.words[0] === "S") {
-            c.write(`S ${l.words[1]} self=${this.addr} role=active\n`);
+            c.write(`S ${l.words[1]} self=${this.addr} ${this.statusWords}\n`);
             this.wroteAt = Date.now();
             continue;
           }
@@ -51,9 +53,10 @@ export class FakeNode {
     });
   }
 
-  static async start(): Promise<FakeNode> {
+  /** A node on port (0: a free one): where another stopped, one that came back. */
+  static async start(port = 0): Promise<FakeNode> {
     const n = new FakeNode();
-    await new Promise<void>((r) => n.server.listen(0, "127.0.0.1", r));
+    await new Promise<void>((r) => n.server.listen(port, "127.0.0.1", r));
     n.addr = `127.0.0.1:${(n.server.address() as net.AddressInfo).port}`;
     return n;
   }

@@ -67,7 +67,7 @@ test("queue answers: holders, waiters, limit and ids", () => {
     { waited: 400, addr: "", id: "bob@ci-2:811#0c-1" },
   ]);
   const none = parseQueue("nothing", ["-", "-", "0"])!;
-  assert.deepEqual(none, { key: "nothing", holders: [], nwaiters: 0, waiters: [], limit: 1 });
+  assert.deepEqual(none, { key: "nothing", holders: [], nwaiters: 0, waiters: [], limit: 1, stale: false });
   assert.equal(parseQueue("k", ["-", "-"]), undefined);
 });
 

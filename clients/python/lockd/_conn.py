@@ -1,0 +1,158 @@
+"""What the client's parts share: the records of connections and calls,
+the bounds of a call, and the words of its errors."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any, Deque, Dict, Optional, Set, Tuple
+
+from . import _wire as w
+from ._errors import AuthError, Error, LimitMismatch, NotHeld, Refused, Timeout
+
+REDIAL = 3.0
+RELEASE_EVERY = 0.2
+RELEASE_FOR = 5.0
+DIAL_TIMEOUT = 2.0
+FAILURE_TIMEOUT = 1.0
+ACQUIRE_GRACE = 0.5
+MAX_MOVES = 10
+MAX_DROPS = 8
+MAX_DYNAMIC = 16
+
+# Ops whose requests an M answer may answer: every op the client sends but S.
+_MOVABLE = ("A", "R", "N", "Q", "K", "H", "X", "L", "U")
+
+
+class _Dropped:
+    """The result of a call whose connection dropped before it was answered."""
+
+    __slots__ = ("err",)
+
+    def __init__(self, err: BaseException) -> None:
+        self.err = err
+
+
+class _Call:
+    __slots__ = ("op", "key", "ref", "seq", "conn", "gen", "done", "result", "state", "silent", "kick", "acq_id", "answered")
+
+    def __init__(self, op: str, key: str, silent: bool = False, kick: Optional[threading.Event] = None) -> None:
+        self.op = op
+        self.key = key
+        self.ref: Optional[str] = None
+        self.seq = 0
+        self.conn: Optional[_Conn] = None
+        self.gen = 0
+        # Released once, when the result is in: a bare lock costs less than
+        # an Event, and one is made for every request.
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.state = 0  # 0 waiting, 1 answered, 2 abandoned
+        self.silent = silent
+        self.kick = kick
+        self.acq_id = ""
+        self.answered = False  # a line answered it (whoever waits for it)
+
+
+class _Conn:
+    """One persistent connection slot to an address."""
+
+    def __init__(self, addr: str) -> None:
+        self.addr = addr
+        self.state = "down"  # dialing, up, down
+        self.gen = 0
+        self.last_err: Optional[BaseException] = None
+        self.redial_at = 0.0  # when down: when to dial again
+        self.sock: Optional[socket.socket] = None
+        self.wbuf = bytearray()
+        self.want_write = False
+        self.rbuf = bytearray()
+        self.seq = 0
+        self.answered = 0
+        self.pending: Dict[Tuple[str, str], Deque[_Call]] = {}
+        self.refs: Dict[str, _Call] = {}
+        self.ref_seq = 0
+        self.no_refs = False  # the node does not know ref=: an older lockd
+        self.last_read = 0.0
+        self.probes = 0
+        self.probe_at = 0.0
+        self.dead_err: Optional[BaseException] = None
+        self.watching: Set[str] = set()
+
+    def outstanding(self) -> bool:
+        return bool(self.pending) or bool(self.refs)
+
+    def acquiring(self, key: str) -> bool:
+        return ("A", key) in self.pending or any(c.key == key for c in self.refs.values())
+
+
+class _Attempt:
+    """What one call remembers of the connections it tried."""
+
+    def __init__(self, busy_key: str = "") -> None:
+        self.busy_key = busy_key
+        self.target = ""
+        self.failed: Dict[_Conn, int] = {}
+        self.fresh: Set[_Conn] = set()
+        self.drops = 0
+        self.moves = 0
+        self.last_err: Optional[BaseException] = None
+        self.stale = 0
+        self.stale_since = 0.0
+
+    def fail(self, cn: _Conn, gen: int, err: BaseException) -> None:
+        self.failed[cn] = gen
+        self.drops += 1
+        self.last_err = err
+
+
+
+class _WaitElapsed(Exception):
+    def __init__(self, last: Optional[BaseException]) -> None:
+        super().__init__("wait elapsed")
+        self.last = last
+
+
+class _Deadline(Exception):
+    pass
+
+
+_OPS = {"A": "acquire", "R": "release", "N": "renew", "Q": "queue", "K": "keys", "S": "status", "H": "handoff", "L": "watch", "X": "withdraw"}
+
+
+def _token(token: Any) -> int:
+    if isinstance(token, bool) or not isinstance(token, int):
+        try:
+            token = int(token)
+        except (TypeError, ValueError):
+            raise TypeError(f"lockd: a token is an unsigned 64-bit integer, not {token!r}") from None
+    if token < 0 or token >= 1 << 64:
+        raise ValueError(f"lockd: token {token} is not an unsigned 64-bit integer")
+    return token
+
+
+def _timeout(key: str, wait: Optional[float]) -> Timeout:
+    if wait is None:
+        return Timeout(f"acquire {key}: another client holds the key (try-lock: it did not queue); retry later, or acquire with a wait")
+    return Timeout(f"acquire {key}: timed out waiting for the lock after {wait:g}s; another client holds the key: retry later, or wait longer (a wait of 0 waits forever)")
+
+
+def _not_held(op: str, key: str, token: int) -> NotHeld:
+    return NotHeld(f"{op} {key} token {token}: the token does not hold the key: it was released already, its lease ran out, or it never held it; acquire the key again if you still need it")
+
+
+def _server_error(op: str, key: str, a: w.Answer) -> Error:
+    words = a.error_text()
+    msg = f"lockd refused {_OPS.get(op, op)} {key}: {words}"
+    if words.startswith(w.LIMIT_MISMATCH):
+        return LimitMismatch(msg, op, key, words)
+    if w.AUTH_FIRST in words or "needs the admin role" in words:
+        return AuthError(msg)
+    return Refused(msg, op, key, words)
+
+
+def _bad_answer(op: str, key: str, cn: Optional[_Conn], a: w.Answer) -> Error:
+    where = cn.addr if cn is not None else "a node"
+    line = " ".join([a.kind, a.key] + a.fields)
+    return Error(f"{op} {key}: {where} answered {line!r}, which this client does not understand; check that client and server versions match")

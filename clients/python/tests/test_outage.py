@@ -1,0 +1,295 @@
+"""The client when the cluster fails under it, and when its caller goes:
+a redirect to a node it has down, a wait through an outage, a watch that
+loses the cluster, an interrupt or a cancelled task that gives up an
+acquire; and what it refuses (a held lease too short for a failover) or
+reads typed (a status)."""
+
+import asyncio
+import os
+import re
+import signal
+import threading
+import time
+import unittest
+
+import lockd
+
+from .fake import FakeNode
+from .test_client import TOKEN, opts, ref_of, words
+
+
+def interrupt_soon():
+    """Sends this process SIGINT in a moment, as Ctrl-C does: Python raises
+    KeyboardInterrupt in the main thread, where the tests run."""
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+
+def port_of(addr):
+    return int(addr.rsplit(":", 1)[1])
+
+
+def granting(c, line):
+    w = words(line)
+    if w[0] == "A":
+        return [f"A {w[1]} {TOKEN} ref={ref_of(line)}"]
+    if w[0] in ("R", "N"):
+        return [f"{w[0]} {w[1]} ok"]
+    if w[0] == "Q":
+        return [f"Q {w[1]} - - 0"]
+    return None
+
+
+class OutageTest(unittest.TestCase):
+    def setUp(self):
+        self.nodes = []
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        for n in self.nodes:
+            n.close()
+
+    def node(self, handler, port=0):
+        n = FakeNode(handler, port)
+        self.nodes.append(n)
+        return n
+
+    def client(self, addrs, **kw):
+        c = lockd.Client(addrs, **opts(**kw))
+        self.clients.append(c)
+        return c
+
+    def wait(self, pred, timeout=5.0):
+        end = time.monotonic() + timeout
+        while not pred():
+            if time.monotonic() > end:
+                self.fail("condition not met in time")
+            time.sleep(0.01)
+
+    def up(self, c, *addrs):
+        """Waits until the client has a connection up to each of addrs."""
+        self.wait(lambda: all(any(cn.addr == a and cn.state == "up" for cn in c._conns) for a in addrs))
+
+    def down(self, c, addr):
+        """Waits until the client has every connection to addr down."""
+        self.wait(lambda: c._dead_locked(addr))
+
+    def test_moved_to_a_restarted_node_dials_it_at_once(self):
+        first = self.node(granting)
+        addr = first.addr
+        standby = self.node(lambda c, l: [f"M {words(l)[1]} {addr}" + (f" ref={ref_of(l)}" if ref_of(l) else "")])
+        c = self.client([addr, standby.addr], redial=3600)
+        self.up(c, addr, standby.addr)
+        first.close()
+        self.down(c, addr)
+        back = self.node(granting, port_of(addr))
+        t0 = time.monotonic()
+        lock = c.acquire("k", 1, wait=2)
+        c.renew("k", lock.token, 1)
+        c.release("k", lock.token)
+        self.assertLess(time.monotonic() - t0, 0.5, "the restarted node is dialled at once, not at the next redial")
+        self.assertEqual(len([l for _, l in back.lines if not l.startswith("S ")]), 3)
+
+    def test_stale_redirect_error_counts_from_the_silence(self):
+        first = self.node(granting)
+        addr = first.addr
+        standby = self.node(lambda c, l: [f"M {words(l)[1]} {addr}"])
+        c = self.client([addr, standby.addr], redial=3600, failure_timeout=0.05)
+        self.up(c, addr, standby.addr)
+        first.close()
+        self.down(c, addr)
+        with c._mu:
+            for cn in c._conns:
+                if cn.addr == addr:
+                    cn.last_read = time.monotonic() - 20
+        with self.assertRaises(lockd.Unavailable) as e:
+            c.queue("k")
+        m = re.search(r"which has not answered this client for ([0-9.]+)s", str(e.exception))
+        self.assertIsNotNone(m, str(e.exception))
+        self.assertGreaterEqual(float(m.group(1)), 20)
+
+    def test_waiting_calls_outlast_an_outage(self):
+        for name, call in (
+            ("acquire", lambda c: c.acquire("k", 1)),
+            ("hold", lambda c: c.hold("k", 1).release()),
+            ("campaign", lambda c: c.election("k").campaign("me", lease=1).release()),
+        ):
+            with self.subTest(name):
+                n = self.node(granting)
+                addr = n.addr
+                c = self.client(addr, redial=3600, failure_timeout=0.2)
+                self.up(c, addr)
+                n.close()
+                self.down(c, addr)
+                out = []
+                t = threading.Thread(target=lambda: out.append(self._try(call, c)), daemon=True)
+                t.start()
+                t.join(0.7)
+                self.assertEqual(out, [], "returned during the outage")
+                self.node(granting, port_of(addr))
+                t.join(5)
+                self.assertEqual(out, [None], "once the node is back")
+
+    @staticmethod
+    def _try(call, c):
+        try:
+            call(c)
+            return None
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            return e
+
+    def test_watch_says_stale_and_current(self):
+        state = {"words": "5 9 0 id=5,leader#1"}
+
+        def h(c, line):
+            w = words(line)
+            if w[0] == "L":
+                return [f"L {w[1]} {state['words']}"]
+            if w[0] == "U":
+                return [f"U {w[1]} ok"]
+            return None
+
+        n = self.node(h)
+        addr = n.addr
+        c = self.client(addr, redial=0.2, failure_timeout=0.2)
+        wt = c.watch("k")
+        obs = c.election("k").observe()
+        q = wt.get(5)
+        self.assertEqual((q.token, q.stale, wt.stale), (5, False, False))
+        self.assertEqual((next(obs), obs.stale), (("leader", 5), False))
+        lost = time.monotonic()
+        n.close()
+        q = wt.get(5)
+        self.assertIsNotNone(q)
+        self.assertEqual((q.token, q.stale, wt.stale), (5, True, True), "the last state again, stale")
+        self.assertGreaterEqual(time.monotonic() - lost, 0.2)
+        lead = next(obs)
+        self.assertEqual((lead, lead.stale, obs.stale), (("leader", 5), True, True))
+        state["words"] = "6 9 0 id=6,other#1"
+        self.node(h, port_of(addr))
+        q = wt.get(5)
+        self.assertEqual((q.token, q.stale, wt.stale), (6, False, False), "current again: the state there")
+        lead = next(obs)
+        self.assertEqual((lead, lead.stale), (("other", 6), False))
+        wt.close()
+        obs.close()
+
+    def test_interrupt_withdraws_a_waiting_acquire(self):
+        def h(c, line):
+            w = words(line)
+            if w[0] == "X":
+                return [f"X {w[1]} ok"]
+            return None
+
+        n = self.node(h)
+        c = self.client(n.addr)
+        interrupt_soon()
+        with self.assertRaises(KeyboardInterrupt):
+            c.acquire("k", 10)
+        a = n.sent("A k ")
+        self.assertTrue(n.wait_for(lambda: any(l.startswith("X k ") for _, l in n.lines), 2), "the waiter is withdrawn")
+        self.assertEqual(n.sent("X k ")[0].split()[2], re.search(r" id=(\S+)", a[0]).group(1))
+
+    def test_interrupt_of_a_hold_releases_a_grant_that_crossed(self):
+        def h(c, line):
+            w = words(line)
+            if w[0] == "A":
+                h.acquire = line
+                return None
+            if w[0] == "X":
+                # The grant crossed the withdrawal on the wire.
+                return [f"A {w[1]} {TOKEN} ref={ref_of(h.acquire)}", f"X {w[1]} none"]
+            if w[0] == "R":
+                return [f"R {w[1]} ok"]
+            return None
+
+        n = self.node(h)
+        c = self.client(n.addr, conns_per_addr=1)
+        interrupt_soon()
+        with self.assertRaises(KeyboardInterrupt):
+            c.hold("k", 10)
+        # As a process exits: the client is closed at once, and waits for
+        # the node to have the release.
+        c.close()
+        self.assertIn(f"R k {TOKEN}", n.sent("R k "), "the grant nobody took is released before the client closes")
+
+    def test_cancelled_task_withdraws_its_acquire(self):
+        def h(c, line):
+            w = words(line)
+            if w[0] == "X":
+                return [f"X {w[1]} ok"]
+            return None
+
+        n = self.node(h)
+        c = self.client(n.addr)
+
+        async def main():
+            task = asyncio.ensure_future(lockd.to_thread(c.acquire, "k", 10))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        t0 = time.monotonic()
+        asyncio.run(main())
+        # asyncio.run waits for the thread: it ended, at once.
+        self.assertLess(time.monotonic() - t0, 2)
+        self.assertTrue(n.wait_for(lambda: any(l.startswith("X k ") for _, l in n.lines), 2), "the waiter is withdrawn")
+
+    def test_cancelled_task_gives_back_a_grant(self):
+        acquires = []
+
+        def h(c, line):
+            w = words(line)
+            if w[0] == "A":
+                acquires.append((c, line))
+                return None
+            if w[0] in ("R", "N"):
+                return [f"{w[0]} {w[1]} ok"]
+            return None
+
+        n = self.node(h)
+        c = self.client(n.addr, failure_timeout=0.2)
+
+        async def main():
+            task = asyncio.ensure_future(lockd.to_thread(c.hold, "k", 10))
+            while not acquires:
+                await asyncio.sleep(0.001)
+            conn, line = acquires[0]
+            # The grant comes as the task is cancelled: nobody takes it.
+            conn.send(f"A k {TOKEN} ref={ref_of(line)}")
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        self.assertTrue(n.wait_for(lambda: f"R k {TOKEN}" in [l for _, l in n.lines], 2), "the hold nobody took is released")
+
+    def test_hold_refuses_a_lease_too_short_for_a_failover(self):
+        n = self.node(granting)
+        c = self.client(n.addr, failure_timeout=1)
+        self.assertEqual(c.min_hold_lease, 2)
+        with self.assertRaisesRegex(ValueError, r"lease 0\.03 s is too short to be renewed across a failover: the shortest is 2 s"):
+            c.hold("k", 0.03)
+        with self.assertRaisesRegex(ValueError, "the shortest is 2 s"):
+            c.election("k").campaign("me", lease=1.5)
+        self.assertEqual(n.sent("A "), [])
+        c.hold("k", 2).release()
+
+    def test_status_is_typed(self):
+        n = self.node(lambda c, l: None)
+        n.status_words = ("role=active active=- token=7360982537641984001 seq=6 uptime=2.5 keys=3 waiters=1 sticky=false "
+                          "replication=sync degraded=false durability=memory peer=" + n.addr + ",active,up,6,0,7360982537641984001")
+        c = self.client(n.addr)
+        st = c.status()
+        self.assertEqual(
+            st,
+            {"self": n.addr, "role": "active", "active": "", "token": 7360982537641984001, "seq": 6, "uptime": 2.5, "keys": 3,
+             "waiters": 1, "sticky": False, "replication": "sync", "degraded": False, "durability": "memory",
+             "peers": [{"addr": n.addr, "role": "active", "up": True, "seq": 6, "lag": 0, "token": 7360982537641984001}]},
+        )
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,238 @@
+// The client when the cluster fails under it: a redirect to a node it
+// has down, a wait through an outage, a watch that loses the cluster; and
+// what it refuses (a held lease too short for a failover) or reads typed
+// (a status).
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Client, InvalidArgumentError, UnavailableError } from "../src/index.js";
+import { FakeNode, type Line, arg } from "./fake.js";
+
+const TOKEN = 7360982537641984001n;
+
+function granting(l: Line): string {
+  switch (l.words[0]) {
+    case "A":
+      return `A ${l.words[1]} ${TOKEN} ref=${arg(l, "ref")}`;
+    case "R":
+    case "N":
+      return `${l.words[0]} ${l.words[1]} ok`;
+    case "Q":
+      return `Q ${l.words[1]} - - 0`;
+  }
+  return "";
+}
+
+function portOf(addr: string): number {
+  return Number(addr.slice(addr.lastIndexOf(":") + 1));
+}
+
+/** Waits until cond holds, for 5 s at most. */
+async function until(what: string, cond: () => boolean): Promise<void> {
+  const end = Date.now() + 5000;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** Whether the client has a connection to addr up (answered its first S). */
+function up(c: Client, addr: string): boolean {
+  return (c as unknown as { conns: { addr: string; state: string }[] }).conns.some((cn) => cn.addr === addr && cn.state === "up");
+}
+
+/** Whether the client has every connection to addr down. */
+function down(c: Client, addr: string): boolean {
+  return (c as unknown as { dead(a: string): boolean }).dead(addr);
+}
+
+test("an M naming a restarted node dials it at once: calls go there, not to the next redial", async (t) => {
+  const first = await FakeNode.start();
+  const addr = first.addr;
+  first.handle = granting;
+  const standby = await FakeNode.start();
+  standby.handle = (l) => `M ${l.words[1]} ${addr}${l.words[0] === "A" ? " ref=" + arg(l, "ref") : ""}`;
+  const c = new Client([addr, standby.addr], { redial: 3_600_000, releaseEvery: 1000 });
+  let back: FakeNode | undefined;
+  t.after(async () => {
+    await c.close();
+    await standby.stop();
+    await back?.stop();
+  });
+  await until("both nodes up for the client", () => up(c, addr) && up(c, standby.addr));
+  await first.stop();
+  await until("the node down for the client", () => down(c, addr));
+  back = await FakeNode.start(portOf(addr));
+  back.handle = granting;
+  const start = Date.now();
+  const lock = await c.acquire("k", { lease: 1000, wait: 2000 });
+  await c.renew(lock);
+  const took = Date.now() - start;
+  assert.ok(took < 500, `the calls took ${took} ms to reach the restarted node`);
+  assert.deepEqual(
+    back.lines.map((l) => l.words[0]),
+    ["A", "N"],
+  );
+});
+
+test("a release redirected to a node the client has down is sent again shortly, not at the next releaseEvery", async (t) => {
+  const first = await FakeNode.start();
+  const addr = first.addr;
+  const standby = await FakeNode.start();
+  standby.handle = (l) => `M ${l.words[1]} ${addr}`;
+  const c = new Client([addr, standby.addr], { redial: 3_600_000, releaseEvery: 2000 });
+  let back: FakeNode | undefined;
+  t.after(async () => {
+    await c.close();
+    await standby.stop();
+    await back?.stop();
+  });
+  await until("both nodes up for the client", () => up(c, addr) && up(c, standby.addr));
+  await first.stop();
+  await until("the node down for the client", () => down(c, addr));
+  back = await FakeNode.start(portOf(addr));
+  back.handle = granting;
+  const start = Date.now();
+  await c.release("k", 5n);
+  const took = Date.now() - start;
+  assert.ok(took < 500, `the release took ${took} ms to reach the restarted node`);
+  assert.equal(back.got("R").length, 1);
+});
+
+test("the error of a redirect to a silent node counts from the node's silence", async (t) => {
+  const first = await FakeNode.start();
+  const addr = first.addr;
+  const standby = await FakeNode.start();
+  standby.handle = (l) => `M ${l.words[1]} ${addr}`;
+  const c = new Client([addr, standby.addr], { redial: 3_600_000, failureTimeout: 50 });
+  t.after(async () => {
+    await c.close();
+    await standby.stop();
+  });
+  await until("both nodes up for the client", () => up(c, addr) && up(c, standby.addr));
+  await first.stop();
+  await until("the node down for the client", () => down(c, addr));
+  for (const cn of (c as unknown as { conns: { addr: string; lastRead: number }[] }).conns) {
+    if (cn.addr === addr) cn.lastRead = Date.now() - 20_000;
+  }
+  const err = await c.queue("k").then(
+    () => assert.fail("want an error"),
+    (e: Error) => e,
+  );
+  assert.ok(err instanceof UnavailableError, String(err));
+  const m = /which has not answered this client for ([0-9]+) ms/.exec(err.message);
+  assert.ok(m, err.message);
+  assert.ok(Number(m[1]) >= 20_000, err.message);
+});
+
+for (const [name, call] of [
+  ["acquire", (c: Client) => c.acquire("k", { lease: 1000 })],
+  ["hold", async (c: Client) => (await c.hold("k", { lease: 1000 })).release()],
+  ["campaign", async (c: Client) => (await c.election("k").campaign("me", { lease: 1000 })).release()],
+] as const) {
+  test(`${name} without a wait outlasts an outage of every node`, async (t) => {
+    const n = await FakeNode.start();
+    const addr = n.addr;
+    n.handle = granting;
+    const c = new Client([addr], { redial: 3_600_000, failureTimeout: 200 });
+    let back: FakeNode | undefined;
+    t.after(async () => {
+      await c.close();
+      await back?.stop();
+    });
+    await n.waitFor("two connections", () => n.open().length === 2);
+    await until("the client up", () => !down(c, addr) && (c as unknown as { everUp: boolean }).everUp);
+    await n.stop();
+    await until("the node down for the client", () => down(c, addr));
+    let done: unknown = "pending";
+    const p = (call(c) as Promise<unknown>).then(
+      () => (done = null),
+      (e) => (done = e),
+    );
+    await new Promise((r) => setTimeout(r, 700));
+    assert.equal(done, "pending", "returned during the outage");
+    back = await FakeNode.start(portOf(addr));
+    back.handle = granting;
+    await p;
+    assert.equal(done, null);
+  });
+}
+
+test("a watch and an observation say when they lose the cluster and when they are current again", async (t) => {
+  let words = "5 9 0 id=5,leader#1";
+  const handle = (l: Line) => (l.words[0] === "L" ? `L ${l.words[1]} ${words}` : l.words[0] === "U" ? `U ${l.words[1]} ok` : "");
+  const n = await FakeNode.start();
+  const addr = n.addr;
+  n.handle = handle;
+  const c = new Client([addr], { redial: 200, failureTimeout: 200 });
+  let back: FakeNode | undefined;
+  t.after(async () => {
+    await c.close();
+    await back?.stop();
+  });
+  const w = c.watch("k");
+  const o = c.election("k").observe();
+  let s = (await w.next()).value!;
+  assert.deepEqual([s.holders[0].token, s.stale, w.stale], [5n, false, false]);
+  let l = (await o.next()).value!;
+  assert.deepEqual([l.value, l.stale, o.stale], ["leader", false, false]);
+  const lost = Date.now();
+  await n.stop();
+  s = (await w.next()).value!;
+  assert.deepEqual([s.holders[0].token, s.stale, w.stale], [5n, true, true], "the last state again, stale");
+  assert.ok(Date.now() - lost >= 200, "not before the failure timeout");
+  l = (await o.next()).value!;
+  assert.deepEqual([l.value, l.stale, o.stale], ["leader", true, true]);
+  words = "6 9 0 id=6,other#1";
+  back = await FakeNode.start(portOf(addr));
+  back.handle = handle;
+  s = (await w.next()).value!;
+  assert.deepEqual([s.holders[0].token, s.stale, w.stale], [6n, false, false], "current again: the state there");
+  l = (await o.next()).value!;
+  assert.deepEqual([l.value, l.stale, o.stale], ["other", false, false]);
+  w.close();
+  o.close();
+});
+
+test("hold and campaign refuse a lease too short for a failover, naming the shortest in ms", async (t) => {
+  const n = await FakeNode.start();
+  n.handle = granting;
+  const c = new Client([n.addr], { failureTimeout: 1000 });
+  t.after(async () => {
+    await c.close();
+    await n.stop();
+  });
+  assert.equal(c.minHoldLease, 2000);
+  await assert.rejects(c.hold("k", { lease: 30 }), (e: Error) => e instanceof InvalidArgumentError && /lease 30 ms is too short .* the shortest is 2000 ms/.test(e.message));
+  await assert.rejects(c.election("k").campaign("me", { lease: 1500 }), InvalidArgumentError);
+  assert.equal(n.got("A").length, 0);
+  await (await c.hold("k", { lease: 2000 })).release();
+});
+
+test("status is typed", async (t) => {
+  const n = await FakeNode.start();
+  const c = new Client([n.addr]);
+  t.after(async () => {
+    await c.close();
+    await n.stop();
+  });
+  n.statusWords = `role=active active=- token=${TOKEN} seq=6 uptime=2.5 keys=3 waiters=1 sticky=false replication=sync degraded=true durability=memory peer=${n.addr},active,up,6,0,${TOKEN}`;
+  const st = await c.status();
+  const { fields, ...typed } = st;
+  assert.deepEqual(typed, {
+    self: n.addr,
+    role: "active",
+    active: "",
+    token: TOKEN,
+    seq: 6n,
+    uptime: 2500,
+    keys: 3,
+    waiters: 1,
+    sticky: false,
+    replication: "sync",
+    degraded: true,
+    durability: "memory",
+    peers: [{ addr: n.addr, role: "active", up: true, seq: 6n, lag: 0n, token: TOKEN }],
+  });
+  assert.equal(fields.keys, "3");
+});

@@ -1,0 +1,299 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// refSuffix echoes the ref=R of a request line, "" when it has none.
+func refSuffix(line string) string {
+	if _, ref, ok := strings.Cut(line, " ref="); ok {
+		return " ref=" + ref
+	}
+	return ""
+}
+
+// redirectTo answers every request with M naming addr.
+func redirectTo(addr string) func(sc *serverConn, r fakeReq) bool {
+	return func(sc *serverConn, r fakeReq) bool {
+		sc.send("M " + r.words[1] + " " + addr + refSuffix(r.line))
+		return true
+	}
+}
+
+// waitDown waits until every connection of c to addr has failed.
+func waitDown(t *testing.T, c *Client, addr string) {
+	t.Helper()
+	waitFor(t, addr+" down for the client", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.deadLocked(addr)
+	})
+}
+
+// A node that restarted and took its role back is named by the others'
+// M while this client still has it down: the client dials it at once,
+// and the call goes there, instead of failing or waiting for the next
+// background redial (an hour here).
+func TestMovedToRestartedNodeDialsItAtOnce(t *testing.T) {
+	checkLeaks(t)
+	first := newFakeServer(t, grantAll())
+	addr := first.addr
+	standby := newFakeServer(t, redirectTo(addr))
+	c := newTestClient(t, []string{addr, standby.addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+	waitFor(t, "both nodes connected", func() bool { return c.liveConns("") == 2 })
+	first.close()
+	waitDown(t, c, addr)
+	back := newFakeServerAt(t, addr, grantAll())
+	start := time.Now()
+	for _, call := range []func() error{
+		func() error { _, err := c.Acquire(bg, "k", time.Second, time.Second); return err },
+		func() error { return c.Renew(bg, "k", 1, time.Second) },
+	} {
+		if err := call(); err != nil {
+			t.Fatalf("a call redirected to the restarted node: %v", err)
+		}
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("the calls took %s to reach the restarted node; it should be dialled at once", took)
+	}
+	if back.requests() != 2 {
+		t.Errorf("the restarted node served %d requests, want 2", back.requests())
+	}
+}
+
+// A release redirected to a node the client has down dials it at once
+// too, and reaches it well before the next re-send of ReleaseEvery.
+func TestReleaseMovedToRestartedNode(t *testing.T) {
+	checkLeaks(t)
+	first := newFakeServer(t, grantAll())
+	addr := first.addr
+	standby := newFakeServer(t, redirectTo(addr))
+	c := newTestClient(t, []string{addr, standby.addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour, ReleaseEvery: time.Second}, hooks{})
+	waitFor(t, "both nodes connected", func() bool { return c.liveConns("") == 2 })
+	first.close()
+	waitDown(t, c, addr)
+	back := newFakeServerAt(t, addr, grantAll())
+	start := time.Now()
+	if err := c.Release(bg, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("the release took %s to reach the restarted node", took)
+	}
+	if back.requests() != 1 {
+		t.Errorf("the restarted node got %d requests, want the release", back.requests())
+	}
+}
+
+// When the node others name stays silent, the error says for how long it
+// has not answered: since it went silent, not since the call began.
+func TestStaleRedirectErrorCountsFromTheSilence(t *testing.T) {
+	checkLeaks(t)
+	first := newFakeServer(t, grantAll())
+	addr := first.addr
+	standby := newFakeServer(t, redirectTo(addr))
+	const ft = 50 * time.Millisecond
+	c := newTestClient(t, []string{addr, standby.addr}, Options{FailureTimeout: ft, Redial: time.Hour}, hooks{})
+	waitFor(t, "both nodes connected", func() bool { return c.liveConns("") == 2 })
+	first.close()
+	waitDown(t, c, addr)
+	// The node was last heard 20 s ago.
+	c.mu.Lock()
+	for _, cn := range c.conns {
+		if cn.addr == addr {
+			cn.lastRead.Store(time.Now().Add(-20 * time.Second).UnixNano())
+		}
+	}
+	c.mu.Unlock()
+	_, err := c.Queue(bg, "k")
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	m := regexp.MustCompile(`which has not answered this client for ([0-9.]+m?s)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("error %q does not say how long the node has been silent", err)
+	}
+	if d, _ := time.ParseDuration(m[1]); d < 20*time.Second {
+		t.Errorf("error says the node has been silent %s; it was last heard over 20s ago", d)
+	}
+}
+
+// An acquire that waits until its ctx ends (Acquire with no wait, Hold
+// and Campaign without Wait) waits through an outage of every node:
+// it is served once a node is back, instead of failing as unavailable.
+func TestWaitingCallsOutlastAnOutage(t *testing.T) {
+	checkLeaks(t)
+	for _, tc := range []struct {
+		name string
+		call func(c *Client) error
+	}{
+		{"acquire", func(c *Client) error { _, err := c.Acquire(bg, "k", time.Second, 0); return err }},
+		{"hold", func(c *Client) error {
+			h, err := c.Hold(bg, "k", time.Second)
+			if err == nil {
+				h.Release(bg)
+			}
+			return err
+		}},
+		{"campaign", func(c *Client) error {
+			e := NewElection(c, "k")
+			e.Lease = time.Second
+			h, err := e.Campaign(bg, "me")
+			if err == nil {
+				h.Release(bg)
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeServer(t, grantAll())
+			addr := f.addr
+			c := newTestClient(t, []string{addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+			waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
+			f.close()
+			waitDown(t, c, addr)
+			res := async(func() error { return tc.call(c) })
+			select {
+			case err := <-res:
+				t.Fatalf("returned during the outage: %v", err)
+			case <-time.After(500 * time.Millisecond):
+			}
+			newFakeServerAt(t, addr, grantAll())
+			if err := await(t, res); err != nil {
+				t.Fatalf("once the node is back: %v", err)
+			}
+		})
+	}
+}
+
+// The wait through an outage ends with ctx, and a client that never
+// reached a node fails at once all the same: its addresses are more
+// likely wrong than the cluster down.
+func TestWaitingAcquireOutageEndsWithCtx(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+	waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
+	f.close()
+	waitDown(t, c, f.addr)
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Acquire(ctx, "k", time.Second, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the ctx's", err)
+	}
+}
+
+// Hold refuses a lease shorter than twice the failure timeout, naming
+// the shortest it takes; nothing is sent.
+func TestHoldRefusesALeaseTooShortForAFailover(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: 400 * time.Millisecond}, hooks{})
+	if c.MinHoldLease() != 800*time.Millisecond {
+		t.Fatalf("MinHoldLease %s, want twice the failure timeout", c.MinHoldLease())
+	}
+	_, err := c.Hold(bg, "k", 30*time.Millisecond)
+	if !errors.Is(err, ErrLeaseTooShort) || !strings.Contains(err.Error(), "800ms") {
+		t.Fatalf("Hold of 30ms: %v, want ErrLeaseTooShort naming 800ms", err)
+	}
+	e := NewElection(c, "k")
+	e.Lease = 500 * time.Millisecond
+	if _, err := e.Campaign(bg, "me"); !errors.Is(err, ErrLeaseTooShort) {
+		t.Fatalf("Campaign with a lease of 500ms: %v, want ErrLeaseTooShort", err)
+	}
+	if n := f.requests(); n != 0 {
+		t.Errorf("%d requests sent for refused holds", n)
+	}
+	h, err := c.Hold(bg, "k", 800*time.Millisecond)
+	if err != nil {
+		t.Fatalf("Hold of the shortest lease: %v", err)
+	}
+	h.Release(bg)
+}
+
+func recvEvent(t *testing.T, ch <-chan WatchEvent, within time.Duration) WatchEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			t.Fatal("watch channel closed")
+		}
+		return ev
+	case <-time.After(within):
+		t.Fatalf("no watch event within %s", within)
+	}
+	return WatchEvent{}
+}
+
+// WatchEvents says when the watch loses the cluster (a Stale event with
+// the last state, within a little more than a failure timeout), and its
+// next state, read where it subscribed again, says it is current again;
+// Watch, beside it, gets the states alone; Observe sends the last
+// leader again, Stale, then the leader once current.
+func TestWatchSaysStaleAndCurrent(t *testing.T) {
+	checkLeaks(t)
+	var token atomic.Value
+	token.Store("5")
+	answer := func(sc *serverConn, r fakeReq) bool {
+		switch r.words[0] {
+		case "L":
+			sc.send("L " + r.words[1] + " " + token.Load().(string) + " 9 0 id=" + token.Load().(string) + ",leader#1")
+		case "U":
+			sc.send("U " + r.words[1] + " ok")
+		default:
+			return false
+		}
+		return true
+	}
+	f := newFakeServer(t, answer)
+	addr := f.addr
+	const ft = 200 * time.Millisecond
+	c := newTestClient(t, []string{addr}, Options{FailureTimeout: ft, Redial: time.Hour}, hooks{})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	events, err := c.WatchEvents(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := c.Watch(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := NewElection(c, "k").Observe(ctx)
+	if ev := recvEvent(t, events, 5*time.Second); ev.Stale || ev.Queue.Token != 5 {
+		t.Fatalf("first event %+v, want the state with token 5", ev)
+	}
+	recvQueue(t, states)
+	if l := <-leaders; l.Stale || l.Value != "leader" {
+		t.Fatalf("first leader %+v", l)
+	}
+	lost := time.Now()
+	f.close()
+	ev := recvEvent(t, events, 5*time.Second)
+	if !ev.Stale || ev.Queue.Token != 5 || !errors.Is(ev.Err, ErrUnavailable) {
+		t.Fatalf("after the node went away: %+v, want a Stale event with the last state and ErrUnavailable", ev)
+	}
+	if took := time.Since(lost); took < ft || took > 10*ft {
+		t.Errorf("Stale came %s after the node went away; the failure timeout is %s", took, ft)
+	}
+	if l := <-leaders; !l.Stale || l.Value != "leader" || l.Token != 5 {
+		t.Fatalf("Observe after the node went away: %+v, want the last leader, Stale", l)
+	}
+	token.Store("6")
+	newFakeServerAt(t, addr, answer)
+	if ev := recvEvent(t, events, 5*time.Second); ev.Stale || ev.Queue.Token != 6 {
+		t.Fatalf("once the node is back: %+v, want the state there, not Stale", ev)
+	}
+	if q := recvQueue(t, states); q.Token != 6 {
+		t.Fatalf("Watch once the node is back: %+v; it gets no Stale state", q)
+	}
+	if l := <-leaders; l.Stale || l.Token != 6 {
+		t.Fatalf("Observe once the node is back: %+v", l)
+	}
+}
