@@ -262,10 +262,13 @@ func TestReleasedMemoryIsBounded(t *testing.T) {
 			t.Fatalf("release %d of %d remembered: %v, want %v", i, len(toks), got, want)
 		}
 	}
-	if n := len(e.Releases(t0)); n != ReleasedMax {
+	if n := len(e.Releases(t0, ReleasedMax+10)); n != ReleasedMax {
 		t.Fatalf("%d releases listed, want %d", n, ReleasedMax)
 	}
-	if n := len(e.Releases(at(ReleasedMemory))); n != 0 {
+	if rs := e.Releases(t0, 3); len(rs) != 3 || rs[2].Token != toks[len(toks)-1] {
+		t.Fatalf("the last 3 releases: %+v, want the last 3 made", rs)
+	}
+	if n := len(e.Releases(at(ReleasedMemory), ReleasedMax)); n != 0 {
 		t.Fatalf("%d releases listed after ReleasedMemory, want none", n)
 	}
 }

@@ -125,15 +125,18 @@ type Released struct {
 	Ago   time.Duration
 }
 
-// Releases returns the releases made within ReleasedMemory of now, oldest
-// first, for a standby's snapshot (it passes each to ApplyReleased with
-// its own clock less Ago).
-func (e *Engine) Releases(now time.Time) []Released {
+// Releases returns the last releases made within ReleasedMemory of now,
+// at most max of them, oldest first, for a standby's snapshot.
+func (e *Engine) Releases(now time.Time, max int) []Released {
 	r := &e.released
 	nanos := now.UnixNano()
 	r.forget(nanos)
-	out := make([]Released, 0, r.next-r.first)
-	for n := r.first; n < r.next; n++ {
+	first := r.first
+	if r.next-first > uint64(max) {
+		first = r.next - uint64(max)
+	}
+	out := make([]Released, 0, r.next-first)
+	for n := first; n < r.next; n++ {
 		rt := r.ring[n%uint64(len(r.ring))]
 		out = append(out, Released{rt.key, rt.token, time.Duration(nanos - rt.at)})
 	}

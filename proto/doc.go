@@ -639,8 +639,9 @@
 //	G key token leaseleft [limit=N] [id=ID]
 //	                         one per holder: its token and lease left, in seconds,
 //	                         the key's limit (a semaphore) and the acquire's id
-//	F key token              one per release of the last ten seconds, oldest
-//	                         first, remembered as below (version four)
+//	F key token              the latest releases of the last ten seconds (a
+//	                         thousand at most), oldest first, remembered as
+//	                         below (version four)
 //	J key id lease waitleft [limit=N]
 //	                         one per waiter whose acquire had an id, each key's
 //	                         in queue order (a waitleft of zero waits forever)

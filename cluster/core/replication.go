@@ -21,11 +21,7 @@ type stream struct {
 	inSync  bool   // answers wait for its acknowledgements
 	cursor  int    // where the snapshot's scan stands
 	held    int    // locks sent in the snapshot so far
-	// After the holders, the snapshot lists the releases the engine
-	// remembers (version 4), a slice at a time: releases is what is
-	// left to send, set once scanned.
-	scanned  bool
-	releases []engine.Released
+	scanned bool // the holders are sent
 	started  time.Time
 }
 
@@ -107,20 +103,20 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 		})
 		if s.cursor == 0 {
 			s.scanned = true
-			if s.version >= 4 {
-				s.releases = c.eng.Releases(now)
+		}
+	}
+	if s.scanned {
+		if s.version >= 4 {
+			// The last releases, remembered on the standby too: a
+			// release sent again after a failover to it, its answer lost
+			// in the move, is answered ok. The ones a client may send
+			// again are the latest (those made after the snapshot come
+			// on the stream), so one slice's worth is enough, and the
+			// sync costs no more under a heavy churn of locks.
+			for _, r := range c.eng.Releases(now, SnapshotSlice) {
+				buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecFree, Key: r.Key, Token: r.Token})
 			}
 		}
-	} else {
-		// A release the standby is told of is remembered there, so a
-		// release sent again after a failover to it is answered ok.
-		n := min(len(s.releases), SnapshotSlice)
-		for _, r := range s.releases[:n] {
-			buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecFree, Key: r.Key, Token: r.Token})
-		}
-		s.releases = s.releases[n:]
-	}
-	if s.scanned && len(s.releases) == 0 {
 		if s.version >= 3 {
 			buf = c.snapshotWaiters(now, buf)
 		}
