@@ -15,8 +15,8 @@ import (
 // crash stops tn the way kill -9 would: no handoff, every socket closed
 // at once.
 func (tn *testNode) crash() {
-	tn.mu.Lock()
 	tn.play(faultCrash)
+	tn.mu.Lock()
 	tn.closing = true
 	conns := make([]*conn, 0, len(tn.conns))
 	for _, c := range tn.conns {

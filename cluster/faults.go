@@ -1,8 +1,8 @@
 package cluster
 
-import "sync"
-
-// fault is a failure a test makes a node play (faults_test.go).
+// fault is a failure a test makes a node play (faults_test.go): a node
+// checks for one with n.playing(f), which in a build without the
+// lockd_plant tag (every build but the tests') is a constant false.
 type fault uint8
 
 const (
@@ -12,20 +12,3 @@ const (
 	// confirming (O), as when the link breaks right then.
 	faultLoseTakeover
 )
-
-// faults holds the nodes playing failures. Only this package's tests make
-// its map; in a real node it is nil, and a check is one load.
-var faults struct {
-	sync.Mutex
-	m map[*Node]fault
-}
-
-// playing reports whether n plays f.
-func (n *Node) playing(f fault) bool {
-	if faults.m == nil {
-		return false
-	}
-	faults.Lock()
-	defer faults.Unlock()
-	return faults.m[n]&f != 0
-}

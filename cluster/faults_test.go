@@ -1,17 +1,13 @@
-package cluster
+//go:build lockd_plant
 
-func init() { faults.m = make(map[*Node]fault) }
+package cluster
 
 // play makes n play f from now on, until the test ends.
 func (tn *testNode) play(f fault) {
-	faults.Lock()
-	faults.m[tn.Node] |= f
-	faults.Unlock()
+	old, _ := faults.Load(tn.Node)
+	v, _ := old.(fault)
+	faults.Store(tn.Node, v|f)
 }
 
 // forget ends what tn plays.
-func (tn *testNode) forget() {
-	faults.Lock()
-	delete(faults.m, tn.Node)
-	faults.Unlock()
-}
+func (tn *testNode) forget() { faults.Delete(tn.Node) }

@@ -35,6 +35,7 @@ func freeAddrs(t *testing.T, n int) []string {
 
 type testNode struct {
 	*Node
+	t    testing.TB
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -69,7 +70,7 @@ func startNodeWith(t *testing.T, listen string, peers []string, set func(*Config
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	tn := &testNode{Node: n, stop: cancel, done: make(chan struct{})}
+	tn := &testNode{Node: n, t: t, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(tn.done)
 		n.Run(ctx)

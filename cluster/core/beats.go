@@ -232,11 +232,17 @@ func (c *Core) PeerDenied(now time.Time, addr, why string) {
 // fixed: the log says which (PeerDenied).
 func (c *Core) mayServe(now time.Time) *peer {
 	for _, p := range c.peers {
-		if now.Sub(p.claimedAt) < c.cfg.FailureTimeout || !p.deniedAt.IsZero() && now.Sub(p.deniedAt) < c.cfg.FailureTimeout {
+		if now.Sub(p.claimedAt) < c.cfg.FailureTimeout || c.refusedRecently(now, p) {
 			return p
 		}
 	}
 	return nil
+}
+
+// refusedRecently reports whether p refused this node's handshake within
+// a failure timeout.
+func (c *Core) refusedRecently(now time.Time, p *peer) bool {
+	return !p.deniedAt.IsZero() && now.Sub(p.deniedAt) < c.cfg.FailureTimeout
 }
 
 // answerBeat answers a peer's heartbeat with this node's state.

@@ -7,7 +7,10 @@
 // through package proto's encoders.
 //
 // It has no sockets, goroutines, timers, mutexes or clock: the same calls
-// with the same arguments always produce the same actions. Package
+// with the same arguments always produce the same actions. (The bugs the
+// simulator plants to prove it finds them, planted.go, are compiled in
+// only with the lockd_plant build tag, which the tests use; in every
+// other build a check for one is a constant false.) Package
 // cluster is the shell that owns the sockets and goroutines, feeds the
 // core events under one mutex and carries its actions out; the
 // deterministic simulator in this package's tests drives several cores

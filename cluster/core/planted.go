@@ -1,9 +1,9 @@
 package core
 
-import "sync"
-
 // bug is a bug the simulator's own test plants in a core, to show that
-// the simulator finds it (sim_plant_test.go).
+// the simulator finds it (sim_plant_test.go). A core checks for one with
+// c.has(b): in a build without the lockd_plant tag (every build but the
+// tests') that is a constant false, and nothing is planted or looked up.
 type bug uint8
 
 const (
@@ -15,20 +15,3 @@ const (
 	bugEarly                     // sync mode answers before the standbys acknowledge
 	bugNoPlaces                  // a new active keeps no places for the last active's waiters
 )
-
-// planted holds the cores with bugs planted. Only this package's tests
-// make its map; in a real node it is nil, and a check is one load.
-var planted struct {
-	sync.Mutex
-	m map[*Core]bug
-}
-
-// has reports whether b is planted in c.
-func (c *Core) has(b bug) bool {
-	if planted.m == nil {
-		return false
-	}
-	planted.Lock()
-	defer planted.Unlock()
-	return planted.m[c]&b != 0
-}

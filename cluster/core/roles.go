@@ -8,182 +8,212 @@ import (
 )
 
 // supervise re-evaluates the role: every heartbeat, and whenever what
-// this node knows of a peer changes.
+// this node knows of a peer changes. Each role has its own rules.
 func (c *Core) supervise(now time.Time) {
 	if c.leaving {
 		return
 	}
-	// Who else claims the role. When two do (they have not met yet, or
-	// just have), the one that will stay is the one to follow.
-	var claims []*peer
-	for _, p := range c.peers {
-		// Within staleUntil the role is the one a handoff told this
-		// node, not a heartbeat from before it: believed. A paused node
-		// speaks of its role as of before it stopped.
-		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !p.paused {
-			claims = append(claims, p)
-		}
-	}
-	otherActive := ""
-	for _, p := range claims {
-		stays := true
-		for _, q := range claims {
-			if q != p && peerYields(p, q) {
-				stays = false
-			}
-		}
-		if stays {
-			otherActive = p.addr
-			break
-		}
-	}
-	if otherActive == "" && len(claims) > 0 {
-		otherActive = claims[0].addr
-	}
 	switch c.role {
 	case Active:
-		for _, p := range c.peers {
-			if !p.alive(now, c.cfg.FailureTimeout) || p.role != string(Active) || now.Before(p.staleUntil) {
-				continue
-			}
-			if p.paused || p.round < c.activeRound && p.version >= 2 {
-				// It did not run for a while (it yields once it has heard
-				// this node), or its answer was written before this node
-				// took the role: no news of a newer active.
-				continue
-			}
-			if yield, why := c.yieldsTo(p, p.claim()); yield {
-				c.demote(now, p.addr, why)
-				return
-			}
-		}
-		for _, p := range c.peers {
-			// An active that refuses this node's handshake cannot be
-			// heard, but its own heartbeats say what it holds: the same
-			// rule decides, and it decides the same from this node's
-			// answers.
-			if !p.deniedAt.IsZero() && now.Sub(p.deniedAt) < c.cfg.FailureTimeout && now.Sub(p.claimedAt) < c.cfg.FailureTimeout {
-				if yield, why := c.yieldsTo(p, p.claimed); yield {
-					c.demote(now, p.addr, why+"; it refuses this node's handshake")
-					return
-				}
-			}
-		}
-		c.markStreams()
+		c.superviseActive(now)
 	case HandingOff:
 		// The handoff ends by confirmation, or is settled by asking.
 	case Joining, Standby:
-		if otherActive != "" && otherActive == c.hintFrom && c.hint != otherActive && now.Before(c.hintUntil) {
-			// That active itself said, on its stream or in answer to Y,
-			// that the role went to hint: its heartbeats from before
-			// are stale. Follow hint now (below) rather than a
-			// heartbeat later, or a new active in sync mode waits that
-			// long for this standby.
-			if p := c.peerByAddr(c.hint); p != nil && p.alive(now, c.cfg.FailureTimeout) {
-				otherActive = ""
+		c.superviseStandby(now)
+	}
+}
+
+// superviseActive steps down when another active holds a newer state, or
+// wins by priority (yieldsTo); otherwise it marks the streams.
+func (c *Core) superviseActive(now time.Time) {
+	if p, why := c.activeToYieldTo(now); p != nil {
+		c.demote(now, p.addr, why)
+		return
+	}
+	c.markStreams()
+}
+
+// activeToYieldTo is the other active this one steps down for, if any,
+// and why.
+func (c *Core) activeToYieldTo(now time.Time) (*peer, string) {
+	for _, p := range c.peers {
+		if !p.alive(now, c.cfg.FailureTimeout) || p.role != string(Active) || now.Before(p.staleUntil) {
+			continue
+		}
+		if p.paused || p.round < c.activeRound && p.version >= 2 {
+			// It did not run for a while (it yields once it has heard
+			// this node), or its answer was written before this node
+			// took the role: no news of a newer active.
+			continue
+		}
+		if yield, why := c.yieldsTo(p, p.claim()); yield {
+			return p, why
+		}
+	}
+	for _, p := range c.peers {
+		// An active that refuses this node's handshake cannot be heard,
+		// but its own heartbeats say what it holds: the same rule
+		// decides, and it decides the same from this node's answers.
+		if c.refusedRecently(now, p) && now.Sub(p.claimedAt) < c.cfg.FailureTimeout {
+			if yield, why := c.yieldsTo(p, p.claimed); yield {
+				return p, why + "; it refuses this node's handshake"
 			}
 		}
-		if otherActive != "" {
-			c.deferSince = time.Time{}
-			if c.active != otherActive || c.role == Joining {
-				c.setRole(Standby, otherActive, "following the active")
-			}
-			c.ensureFollow(otherActive)
-			c.maybeTakeBack(now)
-			return
+	}
+	return nil, ""
+}
+
+// superviseStandby follows the active when there is one, and otherwise
+// waits, or takes the role when this node is the candidate.
+func (c *Core) superviseStandby(now time.Time) {
+	if a := c.activeToFollow(now); a != "" {
+		c.deferSince = time.Time{}
+		if c.active != a || c.role == Joining {
+			c.setRole(Standby, a, "following the active")
 		}
-		// No live active. A joining node first gives every peer one
-		// chance to answer, so a restart does not grab the role from a
-		// live active it has not heard yet.
-		if c.role == Joining && !c.allPeersKnown() && now.Sub(c.start) < c.cfg.FailureTimeout {
-			return
-		}
-		if c.active != "" && c.active != c.self {
-			if p := c.peerByAddr(c.active); p != nil && p.alive(now, c.cfg.FailureTimeout) && p.role == string(HandingOff) {
-				return // its handoff is in progress; wait for the outcome
-			}
-		}
-		if c.hint != "" && now.Before(c.hintUntil) {
-			if p := c.peerByAddr(c.hint); p != nil && p.alive(now, c.cfg.FailureTimeout) {
-				// The old active said the role went to hint: wait for
-				// its heartbeats to say so rather than compete.
-				if c.active != c.hint {
-					c.setRole(Standby, c.hint, "the previous active handed the role to "+c.hint)
-				}
-				c.ensureFollow(c.hint)
-				return
-			}
-			if !c.has(bugNoWait) {
-				// Not heard yet (it may have just restarted, or its
-				// dial failed before it took the role): wait for it,
-				// at most until the hint expires, rather than compete.
-				return
-			}
-		}
-		if !c.pausedSince.IsZero() {
-			return // what this node knows of its peers is stale: hear them first
-		}
-		if p := c.mayServe(now); p != nil {
-			return // a peer that may be active refuses this node: it cannot tell
-		}
-		for _, p := range c.peers {
-			if !p.alive(now, c.cfg.FailureTimeout) && now.Sub(p.beatAt) < c.cfg.FailureTimeout {
-				// It runs (its heartbeats reach this node), but this
-				// node has not heard its answers yet, and so neither its
-				// role nor its state: hear it first.
-				return
-			}
-			if p.alive(now, c.cfg.FailureTimeout) && p.paused && p.role == string(Active) {
-				// An active that did not run for a while decides within a
-				// failure timeout whether it serves on or steps down:
-				// taking the role meanwhile would make two.
-				return
-			}
-		}
-		if f := c.follow; f != nil && f.open && f.target == c.active && !c.has(bugNoWait) {
-			// The stream from the active is still open: it is alive, or
-			// its stream ends in a moment, after a last record that may
-			// say where the role went (a handoff). Its heartbeat link
-			// closing first says neither.
-			return
-		}
-		cand := c.candidate(now)
-		if cand != c.self && c.deferSince.IsZero() {
+		c.ensureFollow(a)
+		c.maybeTakeBack(now)
+		return
+	}
+	if c.waitToJoin(now) || c.activeHandingOff(now) || c.followHint(now) || c.mustWait(now) {
+		return
+	}
+	cand := c.candidate(now)
+	if cand != c.self {
+		if c.deferSince.IsZero() {
 			c.deferSince = now
 		}
-		if cand != c.self {
-			c.wantSince = time.Time{}
-		}
-		if cand == c.self && !c.synced && !c.disk.restored && c.anyPeerAlive(now) {
-			// This node holds no state: it takes the role only if it is
-			// still the one to a heartbeat later, on answers sent after
-			// it decided. What it heard of its peers may be a heartbeat
-			// old (a standby that synced since, from an active that just
-			// went), and an empty active beside one that holds the state
-			// loses what that one answered.
-			if c.wantSince.IsZero() {
-				c.wantSince = now
-			}
-			if now.Sub(c.wantSince) < c.cfg.Heartbeat {
-				return
-			}
-		}
-		if cand == c.self {
-			c.deferSince, c.wantSince = time.Time{}, time.Time{}
-			reason := "no active node is reachable"
-			if c.active != "" {
-				reason = "the active " + c.active + " is unreachable"
-			}
-			c.promote(now, reason)
-			return
-		}
+		c.wantSince = time.Time{}
 		if c.role == Joining {
 			c.setRole(Standby, "", "waiting for "+cand+" to become active")
 		} else if c.active != "" {
 			c.setRole(Standby, "", "the active "+c.active+" is unreachable; "+cand+" has priority")
 		}
 		c.stopFollow()
+		return
 	}
+	if !c.synced && !c.disk.restored && c.anyPeerAlive(now) {
+		// This node holds no state: it takes the role only if it is
+		// still the one to a heartbeat later, on answers sent after it
+		// decided. What it heard of its peers may be a heartbeat old (a
+		// standby that synced since, from an active that just went), and
+		// an empty active beside one that holds the state loses what
+		// that one answered.
+		if c.wantSince.IsZero() {
+			c.wantSince = now
+		}
+		if now.Sub(c.wantSince) < c.cfg.Heartbeat {
+			return
+		}
+	}
+	c.deferSince, c.wantSince = time.Time{}, time.Time{}
+	reason := "no active node is reachable"
+	if c.active != "" {
+		reason = "the active " + c.active + " is unreachable"
+	}
+	c.promote(now, reason)
+}
+
+// activeToFollow is the live active a standby follows, "" when none.
+// When two claim the role (they have not met yet, or just have), it is
+// the one that will stay. A paused node speaks of its role as of before
+// it stopped, and within staleUntil the role a handoff told this node is
+// believed over a heartbeat from before it.
+func (c *Core) activeToFollow(now time.Time) string {
+	var claims []*peer
+	for _, p := range c.peers {
+		if p.alive(now, c.cfg.FailureTimeout) && p.role == string(Active) && !p.paused {
+			claims = append(claims, p)
+		}
+	}
+	a := ""
+	for _, p := range claims {
+		if !slices.ContainsFunc(claims, func(q *peer) bool { return q != p && peerYields(p, q) }) {
+			a = p.addr
+			break
+		}
+	}
+	if a == "" && len(claims) > 0 {
+		a = claims[0].addr
+	}
+	if a != "" && a == c.hintFrom && c.hint != a && now.Before(c.hintUntil) {
+		// That active itself said, on its stream or in answer to Y, that
+		// the role went to hint: its heartbeats from before are stale.
+		// Follow hint now (followHint) rather than a heartbeat later, or
+		// a new active in sync mode waits that long for this standby.
+		if p := c.peerByAddr(c.hint); p != nil && p.alive(now, c.cfg.FailureTimeout) {
+			return ""
+		}
+	}
+	return a
+}
+
+// followHint follows the node the last active said it handed the role
+// to, or waits for it, until the hint expires; it reports whether it did.
+func (c *Core) followHint(now time.Time) bool {
+	if c.hint == "" || !now.Before(c.hintUntil) {
+		return false
+	}
+	if p := c.peerByAddr(c.hint); p != nil && p.alive(now, c.cfg.FailureTimeout) {
+		// Wait for its heartbeats to say so rather than compete.
+		if c.active != c.hint {
+			c.setRole(Standby, c.hint, "the previous active handed the role to "+c.hint)
+		}
+		c.ensureFollow(c.hint)
+		return true
+	}
+	// Not heard yet (it may have just restarted, or its dial failed
+	// before it took the role): wait for it rather than compete.
+	return !c.has(bugNoWait)
+}
+
+// mustWait reports whether a standby with no live active must not take
+// the role yet: it cannot tell whether another node serves.
+func (c *Core) mustWait(now time.Time) bool {
+	switch {
+	case !c.pausedSince.IsZero():
+		return true // what this node knows of its peers is stale: hear them first
+	case c.mayServe(now) != nil:
+		return true // a peer that may be active refuses this node, or is not heard
+	case c.follow != nil && c.follow.open && c.follow.target == c.active && !c.has(bugNoWait):
+		// The stream from the active is still open: it is alive, or its
+		// stream ends in a moment, after a last record that may say where
+		// the role went (a handoff). Its heartbeat link closing first
+		// says neither.
+		return true
+	}
+	for _, p := range c.peers {
+		if !p.alive(now, c.cfg.FailureTimeout) && now.Sub(p.beatAt) < c.cfg.FailureTimeout {
+			// It runs (its heartbeats reach this node), but this node has
+			// not heard its answers yet, and so neither its role nor its
+			// state: hear it first.
+			return true
+		}
+		if p.alive(now, c.cfg.FailureTimeout) && p.paused && p.role == string(Active) {
+			// An active that did not run for a while decides within a
+			// failure timeout whether it serves on or steps down: taking
+			// the role meanwhile would make two.
+			return true
+		}
+	}
+	return false
+}
+
+// waitToJoin reports whether a joining node still gives every peer one
+// chance to answer, so that a restart does not grab the role from a live
+// active it has not heard yet.
+func (c *Core) waitToJoin(now time.Time) bool {
+	return c.role == Joining && !c.allPeersKnown() && now.Sub(c.start) < c.cfg.FailureTimeout
+}
+
+// activeHandingOff reports whether the active this node knows is live and
+// handing the role over: its handoff is in progress; wait for the outcome.
+func (c *Core) activeHandingOff(now time.Time) bool {
+	if c.active == "" || c.active == c.self {
+		return false
+	}
+	p := c.peerByAddr(c.active)
+	return p != nil && p.alive(now, c.cfg.FailureTimeout) && p.role == string(HandingOff)
 }
 
 // yieldsTo decides, when this active meets another active p, whether

@@ -344,6 +344,9 @@ func TestSimFIFOAcrossFailover(t *testing.T) {
 	for _, fault := range []string{"crash", "sigint"} {
 		for _, planted := range []string{"", "no-waiter-places"} {
 			t.Run(fault+"/"+planted, func(t *testing.T) {
+				if planted != "" {
+					needPlantable(t)
+				}
 				s := newSim(1, simOptions{planted: planted, script: []simFault{}, cfg: func(c *simConfig) {
 					c.nodes, c.clients, c.keys, c.faults = 3, 0, 1, 0
 					c.calm, c.async = true, false

@@ -1,7 +1,5 @@
 package core
 
-func init() { planted.m = make(map[*Core]bug) }
-
 // plantedBugs are the bugs the simulator plants by name (simOptions.planted).
 var plantedBugs = map[string]bug{
 	"no-epoch-bump":                  bugNoSucceed,
@@ -13,21 +11,10 @@ var plantedBugs = map[string]bug{
 	"no-waiter-places":               bugNoPlaces,
 }
 
-// plant plants the bug named name in c, if it is one of plantedBugs, and
-// forgets c's earlier bugs.
-func plant(c *Core, name string) {
-	b, ok := plantedBugs[name]
-	if !ok {
-		return
+// needPlantable skips a test that plants bugs in a build that cannot
+// (go test without -tags lockd_plant; make test passes it).
+func needPlantable(t interface{ Skip(...any) }) {
+	if !plantable {
+		t.Skip("planting bugs needs go test -tags lockd_plant, as make test runs it")
 	}
-	planted.Lock()
-	planted.m[c] = b
-	planted.Unlock()
-}
-
-// unplant forgets c, a core the simulator is done with.
-func unplant(c *Core) {
-	planted.Lock()
-	delete(planted.m, c)
-	planted.Unlock()
 }

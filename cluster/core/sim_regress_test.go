@@ -99,12 +99,15 @@ func TestSimSyncCrashLosesNoAnsweredGrant(t *testing.T) {
 		if s.faulty {
 			t.Fatalf("seed %d: the crash counted as a fault that may lose locks\n%s", seed, s.report())
 		}
+		if !plantable {
+			continue
+		}
 		planted := newSim(seed, simOptions{script: script, cfg: cfg, planted: "answers-before-acks"})
 		if len(planted.run()) > 0 {
 			caught++
 		}
 	}
-	if caught == 0 {
+	if caught == 0 && plantable {
 		t.Fatal("answering before the standbys acknowledge went unnoticed in 20 runs")
 	}
 }

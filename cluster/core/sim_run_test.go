@@ -218,6 +218,7 @@ func TestSimulate(t *testing.T) {
 // needs a crash at the right instant: TestSimSyncCrashLosesNoAnsweredGrant
 // scripts it.
 func TestSimulatorCatchesPlantedBugs(t *testing.T) {
+	needPlantable(t)
 	if raceEnabled {
 		t.Skip("make test runs it without the race detector, with the full seed budget")
 	}
