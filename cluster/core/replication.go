@@ -21,8 +21,8 @@ type stream struct {
 	inSync  bool   // answers wait for its acknowledgements
 	cursor  int    // where the snapshot's scan stands
 	held    int    // locks sent in the snapshot so far
-	scanned bool // the holders are sent
-	started  time.Time
+	scanned bool   // the holders are sent
+	started time.Time
 }
 
 // subscribe turns cn into a replication stream for a standby: the
