@@ -38,7 +38,9 @@ func runCandidate(spec string) int {
 		fmt.Println("bad lease:", err)
 		return 2
 	}
-	c, err := client.New([]string{f[0]}, client.Options{})
+	// A lease this short renews across a failover only with a failure
+	// timeout of half of it at most (the client refuses it otherwise).
+	c, err := client.New([]string{f[0]}, client.Options{FailureTimeout: lease / 2})
 	if err != nil {
 		fmt.Println(err)
 		return 1

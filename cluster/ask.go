@@ -25,7 +25,7 @@ func (n *Node) ask(id uint64, peer string, b []byte, timeout time.Duration) {
 	}
 	n.mu.Lock()
 	n.core.Answered(n.now(), id, a, err)
-	n.rearmLocked()
+	n.stepLocked()
 	n.mu.Unlock()
 }
 

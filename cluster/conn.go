@@ -253,5 +253,5 @@ func (n *Node) dropConn(c *conn) {
 	}
 	n.core.ConnClosed(n.now(), core.ConnID(c.id))
 	n.countCancelled(c)
-	n.rearmLocked()
+	n.stepLocked()
 }

@@ -76,6 +76,7 @@ func (n *Node) openDisk() error {
 			"file", dropped.File, "offset", dropped.Offset, "bytes_dropped", dropped.Bytes, "later_segments_dropped", dropped.Files, "why", dropped.Reason)
 	}
 	holders := n.core.Recovered(now)
+	n.stepLocked() // before the log is open: what recovery asked to log is on disk already
 	n.log.Info("data directory opened", "dir", n.cfg.DataDir, "fsync", n.cfg.Fsync.String(), "records", records, "holders", holders)
 	after := n.cfg.SnapshotAfter
 	if after <= 0 {
@@ -150,8 +151,10 @@ func (n *Node) syncLoop() {
 		n.mu.Lock()
 		n.direct = &d.flushes
 		n.core.Logged(n.now(), done)
+		n.stepLocked()
 		if f := n.follow; f != nil && f.nc != nil && f.ended == nil {
 			n.core.StreamAck(n.now(), f.target)
+			n.stepLocked()
 			f.flushReplies()
 		}
 		n.direct = nil
@@ -159,7 +162,7 @@ func (n *Node) syncLoop() {
 		if snap {
 			d.snapshotting = true
 		}
-		n.rearmLocked()
+		n.stepLocked()
 		n.mu.Unlock()
 		d.flushes.flush()
 		if snap {

@@ -44,7 +44,7 @@ func (f *followStream) run() {
 		n.mu.Lock()
 		f.flushReplies()
 		n.core.StreamEnded(n.now(), f.target, err)
-		n.rearmLocked()
+		n.stepLocked()
 		n.mu.Unlock()
 		if !sleepCtx(f.ctx, n.cfg.Heartbeat) {
 			return
@@ -90,6 +90,7 @@ func (f *followStream) once() error {
 	n.mu.Lock()
 	f.nc, f.ended = nc, nil
 	n.core.StreamOpened(n.now(), f.target)
+	n.stepLocked()
 	err = f.flushReplies()
 	ended := f.ended
 	n.mu.Unlock()
@@ -136,6 +137,7 @@ func (f *followStream) once() error {
 				break
 			}
 			n.core.StreamRecord(now, f.target, a)
+			n.stepLocked()
 			if f.ended != nil {
 				break
 			}
@@ -143,10 +145,10 @@ func (f *followStream) once() error {
 		if f.ended == nil {
 			// Acknowledged in a batch: one line however many records.
 			n.core.StreamAck(now, f.target)
+			n.stepLocked()
 		}
 		err = f.flushReplies()
 		ended := f.ended
-		n.rearmLocked()
 		n.mu.Unlock()
 		if ended != nil {
 			return ended

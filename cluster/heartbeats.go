@@ -71,7 +71,7 @@ func (l *link) run() {
 			} else {
 				n.core.PeerDown(n.now(), l.peer, why)
 			}
-			n.rearmLocked()
+			n.stepLocked()
 			n.mu.Unlock()
 			if !sleepCtx(n.ctx, n.cfg.Heartbeat) {
 				return
@@ -86,7 +86,7 @@ func (l *link) run() {
 		}
 		n.mu.Lock()
 		n.core.PeerDown(n.now(), l.peer, shortErr(err))
-		n.rearmLocked()
+		n.stepLocked()
 		n.mu.Unlock()
 	}
 }
@@ -123,7 +123,7 @@ func (l *link) serve(nc net.Conn, r *bufio.Reader) error {
 			}
 			n.mu.Lock()
 			n.core.HeardBeat(n.now(), l.peer, bt)
-			n.rearmLocked()
+			n.stepLocked()
 			n.mu.Unlock()
 		}
 	}()

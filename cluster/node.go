@@ -124,7 +124,7 @@ func New(cfg Config) (*Node, error) {
 		Durable:         cfg.DataDir != "",
 		Durability:      n.Durability(),
 		Logger:          cfg.Logger,
-	}, (*shellOut)(n), n.now())
+	}, n.now())
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.Lock()
 	n.timer = time.NewTimer(time.Hour)
-	n.rearmLocked()
+	n.stepLocked()
 	n.mu.Unlock()
 	n.log.Info("lockd serving", "addr", n.ln.Addr().String(), "self", n.self, "peers", len(n.links)+1, "role", string(n.core.Role()))
 	n.wg.Add(3)
@@ -224,7 +224,7 @@ func (n *Node) shutdown() {
 	crashing := n.playing(faultCrash)
 	if !crashing {
 		n.core.Shutdown(n.now())
-		n.rearmLocked()
+		n.stepLocked()
 	}
 	n.mu.Unlock()
 	if !crashing {
@@ -314,18 +314,31 @@ func (n *Node) timerLoop() {
 		now := n.now()
 		n.core.Tick(now)
 		n.stats.seqs.sample(now, n.core.Seq())
-		n.rearmLocked()
+		n.stepLocked()
 		n.mu.Unlock()
 	}
 }
 
-// rearmLocked makes sure the timer fires by the core's next wake-up:
-// called after every event, since one may bring a deadline forward.
-func (n *Node) rearmLocked() {
-	w := n.core.NextWake()
-	if !n.armedAt.IsZero() && !w.Before(n.armedAt) {
-		return
+// stepLocked carries out what the core's events asked (its Ready), in
+// order, and makes sure the timer fires by the core's next wake-up:
+// called after every event. n.mu is held.
+func (n *Node) stepLocked() {
+	var wake time.Time
+	for {
+		r := n.core.Ready()
+		wake = r.Wake
+		if len(r.Actions) == 0 {
+			n.core.Advance(r)
+			break
+		}
+		for i := range r.Actions {
+			n.applyLocked(&r.Actions[i])
+		}
+		n.core.Advance(r)
 	}
-	n.armedAt = w
-	n.timer.Reset(max(w.Sub(n.now()), 0))
+	if n.timer == nil || !n.armedAt.IsZero() && !wake.Before(n.armedAt) {
+		return // not running yet (Run arms it), or armed soon enough
+	}
+	n.armedAt = wake
+	n.timer.Reset(max(wake.Sub(n.now()), 0))
 }

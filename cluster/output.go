@@ -171,22 +171,25 @@ func byteSize(b int64) string {
 	return strconv.FormatInt(b, 10) + "B"
 }
 
-// WatchRoom says whether c has written every line it was sent: watch
-// news goes only to such a connection, and waits otherwise (core.WatchOut).
-// A connection that reads slower than its keys change thus holds one
-// state of each at most, never every state in between.
-func (o *shellOut) WatchRoom(id core.ConnID, later bool) bool {
-	c := (*Node)(o).conns[uint64(id)]
+// WatchDrain says c was sent watch news: the core is told (WatchSlice)
+// once c has written what it holds, and sends the latest state of what
+// changed meanwhile. A connection that reads slower than its keys change
+// thus holds one state of each at most, never every state in between.
+func (o *shellOut) WatchDrain(id core.ConnID) {
+	n := (*Node)(o)
+	c := n.conns[uint64(id)]
 	if c == nil {
-		return true // gone: Send says so
+		return
 	}
 	c.outMu.Lock()
-	room := c.queued == 0 || c.closed
-	if !room || later {
+	drained := c.queued == 0 || c.closed
+	if !drained {
 		c.watchDue = true
 	}
 	c.outMu.Unlock()
-	return room
+	if drained {
+		n.core.WatchSlice(n.now(), id)
+	}
 }
 
 // watchSlice has the core send c the watch news that waited for room.
@@ -194,6 +197,7 @@ func (n *Node) watchSlice(c *conn) {
 	n.mu.Lock()
 	if !c.gone {
 		n.core.WatchSlice(n.now(), core.ConnID(c.id))
+		n.stepLocked()
 	}
 	n.mu.Unlock()
 }

@@ -46,6 +46,7 @@ func (n *Node) apply(c *conn, batch []item) {
 			pe = unechoed(c, pe)
 			n.stats.begin(c, pe.Op, pe.Key)
 			n.core.RequestError(now, id, pe)
+			n.stepLocked()
 			answered += n.stats.end(c, now)
 			if n.strangerRefusedLocked(c) {
 				return
@@ -67,6 +68,7 @@ func (n *Node) apply(c *conn, batch []item) {
 			}
 			n.stats.begin(c, req.Op, req.Key)
 			n.core.Refuse(now, id, req.Op, req.Key, n.gate.refusal(need, c.role))
+			n.stepLocked()
 			answered += n.stats.end(c, now)
 			if n.strangerRefusedLocked(c) {
 				return
@@ -78,11 +80,13 @@ func (n *Node) apply(c *conn, batch []item) {
 			n.stats.begin(c, req.Op, req.Key)
 			if why := n.watchRefusalLocked(c, req); why != "" {
 				n.core.Refuse(now, id, req.Op, req.Key, why)
+				n.stepLocked()
 				answered += n.stats.end(c, now)
 				continue
 			}
 			n.scanning = nil
 			n.core.Request(now, id, *req)
+			n.stepLocked()
 			answered += n.stats.end(c, now)
 			if req.Op == proto.OpWatch || req.Op == proto.OpUnwatch {
 				n.watchesChangedLocked(c)
@@ -92,7 +96,7 @@ func (n *Node) apply(c *conn, batch []item) {
 				// before it reads on, so it is answered before the
 				// requests that follow it.
 				n.scanning = nil
-				n.rearmLocked()
+				n.stepLocked()
 				n.direct = nil
 				n.batchLogged()
 				n.mu.Unlock()
@@ -113,7 +117,7 @@ func (n *Node) apply(c *conn, batch []item) {
 	if timed && answered > 0 {
 		n.stats.latency.add(time.Since(n.base)-c.readAt, answered)
 	}
-	n.rearmLocked()
+	n.stepLocked()
 }
 
 // startSnapshot sends a new standby's snapshot from a goroutine of its
@@ -136,6 +140,7 @@ func (n *Node) startSnapshot(c *conn) {
 			}
 			c.feedDue = false
 			n.core.SnapshotSlice(n.now(), core.ConnID(c.id))
+			n.stepLocked()
 			n.mu.Unlock()
 		}
 		n.mu.Lock()
@@ -160,7 +165,7 @@ func (n *Node) scanKeys(c *conn) {
 		if !c.gone && c.scanDue {
 			c.scanDue = false
 			n.core.KeysSlice(n.now(), core.ConnID(c.id))
-			n.rearmLocked()
+			n.stepLocked()
 		}
 		if c.gone || !c.scanDue {
 			c.scanner = false

@@ -6,9 +6,46 @@ import (
 	"github.com/lockd-io/lockd/cluster/core"
 )
 
-// shellOut carries the core's actions out (core.Out). Its methods run
-// under n.mu, from inside a core call.
+// shellOut carries the core's actions out (core.Ready). Its methods run
+// under n.mu, as stepLocked takes each action in order.
 type shellOut Node
+
+// applyLocked carries out one action of the core. n.mu is held.
+func (n *Node) applyLocked(a *core.Action) {
+	o := (*shellOut)(n)
+	switch a.Kind {
+	case core.ActSend:
+		if !o.Send(a.Send) && a.Send.Outcome == core.Granted {
+			// The connection went before the core heard: the lock is
+			// released rather than held by no one.
+			n.core.Undelivered(n.now(), a.Send)
+		}
+	case core.ActScan:
+		o.Scan(a.Conn)
+	case core.ActFeed:
+		o.Feed(a.Conn)
+	case core.ActClose:
+		o.Close(a.Conn)
+	case core.ActBeat:
+		o.Beat(a.Peer, a.Line)
+	case core.ActFollow:
+		o.Follow(a.Peer)
+	case core.ActStreamReply:
+		o.StreamReply(a.Peer, a.Line)
+	case core.ActStreamEnd:
+		o.StreamEnd(a.Peer, a.Err)
+	case core.ActRoleChanged:
+		o.RoleChanged(a.Role, a.Active)
+	case core.ActAsk:
+		o.Ask(a.ID, a.Peer, a.Line, a.Timeout)
+	case core.ActStopped:
+		o.Stopped()
+	case core.ActLog:
+		o.Log(a.At, a.Line)
+	case core.ActWatchDrain:
+		o.WatchDrain(a.Conn)
+	}
+}
 
 func (o *shellOut) Send(s core.Send) bool {
 	n := (*Node)(o)

@@ -81,59 +81,11 @@ type Config struct {
 	MaxWatches      int
 	MaxTotalWatches int
 	// Durable logs every change to a data directory before answering
-	// what depends on it (disk.go): Out must then be a DiskOut.
+	// what depends on it (disk.go, ActLog).
 	// Durability is how the node says so in its status ("disk:batch").
 	Durable    bool
 	Durability string
 	Logger     *slog.Logger
-}
-
-// Out receives the core's actions, synchronously and in the order they
-// happen. The shell carries them out over sockets; the simulator over
-// its simulated network. A method of Out must not call back into the core.
-type Out interface {
-	// Send queues s.Line, one or more whole lines, for connection
-	// s.Conn: answers to a client, or records of a replication stream,
-	// with what they say (see Send). It reports false when the
-	// connection is gone, so that a grant nobody will read is released.
-	Send(s Send) bool
-	// Scan says that connection c has a key listing to scan: call
-	// KeysSlice(now, c) once, letting other events in before it. Each
-	// slice that leaves more to scan says Scan again.
-	Scan(c ConnID)
-	// Feed says that c is a new standby's replication stream with a
-	// snapshot to send: call SnapshotSlice(now, c) once the stream has
-	// room for more, letting other events in before it. Each slice that
-	// leaves more to send says Feed again.
-	Feed(c ConnID)
-	// Close closes c once what was sent to it has been written.
-	Close(c ConnID)
-	// Beat sends heartbeat b on the link this node keeps to peer, if it
-	// is up. Its answer comes back as HeardBeat; a link that fails is
-	// reported with PeerDown.
-	Beat(peer string, b []byte)
-	// Follow keeps a replication stream from target open, re-opening it
-	// after a failure, or closes it when target is "". The shell reports
-	// on it with StreamOpened, StreamRecord, StreamAck and StreamEnded.
-	Follow(target string)
-	// StreamReply writes b on the open replication stream from target:
-	// the hello, acknowledgements, a handoff's confirmation.
-	StreamReply(target string, b []byte)
-	// StreamEnd ends the open replication stream from target because of
-	// err: the shell feeds the core no more of its lines, closes it once
-	// the replies are written and reports StreamEnded. Follow still
-	// names target, so a new stream opens a heartbeat later.
-	StreamEnd(target string, err error)
-	// RoleChanged says this node's role, or the active it knows of,
-	// changed.
-	RoleChanged(r Role, active string)
-	// Ask sends request b to peer on a connection of its own and reports
-	// the answer, or why there is none (no answer within timeout, or
-	// ErrRefused when nothing listens there), with Answered(id, ...).
-	Ask(id uint64, peer string, b []byte, timeout time.Duration)
-	// Stopped says that a shutdown begun with Shutdown may complete: the
-	// handoff is done, failed, or there was none to do.
-	Stopped()
 }
 
 // Core is one node's cluster logic: its role, what it knows of its peers,
@@ -146,8 +98,13 @@ type Core struct {
 	self    string
 	selfIdx int
 	log     *slog.Logger
-	out     Out
 	start   time.Time
+	// ready is what the events since the last Ready asked (ready.go);
+	// spare, the room of the last one handed back.
+	ready, spare Ready
+	// shared is a line being sent to many connections as it is
+	// (flushWatches): act copies it into the Ready once.
+	shared []byte
 
 	eng *engine.Engine
 	evs []engine.Event
@@ -256,8 +213,9 @@ type Core struct {
 }
 
 // New checks cfg and returns the core of a node started at now, in role
-// Joining (Active at once when it has no peers). Every output goes to out.
-func New(cfg Config, out Out, now time.Time) (*Core, error) {
+// Joining (Active at once when it has no peers). What its events ask the
+// shell to do is in Ready.
+func New(cfg Config, now time.Time) (*Core, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
@@ -283,17 +241,12 @@ func New(cfg Config, out Out, now time.Time) (*Core, error) {
 	if len(peers) == 0 {
 		peers = []string{cfg.Self}
 	}
-	dout, err := checkDisk(cfg, out)
-	if err != nil {
-		return nil, err
-	}
 	c := &Core{
-		disk:    disk{out: dout},
+		disk:    disk{on: cfg.Durable},
 		cfg:     cfg,
 		self:    cfg.Self,
 		selfIdx: -1,
 		log:     cfg.Logger,
-		out:     out,
 		start:   now,
 		conns:   make(map[ConnID]*conn),
 	}
@@ -368,7 +321,7 @@ func (c *Core) Tick(now time.Time) {
 	bt.Flags.Round = c.round
 	beat := proto.AppendBeat(nil, bt)
 	for _, p := range c.peers {
-		c.out.Beat(p.addr, beat)
+		c.act(Action{Kind: ActBeat, Peer: p.addr}, beat)
 	}
 	c.supervise(now)
 	if h := c.handoff; h != nil && h.resolving && h.askID == 0 {
@@ -513,7 +466,7 @@ func (c *Core) setRole(r Role, active, reason string) {
 		c.deferSince = time.Time{}
 	}
 	c.noteActive(c.lastEvent)
-	c.out.RoleChanged(r, active)
+	c.act(Action{Kind: ActRoleChanged, Role: r, Active: active}, nil)
 }
 
 // Shutdown begins a graceful stop: an active node hands its role to a
@@ -544,6 +497,6 @@ func (c *Core) Shutdown(now time.Time) {
 func (c *Core) stop() {
 	if !c.stopped {
 		c.stopped = true
-		c.out.Stopped()
+		c.act(Action{Kind: ActStopped}, nil)
 	}
 }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/lockd-io/lockd/engine"
@@ -14,7 +13,7 @@ import (
 // A node with a data directory (Config.Durable) treats its disk as one
 // more acknowledger. Every change it applies, as the active (what it
 // streams: G, F) or as a standby (what it applies from the stream, and a
-// whole new state at a synced mark), goes to DiskOut.Log as it happens,
+// whole new state at a synced mark), goes to the shell (ActLog) as it happens,
 // with the instant it happened; the shell appends it to the write-ahead
 // log and reports with Logged once it is on disk. An answer that depends
 // on a change is held until the change is on disk, as sync replication
@@ -37,15 +36,6 @@ import (
 // takes the time since off it, so a lease that ended while the node was
 // down has ended.
 
-// DiskOut is the Out of a node with a data directory.
-type DiskOut interface {
-	Out
-	// Log appends rec, one record line that happened at at, to the
-	// write-ahead log. rec is valid only during the call. The shell
-	// reports with Logged how many records are on disk.
-	Log(at time.Time, rec []byte)
-}
-
 // Disk record prefixes of the disk's own records.
 const (
 	diskReset  = '!'
@@ -54,9 +44,9 @@ const (
 
 // disk is what the core knows of its data directory.
 type disk struct {
-	out  DiskOut // nil: memory only
-	n    uint64  // records logged
-	done uint64  // records on disk (Logged)
+	on   bool   // Config.Durable: the changes go to a write-ahead log (ActLog)
+	n    uint64 // records logged
+	done uint64 // records on disk (Logged)
 	// seqs[head:] is the position after each record logged and not on
 	// disk yet, for the acknowledgements.
 	seqs    []uint64
@@ -76,22 +66,22 @@ type disk struct {
 }
 
 // durable reports whether this node logs its changes.
-func (c *Core) durable() bool { return c.disk.out != nil }
+func (c *Core) durable() bool { return c.disk.on }
 
 // logRec logs rec, made after c.seq moved to its position.
 func (c *Core) logRec(rec []byte) {
 	d := &c.disk
-	if d.out == nil {
+	if !d.on {
 		return
 	}
-	d.out.Log(c.lastEvent, rec)
+	c.act(Action{Kind: ActLog, At: c.lastEvent}, rec)
 	d.n++
 	d.seqs = append(d.seqs, c.seq)
 }
 
 // logChange logs a G or F record of a change this node applied.
 func (c *Core) logChange(rec proto.Record) {
-	if c.disk.out == nil {
+	if !c.disk.on {
 		return
 	}
 	c.disk.buf = proto.AppendRecord(c.disk.buf[:0], rec)
@@ -102,7 +92,7 @@ func (c *Core) logChange(rec proto.Record) {
 // that the tokens a restart issues are above every token this node knew.
 func (c *Core) logMark() {
 	d := &c.disk
-	if d.out == nil || c.eng.HighWater() <= max(d.top, c.top) {
+	if !d.on || c.eng.HighWater() <= max(d.top, c.top) {
 		return
 	}
 	d.top = c.eng.HighWater()
@@ -114,7 +104,7 @@ func (c *Core) logMark() {
 // standby's at its synced mark.
 func (c *Core) logState(now time.Time) {
 	d := &c.disk
-	if d.out == nil {
+	if !d.on {
 		return
 	}
 	d.buf = c.appendReset(d.buf[:0])
@@ -150,7 +140,7 @@ func appendHolder(b []byte, h engine.Holder) []byte {
 func (c *Core) Logged(now time.Time, n uint64) {
 	c.noteTime(now)
 	d := &c.disk
-	if n <= d.done || d.out == nil {
+	if n <= d.done || !d.on {
 		return
 	}
 	n = min(n, d.n)
@@ -188,7 +178,7 @@ func (c *Core) releasable(h heldAnswer) bool {
 // last is not all on disk.
 func (c *Core) ackPos() (uint64, bool) {
 	d := &c.disk
-	if d.out == nil {
+	if !d.on {
 		return c.seq, true
 	}
 	if d.done < d.resetAt {
@@ -203,7 +193,7 @@ func (c *Core) ackPos() (uint64, bool) {
 // Durability is what this node keeps across a restart: "memory", or the
 // data directory's words the shell gave (Config.Durability).
 func (c *Core) Durability() string {
-	if c.disk.out == nil {
+	if !c.disk.on {
 		return "memory"
 	}
 	if c.cfg.Durability == "" {
@@ -304,18 +294,6 @@ func (c *Core) DiskSnapshotSlice(now time.Time, cursor int, add func(rec []byte)
 			add(c.disk.buf)
 		}
 	})
-}
-
-// checkDisk checks a Config.Durable node's Out.
-func checkDisk(cfg Config, out Out) (DiskOut, error) {
-	if !cfg.Durable {
-		return nil, nil
-	}
-	d, ok := out.(DiskOut)
-	if !ok {
-		return nil, fmt.Errorf("core: Config.Durable with an Out (%T) that does not log", out)
-	}
-	return d, nil
 }
 
 // stateAge is how recent a node's state is, to choose who serves first

@@ -19,28 +19,25 @@ type loggedRec struct {
 	rec string
 }
 
-func (o *diskOut) Send(s Send) bool                          { o.sent = append(o.sent, string(s.Line)); return true }
-func (o *diskOut) Scan(ConnID)                               {}
-func (o *diskOut) Close(ConnID)                              {}
-func (o *diskOut) Beat(string, []byte)                       {}
-func (o *diskOut) Follow(string)                             {}
-func (o *diskOut) StreamReply(string, []byte)                {}
-func (o *diskOut) StreamEnd(string, error)                   {}
-func (o *diskOut) Feed(ConnID)                               {}
-func (o *diskOut) RoleChanged(Role, string)                  {}
-func (o *diskOut) Ask(uint64, string, []byte, time.Duration) {}
-func (o *diskOut) Stopped()                                  {}
-func (o *diskOut) Log(at time.Time, rec []byte) {
-	o.logged = append(o.logged, loggedRec{at, string(rec)})
+func (o *diskOut) apply(a Action) {
+	switch a.Kind {
+	case ActSend:
+		o.sent = append(o.sent, string(a.Send.Line))
+	case ActLog:
+		o.logged = append(o.logged, loggedRec{a.At, string(a.Line)})
+	}
 }
 
 func diskNode(t *testing.T, now time.Time) (*Core, *diskOut) {
 	t.Helper()
 	out := &diskOut{}
-	c, err := New(Config{Self: "127.0.0.1:1", Durable: true, Durability: "disk:batch"}, out, now)
+	c, err := New(Config{Self: "127.0.0.1:1", Durable: true, Durability: "disk:batch"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sinks.Store(c, out.apply)
+	t.Cleanup(func() { sinks.Delete(c) })
+	settle(c)
 	return c, out
 }
 
@@ -51,6 +48,7 @@ func request(t *testing.T, c *Core, now time.Time, id ConnID, line string) {
 		t.Fatal(err)
 	}
 	c.Request(now, id, req)
+	settle(c)
 }
 
 // An answer that depends on a change waits for the change to be on disk;
@@ -59,11 +57,13 @@ func TestDiskHoldsAnswers(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	c, out := diskNode(t, now)
 	c.ConnOpened(now, 1, "127.0.0.1:9")
+	settle(c)
 	request(t, c, now, 1, "A deploy 30 0")
 	if len(out.sent) != 0 || len(out.logged) != 1 || !strings.HasPrefix(out.logged[0].rec, "G deploy ") {
 		t.Fatalf("before the disk: sent %q, logged %v", out.sent, out.logged)
 	}
 	c.Logged(now, 1)
+	settle(c)
 	if len(out.sent) != 1 || !strings.HasPrefix(out.sent[0], "A deploy ") {
 		t.Fatalf("after the disk: sent %q", out.sent)
 	}
@@ -79,13 +79,16 @@ func TestDiskRecover(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	c, out := diskNode(t, now)
 	c.ConnOpened(now, 1, "127.0.0.1:9")
+	settle(c)
 	request(t, c, now, 1, "A deploy 30 0 id=job1")
 	request(t, c, now, 1, "A short 2 0")
 	request(t, c, now, 1, "A gone 30 0")
 	c.Logged(now, 3)
+	settle(c)
 	tok := func(line string) string { return strings.Fields(line)[2] }
 	request(t, c, now, 1, "R gone "+tok(out.sent[2]))
 	c.Logged(now, 4)
+	settle(c)
 	deployTok := tok(out.sent[0])
 	top := c.HighWater()
 
@@ -115,14 +118,17 @@ func TestDiskRecover(t *testing.T) {
 			t.Fatalf("a released key came back: %+v", hs)
 		}
 		r.Tick(at)
+		settle(r)
 		if at == later {
 			if hs, _, _ := r.Engine().InspectN(at, "short", 10); len(hs) != 0 {
 				t.Fatalf("a lease that ended while down is still held: %+v", hs)
 			}
 		}
 		r.ConnOpened(at, 1, "127.0.0.1:9")
+		settle(r)
 		request(t, r, at, 1, "A next 30 0")
 		r.Logged(at, uint64(len(rout.logged)))
+		settle(r)
 		var next uint64
 		for _, s := range rout.sent {
 			if strings.HasPrefix(s, "A next ") {
@@ -152,10 +158,12 @@ func TestDiskSnapshot(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	c, out := diskNode(t, now)
 	c.ConnOpened(now, 1, "127.0.0.1:9")
+	settle(c)
 	for _, k := range []string{"a", "b", "c"} {
 		request(t, c, now, 1, "A "+k+" 30 0")
 	}
 	c.Logged(now, uint64(len(out.logged)))
+	settle(c)
 	snap := []string{string(c.DiskSnapshot(nil))}
 	request(t, c, now, 1, "A d 30 0") // during the snapshot: in the log after it
 	for cur := -1; cur != 0; {
@@ -187,13 +195,16 @@ func TestDiskSlowFsyncNoBusyWake(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	c, out := diskNode(t, now)
 	c.ConnOpened(now, 1, "127.0.0.1:9")
+	settle(c)
 	request(t, c, now, 1, "A deploy 30 0")
 	later := now.Add(10 * time.Second)
 	c.Tick(later)
+	settle(c)
 	if w := c.NextWake(); !w.After(later) {
 		t.Fatalf("next wake %s, not after now %s, while only the disk is waited for", w, later)
 	}
 	c.Logged(later, uint64(len(out.logged)))
+	settle(c)
 	if len(out.sent) != 1 {
 		t.Fatalf("sent %q", out.sent)
 	}

@@ -9,65 +9,61 @@ import (
 	"github.com/lockd-io/lockd/proto"
 )
 
-// watchOut is an Out for FuzzWatchWithdraw: it checks every line the
-// core sends and keeps each connection's last L line of each key.
+// watchOut carries out a core's actions for FuzzWatchWithdraw: it checks
+// every line the core sends and keeps each connection's last L line of
+// each key. A paced one lets watch news through to a connection only
+// when the fuzzer says it has room (room), and keeps the connections
+// owed a WatchSlice (due); an unpaced one says at once that the news
+// was written.
 type watchOut struct {
 	t    *testing.T
+	c    *Core
+	now  func() time.Time
 	open map[ConnID]bool
 	last map[ConnID]map[string]proto.Queue
 	// tokens: the last token granted of each key, to release it.
 	tokens map[string]uint64
+	paced  bool
+	room   map[ConnID]bool
+	due    map[ConnID]bool
 }
 
-func (o *watchOut) Send(s Send) bool {
-	a, err := proto.ParseAnswer(s.Line)
-	if err != nil {
-		o.t.Fatalf("conn %d was sent %q: %v", s.Conn, s.Line, err)
-	}
-	switch a.Kind {
-	case proto.OpWatch:
-		q, err := proto.ParseQueue(a)
+func (o *watchOut) apply(act Action) {
+	switch act.Kind {
+	case ActSend:
+		s := act.Send
+		if !o.open[s.Conn] {
+			o.c.Undelivered(o.now(), s)
+			return
+		}
+		a, err := proto.ParseAnswer(s.Line)
 		if err != nil {
-			o.t.Fatalf("conn %d was sent the L line %q: %v", s.Conn, s.Line, err)
+			o.t.Fatalf("conn %d was sent %q: %v", s.Conn, s.Line, err)
 		}
-		if o.last[s.Conn] == nil {
-			o.last[s.Conn] = map[string]proto.Queue{}
-		}
-		o.last[s.Conn][a.Key] = q
-	case proto.OpAcquire:
-		if len(a.Fields) > 0 {
-			if tok, err := proto.ParseToken(a.Fields[0]); err == nil {
-				o.tokens[a.Key] = tok
+		switch a.Kind {
+		case proto.OpWatch:
+			q, err := proto.ParseQueue(a)
+			if err != nil {
+				o.t.Fatalf("conn %d was sent the L line %q: %v", s.Conn, s.Line, err)
+			}
+			if o.last[s.Conn] == nil {
+				o.last[s.Conn] = map[string]proto.Queue{}
+			}
+			o.last[s.Conn][a.Key] = q
+		case proto.OpAcquire:
+			if len(a.Fields) > 0 {
+				if tok, err := proto.ParseToken(a.Fields[0]); err == nil {
+					o.tokens[a.Key] = tok
+				}
 			}
 		}
+	case ActWatchDrain:
+		if o.paced && !o.room[act.Conn] {
+			o.due[act.Conn] = true
+			return
+		}
+		o.c.WatchSlice(o.now(), act.Conn)
 	}
-	return o.open[s.Conn]
-}
-
-func (o *watchOut) Scan(ConnID)                               {}
-func (o *watchOut) Feed(ConnID)                               {}
-func (o *watchOut) Close(ConnID)                              {}
-func (o *watchOut) Beat(string, []byte)                       {}
-func (o *watchOut) Follow(string)                             {}
-func (o *watchOut) StreamReply(string, []byte)                {}
-func (o *watchOut) StreamEnd(string, error)                   {}
-func (o *watchOut) RoleChanged(Role, string)                  {}
-func (o *watchOut) Ask(uint64, string, []byte, time.Duration) {}
-func (o *watchOut) Stopped()                                  {}
-
-// pacedOut is a watchOut that paces watch news (WatchOut): a connection
-// has room or not as the fuzzer says.
-type pacedOut struct {
-	watchOut
-	room map[ConnID]bool
-	due  map[ConnID]bool
-}
-
-func (o *pacedOut) WatchRoom(c ConnID, later bool) bool {
-	if !o.room[c] || later {
-		o.due[c] = true
-	}
-	return o.room[c]
 }
 
 // FuzzWatchWithdraw drives a single node's core with acquires that wait
@@ -85,29 +81,20 @@ func FuzzWatchWithdraw(f *testing.F) {
 		if len(ops) > 3*256 {
 			ops = ops[:3*256]
 		}
-		base := watchOut{t: t, open: map[ConnID]bool{}, last: map[ConnID]map[string]proto.Queue{}, tokens: map[string]uint64{}}
-		var out Out = &base
-		var po *pacedOut
-		if paced {
-			po = &pacedOut{watchOut: base, room: map[ConnID]bool{}, due: map[ConnID]bool{}}
-			out = po
-		}
-		wo := func() *watchOut {
-			if po != nil {
-				return &po.watchOut
-			}
-			return &base
-		}()
 		now := time.Unix(1_700_000_000, 0)
-		c, err := New(Config{Self: "127.0.0.1:7070"}, out, now)
+		c, err := New(Config{Self: "127.0.0.1:7070"}, now)
 		if err != nil {
 			t.Fatal(err)
 		}
+		wo := &watchOut{t: t, c: c, now: func() time.Time { return now }, open: map[ConnID]bool{}, last: map[ConnID]map[string]proto.Queue{}, tokens: map[string]uint64{},
+			paced: paced, room: map[ConnID]bool{}, due: map[ConnID]bool{}}
+		step := func() { drain(c, wo.apply) }
 		const conns = 3
 		for id := ConnID(1); id <= conns; id++ {
 			c.ConnOpened(now, id, fmt.Sprintf("127.0.0.1:%d", 5000+id))
 			wo.open[id] = true
 		}
+		step()
 		next := ConnID(conns + 1)
 		ids := 0
 		req := func(id ConnID, line string) {
@@ -116,6 +103,7 @@ func FuzzWatchWithdraw(f *testing.F) {
 				t.Fatalf("%q: %v", line, err)
 			}
 			c.Request(now, id, r)
+			step()
 		}
 		live := func(n byte) ConnID { // one of the conns open, by n
 			var open []ConnID
@@ -144,33 +132,38 @@ func FuzzWatchWithdraw(f *testing.F) {
 					req(id, fmt.Sprintf("R %s %d", key, tok))
 				}
 			case 5: // a connection closes, another opens
-				c.ConnClosed(now, id)
 				wo.open[id] = false
 				delete(wo.last, id)
+				step()
+				c.ConnClosed(now, id)
 				c.ConnOpened(now, next, fmt.Sprintf("127.0.0.1:%d", 5000+next))
 				wo.open[next] = true
 				next++
+				step()
 			case 6:
 				now = now.Add(time.Duration(ops[i+2]) * 200 * time.Millisecond)
 				c.Tick(now)
+				step()
 			case 7: // a paced connection's room comes or goes
-				if po != nil {
-					po.room[id] = !po.room[id]
-					if po.room[id] && po.due[id] {
-						po.due[id] = false
+				if paced {
+					wo.room[id] = !wo.room[id]
+					if wo.room[id] && wo.due[id] {
+						wo.due[id] = false
 						c.WatchSlice(now, id)
+						step()
 					}
 				}
 			}
 		}
-		if po != nil {
+		if paced {
 			for id := range wo.open {
-				po.room[id] = true
+				wo.room[id] = true
 			}
-			for id, due := range po.due {
+			for id, due := range wo.due {
 				if due && wo.open[id] {
-					po.due[id] = false
+					wo.due[id] = false
 					c.WatchSlice(now, id)
+					step()
 				}
 			}
 		}

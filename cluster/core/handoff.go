@@ -248,8 +248,8 @@ func (c *Core) handoffRecord(now time.Time, f *follower, rec proto.Record) error
 	if rec.Pinned {
 		c.pinnedAt = now
 	}
-	c.out.StreamReply(target, proto.AppendTakeover(nil, c.self, c.eng.HighWater()))
-	c.out.Follow("")
+	c.act(Action{Kind: ActStreamReply, Peer: target}, proto.AppendTakeover(c.buf[:0], c.self, c.eng.HighWater()))
+	c.act(Action{Kind: ActFollow}, nil)
 	return nil
 }
 
@@ -312,7 +312,7 @@ func (c *Core) handoffUnconfirmed(now time.Time, why string) {
 	for _, s := range c.streams {
 		if s.stream.from == h.to {
 			s.stream = nil
-			c.out.Close(s.id)
+			c.act(Action{Kind: ActClose, Conn: s.id}, nil)
 		}
 	}
 	c.streams = deleteNoStream(c.streams)

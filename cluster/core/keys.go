@@ -31,7 +31,7 @@ type listing struct {
 func (c *Core) listKeys(cn *conn, pattern string) {
 	cn.lists = append(cn.lists, &listing{pattern: pattern, cursor: engine.ScanStart, inTop: make(map[string]bool)})
 	if len(cn.lists) == 1 {
-		c.out.Scan(cn.id)
+		c.act(Action{Kind: ActScan, Conn: cn.id}, nil)
 	}
 }
 
@@ -53,7 +53,7 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) {
 		c.advance(now)
 		l.cursor = c.eng.Scan(now, l.cursor, ListSlice, func(h engine.Holder, _ bool) { l.add(h.Key) })
 		if l.cursor != 0 {
-			c.out.Scan(id)
+			c.act(Action{Kind: ActScan, Conn: id}, nil)
 			return
 		}
 		keys := []string(l.top)
@@ -67,7 +67,7 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) {
 		cn.lists = nil
 		return
 	}
-	c.out.Scan(id)
+	c.act(Action{Kind: ActScan, Conn: id}, nil)
 }
 
 // add counts key if it matches, and keeps it if it is among the smallest.

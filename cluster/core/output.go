@@ -32,15 +32,16 @@ const (
 // Send is one output for a connection: Line, one or more whole lines to
 // write, and what they mean. An answer to a client request names the
 // request's op and key (as the answer echoes them) and its outcome; a
-// refused acquire names the limit it hit, if any. Replication records
-// and answers to peers have NoOutcome. Line is valid only during the
-// Out.Send call: the core reuses its buffer.
+// grant its token; a refused acquire names the limit it hit, if any.
+// Replication records and answers to peers have NoOutcome. Line is valid
+// until the Ready that holds it is handed back (Advance).
 type Send struct {
 	Conn    ConnID
 	Op      proto.Op // the op answered; 0 with NoOutcome
 	Outcome Outcome
 	Limit   Limit
 	Key     string
+	Token   uint64 // a grant's
 	Line    []byte
 }
 
@@ -50,6 +51,14 @@ type answer struct {
 	outcome Outcome
 	limit   Limit
 	key     string
+	token   uint64
+}
+
+// grant is the answer that grants key to token.
+func grant(key string, token uint64) answer {
+	a := answered(proto.OpAcquire, key, Granted)
+	a.token = token
+	return a
 }
 
 // record is a line that answers no client request.

@@ -41,7 +41,7 @@ func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 	c.observe(now, req.Token, req.Key)
 	for _, s := range c.streams {
 		if s.stream.from == req.Key {
-			c.out.Close(s.id)
+			c.act(Action{Kind: ActClose, Conn: s.id}, nil)
 		}
 	}
 	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool {
@@ -65,7 +65,7 @@ func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 	}
 	c.streams = append(c.streams, cn)
 	c.log.Info("standby subscribed", "standby", req.Key, "remote", cn.remote, "seq", c.seq)
-	c.out.Feed(cn.id)
+	c.act(Action{Kind: ActFeed, Conn: cn.id}, nil)
 }
 
 // SnapshotSlice sends the next slice of the snapshot of stream id: the
@@ -133,7 +133,7 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 		c.buf = buf
 	}
 	if s.syncing {
-		c.out.Feed(id)
+		c.act(Action{Kind: ActFeed, Conn: id}, nil)
 		return
 	}
 	c.retryWaitingHandoff(now)
@@ -198,7 +198,7 @@ func (c *Core) closeStreams(to string) {
 	for _, s := range c.streams {
 		s.stream = nil
 		c.write(s.id, record, proto.AppendMoved(nil, proto.WordNone, to))
-		c.out.Close(s.id)
+		c.act(Action{Kind: ActClose, Conn: s.id}, nil)
 	}
 	c.streams = nil
 }
@@ -215,7 +215,7 @@ func (c *Core) dropStream(cn *conn) {
 	}()
 	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool { return s == cn })
 	c.write(cn.id, record, proto.AppendMoved(nil, proto.WordNone, c.active))
-	c.out.Close(cn.id)
+	c.act(Action{Kind: ActClose, Conn: cn.id}, nil)
 }
 
 // streamClosed forgets a stream whose connection closed.
@@ -301,13 +301,13 @@ func (c *Core) ensureFollow(target string) {
 		return
 	}
 	c.follow = &follower{target: target}
-	c.out.Follow(target)
+	c.act(Action{Kind: ActFollow, Peer: target}, nil)
 }
 
 func (c *Core) stopFollow() {
 	if c.follow != nil {
 		c.follow = nil
-		c.out.Follow("")
+		c.act(Action{Kind: ActFollow}, nil)
 	}
 }
 
@@ -318,7 +318,7 @@ func (c *Core) StreamOpened(now time.Time, target string) {
 	c.noteTime(now)
 	f := c.follow
 	if f == nil || f.target != target {
-		c.out.StreamEnd(target, errors.New("no longer following "+target))
+		c.act(Action{Kind: ActStreamEnd, Peer: target, Err: errors.New("no longer following " + target)}, nil)
 		return
 	}
 	// A handoff cancelled on the stream before this one is settled.
@@ -326,7 +326,7 @@ func (c *Core) StreamOpened(now time.Time, target string) {
 	f.open, f.syncing, f.live, f.started, f.top, f.acked, f.ackDue = true, true, false, now, 0, 0, false
 	f.staged = make(map[string][]stagedHold)
 	c.rwait, c.rwaitKey = nil, nil // the snapshot lists them again
-	c.out.StreamReply(target, proto.AppendSync(nil, c.self, c.eng.HighWater()))
+	c.act(Action{Kind: ActStreamReply, Peer: target}, proto.AppendSync(c.buf[:0], c.self, c.eng.HighWater()))
 }
 
 // StreamRecord applies one line read on the stream from target. A line
@@ -335,7 +335,7 @@ func (c *Core) StreamOpened(now time.Time, target string) {
 func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) {
 	c.noteTime(now)
 	if err := c.streamRecord(now, target, a); err != nil {
-		c.out.StreamEnd(target, err)
+		c.act(Action{Kind: ActStreamEnd, Peer: target, Err: err}, nil)
 	}
 }
 

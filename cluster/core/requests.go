@@ -28,6 +28,9 @@ type conn struct {
 	refs     map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
 	refsPeak int                 // the most refs has held since it was made
 	watches  map[string]watchDue // the keys this connection watches (L), and whether news of each waits (wire.go)
+	// watchBusy: watch news sent is not known to be written yet
+	// (WatchSlice says when it is).
+	watchBusy bool
 }
 
 // pendingA is an acquire on a connection that has not been answered in
@@ -269,7 +272,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		c.count.Refusals++
 		c.answerAcquire(cn, key, seq, req.Ref, refused(req.Op, key, limitOf(err)), proto.AppendErrorRef(nil, key, req.Op, req.Ref, err.Error()))
 	case granted && !req.Ref.IsZero():
-		c.send(cn, answered(proto.OpAcquire, key, Granted), proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
+		c.send(cn, grant(key, tok), proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
 	case granted:
 		// Written at once, even past an older acquire of key that waits
 		// on this connection: that can only be a re-sent acquire whose
@@ -278,7 +281,7 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		// until the lease ran out. The client gives the answer to its
 		// oldest acquire of key on the connection; the waiter's answer
 		// goes to the next, so every grant still has exactly one owner.
-		c.send(cn, answered(proto.OpAcquire, key, Granted), proto.AppendGranted(c.buf[:0], key, tok))
+		c.send(cn, grant(key, tok), proto.AppendGranted(c.buf[:0], key, tok))
 	default:
 		if req.Ref.IsZero() {
 			cn.wait(key, seq)
@@ -449,12 +452,20 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 		if !c.answerWaiter(cn, ev.Key, ev.Waiter.Seq, ev.Kind == engine.Granted, ev.Token) && ev.Kind == engine.Granted {
 			// Its connection closed after the grant was decided: release
 			// at once rather than pin the key for a whole lease.
-			more, _ := c.eng.Release(now, ev.Key, ev.Token, nil)
-			for _, m := range more {
-				c.routeOne(now, m)
-			}
+			c.releaseOrphan(now, ev.Key, ev.Token)
 		}
 	}
+}
+
+// releaseOrphan releases a grant whose connection is gone (the core knew
+// it, or the shell found it so: Undelivered), rather than pin the key
+// for a whole lease.
+func (c *Core) releaseOrphan(now time.Time, key string, token uint64) {
+	more, _ := c.eng.Release(now, key, token, nil)
+	for _, m := range more {
+		c.routeOne(now, m)
+	}
+	c.flushWatches(now)
 }
 
 // dropWaiters answers every waiter with M to.

@@ -512,7 +512,7 @@ func (c *Core) maybeTakeBack(now time.Time) {
 // will carry.
 func (c *Core) ask(peer string, b []byte, timeout time.Duration) uint64 {
 	c.nextAsk++
-	c.out.Ask(c.nextAsk, peer, b, timeout)
+	c.act(Action{Kind: ActAsk, ID: c.nextAsk, Peer: peer, Timeout: timeout}, b)
 	return c.nextAsk
 }
 

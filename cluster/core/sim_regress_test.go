@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,13 +169,16 @@ func TestSimRegressionSeeds(t *testing.T) {
 // later promoted would start its epoch past it, and tokens near 2^64 wrap.
 func TestStreamRefusesImplausibleTokens(t *testing.T) {
 	var out recOut
-	c, err := New(Config{Self: "10.0.0.2:7070", Peers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}}, &out, time.Unix(1_700_000_000, 0))
+	c, err := New(Config{Self: "10.0.0.2:7070", Peers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}}, time.Unix(1_700_000_000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
+	sinks.Store(c, out.apply)
+	defer sinks.Delete(c)
 	now := time.Unix(1_700_000_000, 0)
 	c.ensureFollow("10.0.0.1:7070")
 	c.StreamOpened(now, "10.0.0.1:7070")
+	settle(c)
 	if len(out.replies) != 1 || len(out.ended) != 0 {
 		t.Fatalf("opened: replies %q, ended %v; want the hello alone", out.replies, out.ended)
 	}
@@ -182,6 +186,7 @@ func TestStreamRefusesImplausibleTokens(t *testing.T) {
 		out.ended = nil
 		a, _ := proto.ParseAnswer([]byte(line))
 		c.StreamRecord(now, "10.0.0.1:7070", a)
+		settle(c)
 		if len(out.ended) != 1 || !strings.Contains(out.ended[0].Error(), "--max-clock-skew") {
 			t.Errorf("%s: ended %v", line, out.ended)
 		}
@@ -199,17 +204,16 @@ type recOut struct {
 	feeds   int // Feed calls: slices of a snapshot asked for
 }
 
-func (*recOut) Send(Send) bool                            { return true }
-func (*recOut) Close(ConnID)                              {}
-func (*recOut) Scan(ConnID)                               {}
-func (o *recOut) Feed(ConnID)                             { o.feeds++ }
-func (*recOut) Beat(string, []byte)                       {}
-func (*recOut) Follow(string)                             {}
-func (o *recOut) StreamReply(_ string, b []byte)          { o.replies = append(o.replies, b) }
-func (o *recOut) StreamEnd(_ string, err error)           { o.ended = append(o.ended, err) }
-func (*recOut) RoleChanged(Role, string)                  {}
-func (*recOut) Ask(uint64, string, []byte, time.Duration) {}
-func (*recOut) Stopped()                                  {}
+func (o *recOut) apply(a Action) {
+	switch a.Kind {
+	case ActFeed:
+		o.feeds++
+	case ActStreamReply:
+		o.replies = append(o.replies, slices.Clone(a.Line))
+	case ActStreamEnd:
+		o.ended = append(o.ended, a.Err)
+	}
+}
 
 // Two standbys left without an active disagreed on which of them the last
 // active waited for: each had heard its last heartbeat at another moment,
@@ -223,7 +227,7 @@ func TestStandbysThatDisagreeOnTheInSyncSetStillPromoteOne(t *testing.T) {
 	const a, b, c = "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"
 	t0 := time.Unix(1_700_000_000, 0)
 	standby := func(self string, isr []string) *Core {
-		core, err := New(Config{Self: self, Peers: []string{a, b, c}, Heartbeat: 50 * time.Millisecond, FailureTimeout: 500 * time.Millisecond}, &recOut{}, t0)
+		core, err := New(Config{Self: self, Peers: []string{a, b, c}, Heartbeat: 50 * time.Millisecond, FailureTimeout: 500 * time.Millisecond}, t0)
 		if err != nil {
 			t.Fatal(err)
 		}

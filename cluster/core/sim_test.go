@@ -424,7 +424,7 @@ func (n *simNode) boot(addrs []string) {
 		Durable:        s.cfg.disk,
 		Engine:         engine.Config{MaxEpochAhead: time.Minute},
 		Logger:         slog.New(&traceHandler{s: s, node: n.idx}),
-	}, (*simOut)(n), n.clock())
+	}, n.clock())
 	if err != nil {
 		panic(err)
 	}
@@ -435,6 +435,7 @@ func (n *simNode) boot(addrs []string) {
 	n.recoverDisk()
 	plant(c, s.planted)
 	s.logf("node %d boots (incarnation %d)", n.idx, n.gen)
+	n.drain()
 	n.wake()
 }
 
@@ -476,6 +477,10 @@ func (n *simNode) do(f func()) {
 // after carries out what the core's last call asked, and checks it.
 func (n *simNode) after() {
 	s := n.s
+	if n.state != nodeUp {
+		return
+	}
+	n.drain()
 	if n.state != nodeUp {
 		return
 	}
@@ -558,7 +563,57 @@ func (n *simNode) exit(why string) {
 	}
 }
 
-// --- the simulated shell's actions (Out) ---
+// --- the simulated shell's actions (Ready) ---
+
+// drain carries out what the core asked, in order, as the shell does
+// after each event, until nothing is left.
+func (n *simNode) drain() {
+	for n.core != nil {
+		r := n.core.Ready()
+		if len(r.Actions) == 0 {
+			n.core.Advance(r)
+			return
+		}
+		for _, a := range r.Actions {
+			n.apply(a)
+		}
+		n.core.Advance(r)
+	}
+}
+
+// apply carries out one action of the core.
+func (n *simNode) apply(a Action) {
+	o := (*simOut)(n)
+	switch a.Kind {
+	case ActSend:
+		if !o.Send(a.Send) && a.Send.Outcome == Granted {
+			n.core.Undelivered(n.clock(), a.Send)
+		}
+	case ActScan:
+		o.Scan(a.Conn)
+	case ActFeed:
+		o.Feed(a.Conn)
+	case ActClose:
+		o.Close(a.Conn)
+	case ActBeat:
+		o.Beat(a.Peer, a.Line)
+	case ActFollow:
+		o.Follow(a.Peer)
+	case ActStreamReply:
+		o.StreamReply(a.Peer, a.Line)
+	case ActStreamEnd:
+		o.StreamEnd(a.Peer, a.Err)
+	case ActAsk:
+		o.Ask(a.ID, a.Peer, a.Line, a.Timeout)
+	case ActStopped:
+		o.Stopped()
+	case ActLog:
+		o.Log(a.At, a.Line)
+	case ActWatchDrain:
+		// Nothing paces the simulated connections: the news is written.
+		n.core.WatchSlice(n.clock(), a.Conn)
+	}
+}
 
 type simOut simNode
 
@@ -995,6 +1050,7 @@ func (n *simNode) syncFollow() {
 		c.close(0, "no longer following")
 		target := s.nodes[c.to].addr
 		n.core.StreamEnded(n.clock(), target, nil)
+		n.drain()
 	}
 	if n.follow == "" || n.stream != nil || n.dialing {
 		return
@@ -1020,6 +1076,7 @@ func (n *simNode) syncFollow() {
 		n.do(func() {
 			n.stream, n.ended = c, nil
 			n.core.StreamOpened(n.clock(), target)
+			n.drain()
 			if n.ended != nil {
 				n.stream = nil
 				c.close(0, "no longer following")
@@ -1047,6 +1104,7 @@ func (n *simNode) syncFollow() {
 					a, err := proto.ParseAnswer(line)
 					if err == nil {
 						n.core.StreamRecord(n.clock(), target, a)
+						n.drain()
 						err = n.ended
 					}
 					if err != nil {

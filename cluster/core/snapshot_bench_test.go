@@ -20,15 +20,20 @@ func BenchmarkSnapshotSlice(b *testing.B) {
 	const held = 1_000_000
 	now := time.Unix(1_700_000_000, 0)
 	out := &recOut{}
-	c, err := New(Config{Self: "10.0.0.1:7070", Peers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}}, out, now)
+	c, err := New(Config{Self: "10.0.0.1:7070", Peers: []string{"10.0.0.1:7070", "10.0.0.2:7070"}}, now)
 	if err != nil {
 		b.Fatal(err)
 	}
+	step := func() { drain(c, out.apply) }
 	c.promote(now, "benchmark")
 	c.ConnOpened(now, 1, "10.0.0.9:5000")
 	for i := range held {
 		c.Request(now, 1, proto.Request{Op: proto.OpAcquire, Key: "key-" + strconv.Itoa(i), Lease: time.Hour})
+		if i%1024 == 0 {
+			step()
+		}
 	}
+	step()
 	if c.eng.Held() != held {
 		b.Fatalf("%d held, want %d", c.eng.Held(), held)
 	}
@@ -37,6 +42,7 @@ func BenchmarkSnapshotSlice(b *testing.B) {
 		id++
 		c.ConnOpened(now, id, "10.0.0.2:7070")
 		c.Request(now, id, proto.Request{Op: proto.OpSync, Key: "10.0.0.2:7070"})
+		step()
 	}
 	subscribe()
 	times := make([]time.Duration, 0, b.N)
@@ -46,6 +52,7 @@ func BenchmarkSnapshotSlice(b *testing.B) {
 		start := time.Now()
 		c.SnapshotSlice(now, id)
 		times = append(times, time.Since(start))
+		step()
 		if out.feeds == feeds { // no more slices asked for: sent
 			c.ConnClosed(now, id)
 			subscribe()

@@ -104,9 +104,14 @@ func (c *Core) sendNow(cn *conn, a answer, b []byte) bool {
 	return c.write(cn.id, a, b)
 }
 
-// write hands b, which says a, to the shell for connection id.
+// write hands b, which says a, to the shell for connection id. It
+// reports false when the core knows id is gone.
 func (c *Core) write(id ConnID, a answer, b []byte) bool {
-	return c.out.Send(Send{Conn: id, Op: a.op, Outcome: a.outcome, Limit: a.limit, Key: a.key, Line: b})
+	if c.conns[id] == nil {
+		return false
+	}
+	c.act(Action{Kind: ActSend, Conn: id, Send: Send{Conn: id, Op: a.op, Outcome: a.outcome, Limit: a.limit, Key: a.key, Token: a.token}}, b)
+	return true
 }
 
 // waits reports whether answers wait for standbys: sync mode, active,
@@ -239,8 +244,11 @@ func (c *Core) commit(now time.Time) {
 }
 
 // release writes the held answers ok lets go, in order per connection.
+// A connection whose answers are all written is sent the watch news that
+// waited behind them.
 func (c *Core) release(ok func(heldAnswer) bool) {
 	keep := c.holding[:0]
+	var news []*conn
 	for _, cn := range c.holding {
 		i := 0
 		for ; i < len(cn.held) && ok(cn.held[i]); i++ {
@@ -250,6 +258,9 @@ func (c *Core) release(ok func(heldAnswer) bool) {
 		if i == len(cn.held) {
 			clear(cn.held)
 			cn.held, cn.heldBuf = cn.held[:0], cn.heldBuf[:0]
+			if len(cn.watches) > 0 {
+				news = append(news, cn)
+			}
 			continue
 		}
 		cn.held = cn.held[i:]
@@ -260,6 +271,9 @@ func (c *Core) release(ok func(heldAnswer) bool) {
 	}
 	clear(c.holding[len(keep):])
 	c.holding = keep
+	for _, cn := range news {
+		c.sendDueWatches(c.lastEvent, cn)
+	}
 }
 
 // setDegraded records whether the active has no standby in sync. It
@@ -364,7 +378,7 @@ func (c *Core) settleHeld(handedOff bool) {
 	}
 	for _, cn := range c.holding {
 		cn.held = nil
-		c.out.Close(cn.id)
+		c.act(Action{Kind: ActClose, Conn: cn.id}, nil)
 	}
 	c.holding = c.holding[:0]
 	c.committed = c.seq
@@ -387,5 +401,5 @@ func (c *Core) StreamAck(now time.Time, target string) {
 		return
 	}
 	f.acked, f.ackDue = pos, false
-	c.out.StreamReply(target, proto.AppendApplied(nil, c.self, pos))
+	c.act(Action{Kind: ActStreamReply, Peer: target}, proto.AppendApplied(c.buf[:0], c.self, pos))
 }

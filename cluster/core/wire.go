@@ -70,9 +70,9 @@ func (c *Core) answerWaiter(cn *conn, key string, seq uint64, granted bool, toke
 	if cn == nil {
 		return false
 	}
-	a := answered(proto.OpAcquire, key, Granted)
+	a := grant(key, token)
 	if !granted {
-		a.outcome = TimedOut
+		a = answered(proto.OpAcquire, key, TimedOut)
 	}
 	if ref, ok := cn.takeRef(seq); ok {
 		var line []byte
@@ -103,7 +103,7 @@ func (c *Core) tryAcquire(now time.Time, cn *conn, req proto.Request, seq uint64
 		c.count.Refusals++
 		c.answerAcquire(cn, key, seq, req.Ref, refused(req.Op, key, limitOf(err)), proto.AppendErrorRef(nil, key, req.Op, req.Ref, err.Error()))
 	case granted:
-		c.send(cn, answered(proto.OpAcquire, key, Granted), proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
+		c.send(cn, grant(key, tok), proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
 	default:
 		c.count.Timeouts++
 		c.answerAcquire(cn, key, seq, req.Ref, answered(proto.OpAcquire, key, TimedOut), proto.AppendTimeoutRef(nil, key, req.Ref))
@@ -221,23 +221,15 @@ func (c *Core) touch(key string) {
 	c.dirty = append(c.dirty, key)
 }
 
-// WatchOut is an Out that paces the news of watches. A watcher that has
-// not written what it was sent yet (a client that does not read, or
-// reads slower than the key changes) gets, once it has, the latest
-// state of each key that changed meanwhile, not every state in between:
-// what a node holds for it stays bounded, and a change costs the node
-// one rendering of the key's queue however many watchers it has, and
-// none for those that have no room. Without it (the simulator), every
-// change is sent to every watcher at once.
-type WatchOut interface {
-	Out
-	// WatchRoom reports whether connection c has room for watch news
-	// now. When it has none, or later is set (its lines wait in the
-	// core, for the standbys' acknowledgements), the shell calls
-	// WatchSlice(now, c) once c has written what it holds or is sent
-	// next.
-	WatchRoom(c ConnID, later bool) bool
-}
+// Watch news is paced by what each watcher reads. A watcher that has
+// written everything it was sent is sent the new state of a key as the
+// key changes, and marked busy (ActWatchDrain); while it is busy, a
+// change only marks the key due, and once the shell says the connection
+// has written what it held (WatchSlice) the watcher gets the latest state
+// of every key due, once. A watcher that reads slower than its keys
+// change thus holds one state of each key at most, never every state in
+// between, and a change costs the node one rendering of the key's line,
+// plus a flag per watcher that is behind.
 
 // watchDue says of a key a connection watches whether news of it waits
 // for the connection to have room (flushWatches).
@@ -264,44 +256,59 @@ func (c *Core) flushWatches(now time.Time) {
 			}
 			if line == nil {
 				line = proto.AppendWatch(nil, c.queueOf(now, k))
+				c.shared, c.ready.sharedCopy = line, nil
 			}
 			c.emit(cn, record, line) // news, not an answer to a request
+			c.watchSent(cn)
 		}
 	}
+	c.shared, c.ready.sharedCopy = nil, nil
 	c.dirty = dirty[:0]
 }
 
-// watchRoom reports whether cn may be sent watch news now: its shell has
-// room for it (WatchOut), and no answer of cn waits in the core, behind
-// which news would pile up until the standbys acknowledge.
+// watchRoom reports whether cn may be sent watch news now: it has written
+// the news it was sent last, and no answer of cn waits in the core,
+// behind which news would pile up until the standbys acknowledge.
 func (c *Core) watchRoom(cn *conn) bool {
-	wo, ok := c.out.(WatchOut)
-	if !ok {
-		return true
-	}
-	held := len(cn.held) > 0
-	return wo.WatchRoom(cn.id, held) && !held
+	return !cn.watchBusy && len(cn.held) == 0
 }
 
-// WatchSlice sends connection id the latest state of the keys it
-// watches that changed since it was last sent theirs, for as long as it
-// has room: the shell calls it once the connection has written what it
-// held (WatchOut.WatchRoom).
+// watchSent marks cn busy with news, and asks the shell to say when it
+// has written it.
+func (c *Core) watchSent(cn *conn) {
+	cn.watchBusy = true
+	c.act(Action{Kind: ActWatchDrain, Conn: cn.id}, nil)
+}
+
+// WatchSlice says connection id has written what it held since it was
+// last sent watch news (ActWatchDrain): it is sent the latest state of
+// every key it watches that changed since.
 func (c *Core) WatchSlice(now time.Time, id ConnID) {
 	cn := c.conns[id]
 	if cn == nil {
 		return
 	}
 	c.noteTime(now)
+	cn.watchBusy = false
+	c.sendDueWatches(now, cn)
+}
+
+// sendDueWatches sends cn, if it has room, the latest state of the keys
+// due.
+func (c *Core) sendDueWatches(now time.Time, cn *conn) {
+	if !c.watchRoom(cn) {
+		return
+	}
+	sent := false
 	for k, due := range cn.watches {
-		if !due {
-			continue
+		if due {
+			cn.watches[k] = false
+			c.send(cn, record, proto.AppendWatch(c.buf[:0], c.queueOf(now, k)))
+			sent = true
 		}
-		if !c.watchRoom(cn) {
-			return
-		}
-		cn.watches[k] = false
-		c.send(cn, record, proto.AppendWatch(c.buf[:0], c.queueOf(now, k)))
+	}
+	if sent {
+		c.watchSent(cn)
 	}
 }
 
