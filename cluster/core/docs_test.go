@@ -27,6 +27,7 @@ func TestClusterDocStatesTheCheckersRules(t *testing.T) {
 		{ruleEmptyNode, "Consistency"},
 		{ruleLeave, "Consistency"},
 		{ruleUnsettled, "Consistency"},
+		{ruleUnheard, "Consistency"},
 		{ruleHoldersDown, "Durability"},
 	} {
 		text := strings.Join(strings.Fields(docSection(doc, tc.section)), " ")
