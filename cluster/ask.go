@@ -25,8 +25,7 @@ func (n *Node) ask(id uint64, peer string, b []byte, timeout time.Duration) {
 	}
 	n.mu.Lock()
 	n.core.Answered(n.now(), id, a, err)
-	n.stepLocked()
-	n.mu.Unlock()
+	n.unlock(nil)
 }
 
 func (n *Node) askOnce(ctx context.Context, peer string, b []byte) (proto.Answer, error) {

@@ -52,10 +52,9 @@ func (n *Node) watchesChangedLocked(c *conn) {
 // the core ended them all (it gave its role up: RoleChanged). n.mu is
 // held.
 func (n *Node) resyncWatchesLocked() {
-	if !n.watchesStale {
+	if !n.watchesStale.Swap(false) {
 		return
 	}
-	n.watchesStale = false
 	for _, ic := range n.perIP {
 		ic.watches = 0
 	}

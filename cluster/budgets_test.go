@@ -83,7 +83,7 @@ func TestKeyListingsOfOneAddressDoNotStarveAnother(t *testing.T) {
 		defer tn.mu.Unlock()
 		scanning := 0
 		for _, c := range tn.conns {
-			if c.scanner {
+			if c.scan.busy() {
 				scanning++
 			}
 		}

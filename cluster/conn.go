@@ -43,18 +43,16 @@ type conn struct {
 	nodeLinks, ipLinks strangerLinks
 	listed, engaged    bool
 	authTimer          *time.Timer
-	// For metrics (stats.go): its client requests not answered at once.
-	pending map[string]pendingQueue
-	gone    bool
-	evicted bool // closed to make room for a new connection
-	// peer: it carries peer messages, not client requests (stats.go).
-	peer bool
+	gone               bool
+	evicted            bool // closed to make room for a new connection
 	// watches: the keys it watches, as the core last said (budgets.go).
 	watches int
-	// The core's Scan and Feed (shellout.go): a key listing slice or a
-	// snapshot slice is due, and whether a goroutine drives them.
-	scanDue, scanner bool
-	feedDue, feeder  bool
+
+	// peer: it carries peer messages, not client requests (stats.go).
+	peer atomic.Bool
+	// The core's ActScan and ActFeed (carry.go): the slices of its key
+	// listings, or of the snapshot it streams to a standby.
+	scan, feed duty
 
 	// For the request duration (reader only): batches read, and when the
 	// batch being applied was read (since n.base), if it is timed.
@@ -148,7 +146,9 @@ func (n *Node) acceptLoop() {
 			continue
 		}
 		c.tls = n.tlsConfig != nil
+		n.applyMu.Lock() // the Readies carried out read n.conns
 		n.conns[c.id] = c
+		n.applyMu.Unlock()
 		n.addStrangerLocked(c)
 		n.core.ConnOpened(n.now(), core.ConnID(c.id), c.remote)
 		// Added under the mutex, before shutdown (which sets closing
@@ -230,8 +230,8 @@ func (n *Node) dropConn(c *conn) {
 	c.flushAndClose()
 	c.nc.SetReadDeadline(time.Now())
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if c.gone {
+		n.mu.Unlock()
 		return
 	}
 	c.gone = true
@@ -240,7 +240,9 @@ func (n *Node) dropConn(c *conn) {
 		n.evicting--
 	}
 	n.dropIPLocked(c)
+	n.applyMu.Lock() // the Readies carried out read n.conns
 	delete(n.conns, c.id)
+	n.applyMu.Unlock()
 	if n.connGone != nil {
 		close(n.connGone)
 		n.connGone = nil
@@ -249,9 +251,9 @@ func (n *Node) dropConn(c *conn) {
 		// A kill -9 runs no more of the core: what a closing
 		// connection would make it say (a waiter leaving, streamed to
 		// the standbys as D) never leaves a dead process.
+		n.mu.Unlock()
 		return
 	}
 	n.core.ConnClosed(n.now(), core.ConnID(c.id))
-	n.countCancelled(c)
-	n.stepLocked()
+	n.unlock(nil)
 }

@@ -11,9 +11,12 @@ import (
 
 // The data directory (--data-dir).
 //
-// The core logs every change it applies through shellOut.Log, under the
-// node mutex: the record is copied into the log's buffer and the syncer
-// goroutine is woken, nothing more. The syncer writes and fsyncs
+// The core logs every change it applies with an ActLog, carried out once
+// the node mutex is let go (carry.go): the record is copied into the
+// log's buffer, and the syncer goroutine is woken once for all of a
+// Ready's records, nothing more. Woken by each record instead, an idle
+// syncer would fsync the first of a batch alone and leave the rest to
+// the next fsync. The syncer writes and fsyncs
 // everything buffered with one Sync, however many batches of however many
 // connections appended meanwhile (group commit), then tells the core with
 // Logged: the answers that waited for those records are written (as
@@ -39,10 +42,8 @@ type durable struct {
 	failed  chan struct{}
 	err     error
 	flushes flushList
-	// snapshotting and inBatch (a batch of requests is being applied:
-	// its records wake the syncer once, at its end) are guarded by n.mu.
+	// snapshotting is guarded by n.mu.
 	snapshotting bool
-	inBatch      bool
 	snapAfter    int64
 }
 
@@ -76,7 +77,10 @@ func (n *Node) openDisk() error {
 			"file", dropped.File, "offset", dropped.Offset, "bytes_dropped", dropped.Bytes, "later_segments_dropped", dropped.Files, "why", dropped.Reason)
 	}
 	holders := n.core.Recovered(now)
-	n.stepLocked() // before the log is open: what recovery asked to log is on disk already
+	// Carried out before the log is open: what recovery asked to log is
+	// on disk already.
+	n.mu.Lock()
+	n.unlock(nil)
 	n.log.Info("data directory opened", "dir", n.cfg.DataDir, "fsync", n.cfg.Fsync.String(), "records", records, "holders", holders)
 	after := n.cfg.SnapshotAfter
 	if after <= 0 {
@@ -86,44 +90,11 @@ func (n *Node) openDisk() error {
 	return nil
 }
 
-// Log carries out core.DiskOut.Log: rec goes to the log's buffer, and
-// the syncer is woken. n.mu is held.
-func (o *shellOut) Log(at time.Time, rec []byte) {
-	d := (*Node)(o).disk
-	if d == nil {
-		return
-	}
-	d.log.Append(at.UnixNano(), rec)
-	if !d.inBatch {
-		d.kick()
-	}
-}
-
 // kick wakes the syncer.
 func (d *durable) kick() {
 	select {
 	case d.wake <- struct{}{}:
 	default:
-	}
-}
-
-// batchLogged runs as a batch of requests has been applied, under the
-// mutex: the syncer is woken once for everything it logged. Woken by its
-// first record instead, an idle syncer would fsync that record alone and
-// leave the rest of the batch to the next fsync.
-func (n *Node) batchLogged() {
-	if d := n.disk; d != nil {
-		d.inBatch = false
-		if d.log.Pending() {
-			d.kick()
-		}
-	}
-}
-
-// batchStarts says a batch of requests is being applied (n.mu is held).
-func (n *Node) batchStarts() {
-	if d := n.disk; d != nil {
-		d.inBatch = true
 	}
 }
 
@@ -149,21 +120,17 @@ func (n *Node) syncLoop() {
 			return
 		}
 		n.mu.Lock()
-		n.direct = &d.flushes
-		n.core.Logged(n.now(), done)
-		n.stepLocked()
-		if f := n.follow; f != nil && f.nc != nil && f.ended == nil {
-			n.core.StreamAck(n.now(), f.target)
-			n.stepLocked()
-			f.flushReplies()
+		now := n.now()
+		n.core.Logged(now, done)
+		// A standby acknowledges what its disk holds now.
+		if target, _ := n.core.Following(); target != "" {
+			n.core.StreamAck(now, target)
 		}
-		n.direct = nil
 		snap := !d.snapshotting && d.log.Size() >= d.snapAfter
 		if snap {
 			d.snapshotting = true
 		}
-		n.stepLocked()
-		n.mu.Unlock()
+		n.unlock(&carry{direct: &d.flushes})
 		d.flushes.flush()
 		if snap {
 			n.wg.Add(1)

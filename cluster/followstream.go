@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
@@ -19,10 +20,11 @@ type followStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// Guarded by n.mu.
-	replies [][]byte // what the core replied on the stream, to write
-	ended   error    // the core ended the stream (Out.StreamEnd)
-	nc      net.Conn
+	mu sync.Mutex
+	nc net.Conn // the open stream, nil between two
+	// ended: why the core ended the stream (ActStreamEnd), or why a
+	// reply could not be written: the reader feeds it no more lines.
+	ended error
 }
 
 func newFollowStream(n *Node, target string) *followStream {
@@ -30,11 +32,40 @@ func newFollowStream(n *Node, target string) *followStream {
 	return &followStream{n: n, target: target, ctx: ctx, cancel: cancel}
 }
 
-// stop ends the stream once what was replied on it is written. n.mu is held.
+// stop ends the stream.
 func (f *followStream) stop() { f.cancel() }
 
-// reply queues b to be written on the stream. n.mu is held.
-func (f *followStream) reply(b []byte) { f.replies = append(f.replies, b) }
+// reply writes b, what the core replied on the stream (a hello, an
+// acknowledgement per batch, a handoff's confirmation), as the Ready that
+// holds it is carried out, in the order the core replied. The lines are
+// short and the socket's buffer takes them.
+func (f *followStream) reply(b []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nc == nil || f.ended != nil {
+		return
+	}
+	f.nc.SetWriteDeadline(time.Now().Add(f.n.cfg.FailureTimeout))
+	if _, err := f.nc.Write(b); err != nil {
+		f.ended = err
+	}
+}
+
+// end records why the core ended the stream.
+func (f *followStream) end(err error) {
+	f.mu.Lock()
+	if f.ended == nil {
+		f.ended = err
+	}
+	f.mu.Unlock()
+}
+
+// endedBy reports why the stream ended, if it did.
+func (f *followStream) endedBy() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ended
+}
 
 func (f *followStream) run() {
 	n := f.n
@@ -42,40 +73,12 @@ func (f *followStream) run() {
 	for f.ctx.Err() == nil {
 		err := f.once()
 		n.mu.Lock()
-		f.flushReplies()
 		n.core.StreamEnded(n.now(), f.target, err)
-		n.stepLocked()
-		n.mu.Unlock()
+		n.unlock(nil)
 		if !sleepCtx(f.ctx, n.cfg.Heartbeat) {
 			return
 		}
 	}
-}
-
-// end records why the core ended the stream: the reader feeds it no
-// more lines. n.mu is held.
-func (f *followStream) end(err error) {
-	if f.ended == nil {
-		f.ended = err
-	}
-}
-
-// flushReplies writes what the core replied on the stream, in the order
-// it replied, and returns the first write error. n.mu is held: the lines
-// are short (a hello, an acknowledgement per batch, a confirmation) and
-// the socket's buffer takes them.
-func (f *followStream) flushReplies() error {
-	var first error
-	if f.nc != nil {
-		for _, b := range f.replies {
-			f.nc.SetWriteDeadline(time.Now().Add(f.n.cfg.FailureTimeout))
-			if _, err := f.nc.Write(b); err != nil && first == nil {
-				first = err
-			}
-		}
-	}
-	f.replies = nil
-	return first
 }
 
 func (f *followStream) once() error {
@@ -87,23 +90,18 @@ func (f *followStream) once() error {
 	defer nc.Close()
 	stop := context.AfterFunc(f.ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-	n.mu.Lock()
+	f.mu.Lock()
 	f.nc, f.ended = nc, nil
-	n.core.StreamOpened(n.now(), f.target)
-	n.stepLocked()
-	err = f.flushReplies()
-	ended := f.ended
-	n.mu.Unlock()
+	f.mu.Unlock()
 	defer func() {
-		n.mu.Lock()
-		f.flushReplies()
+		f.mu.Lock()
 		f.nc = nil
-		n.mu.Unlock()
+		f.mu.Unlock()
 	}()
-	if ended != nil {
-		return ended
-	}
-	if err != nil {
+	n.mu.Lock()
+	n.core.StreamOpened(n.now(), f.target)
+	n.unlock(nil)
+	if err := f.endedBy(); err != nil {
 		return err
 	}
 	lines := make([][]byte, 0, 256)
@@ -133,27 +131,17 @@ func (f *followStream) once() error {
 		for _, l := range lines {
 			a, err := proto.ParseAnswer(l)
 			if err != nil {
-				f.end(err)
-				break
+				n.unlock(nil)
+				return err
 			}
+			// A record the core cannot apply ends the stream: it
+			// applies none after it.
 			n.core.StreamRecord(now, f.target, a)
-			n.stepLocked()
-			if f.ended != nil {
-				break
-			}
 		}
-		if f.ended == nil {
-			// Acknowledged in a batch: one line however many records.
-			n.core.StreamAck(now, f.target)
-			n.stepLocked()
-		}
-		err = f.flushReplies()
-		ended := f.ended
-		n.mu.Unlock()
-		if ended != nil {
-			return ended
-		}
-		if err != nil {
+		// Acknowledged in a batch: one line however many records.
+		n.core.StreamAck(now, f.target)
+		n.unlock(nil)
+		if err := f.endedBy(); err != nil {
 			return err
 		}
 		if f.ctx.Err() != nil {

@@ -152,8 +152,8 @@ func lateReaderGrowth(t *testing.T, secured bool, conns int) int64 {
 		}
 	})
 	answered := func() (n uint64) {
-		tn.mu.Lock()
-		defer tn.mu.Unlock()
+		tn.applyMu.Lock()
+		defer tn.applyMu.Unlock()
 		for _, k := range tn.stats.requests[opIndex[proto.OpStatus]] {
 			n += k
 		}

@@ -71,8 +71,7 @@ func (l *link) run() {
 			} else {
 				n.core.PeerDown(n.now(), l.peer, why)
 			}
-			n.stepLocked()
-			n.mu.Unlock()
+			n.unlock(nil)
 			if !sleepCtx(n.ctx, n.cfg.Heartbeat) {
 				return
 			}
@@ -86,8 +85,7 @@ func (l *link) run() {
 		}
 		n.mu.Lock()
 		n.core.PeerDown(n.now(), l.peer, shortErr(err))
-		n.stepLocked()
-		n.mu.Unlock()
+		n.unlock(nil)
 	}
 }
 
@@ -123,8 +121,7 @@ func (l *link) serve(nc net.Conn, r *bufio.Reader) error {
 			}
 			n.mu.Lock()
 			n.core.HeardBeat(n.now(), l.peer, bt)
-			n.stepLocked()
-			n.mu.Unlock()
+			n.unlock(nil)
 		}
 	}()
 	for {

@@ -74,8 +74,8 @@ func (b *backlogNode) rested(from uint64) {
 func (b *backlogNode) backlog() {
 	t, tn := b.t, b.tn
 	answered := func() (n uint64) {
-		tn.mu.Lock()
-		defer tn.mu.Unlock()
+		tn.applyMu.Lock()
+		defer tn.applyMu.Unlock()
 		for _, k := range tn.stats.requests[opIndex[proto.OpStatus]] {
 			n += k
 		}

@@ -52,7 +52,8 @@ type Node struct {
 	wg     sync.WaitGroup
 	// scanTurns: whose key listing scans the next slice (turns.go).
 	scanTurns turns
-	stopped   chan struct{} // closed by Out.Stopped
+	stopped   chan struct{} // closed when the core says it stopped
+	stopOnce  sync.Once
 
 	mu        sync.Mutex
 	core      *core.Core
@@ -64,22 +65,27 @@ type Node struct {
 	unauth    strangerLists       // connections not authenticated yet (connlimits.go)
 	evicting  int                 // evicted connections not dropped yet
 	// watchesStale: the core ended every watch (budgets.go).
-	watchesStale bool
+	watchesStale atomic.Bool
 	nextConnID   uint64
 	links        map[string]*link // the heartbeat link to each peer
-	stats        shellStats       // what the shell counts (stats.go)
-	follow       *followStream    // the replication stream this node reads, if any
 	closing      bool             // the listener is closing: refuse new connections
 	// connGone, when not nil, is closed when a connection is dropped
 	// (drain waits on it).
 	connGone chan struct{}
 
-	// scanning: the connection whose key listing the goroutine applying
-	// its batch is to scan next (shellOut.Scan). Guarded by mu.
-	scanning *conn
-	// direct: the connections the goroutine applying a batch writes to
-	// after it (direct.go); nil when none does. Guarded by mu.
-	direct *flushList
+	// applyMu orders the carrying out of the core's Readies (carry.go),
+	// and guards what that touches: taken while mu is held, never the
+	// other way round.
+	applyMu  sync.Mutex
+	ready    core.Ready // the Ready being carried out
+	feedback []feedback // what it has for the core
+	stats    shellStats // what the shell counts (stats.go)
+	follow   *followStream
+
+	// seqs: this node's replication position over time (stats.go),
+	// guarded by mu; seqsStale: the role changed, so it starts afresh.
+	seqs      seqRing
+	seqsStale atomic.Bool
 
 	disk *durable // the data directory; nil: memory only
 }
@@ -192,8 +198,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.Lock()
 	n.timer = time.NewTimer(time.Hour)
-	n.stepLocked()
-	n.mu.Unlock()
+	n.unlock(nil)
 	n.log.Info("lockd serving", "addr", n.ln.Addr().String(), "self", n.self, "peers", len(n.links)+1, "role", string(n.core.Role()))
 	n.wg.Add(3)
 	go n.acceptLoop()
@@ -222,11 +227,12 @@ func (n *Node) shutdown() {
 	n.running.Store(false)
 	n.mu.Lock()
 	crashing := n.playing(faultCrash)
-	if !crashing {
+	if crashing {
+		n.mu.Unlock()
+	} else {
 		n.core.Shutdown(n.now())
-		n.stepLocked()
+		n.unlock(nil)
 	}
-	n.mu.Unlock()
 	if !crashing {
 		select {
 		case <-n.stopped:
@@ -278,7 +284,7 @@ func (n *Node) drain() {
 		n.mu.Lock()
 		open := 0
 		for _, c := range n.conns {
-			if !c.peer {
+			if !c.peer.Load() {
 				open++
 			}
 		}
@@ -313,32 +319,7 @@ func (n *Node) timerLoop() {
 		n.armedAt = time.Time{}
 		now := n.now()
 		n.core.Tick(now)
-		n.stats.seqs.sample(now, n.core.Seq())
-		n.stepLocked()
-		n.mu.Unlock()
+		n.sampleSeqLocked(now)
+		n.unlock(nil)
 	}
-}
-
-// stepLocked carries out what the core's events asked (its Ready), in
-// order, and makes sure the timer fires by the core's next wake-up:
-// called after every event. n.mu is held.
-func (n *Node) stepLocked() {
-	var wake time.Time
-	for {
-		r := n.core.Ready()
-		wake = r.Wake
-		if len(r.Actions) == 0 {
-			n.core.Advance(r)
-			break
-		}
-		for i := range r.Actions {
-			n.applyLocked(&r.Actions[i])
-		}
-		n.core.Advance(r)
-	}
-	if n.timer == nil || !n.armedAt.IsZero() && !wake.Before(n.armedAt) {
-		return // not running yet (Run arms it), or armed soon enough
-	}
-	n.armedAt = wake
-	n.timer.Reset(max(wake.Sub(n.now()), 0))
 }

@@ -171,12 +171,12 @@ func byteSize(b int64) string {
 	return strconv.FormatInt(b, 10) + "B"
 }
 
-// WatchDrain says c was sent watch news: the core is told (WatchSlice)
-// once c has written what it holds, and sends the latest state of what
-// changed meanwhile. A connection that reads slower than its keys change
-// thus holds one state of each at most, never every state in between.
-func (o *shellOut) WatchDrain(id core.ConnID) {
-	n := (*Node)(o)
+// watchDrain carries out ActWatchDrain: c was sent watch news, and the
+// core is told (WatchSlice) once c has written what it holds, to send the
+// latest state of what changed meanwhile. A connection that reads slower
+// than its keys change thus holds one state of each at most, never every
+// state in between. applyMu is held.
+func (n *Node) watchDrain(id core.ConnID) {
 	c := n.conns[uint64(id)]
 	if c == nil {
 		return
@@ -188,7 +188,7 @@ func (o *shellOut) WatchDrain(id core.ConnID) {
 	}
 	c.outMu.Unlock()
 	if drained {
-		n.core.WatchSlice(n.now(), id)
+		n.feedback = append(n.feedback, feedback{watch: c})
 	}
 }
 
@@ -197,7 +197,6 @@ func (n *Node) watchSlice(c *conn) {
 	n.mu.Lock()
 	if !c.gone {
 		n.core.WatchSlice(n.now(), core.ConnID(c.id))
-		n.stepLocked()
 	}
-	n.mu.Unlock()
+	n.unlock(nil)
 }

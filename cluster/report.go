@@ -65,7 +65,8 @@ type Histogram struct {
 }
 
 // Metrics reads everything this node counts, under one hold of its
-// mutex: a scrape costs the clients one short wait, whatever it reads.
+// mutex (and of applyMu, for the answers counted): a scrape costs the
+// clients one short wait, whatever it reads.
 func (n *Node) Metrics() Metrics {
 	m := Metrics{Self: n.self, Limits: make(map[string]uint64, numLimits)}
 	for i, name := range LimitNames {
@@ -90,6 +91,7 @@ func (n *Node) Metrics() Metrics {
 		m.NoActiveTotal += m.NoActive
 	}
 	active := m.Health.Role == Active
+	n.sampleSeqLocked(now)
 	for _, p := range st.Peers {
 		if p.Addr == n.self {
 			continue
@@ -97,14 +99,20 @@ func (n *Node) Metrics() Metrics {
 		pm := PeerMetrics{Addr: p.Addr, Role: p.Role, Reachable: p.Reachable}
 		if active && p.Reachable && p.Role != string(Active) {
 			pm.HasLag, pm.LagRecords = true, p.Lag
-			if age, ok := n.stats.seqs.age(now, p.Seq, st.Seq); ok {
+			if age, ok := n.seqs.age(now, p.Seq, st.Seq); ok {
 				pm.LagSeconds = age.Seconds()
 			}
 		}
 		m.Peers = append(m.Peers, pm)
 	}
-	for i := range n.stats.requests {
-		for j, v := range n.stats.requests[i] {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	requests := n.stats.requests
+	for i, op := range countedOps {
+		requests[i][outCancelled] += m.Counters.Cancelled[op-'A']
+	}
+	for i := range requests {
+		for j, v := range requests[i] {
 			if v > 0 {
 				m.Requests = append(m.Requests, RequestCount{Op: opNames[i], Outcome: outcomeNames[j], N: v})
 			}

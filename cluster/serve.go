@@ -15,115 +15,122 @@ type item struct {
 }
 
 // apply hands a batch of parsed lines from c to the core under one
-// acquisition of the node mutex; a key listing (K) lets go of it while it
-// scans, and a new standby's snapshot is sent by a goroutine of its own.
+// acquisition of the node mutex, and carries out what they asked once it
+// lets go (carry.go); a key listing (K) is scanned, a slice per hold of
+// the mutex, before the requests after it.
 func (n *Node) apply(c *conn, batch []item) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if c.gone {
-		return
-	}
-	n.batchStarts()
-	defer n.batchLogged()
 	// Answers for other connections are written by c's reader after the
 	// batch (direct.go), if it asked to.
-	n.direct = c.direct
-	defer func() { n.direct = nil }()
-	id := core.ConnID(c.id)
-	now := n.now()
-	// answered: the requests of the batch answered at once, for the
-	// request duration if the batch is timed.
+	k := carry{by: c, direct: c.direct}
 	timed := c.timed
 	c.timed = false
-	answered := uint64(0)
+	n.mu.Lock()
+	for i := 0; i < len(batch); {
+		if c.gone {
+			n.unlock(&k)
+			return
+		}
+		handed, stop := n.applyLocked(c, batch[i:], &k)
+		i += handed
+		n.unlock(&k)
+		if stop {
+			return
+		}
+		if k.scan {
+			// A key listing: c's reader scans it, a slice at a time,
+			// before it reads on, so it is answered before the
+			// requests that follow it. The answers c's reader held
+			// back (direct.go) go before a scan that may wait for
+			// others'.
+			k.scan = false
+			c.writeHeld()
+			n.scanKeys(c)
+		}
+		if i < len(batch) {
+			n.mu.Lock()
+		}
+	}
+	if timed && k.atOnce > 0 {
+		n.applyMu.Lock()
+		n.stats.latency.add(time.Since(n.base)-c.readAt, k.atOnce)
+		n.applyMu.Unlock()
+	}
+}
+
+// applyLocked hands the core requests of batch until one whose answers
+// must be carried out before the next is applied: a key listing, which
+// c's reader scans, and any request of a connection not authenticated
+// yet, whose answers the shell may follow with its own (an I's, a
+// refusal to read more). It returns how many it handed, and whether c's
+// reader is to stop: c refused to read more. n.mu is held.
+func (n *Node) applyLocked(c *conn, batch []item, k *carry) (int, bool) {
+	id := core.ConnID(c.id)
+	now := n.now()
 	for i := range batch {
 		it := &batch[i]
-		if it.err != nil {
-			pe, _ := it.err.(*proto.ParseError)
-			if pe == nil {
-				pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
+		if c.role == auth.None || it.err == nil && (it.req.Op == proto.OpAuth || it.req.Op == proto.OpKeys) {
+			if i > 0 {
+				return i, false
 			}
-			pe = unechoed(c, pe)
-			n.stats.begin(c, pe.Op, pe.Key)
-			n.core.RequestError(now, id, pe)
-			n.stepLocked()
-			answered += n.stats.end(c, now)
-			if n.strangerRefusedLocked(c) {
-				return
-			}
-			continue
+			return 1, n.applyOne(c, id, now, it, k)
 		}
-		req := &it.req
-		switch need := needs(req); {
-		case req.Op == proto.OpAuth:
-			n.authStep(c, req)
-			n.countAuth(c)
-			answered++
-			if n.strangerRefusedLocked(c) {
-				return
-			}
-		case c.role < need:
-			if need >= auth.Admin {
-				n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
-			}
-			n.stats.begin(c, req.Op, req.Key)
-			n.core.Refuse(now, id, req.Op, req.Key, n.gate.refusal(need, c.role))
-			n.stepLocked()
-			answered += n.stats.end(c, now)
-			if n.strangerRefusedLocked(c) {
-				return
-			}
-		default:
-			// Peer messages are no client requests: their connection's
-			// answers are not counted.
-			c.peer = c.peer || need == auth.Peer || opIndex[req.Op] < 0
-			n.stats.begin(c, req.Op, req.Key)
-			if why := n.watchRefusalLocked(c, req); why != "" {
-				n.core.Refuse(now, id, req.Op, req.Key, why)
-				n.stepLocked()
-				answered += n.stats.end(c, now)
-				continue
-			}
-			n.scanning = nil
-			n.core.Request(now, id, *req)
-			n.stepLocked()
-			answered += n.stats.end(c, now)
-			if req.Op == proto.OpWatch || req.Op == proto.OpUnwatch {
-				n.watchesChangedLocked(c)
-			}
-			if n.scanning == c {
-				// A key listing: c's reader scans it, a slice at a time,
-				// before it reads on, so it is answered before the
-				// requests that follow it.
-				n.scanning = nil
-				n.stepLocked()
-				n.direct = nil
-				n.batchLogged()
-				n.mu.Unlock()
-				// The answers c's reader held back (direct.go) go before a
-				// scan that may wait for others'.
-				c.writeHeld()
-				n.scanKeys(c)
-				n.mu.Lock()
-				n.batchStarts()
-				if c.gone {
-					return
-				}
-				n.direct = c.direct
-				now = n.now()
-			}
+		n.applyOne(c, id, now, it, k)
+	}
+	return len(batch), false
+}
+
+// applyOne hands the core one line read on c, and reports whether c is
+// to read no more: a connection not authenticated refused. n.mu is held.
+func (n *Node) applyOne(c *conn, id core.ConnID, now time.Time, it *item, k *carry) bool {
+	if it.err != nil {
+		pe, _ := it.err.(*proto.ParseError)
+		if pe == nil {
+			pe = &proto.ParseError{Key: proto.WordNone, Msg: it.err.Error()}
+		}
+		n.core.RequestError(now, id, unechoed(c, pe))
+		if c.role == auth.None {
+			n.carryOutLocked(k) // before a closing line of the shell's
+		}
+		return n.strangerRefusedLocked(c)
+	}
+	req := &it.req
+	switch need := needs(req); {
+	case req.Op == proto.OpAuth:
+		// The shell's own answer: what the core answered before it
+		// goes first.
+		n.carryOutLocked(k)
+		n.authStep(c, req)
+		n.countAuth(c)
+		k.atOnce++
+		return n.strangerRefusedLocked(c)
+	case c.role < need:
+		if need >= auth.Admin {
+			n.refusedLog.log(n.log, "request refused", "remote", c.remote, "op", req.Op.String(), "key", req.Key, "needs", need.String(), "has", c.role.String())
+		}
+		n.core.Refuse(now, id, req.Op, req.Key, n.gate.refusal(need, c.role))
+		n.carryOutLocked(k)
+		return n.strangerRefusedLocked(c)
+	default:
+		// Peer messages are no client requests: their connection's
+		// answers are not counted.
+		if need == auth.Peer || opIndex[req.Op] < 0 {
+			c.peer.Store(true)
+		}
+		if why := n.watchRefusalLocked(c, req); why != "" {
+			n.core.Refuse(now, id, req.Op, req.Key, why)
+			return false
+		}
+		n.core.Request(now, id, *req)
+		if req.Op == proto.OpWatch || req.Op == proto.OpUnwatch {
+			n.watchesChangedLocked(c)
 		}
 	}
-	if timed && answered > 0 {
-		n.stats.latency.add(time.Since(n.base)-c.readAt, answered)
-	}
-	n.stepLocked()
+	return false
 }
 
 // startSnapshot sends a new standby's snapshot from a goroutine of its
 // own, a slice per hold of the mutex, never running ahead of what the
-// standby reads, for as long as the core asks for more (Feed). n.mu is
-// held.
+// standby reads, for as long as the core asks for more (ActFeed).
 func (n *Node) startSnapshot(c *conn) {
 	c.outMu.Lock()
 	c.stream = true
@@ -132,20 +139,18 @@ func (n *Node) startSnapshot(c *conn) {
 	go func() {
 		defer n.wg.Done()
 		for c.waitRoom() {
-			n.mu.Lock()
-			if c.gone || !c.feedDue {
-				c.feeder = false
-				n.mu.Unlock()
+			if !c.feed.next() {
 				return
 			}
-			c.feedDue = false
+			n.mu.Lock()
+			if c.gone {
+				n.mu.Unlock()
+				break
+			}
 			n.core.SnapshotSlice(n.now(), core.ConnID(c.id))
-			n.stepLocked()
-			n.mu.Unlock()
+			n.unlock(nil)
 		}
-		n.mu.Lock()
-		c.feeder = false
-		n.mu.Unlock()
+		c.feed.stop()
 	}()
 }
 
@@ -154,31 +159,28 @@ func (n *Node) startSnapshot(c *conn) {
 // the clients waiting for it would wait for the whole scan.
 const keysPause = 50 * time.Microsecond
 
-// scanKeys drives the key listings the core scans for c (core.Out.Scan),
-// a slice per hold of the node mutex, so that others are served in
+// scanKeys drives the key listings the core scans for c (ActScan), a
+// slice per hold of the node mutex, so that others are served in
 // between; one slice at a time runs, the listings of every address
 // taking turns (turns.go).
 func (n *Node) scanKeys(c *conn) {
 	ok := n.scanTurns.take(n.ctx, c.ip)
 	for ok {
-		n.mu.Lock()
-		if !c.gone && c.scanDue {
-			c.scanDue = false
-			n.core.KeysSlice(n.now(), core.ConnID(c.id))
-			n.stepLocked()
-		}
-		if c.gone || !c.scanDue {
-			c.scanner = false
-			n.mu.Unlock()
+		if !c.scan.next() {
 			n.scanTurns.give()
 			return
 		}
-		n.mu.Unlock()
+		n.mu.Lock()
+		if c.gone {
+			n.mu.Unlock()
+			n.scanTurns.give()
+			break
+		}
+		n.core.KeysSlice(n.now(), core.ConnID(c.id))
+		n.unlock(nil)
 		// In line for the next slice before the pause: the other
 		// listings' slices run meanwhile.
 		ok = n.scanTurns.pass(n.ctx, c.ip, func() { time.Sleep(keysPause) })
 	}
-	n.mu.Lock()
-	c.scanner = false
-	n.mu.Unlock()
+	c.scan.stop()
 }

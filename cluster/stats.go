@@ -11,24 +11,16 @@ import (
 // What the shell counts for an operator, beyond what package core
 // counts: the answers it carries to clients (requests by op and outcome,
 // how long they took, how long acquires waited), connections, the limits
-// it enforces, and how far behind each standby is in time. It is counted
-// under the node mutex that the shell holds anyway when it hands a
-// request to the core or carries an answer out, or with atomics on the
-// rare paths that do not hold it: counting takes no lock of its own.
-// Node.Metrics reads it, with the core's Counters and Status, under one
-// hold of the mutex.
+// it enforces, and how far behind each standby is in time. Answers are
+// counted as the Ready that holds them is carried out, under applyMu
+// (carry.go); the limits with atomics. Node.Metrics reads it, with the
+// core's Counters and Status, under one hold of both locks.
 //
 // Every answer comes from the core as a core.Send that names the op and
-// key of the request it answers, its outcome and the limit a refusal
-// hit: the shell never reads the answer's bytes. It is matched to its
-// request the way a client matches it, by (op, key): an answer the core
-// gives while the shell applies a request is that request's; any other
-// answer on the connection (a waiter granted, timed out or redirected
-// later, a request held back during a handoff, a key listing scanned a
-// slice at a time) is matched to the oldest unanswered request of the
-// connection with that op and key, for how long it took. Only requests
-// that are not answered at once are remembered, so the common path costs
-// a few comparisons and increments.
+// key of the request it answers, its outcome, the limit a refusal hit,
+// and how long the request waited for it (or that the event that took
+// the request up answered it): the shell never reads the answer's
+// bytes, and keeps no record of the requests not answered yet.
 
 // The client requests counted, by op; their labels are proto's names
 // for them, and one more label counts lines that were no request.
@@ -131,51 +123,13 @@ var (
 // request at a time a few percent of the node's time per request.
 const timedBatches = 8
 
-// shellStats is what the shell counts. Guarded by Node.mu.
+// shellStats is what the shell counts of answers. Guarded by
+// Node.applyMu.
 type shellStats struct {
-	// cur is the request being handed to the core, whose answer, if the
-	// core gives it at once, is counted as answered at once.
-	cur struct {
-		c        *conn
-		op       proto.Op
-		key      string
-		answered bool
-	}
 	requests [numOps][numOutcomes]uint64
 	latency  histogram
 	wait     histogram
 	atOnce   uint64 // acquires granted at once: waits of 0, not yet in wait
-	seqs     seqRing
-}
-
-// pendingReq is a client request of a connection not answered at once: a
-// waiting acquire, or a request held back during a handoff. It is its op
-// in the top 8 bits, and below them when the node took it up, in
-// nanoseconds since Node.base modulo 2^56 (2.2 years: a wait is shorter,
-// and since is computed modulo the same): one word a waiter, as a
-// node may hold many. The key is its queue's.
-type pendingReq uint64
-
-const pendingAtMask = 1<<56 - 1
-
-func newPendingReq(op proto.Op, at time.Duration) pendingReq {
-	return pendingReq(uint64(op)<<56 | uint64(at)&pendingAtMask)
-}
-
-func (p pendingReq) op() proto.Op { return proto.Op(p >> 56) }
-
-// since is how long ago, now being now (since Node.base), p was taken up.
-func (p pendingReq) since(now time.Duration) time.Duration {
-	return time.Duration((uint64(now) - uint64(p)) & pendingAtMask)
-}
-
-// pendingQueue is a connection's requests not answered at once with one
-// key, in the order sent. It keeps the key, so that a queue that moves
-// on is stored back under it without making it again from an answer's
-// bytes.
-type pendingQueue struct {
-	key  string
-	reqs []pendingReq
 }
 
 func (s *shellStats) init() {
@@ -183,65 +137,29 @@ func (s *shellStats) init() {
 	s.wait.init(acquireWaitBounds)
 }
 
-// begin says that the request (op, key) of c is handed to the core now.
-// op and key are as its answer will echo them.
-func (s *shellStats) begin(c *conn, op proto.Op, key string) {
-	if op < 'A' || op > 'Z' {
-		op = '?'
-	}
-	if key == "" {
-		key = proto.WordNone
-	}
-	s.cur.c, s.cur.op, s.cur.key, s.cur.answered = c, op, key, false
-}
-
-// end says the core is done with the request begun, taken up at now; it
-// returns 1 if it was answered at once, else 0. A client request that was
-// not is remembered on c, to be matched with its answer when it comes.
-func (s *shellStats) end(c *conn, now time.Time) uint64 {
-	cur := &s.cur
-	cur.c = nil
-	if cur.answered {
-		return 1
-	}
-	if c.peer || opIndex[cur.op] < 0 {
-		return 0
-	}
-	if c.pending == nil {
-		c.pending = make(map[string]pendingQueue)
-	}
-	q := c.pending[cur.key]
-	q.key, q.reqs = cur.key, append(q.reqs, newPendingReq(cur.op, now.Sub(c.n.base)))
-	c.pending[cur.key] = q
-	return 0
-}
-
 // countAnswer counts s, an answer about to be written to c, under the op
-// and outcome of the request it answers, as the core says them; the
-// limit a refused acquire hit is counted too. n.mu is held (it runs in
-// Out.Send). Most answers answer the request being applied: the common
-// path looks nothing up.
-func (n *Node) countAnswer(c *conn, s *core.Send) {
-	if c.peer || s.Outcome == core.NoOutcome {
+// and outcome of the request it answers, as the core says them, with how
+// long it waited; the limit a refused acquire hit is counted too.
+// applyMu is held.
+func (n *Node) countAnswer(c *conn, s *core.Send, k *carry) {
+	if s.Outcome == core.NoOutcome || c.peer.Load() {
 		return
 	}
 	st := &n.stats
-	cur := &st.cur
 	outcome := outcomeOf[s.Outcome]
 	op := s.Op
-	if cur.c == c && !cur.answered && op == cur.op && s.Key == cur.key {
-		cur.answered = true
+	switch {
+	case s.AtOnce:
+		if c == k.by {
+			k.atOnce++
+		}
 		if outcome == outGranted {
 			st.atOnce++
 		}
-	} else if p, ok := c.takePending(op, s.Key); ok {
-		d := p.since(time.Since(n.base))
-		switch {
-		case outcome == outGranted:
-			st.wait.add(d, 1)
-		case op != proto.OpAcquire:
-			st.latency.add(d, 1)
-		}
+	case outcome == outGranted:
+		st.wait.add(s.Waited, 1)
+	case op != proto.OpAcquire:
+		st.latency.add(s.Waited, 1)
 	}
 	if i := opIndex[op]; i >= 0 {
 		st.requests[i][outcome]++
@@ -270,44 +188,8 @@ var limitOf = [...]int{
 	core.LimitConnWaiters:  limMaxConnWaiters,
 }
 
-// takePending forgets and returns the oldest request of c with key that
-// answer op can answer. n.mu is held.
-func (c *conn) takePending(op proto.Op, key string) (pendingReq, bool) {
-	q := c.pending[key]
-	for i, p := range q.reqs {
-		if p.op() != op {
-			continue
-		}
-		switch {
-		case len(q.reqs) == 1:
-			delete(c.pending, q.key)
-			return p, true
-		case i == 0:
-			q.reqs = q.reqs[1:] // FIFO: the usual case, no copy
-		default:
-			q.reqs = append(q.reqs[:i], q.reqs[i+1:]...)
-		}
-		c.pending[q.key] = q
-		return p, true
-	}
-	return 0, false
-}
-
-// countCancelled counts the requests c leaves unanswered as it closes: its
-// waiters leave their queues. n.mu is held.
-func (n *Node) countCancelled(c *conn) {
-	for _, q := range c.pending {
-		for _, p := range q.reqs {
-			if i := opIndex[p.op()]; i >= 0 {
-				n.stats.requests[i][outCancelled]++
-			}
-		}
-	}
-	c.pending = nil
-}
-
 // countAuth counts the answer to an I request: a refused one closes the
-// connection. n.mu is held.
+// connection.
 func (n *Node) countAuth(c *conn) {
 	outcome := outOK
 	if c.isClosed() {
@@ -316,11 +198,12 @@ func (n *Node) countAuth(c *conn) {
 	n.countShellAnswer(proto.OpAuth, outcome)
 }
 
-// countShellAnswer counts a request the shell answers itself (I, and K on
-// the active). n.mu is held.
+// countShellAnswer counts a request the shell answers itself (I).
 func (n *Node) countShellAnswer(op proto.Op, outcome int) {
 	if i := opIndex[op]; i >= 0 {
+		n.applyMu.Lock()
 		n.stats.requests[i][outcome]++
+		n.applyMu.Unlock()
 	}
 }
 
@@ -379,6 +262,15 @@ const seqEvery = 10 * time.Millisecond
 
 // reset forgets every sample: the role changed.
 func (r *seqRing) reset() { r.n, r.next = 0, 0 }
+
+// sampleSeqLocked records this node's replication position now, starting
+// afresh after a role change. n.mu is held.
+func (n *Node) sampleSeqLocked(now time.Time) {
+	if n.seqsStale.Swap(false) {
+		n.seqs.reset()
+	}
+	n.seqs.sample(now, n.core.Seq())
+}
 
 func (r *seqRing) sample(now time.Time, seq uint64) {
 	if r.n > 0 {

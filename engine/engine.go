@@ -155,6 +155,9 @@ type Event struct {
 	// the TimedOut of a request replaced by its re-send, which keeps the
 	// place).
 	ID string
+	// Queued is when Waiter joined the queue, in unix nanoseconds, on the
+	// Granted and TimedOut of a waiter; 0 on an answer given at once.
+	Queued int64
 }
 
 // Config holds the node's place in the cluster and the limits the engine
@@ -493,7 +496,7 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 		return out, false
 	}
 	if wt.w.Conn != GhostConn {
-		out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w})
+		out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w, Queued: wt.since})
 	}
 	e.waiters.remove(wt)
 	wt.w, wt.lease = w, lease
@@ -707,7 +710,7 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			ks := w.ks
 			// A ghost's too, Waiter.Conn GhostConn: nobody to answer,
 			// but its place is gone, for the standbys as well.
-			out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: w.w, ID: e.waiterID(w)})
+			out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: w.w, ID: e.waiterID(w), Queued: w.since})
 			e.leave(w)
 			// A ghost whose grace ended may have kept a place free:
 			// the waiters behind it get it now.
@@ -751,7 +754,7 @@ func (e *Engine) DropWaiters(out []Event) []Event {
 		return ws[i].arrival < ws[j].arrival
 	})
 	for _, wt := range ws {
-		out = append(out, Event{Kind: TimedOut, Key: wt.ks.key, Waiter: wt.w})
+		out = append(out, Event{Kind: TimedOut, Key: wt.ks.key, Waiter: wt.w, Queued: wt.since})
 		e.leave(wt)
 	}
 	return out
@@ -788,9 +791,10 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 		if wt.w.Conn == GhostConn {
 			return out // the place is kept for the ghost (AddGhost)
 		}
-		w, lease, id := wt.w, wt.lease, e.waiterID(wt)
+		w, lease, id, since := wt.w, wt.lease, e.waiterID(wt), wt.since
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
+		out[len(out)-1].Queued = since
 		if ks.head() != nil && ks.nheld() < ks.limit() {
 			out = e.fill(now, ks, out)
 		}
@@ -812,9 +816,10 @@ func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
 		if wt.w.Conn == GhostConn {
 			return out // kept for the ghost
 		}
-		w, lease, id := wt.w, wt.lease, e.waiterID(wt)
+		w, lease, id, since := wt.w, wt.lease, e.waiterID(wt), wt.since
 		e.unlink(wt)
 		out = e.grant(now, ks, lease, w, id, out)
+		out[len(out)-1].Queued = since
 	}
 	return out
 }

@@ -99,9 +99,11 @@ type Core struct {
 	selfIdx int
 	log     *slog.Logger
 	start   time.Time
-	// ready is what the events since the last Ready asked (ready.go);
-	// spare, the room of the last one handed back.
-	ready, spare Ready
+	// ready is what the events since the last TakeReady asked
+	// (ready.go).
+	ready Ready
+	// taking is the client request of the event being handled (take).
+	taking taking
 	// shared is a line being sent to many connections as it is
 	// (flushWatches): act copies it into the Ready once.
 	shared []byte

@@ -16,6 +16,10 @@ type Counters struct {
 	Redirects       uint64 // requests answered M: this node is not active
 	Refusals        uint64 // requests answered E by the core (limits, grammar)
 	Withdrawals     uint64 // waiters withdrawn by X
+	// Cancelled counts the client requests left unanswered as their
+	// connection closed (waiting acquires, key listings, requests held
+	// back during a handoff), by op: Cancelled[op-'A'].
+	Cancelled [26]uint64
 
 	Promotions uint64 // became active without a handoff (failover, start)
 	Demotions  uint64 // stepped down for another active

@@ -20,6 +20,7 @@ const ListSlice = 1024
 // total, counted twice.
 type listing struct {
 	pattern string
+	taken   int64 // when the K was taken up, unix nanoseconds
 	cursor  int
 	total   int
 	top     keyHeap // the smallest matches so far, largest on top
@@ -29,7 +30,12 @@ type listing struct {
 // listKeys begins the listing of pattern on cn; Out.Scan asks the shell
 // for its first slice (KeysSlice).
 func (c *Core) listKeys(cn *conn, pattern string) {
-	cn.lists = append(cn.lists, &listing{pattern: pattern, cursor: engine.ScanStart, inTop: make(map[string]bool)})
+	taken := c.taking.at
+	if taken == 0 {
+		taken = c.lastEvent.UnixNano()
+	}
+	c.taking.open = false // answered by KeysSlice, later
+	cn.lists = append(cn.lists, &listing{pattern: pattern, taken: taken, cursor: engine.ScanStart, inTop: make(map[string]bool)})
 	if len(cn.lists) == 1 {
 		c.act(Action{Kind: ActScan, Conn: cn.id}, nil)
 	}
@@ -48,7 +54,7 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) {
 	c.noteTime(now)
 	l := cn.lists[0]
 	if c.role != Active {
-		c.send(cn, answered(proto.OpKeys, l.pattern, Moved), proto.AppendMoved(c.buf[:0], l.pattern, c.redirectTarget(now)))
+		c.send(cn, answered(proto.OpKeys, l.pattern, Moved).takenAt(l.taken), proto.AppendMoved(c.buf[:0], l.pattern, c.redirectTarget(now)))
 	} else {
 		c.advance(now)
 		l.cursor = c.eng.Scan(now, l.cursor, ListSlice, func(h engine.Holder, _ bool) { l.add(h.Key) })
@@ -59,7 +65,7 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) {
 		keys := []string(l.top)
 		slices.Sort(keys)
 		fields := append([]string{strconv.Itoa(l.total)}, keys...)
-		c.send(cn, answered(proto.OpKeys, l.pattern, OK), proto.AppendFields(c.buf[:0], proto.OpKeys, l.pattern, fields...))
+		c.send(cn, answered(proto.OpKeys, l.pattern, OK).takenAt(l.taken), proto.AppendFields(c.buf[:0], proto.OpKeys, l.pattern, fields...))
 	}
 	cn.lists[0] = nil
 	cn.lists = cn.lists[1:]

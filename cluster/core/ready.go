@@ -7,10 +7,10 @@ import (
 // Ready is what the core's events since the last Ready ask the shell to
 // do, in the order the core decided it: sends, heartbeats, streams to
 // open and close, questions to peers, records to log, and when to call
-// Tick next. The shell takes it with Core.Ready after the events (under
-// its mutex), and carries it out in that order; the lines it holds are
-// the shell's until it hands the Ready back with Core.Advance, so that
-// the core reuses their room.
+// Tick next. The shell takes it with Core.TakeReady after the events
+// (under its mutex), and carries it out in that order, after letting go
+// of the mutex; the lines it holds are the shell's until it takes the
+// next Ready into the same value, which gives the core their room.
 type Ready struct {
 	Actions []Action
 	// Wake is when the core next needs Tick (NextWake).
@@ -108,26 +108,24 @@ func (c *Core) act(a Action, line []byte) {
 	r.Actions = append(r.Actions, a)
 }
 
-// Ready returns what the events since the last Ready asked, and starts
-// a new one. The shell hands it back with Advance once carried out.
-func (c *Core) Ready() Ready {
-	r := c.ready
+// TakeReady moves what the events since the last call asked into r,
+// and gives the core r's room for the next: r is one carried out (its
+// lines are no longer used), or a zero Ready. The shell keeps one Ready
+// and takes into it after every hold of its mutex.
+func (c *Core) TakeReady(r *Ready) {
+	spare := *r
+	*r = c.ready
 	r.Wake = c.NextWake()
-	c.ready = Ready{Actions: c.spare.Actions[:0], buf: c.spare.buf[:0]}
-	c.spare = Ready{}
-	return r
+	clear(spare.Actions)
+	if cap(spare.buf) > maxSpareBuf {
+		spare.buf = nil
+	}
+	c.ready = Ready{Actions: spare.Actions[:0], buf: spare.buf[:0]}
 }
 
-// Advance hands back a Ready carried out: its room is reused.
-func (c *Core) Advance(r Ready) {
-	clear(r.Actions)
-	if cap(r.Actions) > cap(c.spare.Actions) {
-		c.spare.Actions = r.Actions[:0]
-	}
-	if cap(r.buf) > cap(c.spare.buf) && cap(r.buf) <= maxSpareBuf {
-		c.spare.buf = r.buf[:0]
-	}
-}
+// Pending reports whether the events since the last TakeReady asked
+// anything: a shell with nothing to carry out need not take.
+func (c *Core) Pending() bool { return len(c.ready.Actions) > 0 }
 
 // maxSpareBuf bounds the line room a Ready keeps for the next: a burst
 // (a snapshot slice, a listing of keys) does not pin its memory.

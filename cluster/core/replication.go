@@ -235,8 +235,11 @@ func (c *Core) streamClosed(now time.Time, cn *conn) {
 
 // follower is the replication stream this standby reads from the active.
 type follower struct {
-	target  string
-	open    bool // the shell has a stream open (StreamOpened)
+	target string
+	open   bool // the shell has a stream open (StreamOpened)
+	// ending: the core ended the open stream (ActStreamEnd); the
+	// records the shell read before it carried that out are not applied.
+	ending  bool
 	syncing bool
 	// Until the synced mark, the snapshot and the changes made while it
 	// was sent arrive interleaved, each record the state of its key when
@@ -323,7 +326,7 @@ func (c *Core) StreamOpened(now time.Time, target string) {
 	}
 	// A handoff cancelled on the stream before this one is settled.
 	delete(c.cancelled, target)
-	f.open, f.syncing, f.live, f.started, f.top, f.acked, f.ackDue = true, true, false, now, 0, 0, false
+	f.open, f.ending, f.syncing, f.live, f.started, f.top, f.acked, f.ackDue = true, false, true, false, now, 0, 0, false
 	f.staged = make(map[string][]stagedHold)
 	c.rwait, c.rwaitKey = nil, nil // the snapshot lists them again
 	c.act(Action{Kind: ActStreamReply, Peer: target}, proto.AppendSync(c.buf[:0], c.self, c.eng.HighWater()))
@@ -335,13 +338,19 @@ func (c *Core) StreamOpened(now time.Time, target string) {
 func (c *Core) StreamRecord(now time.Time, target string, a proto.Answer) {
 	c.noteTime(now)
 	if err := c.streamRecord(now, target, a); err != nil {
+		if f := c.follow; f != nil && f.target == target && f.open {
+			if f.ending {
+				return
+			}
+			f.ending = true
+		}
 		c.act(Action{Kind: ActStreamEnd, Peer: target, Err: err}, nil)
 	}
 }
 
 func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error {
 	f := c.follow
-	if f == nil || f.target != target || !f.open {
+	if f == nil || f.target != target || !f.open || f.ending {
 		return errors.New("no longer following " + target)
 	}
 	if a.Kind == proto.KindMoved && a.Key != proto.WordNone {
@@ -456,7 +465,7 @@ func (c *Core) StreamEnded(now time.Time, target string, err error) {
 	if f == nil || f.target != target {
 		return
 	}
-	f.open, f.live, f.staged = false, false, nil
+	f.open, f.ending, f.live, f.staged = false, false, false, nil
 	if err != nil {
 		c.log.Debug("replication stream ended", "self", c.self, "active", target, "err", err.Error())
 	}

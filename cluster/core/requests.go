@@ -52,6 +52,7 @@ func (p pendingA) seq() uint64 { return uint64(p &^ pendingDone) }
 // flight; it is served once the handoff ends, one way or the other.
 type parkedReq struct {
 	c   ConnID
+	at  int64 // when it arrived, unix nanoseconds
 	req proto.Request
 }
 
@@ -77,12 +78,15 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 		for _, p := range q {
 			if !p.done() {
 				c.cancel(key, waiterOf(cn, p.seq()))
+				c.count.Cancelled[proto.OpAcquire-'A']++
 			}
 		}
 	}
 	for seq, r := range cn.refs {
 		c.cancel(r.key, waiterOf(cn, seq))
+		c.count.Cancelled[proto.OpAcquire-'A']++
 	}
+	c.count.Cancelled[proto.OpKeys-'A'] += uint64(len(cn.lists))
 	for key := range cn.watches {
 		c.dropWatch(cn, key)
 	}
@@ -95,6 +99,9 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	for i, p := range c.parked {
 		if p.c == id {
 			c.parked[i].c = 0
+			if op := p.req.Op; op >= 'A' && op <= 'Z' {
+				c.count.Cancelled[op-'A']++
+			}
 		}
 	}
 	if cn.stream != nil {
@@ -129,9 +136,17 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 		return
 	}
 	c.noteTime(now)
+	c.take(id, req.Op, req.Key, 0)
+	c.request(now, cn, req)
+	c.taking.open = false
+}
+
+// request serves req of cn, the request taken up (take).
+func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
+	id := cn.id
 	if isLockOp(req.Op) && !c.serving() {
 		if (c.role == HandingOff || c.role == Active) && len(c.parked) < maxParked {
-			c.parked = append(c.parked, parkedReq{id, req})
+			c.parked = append(c.parked, parkedReq{c: id, at: now.UnixNano(), req: req})
 			return
 		}
 		c.redirect(now, cn, req)
@@ -214,6 +229,8 @@ func (c *Core) RequestError(now time.Time, id ConnID, pe *proto.ParseError) {
 		return
 	}
 	c.noteTime(now)
+	c.take(id, pe.Op, pe.Key, 0)
+	defer func() { c.taking.open = false }()
 	if pe.Op == proto.OpAcquire && !pe.Ref.IsZero() && pe.Key != proto.WordNone {
 		c.count.Refusals++
 		seq := cn.nextSeq
@@ -232,7 +249,9 @@ func (c *Core) RequestError(now time.Time, id ConnID, pe *proto.ParseError) {
 func (c *Core) Refuse(now time.Time, id ConnID, op proto.Op, key, msg string) {
 	if cn := c.conns[id]; cn != nil {
 		c.noteTime(now)
+		c.take(id, op, key, 0)
 		c.refuse(cn, op, key, msg)
+		c.taking.open = false
 	}
 }
 
@@ -341,7 +360,7 @@ func (c *Core) answerA(cn *conn, key string, seq uint64, a answer, line []byte) 
 			cn.nwaiting--
 			if i > 0 {
 				q[i] |= pendingDone
-				cn.hold(seq, a, line)
+				cn.hold(seq, c.later(a), line)
 				return true
 			}
 			ok := c.emit(cn, a, line)
@@ -353,7 +372,7 @@ func (c *Core) answerA(cn *conn, key string, seq uint64, a answer, line []byte) 
 		return c.emit(cn, a, line)
 	}
 	cn.pending[key] = append(q, pendingA(seq)|pendingDone)
-	cn.hold(seq, a, line)
+	cn.hold(seq, c.later(a), line)
 	return true
 }
 
@@ -449,7 +468,7 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 	switch ev.Kind {
 	case engine.Granted, engine.TimedOut:
 		cn := c.conns[ConnID(ev.Waiter.Conn)]
-		if !c.answerWaiter(cn, ev.Key, ev.Waiter.Seq, ev.Kind == engine.Granted, ev.Token) && ev.Kind == engine.Granted {
+		if !c.answerWaiter(cn, ev.Key, ev.Waiter.Seq, ev.Kind == engine.Granted, ev.Token, ev.Queued) && ev.Kind == engine.Granted {
 			// Its connection closed after the grant was decided: release
 			// at once rather than pin the key for a whole lease.
 			c.releaseOrphan(now, ev.Key, ev.Token)
@@ -474,10 +493,10 @@ func (c *Core) dropWaiters(to string) {
 	for _, ev := range c.eng.DropWaiters(nil) {
 		if cn := c.conns[ConnID(ev.Waiter.Conn)]; cn != nil {
 			if ref, ok := cn.takeRef(ev.Waiter.Seq); ok {
-				c.send(cn, answered(proto.OpAcquire, ev.Key, Moved), proto.AppendMovedRef(c.buf[:0], ev.Key, to, ref))
+				c.send(cn, answered(proto.OpAcquire, ev.Key, Moved).takenAt(ev.Queued), proto.AppendMovedRef(c.buf[:0], ev.Key, to, ref))
 				continue
 			}
-			c.answerA(cn, ev.Key, ev.Waiter.Seq, answered(proto.OpAcquire, ev.Key, Moved), proto.AppendMoved(nil, ev.Key, to))
+			c.answerA(cn, ev.Key, ev.Waiter.Seq, answered(proto.OpAcquire, ev.Key, Moved).takenAt(ev.Queued), proto.AppendMoved(nil, ev.Key, to))
 		}
 	}
 	c.dropWatches(to)
@@ -489,8 +508,10 @@ func (c *Core) replayParked(now time.Time) {
 	parked := c.parked
 	c.parked = nil
 	for _, p := range parked {
-		if p.c != 0 {
-			c.Request(now, p.c, p.req)
+		if cn := c.conns[p.c]; cn != nil && p.c != 0 {
+			c.take(p.c, p.req.Op, p.req.Key, p.at)
+			c.request(now, cn, p.req)
+			c.taking.open = false
 		}
 	}
 }

@@ -175,7 +175,7 @@ func (c *Core) mustWait(now time.Time) bool {
 		return true // what this node knows of its peers is stale: hear them first
 	case c.mayServe(now) != nil:
 		return true // a peer that may be active refuses this node, or is not heard
-	case c.follow != nil && c.follow.open && c.follow.target == c.active && !c.has(bugNoWait):
+	case c.follow != nil && c.follow.open && !c.follow.ending && c.follow.target == c.active && !c.has(bugNoWait):
 		// The stream from the active is still open: it is alive, or its
 		// stream ends in a moment, after a last record that may say where
 		// the role went (a handoff). Its heartbeat link closing first

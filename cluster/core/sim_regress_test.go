@@ -182,7 +182,15 @@ func TestStreamRefusesImplausibleTokens(t *testing.T) {
 	if len(out.replies) != 1 || len(out.ended) != 0 {
 		t.Fatalf("opened: replies %q, ended %v; want the hello alone", out.replies, out.ended)
 	}
-	for _, line := range []string{"G k 18446744073709551615 60", "Y 10.0.0.2:7070 synced 18446744073709551615 1"} {
+	for i, line := range []string{"G k 18446744073709551615 60", "Y 10.0.0.2:7070 synced 18446744073709551615 1"} {
+		if i > 0 {
+			// The shell closed the stream the last record ended, and
+			// opens the next.
+			c.StreamEnded(now, "10.0.0.1:7070", out.ended[0])
+			c.ensureFollow("10.0.0.1:7070")
+			c.StreamOpened(now, "10.0.0.1:7070")
+			settle(c)
+		}
 		out.ended = nil
 		a, _ := proto.ParseAnswer([]byte(line))
 		c.StreamRecord(now, "10.0.0.1:7070", a)

@@ -204,6 +204,7 @@ type simNode struct {
 	idx   int
 	addr  string
 	core  *Core
+	ready Ready // the core's output being carried out (drain)
 	state nodeState
 	gone  bool // crashed as a vanished machine: silence, not refusals
 	skew  time.Duration
@@ -491,6 +492,9 @@ func (n *simNode) after() {
 	if active && n.wasActv && n.wasPaused && !paused {
 		// It serves again after not running: as good as taking the
 		// role anew, from the state it had.
+		if other := s.otherActive(n); other >= 0 && !n.heardAll() {
+			s.exempt(ruleUnheard, fmt.Sprintf("node %d serves again while node %d, active since, is silent to it", n.idx, other))
+		}
 		s.checkHolders(n)
 	}
 	n.wasPaused = paused
@@ -569,15 +573,13 @@ func (n *simNode) exit(why string) {
 // after each event, until nothing is left.
 func (n *simNode) drain() {
 	for n.core != nil {
-		r := n.core.Ready()
-		if len(r.Actions) == 0 {
-			n.core.Advance(r)
+		n.core.TakeReady(&n.ready)
+		if len(n.ready.Actions) == 0 {
 			return
 		}
-		for _, a := range r.Actions {
+		for _, a := range n.ready.Actions {
 			n.apply(a)
 		}
-		n.core.Advance(r)
 	}
 }
 

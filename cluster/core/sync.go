@@ -61,8 +61,21 @@ func (c *Core) emit(cn *conn, a answer, b []byte) bool {
 	if len(cn.held) == 0 {
 		c.holding = append(c.holding, cn)
 	}
-	cn.held = append(cn.held, heldAnswer{need: c.seq, needLog: c.disk.n, since: c.lastEvent, line: heldLine{a, cn.holdLine(b)}})
+	cn.held = append(cn.held, heldAnswer{need: c.seq, needLog: c.disk.n, since: c.lastEvent, line: heldLine{c.later(a), cn.holdLine(b)}})
 	return true
+}
+
+// later is a, an answer written after the event being handled: it says
+// when its request was taken up, for Send.Waited.
+func (c *Core) later(a answer) answer {
+	if a.taken != 0 || a.outcome == NoOutcome {
+		return a
+	}
+	t := &c.taking
+	if t.at != 0 && t.open && t.op == a.op && t.key == a.key {
+		return a.takenAt(t.at)
+	}
+	return a.takenAt(c.lastEvent.UnixNano())
 }
 
 // holdLine keeps a copy of b, an answer held, in cn's buffer of held
@@ -110,7 +123,9 @@ func (c *Core) write(id ConnID, a answer, b []byte) bool {
 	if c.conns[id] == nil {
 		return false
 	}
-	c.act(Action{Kind: ActSend, Conn: id, Send: Send{Conn: id, Op: a.op, Outcome: a.outcome, Limit: a.limit, Key: a.key, Token: a.token}}, b)
+	s := Send{Conn: id, Op: a.op, Outcome: a.outcome, Limit: a.limit, Key: a.key, Token: a.token}
+	c.stamp(&s, a)
+	c.act(Action{Kind: ActSend, Conn: id, Send: s}, b)
 	return true
 }
 
@@ -394,7 +409,7 @@ func (c *Core) StreamAck(now time.Time, target string) {
 	c.noteTime(now)
 	f := c.follow
 	pos, ok := c.ackPos()
-	if f == nil || f.target != target || !f.open || f.syncing || !ok || f.acked == pos && !f.ackDue {
+	if f == nil || f.target != target || !f.open || f.ending || f.syncing || !ok || f.acked == pos && !f.ackDue {
 		return
 	}
 	if p := c.peerByAddr(target); p == nil || p.version < 2 {

@@ -66,7 +66,7 @@ func (c *Core) answerAcquire(cn *conn, key string, seq uint64, ref proto.Ref, a 
 
 // answerWaiter answers waiting acquire seq of key on cn: granted with
 // token, or (token 0) T. It reports false when cn is gone.
-func (c *Core) answerWaiter(cn *conn, key string, seq uint64, granted bool, token uint64) bool {
+func (c *Core) answerWaiter(cn *conn, key string, seq uint64, granted bool, token uint64, queued int64) bool {
 	if cn == nil {
 		return false
 	}
@@ -74,6 +74,7 @@ func (c *Core) answerWaiter(cn *conn, key string, seq uint64, granted bool, toke
 	if !granted {
 		a = answered(proto.OpAcquire, key, TimedOut)
 	}
+	a = a.takenAt(queued)
 	if ref, ok := cn.takeRef(seq); ok {
 		var line []byte
 		if granted {
@@ -121,7 +122,7 @@ func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 		return
 	}
 	c.count.Withdrawals++
-	c.answerWaiter(cn, key, w.Seq, false, 0)
+	c.answerWaiter(cn, key, w.Seq, false, 0, 0)
 	c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: req.ID})
 	c.touch(key)
 	c.flushWatches(now)
