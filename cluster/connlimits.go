@@ -124,9 +124,11 @@ func (c *conn) hasSpoken() bool {
 	return false
 }
 
-// spokeConn is a connection's socket under TLS, which notes that the
-// client has sent something (its client hello) before the handshake is
-// done.
+// spokeConn is the socket of a connection that has not authenticated,
+// under its TLS handshake or its reader's wait for its first bytes,
+// which notes that the client has sent something as it is read: a
+// client hello before the handshake is done, a first line before the
+// reader applies it.
 type spokeConn struct {
 	net.Conn
 	c *conn
