@@ -86,6 +86,11 @@ type Limits struct {
 	LineTimeout   time.Duration // a line that has begun must end within this
 	MaxConnOutput int           // unread answers of one connection, in bytes
 	MaxOutput     int64         // unread answers of every connection together, in bytes
+	// DeferAccept: where connections must authenticate, one is taken
+	// from the kernel once it has sent something, or after this has
+	// passed (whole seconds, Linux; see connlimits.go); negative: at
+	// once.
+	DeferAccept time.Duration
 }
 
 // DefaultLimits are the limits lockd uses unless told otherwise.
@@ -100,6 +105,9 @@ var DefaultLimits = Limits{
 	LineTimeout:   10 * time.Second,
 	MaxConnOutput: 8 << 20,
 	MaxOutput:     512 << 20,
+	// The first SYN-ACK retransmission: the shortest the kernel holds a
+	// connection back.
+	DeferAccept: time.Second,
 }
 
 func (l *Limits) fill() {
@@ -120,5 +128,8 @@ func (l *Limits) fill() {
 	}
 	if l.MaxOutput <= 0 {
 		l.MaxOutput = DefaultLimits.MaxOutput
+	}
+	if l.DeferAccept == 0 {
+		l.DeferAccept = DefaultLimits.DeferAccept
 	}
 }

@@ -28,6 +28,23 @@ import (
 // challenge answered, or its TLS handshake done), which goes only when
 // no idle stranger is left, the one whose last step is oldest first.
 // Every connection is in at most four lists, so each choice costs O(1).
+//
+// Strangers that have sent nothing. Whatever the order, a connection the
+// node has taken and that has sent nothing yet cannot be told from a
+// stranger's, and stays only until the cap of its scope has taken as
+// many new ones: a flood that reopens each connection as it is closed
+// brings hundreds of places round in milliseconds, less than a client on
+// a busy machine may take between its connect and its first line. So
+// where connections must authenticate, the kernel holds each one back
+// until its client sends something, or for Limits.DeferAccept (Linux,
+// deferAccept): a client's connection is taken with its first step in
+// it, and is not evicted while a stranger that sent nothing is left;
+// those are taken only once the wait is over, so a flood of them turns
+// over once per wait for each connection it keeps open, not as fast as
+// the node can close them. The kernel holds back as many as its listen
+// backlog (net.core.somaxconn); past that it answers with SYN cookies
+// and hands connections over at once, and elsewhere than on Linux there
+// is no such wait: then the order above is what a client has.
 
 // connLimitLocked makes room for a connection from ip over
 // --max-conns or --max-conns-per-ip by evicting strangers, and returns
@@ -107,9 +124,11 @@ func (c *conn) hasSpoken() bool {
 	return false
 }
 
-// spokeConn is a connection's socket under TLS, which notes that the
-// client has sent something (its client hello) before the handshake is
-// done.
+// spokeConn is the socket of a connection that has not authenticated,
+// under its TLS handshake or its reader's wait for its first bytes,
+// which notes that the client has sent something as it is read: a
+// client hello before the handshake is done, a first line before the
+// reader applies it.
 type spokeConn struct {
 	net.Conn
 	c *conn

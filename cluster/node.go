@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
+	"github.com/lockd-io/lockd/proto/auth"
 )
 
 // Role is what a node does in the cluster (see package core).
@@ -177,6 +178,13 @@ func (n *Node) Listen() error {
 		return fmt.Errorf("cannot listen on %s: %v; is another lockd running there? pick a free port with --listen", n.cfg.Listen, err)
 	}
 	n.ln = ln
+	// Where a connection must prove itself, one that has sent nothing is
+	// held back until it does (connlimits.go).
+	if n.gate.open == auth.None && n.cfg.Limits.DeferAccept > 0 {
+		if err := deferAccept(ln, n.cfg.Limits.DeferAccept); err != nil {
+			n.log.Warn("connections that send nothing are taken at once", "err", err.Error())
+		}
+	}
 	return nil
 }
 

@@ -31,9 +31,12 @@ func (c *conn) readLoop() {
 // rested (rest.go): then a new goroutine goes on with them. The
 // goroutine that sees the end forgets c and counts the reader done.
 func (c *conn) readOn(dr *deadlineReader) {
-	dr.br.await(dr.nc)
-	if !c.authed.Load() && dr.br.Buffered() > 0 {
-		c.spoke.Store(true)
+	if c.authed.Load() {
+		dr.br.await(dr.nc)
+	} else {
+		// Noted as the bytes leave the socket: once they have, an
+		// eviction would no longer see them there (hasSpoken).
+		dr.br.await(spokeConn{dr.nc, c})
 	}
 	if c.serve(dr) {
 		c.shedOut()

@@ -163,7 +163,9 @@ func TestConnectionLimits(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	tn := startNodeWith(t, addr, nil, func(c *Config) {
 		withSecrets(false)(c)
-		c.Limits = Limits{MaxConns: 3, MaxConnsPerIP: 2, AuthTimeout: 300 * time.Millisecond, LineTimeout: 200 * time.Millisecond}
+		// b and e send nothing: taken at once, as where the kernel does
+		// not hold such connections back (DeferAccept).
+		c.Limits = Limits{MaxConns: 3, MaxConnsPerIP: 2, AuthTimeout: 300 * time.Millisecond, LineTimeout: 200 * time.Millisecond, DeferAccept: -1}
 	})
 	a := dialWire(t, addr)
 	a.send("I client " + string(clientSecret))
@@ -365,7 +367,10 @@ func TestFloodOfStrangersDoesNotLockOutClients(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]
 	startNodeWith(t, addr, nil, func(c *Config) {
 		withSecrets(false)(c)
-		c.Limits = Limits{MaxConns: 10}
+		// The strangers send nothing: taken at once, as where the kernel
+		// does not hold such connections back (DeferAccept), they fill
+		// the cap.
+		c.Limits = Limits{MaxConns: 10, DeferAccept: -1}
 	})
 	for range 30 {
 		nc, err := net.Dial("tcp", addr)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -143,6 +144,32 @@ func TestFloodFromAnAddressDoesNotLockOutItsClients(t *testing.T) {
 	}
 }
 
+// Where connections must authenticate, one that has sent nothing is held
+// back by the kernel and takes no place under the node's caps: a flood
+// of them cannot evict a client's connection before its first line.
+// Once it sends something it is taken, and counted, as any other.
+func TestSilentConnectionsAreHeldBackUntilTheySpeak(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the kernel holds connections back on Linux only")
+	}
+	addr := freeAddrs(t, 1)[0]
+	tn := startNodeWith(t, addr, nil, func(c *Config) {
+		withSecrets(false)(c)
+		// Far longer than the test takes: the silent connection is
+		// taken for what it sends, not because the wait ran out.
+		c.Limits = Limits{MaxConnsPerIP: 1, DeferAccept: 30 * time.Second}
+	})
+	silent := dialWire(t, addr)
+	w := dialWire(t, addr)
+	w.send("I client " + string(clientSecret))
+	w.expect(`I client ok admin`)
+	if n := openConns(tn); n != 1 {
+		t.Fatalf("%d connections open with one authenticated and one silent, want 1", n)
+	}
+	silent.send("Q k")
+	silent.expect(`E - \?: too many connections from 127\.0\.0\.1 \(1, lockd --max-conns-per-ip\); close some`)
+}
+
 // Connections closed before their TLS handshake is done, by the auth
 // timer or to make room, leave no answer queued behind (a line no writer
 // would ever take, counted in lockd_output_buffered_bytes for good), and
@@ -150,6 +177,9 @@ func TestFloodFromAnAddressDoesNotLockOutItsClients(t *testing.T) {
 // once in limit_hits{auth_timeout}, as plain TCP ones do.
 func TestClosedDuringTLSHandshakeLeavesNothingQueued(t *testing.T) {
 	lt, _ := testTLS(t)
+	// Connections that never send a byte, taken at once (DeferAccept),
+	// in the order they were dialled: as the node takes them where the
+	// kernel does not hold them back.
 	for _, tc := range []struct {
 		name    string
 		plain   bool
@@ -157,9 +187,9 @@ func TestClosedDuringTLSHandshakeLeavesNothingQueued(t *testing.T) {
 		dial    int
 		timeout uint64 // closed by the auth timeout
 	}{
-		{"auth timeout", false, Limits{AuthTimeout: 200 * time.Millisecond}, 20, 20},
-		{"evicted", false, Limits{MaxConns: 5, AuthTimeout: time.Minute}, 20, 0},
-		{"plain TCP, auth timeout", true, Limits{AuthTimeout: 200 * time.Millisecond}, 20, 20},
+		{"auth timeout", false, Limits{AuthTimeout: 200 * time.Millisecond, DeferAccept: -1}, 20, 20},
+		{"evicted", false, Limits{MaxConns: 5, AuthTimeout: time.Minute, DeferAccept: -1}, 20, 0},
+		{"plain TCP, auth timeout", true, Limits{AuthTimeout: 200 * time.Millisecond, DeferAccept: -1}, 20, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := freeAddrs(t, 1)[0]
@@ -182,9 +212,11 @@ func TestClosedDuringTLSHandshakeLeavesNothingQueued(t *testing.T) {
 			if tc.timeout == 0 {
 				closing = ncs[:tc.dial-tc.limits.MaxConns] // the oldest make room
 			}
-			for _, nc := range closing {
+			for i, nc := range closing {
 				nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-				nc.Read(make([]byte, 64))
+				if _, err := nc.Read(make([]byte, 64)); isTimeout(err) {
+					t.Fatalf("connection %d of %d, which the node was to close, still open after 10 s", i+1, tc.dial)
+				}
 			}
 			if tc.timeout > 0 {
 				waitFor(t, "every connection forgotten", func() bool { return openConns(tn) == 0 })
@@ -195,9 +227,10 @@ func TestClosedDuringTLSHandshakeLeavesNothingQueued(t *testing.T) {
 				nc.Close()
 			}
 			waitFor(t, "every connection forgotten", func() bool { return openConns(tn) == 0 })
-			if b := tn.outBytes.Load(); b != 0 {
-				t.Fatalf("%d bytes of answers counted as buffered with no connection open", b)
-			}
+			// A connection is forgotten while its writer may still be
+			// writing its last line; a line no writer takes stays
+			// counted for good.
+			waitFor(t, "no bytes of answers counted as buffered with no connection open", func() bool { return tn.outBytes.Load() == 0 })
 			if got := tn.limits[limAuthTimeout].Load(); got != tc.timeout {
 				t.Fatalf("limit_hits{auth_timeout} %d, want %d", got, tc.timeout)
 			}
