@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
-	"github.com/olekukonko/tablewriter/pkg/twwidth"
 )
 
 // A live line for long commands (drill, bench): a person at a terminal
@@ -62,17 +61,17 @@ func runProgress(w io.Writer, line func() string, frame time.Duration, dumb bool
 			case <-t.C:
 			}
 			l := line()
-			if width > 1 && twwidth.Width(l) > width-1 {
-				l = twwidth.Truncate(l, width-1)
+			if width > 1 && textWidth(l) > width-1 {
+				l = truncateWidth(l, width-1)
 			}
 			out := clear + l
 			if dumb {
-				if n := twwidth.Width(l); n < drawn {
+				if n := textWidth(l); n < drawn {
 					out += strings.Repeat(" ", drawn-n)
 				}
 			}
 			io.WriteString(w, out)
-			drawn = max(drawn, twwidth.Width(l))
+			drawn = max(drawn, textWidth(l))
 		}
 	}()
 	var once sync.Once

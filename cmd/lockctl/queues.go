@@ -298,10 +298,9 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 	}
 	pick := func(cells []string) []string { return pickColumns(cells, show) }
 	t := grid{header: pick(header)}
-	// Cut FROM first, by its middle (the port tells connections from one
-	// host apart), then HOLDER, then KEY.
+	// Cut FROM first, then HOLDER, then KEY.
 	at := func(col int) int { return len(pick(header[:col])) }
-	t.shrink = []shrinkable{{col: at(colFrom), middle: true}, {col: at(3)}, {col: 0}}
+	t.shrink = []int{at(colFrom), at(3), 0}
 
 	strong := func(c string) string { return p.strong.Render(c) }
 	faint := func(c string) string { return p.faint.Render(c) }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
-	"github.com/olekukonko/tablewriter/pkg/twwidth"
 
 	"github.com/lockd-io/lockd/proto"
 )
@@ -168,11 +167,11 @@ func waitLine(frame, key string, place []string, waited string, ascii bool, widt
 	for n := len(place); ; n-- {
 		parts := append([]string{head}, place[:n]...)
 		line := strings.Join(append(parts, waited), sep)
-		if width <= 1 || twwidth.Width(line) <= width-1 {
+		if width <= 1 || textWidth(line) <= width-1 {
 			return line
 		}
 		if n == 0 {
-			return twwidth.Truncate(line, width-1)
+			return truncateWidth(line, width-1)
 		}
 	}
 }
