@@ -94,12 +94,14 @@ func (c *drillCommand) Command() *cli.Command {
 			"whose action stopped a standby, or nothing, does not pass. --json prints one\n" +
 			"object:\n" +
 			"   {\"workers\":8,\"keys\":16,\"lease_seconds\":5,\"duration_seconds\":10,\n" +
-			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\"detail\":\"...\"},\n" +
-			"    \"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\"cycles\":48211,\"grants\":48211,\n" +
+			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\n" +
+			"    \"detail\":\"...\"},\"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\n" +
+			"    \"cycles\":48211,\"grants\":48211,\n" +
 			"    \"errors\":0,\"error_kinds\":{},\"first_error\":null,\n" +
 			"    \"lost\":0,\"lost_grants\":0,\"lost_releases\":0,\"in_doubt\":0,\"ghosts\":0,\n" +
 			"    \"unchecked_keys\":0,\"stall_ms\":null,\"stall_key\":null,\"stall_cause\":null,\n" +
-			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\"gap_to_seconds\":3.015,\n" +
+			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\n" +
+			"    \"gap_to_seconds\":3.015,\n" +
 			"    \"fencing\":{\"ok\":true,\"violations\":[]},\"pass\":true,\"failures\":[]}\n" +
 			"A violation reads {\"key\":K,\"token\":\"T\",\"at_seconds\":S,\"after\":\"U\",\"after_at_seconds\":R}:\n" +
 			"a client got token T at S, after another got the larger (or equal) U at R.\n" +

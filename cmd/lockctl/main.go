@@ -113,9 +113,12 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 // same, and no help line is written.
 func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	helpMiss := new(string)
-	cmds := commands()
+	cmds := append(commands(), flagsCommand())
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
+		if c.CustomHelpTemplate == "" {
+			c.CustomHelpTemplate = commandHelpTemplate
+		}
 	}
 	addGlobals := func() {
 		for _, c := range cmds {
@@ -128,7 +131,8 @@ func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.A
 		UsageText: "lockctl [--addr ADDR,...] [--json] [--color auto|always|never] COMMAND [flags] [args]\n" +
 			"lockctl COMMAND --help",
 		Description: "lockctl talks to lockd, the lock server, over its line protocol. Global\n" +
-			"flags may come before or after the command name.\n\n" +
+			"flags (GLOBAL OPTIONS below; lockctl help flags) may come before or after\n" +
+			"the command name.\n\n" +
 			"Examples:\n" +
 			"   token=$(lockctl acquire --key deploy --lease 2m --wait 30s)\n" +
 			"   lockctl release --key deploy --token \"$token\"\n" +
@@ -160,6 +164,7 @@ func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.A
 	}
 	// --version (and -v) print what `lockctl version` prints.
 	cli.VersionPrinter = func(cCtx *cli.Context) { fmt.Fprintln(cCtx.App.Writer, versionLine()) }
+	cli.HelpPrinter = printHelp
 	if args != nil && !mayShowHelp(args) {
 		app.Setup()
 	}

@@ -789,17 +789,59 @@ func TestGlobalAliases(t *testing.T) {
 	}
 }
 
-// A run that prints no help skips the sorting of every
-// command's flags into categories; every way of asking for a command's
-// help still shows its global flags apart.
-func TestCommandHelpShowsGlobalFlags(t *testing.T) {
+// A command's help lists its own flags, not the global ones: those are
+// the same for every command, named in one line that points to the page
+// that lists them, lockctl help flags (also in lockctl --help). Every way
+// of asking for a command's help shows the same.
+func TestCommandHelpLeavesGlobalFlagsToTheirPage(t *testing.T) {
 	for _, args := range [][]string{
 		{"exec", "--help"}, {"exec", "-h"}, {"exec", "--help=true"}, {"help", "exec"}, {"h", "exec"},
-		{"--addr", "127.0.0.1:1", "acquire", "--key", "k", "--help"}, {"--json", "help", "status"},
+		{"--addr", "127.0.0.1:1", "exec", "--key", "k", "--help"}, {"--json", "help", "exec"},
 	} {
 		code, stdout, stderr := lockctl(t, args...)
-		if code != 0 || !strings.Contains(stdout, "\n   "+globalCategory+"\n\n   --addr NODES") {
-			t.Errorf("lockctl %q: exit %d, no %q section in the help:\n%s%s", args, code, globalCategory, stdout, stderr)
+		if code != 0 || !strings.Contains(stdout, "\n   --key KEY ") || !strings.Contains(stdout, "see lockctl help flags\n") {
+			t.Errorf("lockctl %q: exit %d, no --key or no pointer to lockctl help flags:\n%s%s", args, code, stdout, stderr)
+		}
+		for _, global := range []string{"--addr NODES", "--tls-ca FILE", "--secret-file FILE", "--failure-timeout DURATION"} {
+			if strings.Contains(stdout, global) {
+				t.Errorf("lockctl %q lists the global flag %s:\n%s", args, global, stdout)
+			}
+		}
+	}
+	for _, cmd := range commands() {
+		_, stdout, _ := lockctl(t, cmd.Name, "--help")
+		if n := strings.Count(stdout, "\n"); n > 120 {
+			t.Errorf("lockctl %s --help is %d lines", cmd.Name, n)
+		}
+	}
+	for _, args := range [][]string{{"help", "flags"}, {"flags"}, {"--help"}} {
+		code, stdout, stderr := lockctl(t, args...)
+		if code != 0 {
+			t.Errorf("lockctl %q: exit %d\n%s", args, code, stderr)
+		}
+		for _, f := range globalFlags(true) {
+			if !strings.Contains(stdout, "\n   --"+f.Names()[0]+" ") {
+				t.Errorf("lockctl %q does not list --%s:\n%s", args, f.Names()[0], stdout)
+			}
+		}
+	}
+}
+
+// Help is wrapped at spaces to 80 columns when it is not printed on a
+// terminal (to the terminal's width when it is), so that no word is
+// broken where a terminal would wrap the line: every page, every line.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	pages := [][]string{{"--help"}, {"help", "flags"}}
+	for _, cmd := range commands() {
+		pages = append(pages, []string{cmd.Name, "--help"})
+	}
+	for _, args := range pages {
+		_, stdout, _ := lockctl(t, args...)
+		for _, l := range strings.Split(stdout, "\n") {
+			if w := textWidth(l); w > 80 {
+				t.Errorf("lockctl %s: a line of %d columns:\n%s", strings.Join(args, " "), w, l)
+			}
 		}
 	}
 }

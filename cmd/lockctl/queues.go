@@ -44,7 +44,8 @@ func (c *queuesCommand) Command() *cli.Command {
 			"lock's holder) repeated, so grep and awk work line by line; -o wide adds the\n" +
 			"waiters' names.\n\n" +
 			"--json prints one object:\n" +
-			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":\"123\",\"lease_left_seconds\":29.5,\n" +
+			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":\"123\",\n" +
+			"    \"lease_left_seconds\":29.5,\n" +
 			"    \"limit\":1,\"holders\":[{\"token\":\"123\",\"lease_left_seconds\":29.5,\n" +
 			"    \"name\":\"alice@ci-1:4242\",\"id\":\"alice@ci-1:4242#9f3c2a7d1e5b6a70-1\"}],\n" +
 			"    \"waiters\":[{\"position\":1,\"waited_seconds\":3.2,\"addr\":\"10.0.0.9:51234\",\n" +

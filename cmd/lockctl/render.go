@@ -284,7 +284,8 @@ func (t *grid) draw(w io.Writer, s renderStyle, p *palette) error {
 }
 
 // summaryLine joins the parts of a summary with s's middle dot, starting
-// a new line rather than running past s.Width.
+// a new line rather than running past s.Width, and wrapping at spaces a
+// part longer than a line.
 func summaryLine(parts []string, s renderStyle) string {
 	var b strings.Builder
 	col := 0
@@ -298,6 +299,13 @@ func summaryLine(parts []string, s renderStyle) string {
 			} else {
 				b.WriteString(sep)
 				col += textWidth(sep)
+			}
+		}
+		if s.Width > 0 && col+w > s.Width {
+			part = wrapText(part, 0, s.Width-col, "")
+			w = textWidth(part[strings.LastIndexByte(part, '\n')+1:])
+			if strings.Contains(part, "\n") {
+				col = 0
 			}
 		}
 		b.WriteString(part)

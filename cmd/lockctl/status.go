@@ -62,9 +62,10 @@ func (c *statusCommand) Command() *cli.Command {
 			"than --max-lag changes behind, no node is active, or several are, or the\n" +
 			"active is degraded (no standby in sync: a crash may lose its last answers).\n\n" +
 			"--json prints one object:\n" +
-			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\"role\":\"active\",\n" +
-			"    \"reachable\":true,\"lag\":0,\"token\":\"123\",\"uptime_seconds\":42.5,\"sticky\":false,\n" +
-			"    \"replication\":\"sync\",\"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
+			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\n" +
+			"    \"role\":\"active\",\"reachable\":true,\"lag\":0,\"token\":\"123\",\n" +
+			"    \"uptime_seconds\":42.5,\"sticky\":false,\"replication\":\"sync\",\n" +
+			"    \"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
 			"priority, lag, token, uptime_seconds and replication are null when unknown;\n" +
 			"degraded is true on a sync-mode active that no standby is in sync with; error says why\n" +
 			"an unreachable node did not answer; problems are what --check fails on.\n\n" +

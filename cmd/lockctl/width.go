@@ -87,20 +87,20 @@ func cutMiddle(s string, width int, el string) string {
 }
 
 // wrapText breaks s into lines of at most width columns at spaces, each
-// line after the first starting with indent. A word longer than a line
+// line after the first starting with indent. s[:keep] (an indent, or a
+// list item's name and the spaces that align its text) is kept as it
+// is; after it, runs of spaces become one. A word longer than a line
 // stays whole, on a line of its own: a path or an address cut in two is
 // worse than a long line.
-func wrapText(s string, width int, indent string) string {
+func wrapText(s string, keep, width int, indent string) string {
 	if width <= 0 || textWidth(s) <= width {
 		return s
 	}
 	var b strings.Builder
-	col := 0
-	lead := len(s) - len(strings.TrimLeft(s, " "))
-	b.WriteString(s[:lead])
-	col = lead
+	b.WriteString(s[:keep])
+	col := textWidth(s[:keep])
 	first := true
-	for _, word := range strings.Fields(s[lead:]) {
+	for _, word := range strings.Fields(s[keep:]) {
 		w := textWidth(word)
 		switch {
 		case first:

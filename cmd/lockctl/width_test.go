@@ -57,7 +57,7 @@ func TestTruncateAndCut(t *testing.T) {
 
 func TestWrapTextBreaksAtSpaces(t *testing.T) {
 	s := "   --addr NODES  lockd NODES to talk to: HOST:PORT, or several separated by commas; a bare PORT means 127.0.0.1:PORT"
-	got := wrapText(s, 50, strings.Repeat(" ", 17))
+	got := wrapText(s, 17, 50, strings.Repeat(" ", 17))
 	for _, l := range strings.Split(got, "\n") {
 		if textWidth(l) > 50 {
 			t.Errorf("line %d wide: %q", textWidth(l), l)
