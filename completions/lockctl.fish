@@ -171,7 +171,7 @@ complete -c lockctl -n '__lockctl_is lockctl_renew' -l secret-file -x -d 'prove 
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
-complete -c lockctl -n '__lockctl_is lockctl_hold' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l lease -x -d 'how long lockd keeps the lock if renewals stop, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l limit -x -d 'let up to N hold the key at once, each with its own token'
@@ -192,7 +192,7 @@ complete -c lockctl -n '__lockctl_is lockctl_hold' -l secret-file -x -d 'prove t
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
-complete -c lockctl -n '__lockctl_is lockctl_exec' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l lease -x -d 'how long lockd keeps the lock if renewals stop, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l limit -x -d 'let up to N hold the key at once, each with its own token'

@@ -76,7 +76,7 @@ func (c *execCommand) Command() *cli.Command {
 				exitLine("", "130/143 also when a signal stops lockctl before COMMAND starts")),
 		Flags: append(append([]cli.Flag{
 			keyFlag(&c.key),
-			leaseFlag(&c.lease, defaultLease),
+			heldLeaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...),
 			limitFlag(&c.limit),
 			&cli.DurationFlag{Name: "grace", Destination: &c.grace, Value: 10 * time.Second,
@@ -94,7 +94,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	if c.grace < 0 {

@@ -43,7 +43,7 @@ func (c *holdCommand) Command() *cli.Command {
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM) while still waiting for the lock")),
 		Flags: append(append([]cli.Flag{
 			keyFlag(&c.key),
-			leaseFlag(&c.lease, defaultLease),
+			heldLeaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
 		Action: c.Run,
 	}
@@ -55,7 +55,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	ctx, stop := withSignals(cCtx.Context)
