@@ -107,6 +107,14 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if len(args) == 0 {
 		return usageError(name, "no command to run: put it after --, as in `lockctl exec --key K -- make deploy`")
 	}
+	// The client dials in the background: the connection is being made
+	// while the command is looked up and the signals are set up.
+	cl, err := g.lockClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
 	// A command that cannot start must not cost anyone the lock.
 	path, err := lookCommand(args[0])
 	if err != nil {
@@ -118,12 +126,6 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-
-	cl, err := g.lockClient()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 
 	held, err := c.acquire(cCtx.Context, g, cl, sigs)
 	if err != nil {
