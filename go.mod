@@ -1,6 +1,6 @@
 module github.com/lockd-io/lockd
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/mattn/go-isatty v0.0.24
