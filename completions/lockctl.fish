@@ -64,7 +64,7 @@ function __lockctl_node --description 'the lockctl command being typed'
                 set skip 1
             case 'lockctl_handoff --to' 'lockctl_handoff --addr' 'lockctl_handoff --output' 'lockctl_handoff -o' 'lockctl_handoff --color' 'lockctl_handoff --timeout' 'lockctl_handoff --failure-timeout' 'lockctl_handoff --name' 'lockctl_handoff --tls-ca' 'lockctl_handoff --tls-cert' 'lockctl_handoff --tls-key' 'lockctl_handoff --tls-server-name' 'lockctl_handoff --secret-file'
                 set skip 1
-            case 'lockctl_drill --workers' 'lockctl_drill --keys' 'lockctl_drill --lease' 'lockctl_drill --duration' 'lockctl_drill --action' 'lockctl_drill --run' 'lockctl_drill --at' 'lockctl_drill --max-gap' 'lockctl_drill --max-errors' 'lockctl_drill --max-lost' 'lockctl_drill --addr' 'lockctl_drill --output' 'lockctl_drill -o' 'lockctl_drill --color' 'lockctl_drill --timeout' 'lockctl_drill --failure-timeout' 'lockctl_drill --name' 'lockctl_drill --tls-ca' 'lockctl_drill --tls-cert' 'lockctl_drill --tls-key' 'lockctl_drill --tls-server-name' 'lockctl_drill --secret-file'
+            case 'lockctl_drill --workers' 'lockctl_drill --keys' 'lockctl_drill --lease' 'lockctl_drill --duration' 'lockctl_drill --action' 'lockctl_drill --run' 'lockctl_drill --at' 'lockctl_drill --max-gap' 'lockctl_drill --max-errors' 'lockctl_drill --max-lost' 'lockctl_drill --report' 'lockctl_drill --addr' 'lockctl_drill --output' 'lockctl_drill -o' 'lockctl_drill --color' 'lockctl_drill --timeout' 'lockctl_drill --failure-timeout' 'lockctl_drill --name' 'lockctl_drill --tls-ca' 'lockctl_drill --tls-cert' 'lockctl_drill --tls-key' 'lockctl_drill --tls-server-name' 'lockctl_drill --secret-file'
                 set skip 1
             case 'lockctl_completion --addr' 'lockctl_completion --output' 'lockctl_completion -o' 'lockctl_completion --color' 'lockctl_completion --timeout' 'lockctl_completion --failure-timeout' 'lockctl_completion --name' 'lockctl_completion --tls-ca' 'lockctl_completion --tls-cert' 'lockctl_completion --tls-key' 'lockctl_completion --tls-server-name' 'lockctl_completion --secret-file'
                 set skip 1
@@ -323,6 +323,7 @@ complete -c lockctl -n '__lockctl_is lockctl_drill' -l max-gap -x -d 'fail when 
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l max-errors -x -d 'fail when the client saw more than N errors'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l max-lost -x -d 'fail when more than N grants and releases together were lost in the failover'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l expect-failover -d 'fail unless the action moved the active role to another node'
+complete -c lockctl -n '__lockctl_is lockctl_drill' -l report -x -d 'also write the drill as an HTML page to FILE: a timeline of the grants per...'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l addr -x -d 'lockd NODES to talk to: HOST:PORT, or several separated by commas'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l output -s o -x -a 'text table wide json' -d 'FORMAT of what commands print: text, table, wide or json'
 complete -c lockctl -n '__lockctl_is lockctl_drill' -l json -d 'print machine-readable JSON, one object per line'
