@@ -99,4 +99,3 @@ func drillJSONOf(r *drill.Report, p drill.Plan) drillJSON {
 	out.Failures = append(out.Failures, r.Failures...)
 	return out
 }
-

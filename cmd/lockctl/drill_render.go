@@ -136,4 +136,3 @@ func nameOrNone(s string) string {
 	}
 	return printable(s)
 }
-
