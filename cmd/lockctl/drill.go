@@ -65,10 +65,11 @@ func (c *drillCommand) Command() *cli.Command {
 			"            requests off dropped connections by itself)\n" +
 			"   lost     answers the new active did not know of, grants and releases:\n" +
 			"            a grant is lost when its release says notheld; a release is lost\n" +
-			"            when, after the old active answered it ok, the active still names\n" +
-			"            its token as the key's holder. The drill asks the active (Q) about\n" +
-			"            the key of any acquire that waits unusually long (250ms, or a\n" +
-			"            quarter of --lease), and about every key once the workload ended.\n" +
+			"            when, after the old active answered it ok, the active still\n" +
+			"            names its token as the key's holder. The drill asks the active\n" +
+			"            (Q) about the key of any acquire that waits unusually long\n" +
+			"            (250ms, or a quarter of --lease), and about every key once the\n" +
+			"            workload ended.\n" +
 			"            lockd --replication sync (the default) loses neither in a crash;\n" +
 			"            async may lose the last answers\n" +
 			"   in doubt releases in flight during the action that came back notheld: the\n" +
@@ -85,13 +86,13 @@ func (c *drillCommand) Command() *cli.Command {
 			"   takeover from the last grant by the old active to the first by the new\n" +
 			"            one (its tokens carry a newer epoch); null in JSON if none came\n" +
 			"   fencing  whether every token of a key was larger than every earlier one\n\n" +
-			"The drill fails (exit 1) when fencing is violated, the action failed, no lock\n" +
-			"was granted at all, the action removed the active and no new active granted\n" +
-			"a lock afterwards (takeover none: the clients never moved), or a bound you set\n" +
-			"is exceeded. With --expect-failover it also fails when the active after the\n" +
-			"drill is the node that was active before: a drill meant to test a failover\n" +
-			"whose action stopped a standby, or nothing, does not pass. --json prints one\n" +
-			"object:\n" +
+			"The drill fails (exit 1) when fencing is violated, the action failed, no\n" +
+			"lock was granted at all, the action removed the active and no new active\n" +
+			"granted a lock afterwards (takeover none: the clients never moved), or a\n" +
+			"bound you set is exceeded. With --expect-failover it also fails when the\n" +
+			"active after the drill is the node that was active before: a drill meant\n" +
+			"to test a failover whose action stopped a standby, or nothing, does not\n" +
+			"pass. --json prints one object:\n" +
 			"   {\"workers\":8,\"keys\":16,\"lease_seconds\":5,\"duration_seconds\":10,\n" +
 			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\n" +
 			"    \"detail\":\"...\"},\"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\n" +
@@ -102,21 +103,20 @@ func (c *drillCommand) Command() *cli.Command {
 			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\n" +
 			"    \"gap_to_seconds\":3.015,\n" +
 			"    \"fencing\":{\"ok\":true,\"violations\":[]},\"pass\":true,\"failures\":[]}\n" +
-			"A violation reads {\"key\":K,\"token\":\"T\",\"at_seconds\":S,\"after\":\"U\",\"after_at_seconds\":R}:\n" +
+			"A violation reads\n" +
+			"   {\"key\":K,\"token\":\"T\",\"at_seconds\":S,\"after\":\"U\",\"after_at_seconds\":R}:\n" +
 			"a client got token T at S, after another got the larger (or equal) U at R.\n" +
 			"lost is lost_grants + lost_releases, what --max-lost bounds; unchecked_keys\n" +
 			"counts keys the last look could not ask about (a loss there would go unseen,\n" +
 			"so with --max-lost the drill fails); stall_cause is \"lost release\" or\n" +
 			"\"ghost grant\".\n\n" +
-			"--report FILE also writes the drill as one HTML page with nothing to fetch, for\n" +
-			"a CI run to keep: a timeline of the grants per node, the action, the gap, the\n" +
-			"takeover, errors and releases in doubt or lost, and the verdict.\n\n" +
 			"Examples:\n" +
 			"   lockctl drill --max-gap 500ms --max-errors 0\n" +
-			"   lockctl drill --run 'kill $(cat /run/lockd-$LOCKD_ACTIVE_PORT.pid)' --expect-failover --max-gap 3s\n" +
-			"   lockctl drill --run 'kill -9 $(cat /run/lockd-a.pid)' --max-lost 0   # a crash loses nothing\n" +
-			"   lockctl drill --action none --duration 5s   # a baseline without disruption\n" +
-			"   lockctl drill --max-gap 500ms --report drill.html   # and a page to look at\n\n" +
+			"   lockctl drill --expect-failover --max-gap 3s \\\n" +
+			"       --run 'kill $(cat /run/lockd-$LOCKD_ACTIVE_PORT.pid)'\n" +
+			"   lockctl drill --run 'kill -9 $(cat /run/lockd-a.pid)' --max-lost 0\n" +
+			"   lockctl drill --action none --duration 5s     # a baseline\n" +
+			"   lockctl drill --max-gap 500ms --report drill.html   # and a page\n\n" +
 			exitCodesHelp(
 				exitLine("0", "the drill passed"),
 				exitLine("1", "it failed: a bound exceeded, fencing violated, the action failed, or no grant"),

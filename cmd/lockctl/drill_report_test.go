@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/png"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,21 +130,31 @@ func needChromium(t *testing.T) string {
 
 // runChromium runs headless Chromium with a profile of its own and
 // without the background connections this machine's network refuses,
-// and returns what it printed on stdout.
+// and returns what it printed on stdout. A Chromium that crashes (seen
+// now and then on a loaded machine, inside its crash reporter) is started
+// again, twice at most: the crash is the browser's, not the page's.
 func runChromium(t *testing.T, chromium string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + t.TempDir()}
-	cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+			"--disable-background-networking", "--disable-component-update", "--disable-sync",
+			"--user-data-dir=" + t.TempDir()}
+		cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return stdout.String()
+		case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled() && ctx.Err() == nil && attempt < 3:
+			t.Logf("chromium %s crashed (%v); starting it again", strings.Join(args, " "), err)
+			continue
+		}
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, lastLines(stderr.String(), 20))
 	}
-	return stdout.String()
 }
 
 func lastLines(s string, n int) string {

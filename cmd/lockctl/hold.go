@@ -32,7 +32,7 @@ func (c *holdCommand) Command() *cli.Command {
 			"before the lease ends, hold exits 5: from then on someone else may hold it.\n\n" +
 			waitHelp + limitHelp +
 			"Examples:\n" +
-			"   lockctl hold --key maintenance          # in one terminal; Ctrl-C to let go\n" +
+			"   lockctl hold --key maintenance      # in one terminal; Ctrl-C lets go\n" +
 			"   lockctl hold --key db-migrate --lease 10s > token & holder=$!\n" +
 			"   ...; kill $holder; wait $holder\n\n" +
 			exitCodesHelp(

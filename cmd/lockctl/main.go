@@ -195,7 +195,8 @@ func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.A
 	app := &cli.App{
 		Name:  "lockctl",
 		Usage: "take, hold and release lockd locks; run commands under a lock",
-		UsageText: "lockctl [--addr ADDR,...] [--json] [--color auto|always|never] COMMAND [flags] [args]\n" +
+		UsageText: "lockctl [--addr ADDR,...] [--json] [--color auto|always|never]\n" +
+			"        COMMAND [flags] [args]\n" +
 			"lockctl COMMAND --help",
 		Description: "lockctl talks to lockd, the lock server, over its line protocol. Global\n" +
 			"flags (GLOBAL OPTIONS below; lockctl help flags) may come before or after\n" +

@@ -827,6 +827,27 @@ func TestCommandHelpLeavesGlobalFlagsToTheirPage(t *testing.T) {
 	}
 }
 
+// The help texts are written to fit 80 columns as they are printed
+// (three columns in): a line of prose or an example that did not would be
+// wrapped, its last words alone on a line before the next one, and a
+// shell command cut without its backslash. Only list items (an exit code,
+// a field, its text after two spaces) may run longer: they wrap hanging
+// under their text.
+func TestHelpTextsFitEightyColumns(t *testing.T) {
+	app, _ := newApp(nil, nil, nil)
+	texts := map[string]string{"lockctl": app.Description + "\n" + app.UsageText}
+	for _, c := range commands() {
+		texts[c.Name] = c.Description + "\n" + c.UsageText
+	}
+	for name, text := range texts {
+		for _, l := range strings.Split(text, "\n") {
+			if textWidth(l)+3 > 80 && hangingIndent("   "+l, 80) == 3+len(l)-len(strings.TrimLeft(l, " ")) {
+				t.Errorf("%s --help: a line of %d columns as printed:\n%s", name, textWidth(l)+3, l)
+			}
+		}
+	}
+}
+
 // Help is wrapped at spaces to 80 columns when it is not printed on a
 // terminal (to the terminal's width when it is), so that no word is
 // broken where a terminal would wrap the line: every page, every line.

@@ -50,14 +50,16 @@ func (c *queuesCommand) Command() *cli.Command {
 			"    \"name\":\"alice@ci-1:4242\",\"id\":\"alice@ci-1:4242#9f3c2a7d1e5b6a70-1\"}],\n" +
 			"    \"waiters\":[{\"position\":1,\"waited_seconds\":3.2,\"addr\":\"10.0.0.9:51234\",\n" +
 			"    \"name\":\"bob@ci-2:77\",\"id\":\"bob@ci-2:77#0c1d2e3f40516273-1\"}]}],\"total\":1}\n" +
-			"token and lease_left_seconds are the oldest holder's, null when nobody holds\n" +
-			"the key; name and id are null for an acquire that carried no id; total counts\n" +
-			"the matching keys, which can exceed the listed ones (lockd lists at most " +
+			"token and lease_left_seconds are the oldest holder's, null when nobody\n" +
+			"holds the key; name and id are null for an acquire that carried no id;\n" +
+			"total counts the matching keys, which can exceed the listed ones (lockd\n" +
+			"lists at most " +
 			strconv.Itoa(proto.MaxListKeys) + ").\n\n" +
 			"Examples:\n" +
 			"   lockctl queues\n" +
 			"   lockctl queues --key deploy\n" +
-			"   lockctl queues --prefix jobs/ --json | jq '.keys[] | select(.waiters | length > 0)'\n\n" +
+			"   lockctl queues --prefix jobs/ --json |\n" +
+			"       jq '.keys[] | select(.waiters | length > 0)'\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "lockd refused the request"),
 				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),

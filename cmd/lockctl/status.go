@@ -41,9 +41,10 @@ const (
 
 func (c *statusCommand) Command() *cli.Command {
 	return &cli.Command{
-		Name:      "status",
-		Usage:     "show every node of the cluster, its role and whether it is caught up",
-		UsageText: "lockctl status [--check [--max-lag 1000]] [--watch [--interval 1s]] [--wait-active ADDR [--timeout 10s]]",
+		Name:  "status",
+		Usage: "show every node of the cluster, its role and whether it is caught up",
+		UsageText: "lockctl status [--check [--max-lag 1000]] [--watch [--interval 1s]]\n" +
+			"       [--wait-active ADDR [--timeout 10s]]",
 		Description: "Asks each node of --addr for its status, then every peer those nodes name,\n" +
 			"and shows one line per node in priority order: address, priority (its place\n" +
 			"in --peers, 1 is preferred), role, whether lockctl reached it, replication\n" +
@@ -67,8 +68,9 @@ func (c *statusCommand) Command() *cli.Command {
 			"    \"uptime_seconds\":42.5,\"sticky\":false,\"replication\":\"sync\",\n" +
 			"    \"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
 			"priority, lag, token, uptime_seconds and replication are null when unknown;\n" +
-			"degraded is true on a sync-mode active that no standby is in sync with; error says why\n" +
-			"an unreachable node did not answer; problems are what --check fails on.\n\n" +
+			"degraded is true on a sync-mode active that no standby is in sync with;\n" +
+			"error says why an unreachable node did not answer; problems are what\n" +
+			"--check fails on.\n\n" +
 			"--watch redraws the view every --interval until Ctrl-C. Piped, it writes each\n" +
 			"survey as lines that start with the time (a TIME column, the header once), or\n" +
 			"one JSON object per survey with a \"time\" field. --wait-active ADDR waits\n" +
