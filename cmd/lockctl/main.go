@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +37,16 @@ import (
 const defaultAddr = "127.0.0.1:7070"
 
 func main() {
+	// A lock command is a few requests and a child process: one
+	// processor is plenty, and a second costs every run the threads the
+	// runtime starts and wakes to use it (a tenth of exec's time). The
+	// load generators, bench and drill, keep every processor, and so does
+	// a GOMAXPROCS the user set.
+	if os.Getenv("GOMAXPROCS") == "" {
+		if name := commandArg(os.Args); name != "bench" && name != "drill" {
+			runtime.GOMAXPROCS(1)
+		}
+	}
 	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -118,6 +129,34 @@ func commandArg(args []string) string {
 	return ""
 }
 
+// flagsBeyond reports whether args give, after the name of cmd and
+// before a "--", a flag that is not one of cmd's own: a global flag, or
+// one lockctl does not have, whose "did you mean" looks among the global
+// flags too.
+func flagsBeyond(args []string, cmd *cli.Command) bool {
+	own := make(map[string]bool)
+	for _, f := range cmd.Flags {
+		for _, n := range f.Names() {
+			own[n] = true
+		}
+	}
+	seen := false
+	for _, a := range args[1:] {
+		switch {
+		case a == "--":
+			return false
+		case !seen:
+			seen = a == cmd.Name
+		case strings.HasPrefix(a, "-") && a != "-":
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !own[name] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // globalTakesValue says, for each global flag, whether it takes a value
 // (TestGlobalTakesValue keeps it in step with globalFlags).
 var globalTakesValue = map[string]bool{
@@ -189,6 +228,12 @@ func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.A
 	}
 	addGlobals := func() {
 		for _, c := range cmds {
+			if args != nil && len(cmds) == 1 && !flagsBeyond(args, c) {
+				// Only the command args name was built, and every flag
+				// after its name is its own: the global flags were given
+				// before it, if at all, and it needs no copy of them.
+				continue
+			}
 			c.Flags = append(c.Flags, globalFlags(false)...)
 		}
 	}

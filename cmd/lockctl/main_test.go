@@ -887,3 +887,28 @@ func TestMayShowHelp(t *testing.T) {
 		}
 	}
 }
+
+// A run that builds only the command it names gives it the global flags
+// when a flag after its name is not its own: a global flag, or a typo
+// whose "did you mean" must see the global flags too.
+func TestGlobalFlagsAfterTheCommand(t *testing.T) {
+	exec := new(execCommand).Command()
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"lockctl", "exec", "--key", "k", "--", "true"}, false},
+		{[]string{"lockctl", "--json", "exec", "--key", "k", "--", "true"}, false},
+		{[]string{"lockctl", "exec", "--key", "k", "--json", "--", "true"}, true},
+		{[]string{"lockctl", "exec", "--key=k", "-o", "json", "--", "true"}, true},
+		{[]string{"lockctl", "exec", "--jsn", "--key", "k"}, true},
+		{[]string{"lockctl", "exec", "--key", "k", "--", "sh", "-c", "lockctl --json status"}, false},
+	} {
+		if got := flagsBeyond(tc.args, exec); got != tc.want {
+			t.Errorf("flagsBeyond(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	if code, _, stderr := lockctl(t, "exec", "--jsn", "--key", "k", "--", "true"); code != exitUsage || !strings.Contains(stderr, "did you mean --json?") {
+		t.Errorf("a typo of a global flag after the command: exit %d, %q", code, stderr)
+	}
+}
