@@ -47,7 +47,7 @@ const drillActionTimeout = 10 * time.Second
 func (c *drillCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:  "drill",
-		Usage: "run a failover drill: lock traffic, a handoff or your command, and a verdict",
+		Usage: "run a failover drill: lock traffic, a disruption, a verdict",
 		UsageText: "lockctl drill [--workers 8] [--keys 16] [--lease 5s] [--duration 10s]\n" +
 			"       [--action handoff|none | --run 'CMD'] [--at 3s]\n" +
 			"       [--max-gap DURATION] [--max-errors N] [--max-lost N] [--report FILE]",

@@ -838,6 +838,10 @@ func TestHelpTextsFitEightyColumns(t *testing.T) {
 	texts := map[string]string{"lockctl": app.Description + "\n" + app.UsageText}
 	for _, c := range commands() {
 		texts[c.Name] = c.Description + "\n" + c.UsageText
+		// lockctl --help lists it as "   NAME        USAGE".
+		if w := 3 + len("completion") + 2 + textWidth(c.Usage); w > 80 {
+			t.Errorf("lockctl --help lists %s in %d columns: shorten its Usage %q", c.Name, w, c.Usage)
+		}
 	}
 	for name, text := range texts {
 		for _, l := range strings.Split(text, "\n") {

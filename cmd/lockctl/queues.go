@@ -31,7 +31,7 @@ const (
 func (c *queuesCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "queues",
-		Usage:     "show every held key with its holders and its waiters in queue order",
+		Usage:     "show the held keys, their holders and their waiters in order",
 		UsageText: "lockctl queues [--key KEY | --prefix PREFIX]",
 		Description: "Lists the keys that are held or waited on (all of them, one, or those\n" +
 			"starting with a prefix), sorted by key. HELD is how many hold the key of how\n" +

@@ -42,7 +42,7 @@ const (
 func (c *statusCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show every node of the cluster, its role and whether it is caught up",
+		Usage: "show each node, its role and whether it is caught up",
 		UsageText: "lockctl status [--check [--max-lag 1000]] [--watch [--interval 1s]]\n" +
 			"       [--wait-active ADDR [--timeout 10s]]",
 		Description: "Asks each node of --addr for its status, then every peer those nodes name,\n" +
