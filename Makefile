@@ -39,7 +39,7 @@ TEST_TAGS = $(TAGS),lockd_plant
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build run install uninstall test test-typescript vet bench bench-e2e bench-mem fuzz simulate completions clean
+.PHONY: all build run install uninstall test test-typescript test-rules test-tools vet bench bench-e2e bench-mem fuzz simulate completions dist clean
 
 all: build
 
@@ -88,9 +88,35 @@ CONFORMANCE_CLIENTS ?= go,python,typescript
 
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
-test: vet test-typescript
+test: test-tools vet test-typescript test-rules
 	LOCKD_CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) $(GO) test -tags "$(TEST_TAGS)" -race -count=1 -timeout 8m ./...
 	$(GO) test -tags "$(TEST_TAGS)" -count=1 -timeout 5m -run 'TestSimulate$$|TestSimulatorCatchesPlantedBugs' ./cluster/core
+
+# test-tools installs, once, the programs the tests drive for real:
+# Debian's prometheus (the server and promtool) and chromium (the drill
+# report's browser test). scripts/need.sh finds them on PATH, or installs
+# them with apt-get (as root, or with sudo -n), or fails saying what to
+# install: a test that needs one fails without it, it never skips.
+TEST_TOOLS ?= promtool prometheus chromium
+test-tools:
+	./scripts/need.sh $(TEST_TOOLS)
+
+# test-rules checks the Prometheus alert rules (deploy/prometheus) and
+# runs their unit tests. The end-to-end test on a real Prometheus and a
+# real cluster is deploy/prometheus_test.go, under go test.
+test-rules:
+	./scripts/need.sh promtool
+	promtool check rules deploy/prometheus/lockd.rules.yml
+	cd deploy/prometheus && promtool test rules lockd.rules.test.yml
+
+# dist makes the release files in DIST: lockd and lockctl for linux
+# amd64 and arm64 as archives (with completions, the systemd unit, the
+# alert rules and the dashboard), the Python client's wheel and sdist,
+# the TypeScript client's npm tarball, and SHA256SUMS. VERSION is the
+# tag (git describe); scripts/dist.sh says what each file holds.
+DIST ?= dist
+dist:
+	VERSION="$(VERSION)" DIST="$(DIST)" GO="$(GO)" TAGS="$(TAGS)" PYTHON="$(PYTHON)" ./scripts/dist.sh
 
 # test-typescript builds the TypeScript client (clients/typescript) from
 # its package-lock.json, runs its own tests, and leaves its conformance

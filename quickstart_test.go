@@ -66,13 +66,62 @@ func TestQuickStartRunsOnAnotherPort(t *testing.T) {
 // written but for the quotes around $P, which testscript does not take
 // (it splits on spaces, and $P holds none).
 func TestReadmeDrillRecipeIsTheScenario(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	drills := drillRecipe(t, "README.md", "\n### A failover drill in CI\n")
+	const file = "testdata/lockctl_drill_readme_recipe.txtar"
+	script, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "\n### A failover drill in CI\n")
+	run := make(map[string]bool)
+	for _, line := range strings.Split(string(script), "\n") {
+		if cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "exec "); ok {
+			run[strings.Join(strings.Fields(cmd), " ")] = true
+		}
+	}
+	for _, d := range drills {
+		if !run[d] {
+			t.Errorf("the README's CI drill says\n\t%s\nand %s has no exec of that line", d, file)
+		}
+	}
+}
+
+// The recipe promises that a crash of the active keeps every lock held:
+// a drill that kills the active must fail when a grant or a release was
+// lost, so each one, in the README and in docs/cluster.md, bounds the
+// loss with --max-lost 0 (without it, losses are reported and pass).
+func TestCrashDrillsBoundTheLoss(t *testing.T) {
+	for _, doc := range []struct{ file, section string }{
+		{"README.md", "\n### A failover drill in CI\n"},
+		{"docs/cluster.md", "\n## A failover drill in CI\n"},
+	} {
+		crashes := 0
+		for _, d := range drillRecipe(t, doc.file, doc.section) {
+			if !strings.Contains(d, "kill -9") && !strings.Contains(d, "kill -KILL") {
+				continue
+			}
+			crashes++
+			if !strings.Contains(d, " --max-lost 0") {
+				t.Errorf("%s's CI drill kills the active without --max-lost 0, so lost locks would pass:\n\t%s", doc.file, d)
+			}
+		}
+		if crashes == 0 {
+			t.Errorf("%s's CI drill has no drill that kills the active (kill -9)", doc.file)
+		}
+	}
+}
+
+// drillRecipe returns the lockctl drill lines of the code block under
+// section in file, continuation lines joined, spaces collapsed, and the
+// quotes around $P dropped.
+func drillRecipe(t *testing.T, file, section string) []string {
+	t.Helper()
+	readme, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), section)
 	if !ok {
-		t.Fatal(`the README has no "### A failover drill in CI" section`)
+		t.Fatalf("%s has no %q section", file, strings.TrimSpace(section))
 	}
 	block, _, _ = strings.Cut(block, "\n#")
 	var drills []string
@@ -93,22 +142,7 @@ func TestReadmeDrillRecipeIsTheScenario(t *testing.T) {
 		}
 	}
 	if len(drills) < 3 {
-		t.Fatalf("found %d lockctl drill lines in the README's CI drill, want the handoff, kill -9 and kill -STOP drills:\n%s", len(drills), strings.Join(drills, "\n"))
+		t.Fatalf("found %d lockctl drill lines in %s's CI drill, want the handoff, kill -9 and kill -STOP drills:\n%s", len(drills), file, strings.Join(drills, "\n"))
 	}
-	const file = "testdata/lockctl_drill_readme_recipe.txtar"
-	script, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := make(map[string]bool)
-	for _, line := range strings.Split(string(script), "\n") {
-		if cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "exec "); ok {
-			run[strings.Join(strings.Fields(cmd), " ")] = true
-		}
-	}
-	for _, d := range drills {
-		if !run[d] {
-			t.Errorf("the README's CI drill says\n\t%s\nand %s has no exec of that line", d, file)
-		}
-	}
+	return drills
 }

@@ -59,6 +59,7 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
+	shortLeaseWarning(g.Stderr, c.lease, g.FailureTimeout)
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 	cl, err := g.lockClient()

@@ -41,9 +41,11 @@ const (
 
 func (c *benchCommand) Command() *cli.Command {
 	return &cli.Command{
-		Name:      "bench",
-		Usage:     "measure acquire+release cycles per second and their latency",
-		UsageText: "lockctl bench [--workers 200] [--duration 10s] [--keys unique|hot|N] [--limit N] [--mode pipelined|per-worker] [--conns N] [--lease 5s] [--wait DURATION]",
+		Name:  "bench",
+		Usage: "measure acquire+release cycles per second and their latency",
+		UsageText: "lockctl bench [--workers 200] [--duration 10s] [--keys unique|hot|N]\n" +
+			"       [--limit N] [--mode pipelined|per-worker] [--conns N] [--lease 5s]\n" +
+			"       [--wait DURATION]",
 		Description: "Each worker repeats one cycle, acquire then release, for --duration, and\n" +
 			"lockctl prints cycles per second, errors, timeouts and the cycle latency at\n" +
 			"p50, p99 and p99.9.\n\n" +
@@ -64,7 +66,8 @@ func (c *benchCommand) Command() *cli.Command {
 			"   lockctl bench\n" +
 			"   lockctl bench --keys hot --workers 50 --duration 30s\n" +
 			"   lockctl bench --keys hot --limit 8     # eight at a time on one key\n" +
-			"   lockctl --json bench --mode per-worker --workers 1000 | jq .cycles_per_second\n\n" +
+			"   lockctl --json bench --mode per-worker --workers 1000 |\n" +
+			"       jq .cycles_per_second\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "no cycle completed (the first error is printed)"),
 				helpExitUsage, helpExitUnavailable, helpExitNoAnswer,

@@ -26,9 +26,10 @@ func (c *completionCommand) Command() *cli.Command {
 		Description: "Prints a completion script for lockctl's commands, flags and flag values.\n" +
 			"It is static: completing runs no lockctl and needs no lockd.\n\n" +
 			"Examples:\n" +
-			"   source <(lockctl completion bash)                      # this bash session\n" +
-			"   lockctl completion bash > ~/.local/share/bash-completion/completions/lockctl\n" +
-			"   lockctl completion zsh > ~/.zfunc/_lockctl               # with ~/.zfunc in $fpath\n" +
+			"   source <(lockctl completion bash)         # this bash session\n" +
+			"   lockctl completion bash \\\n" +
+			"       > ~/.local/share/bash-completion/completions/lockctl\n" +
+			"   lockctl completion zsh > ~/.zfunc/_lockctl  # with ~/.zfunc in $fpath\n" +
 			"   lockctl completion fish > ~/.config/fish/completions/lockctl.fish\n\n" +
 			exitCodesHelp(helpExitOK, helpExitUsage),
 		Action: c.Run,

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +37,8 @@ type drillCommand struct {
 	// expectFailover: the drill fails unless the action moved the active
 	// role to another node.
 	expectFailover bool
+	// report is --report: the file the HTML report goes to.
+	report string
 }
 
 // drillActionTimeout bounds a handoff action, as handoff's --timeout.
@@ -48,10 +47,10 @@ const drillActionTimeout = 10 * time.Second
 func (c *drillCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:  "drill",
-		Usage: "run a failover drill: lock traffic, a handoff or your command, and a verdict",
+		Usage: "run a failover drill: lock traffic, a disruption, a verdict",
 		UsageText: "lockctl drill [--workers 8] [--keys 16] [--lease 5s] [--duration 10s]\n" +
 			"       [--action handoff|none | --run 'CMD'] [--at 3s]\n" +
-			"       [--max-gap DURATION] [--max-errors N] [--max-lost N]",
+			"       [--max-gap DURATION] [--max-errors N] [--max-lost N] [--report FILE]",
 		Description: "Runs --workers goroutines that acquire and release random keys (of --keys)\n" +
 			"through one shared client, the way an application does, for --duration. At\n" +
 			"--at it disrupts the cluster: a handoff of the active role (the default), or\n" +
@@ -66,10 +65,11 @@ func (c *drillCommand) Command() *cli.Command {
 			"            requests off dropped connections by itself)\n" +
 			"   lost     answers the new active did not know of, grants and releases:\n" +
 			"            a grant is lost when its release says notheld; a release is lost\n" +
-			"            when, after the old active answered it ok, the active still names\n" +
-			"            its token as the key's holder. The drill asks the active (Q) about\n" +
-			"            the key of any acquire that waits unusually long (250ms, or a\n" +
-			"            quarter of --lease), and about every key once the workload ended.\n" +
+			"            when, after the old active answered it ok, the active still\n" +
+			"            names its token as the key's holder. The drill asks the active\n" +
+			"            (Q) about the key of any acquire that waits unusually long\n" +
+			"            (250ms, or a quarter of --lease), and about every key once the\n" +
+			"            workload ended.\n" +
 			"            lockd --replication sync (the default) loses neither in a crash;\n" +
 			"            async may lose the last answers\n" +
 			"   in doubt releases in flight during the action that came back notheld: the\n" +
@@ -86,22 +86,25 @@ func (c *drillCommand) Command() *cli.Command {
 			"   takeover from the last grant by the old active to the first by the new\n" +
 			"            one (its tokens carry a newer epoch); null in JSON if none came\n" +
 			"   fencing  whether every token of a key was larger than every earlier one\n\n" +
-			"The drill fails (exit 1) when fencing is violated, the action failed, no lock\n" +
-			"was granted at all, the action removed the active and no new active granted\n" +
-			"a lock afterwards (takeover none: the clients never moved), or a bound you set\n" +
-			"is exceeded. With --expect-failover it also fails when the active after the\n" +
-			"drill is the node that was active before: a drill meant to test a failover\n" +
-			"whose action stopped a standby, or nothing, does not pass. --json prints one\n" +
-			"object:\n" +
+			"The drill fails (exit 1) when fencing is violated, the action failed, no\n" +
+			"lock was granted at all, the action removed the active and no new active\n" +
+			"granted a lock afterwards (takeover none: the clients never moved), or a\n" +
+			"bound you set is exceeded. With --expect-failover it also fails when the\n" +
+			"active after the drill is the node that was active before: a drill meant\n" +
+			"to test a failover whose action stopped a standby, or nothing, does not\n" +
+			"pass. --json prints one object:\n" +
 			"   {\"workers\":8,\"keys\":16,\"lease_seconds\":5,\"duration_seconds\":10,\n" +
-			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\"detail\":\"...\"},\n" +
-			"    \"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\"cycles\":48211,\"grants\":48211,\n" +
+			"    \"action\":{\"kind\":\"handoff\",\"command\":null,\"at_seconds\":3,\"ok\":true,\n" +
+			"    \"detail\":\"...\"},\"active_before\":\"ADDR\",\"active_after\":\"ADDR\",\n" +
+			"    \"cycles\":48211,\"grants\":48211,\n" +
 			"    \"errors\":0,\"error_kinds\":{},\"first_error\":null,\n" +
 			"    \"lost\":0,\"lost_grants\":0,\"lost_releases\":0,\"in_doubt\":0,\"ghosts\":0,\n" +
 			"    \"unchecked_keys\":0,\"stall_ms\":null,\"stall_key\":null,\"stall_cause\":null,\n" +
-			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\"gap_to_seconds\":3.015,\n" +
+			"    \"gap_ms\":14.2,\"takeover_ms\":3.1,\"gap_from_seconds\":3.001,\n" +
+			"    \"gap_to_seconds\":3.015,\n" +
 			"    \"fencing\":{\"ok\":true,\"violations\":[]},\"pass\":true,\"failures\":[]}\n" +
-			"A violation reads {\"key\":K,\"token\":\"T\",\"at_seconds\":S,\"after\":\"U\",\"after_at_seconds\":R}:\n" +
+			"A violation reads\n" +
+			"   {\"key\":K,\"token\":\"T\",\"at_seconds\":S,\"after\":\"U\",\"after_at_seconds\":R}:\n" +
 			"a client got token T at S, after another got the larger (or equal) U at R.\n" +
 			"lost is lost_grants + lost_releases, what --max-lost bounds; unchecked_keys\n" +
 			"counts keys the last look could not ask about (a loss there would go unseen,\n" +
@@ -109,9 +112,11 @@ func (c *drillCommand) Command() *cli.Command {
 			"\"ghost grant\".\n\n" +
 			"Examples:\n" +
 			"   lockctl drill --max-gap 500ms --max-errors 0\n" +
-			"   lockctl drill --run 'kill $(cat /run/lockd-$LOCKD_ACTIVE_PORT.pid)' --expect-failover --max-gap 3s\n" +
-			"   lockctl drill --run 'kill -9 $(cat /run/lockd-a.pid)' --max-lost 0   # a crash loses nothing\n" +
-			"   lockctl drill --action none --duration 5s   # a baseline without disruption\n\n" +
+			"   lockctl drill --expect-failover --max-gap 3s \\\n" +
+			"       --run 'kill $(cat /run/lockd-$LOCKD_ACTIVE_PORT.pid)'\n" +
+			"   lockctl drill --run 'kill -9 $(cat /run/lockd-a.pid)' --max-lost 0\n" +
+			"   lockctl drill --action none --duration 5s     # a baseline\n" +
+			"   lockctl drill --max-gap 500ms --report drill.html   # and a page\n\n" +
 			exitCodesHelp(
 				exitLine("0", "the drill passed"),
 				exitLine("1", "it failed: a bound exceeded, fencing violated, the action failed, or no grant"),
@@ -141,6 +146,8 @@ func (c *drillCommand) Command() *cli.Command {
 				Usage: "fail when more than `N` grants and releases together were lost in the failover"},
 			&cli.BoolFlag{Name: "expect-failover", Destination: &c.expectFailover,
 				Usage: "fail unless the action moved the active role to another node"},
+			&cli.StringFlag{Name: "report", Destination: &c.report, TakesFile: true,
+				Usage: "also write the drill as an HTML page to `FILE`: a timeline of the grants per node, the action, the gap, the takeover, errors and releases in doubt, and the verdict (one file, nothing to fetch: attach it to the CI run)"},
 		},
 		Action: c.Run,
 	}
@@ -158,6 +165,15 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 	plan, err := c.plan(cCtx)
 	if err != nil {
 		return err
+	}
+	// The report's file is made before the drill runs, so that a path
+	// that cannot be written fails at once, not after the drill.
+	var report *os.File
+	if c.report != "" {
+		if report, err = os.Create(c.report); err != nil {
+			return usageError(name, "--report %s: %s; give a file in a directory that exists and can be written", c.report, innermost(err))
+		}
+		defer report.Close()
 	}
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
@@ -190,6 +206,16 @@ func (c *drillCommand) Run(cCtx *cli.Context) error {
 		}
 	} else if err := renderDrill(g.Stdout, rep, plan, styleOf(g).Color); err != nil {
 		return err
+	}
+	if report != nil {
+		err := writeDrillReport(report, rep, plan)
+		if cerr := report.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return &exitError{code: exitFailed, what: fmt.Sprintf("the drill ran, but its report could not be written to %s: %s", c.report, innermost(err)),
+				try: "check the disk and the file, and run the drill again", err: err}
+		}
 	}
 	if len(rep.Failures) > 0 {
 		// The report says why; the exit code is what CI reads.
@@ -363,228 +389,6 @@ func noTakeoverWords(f drill.NoTakeover) string {
 		cause = fmt.Sprintf("%s is active now, but every grant after the action came from the old active's epoch", printable(f.After))
 	}
 	return what + ": " + cause
-}
-
-// drillJSON is the --json shape of drill; it is part of lockctl's
-// contract with scripts.
-type drillJSON struct {
-	Workers         int              `json:"workers"`
-	Keys            int              `json:"keys"`
-	LeaseSeconds    float64          `json:"lease_seconds"`
-	DurationSeconds float64          `json:"duration_seconds"`
-	Action          drillActionJSON  `json:"action"`
-	ActiveBefore    *string          `json:"active_before"`
-	ActiveAfter     *string          `json:"active_after"`
-	Cycles          int              `json:"cycles"`
-	Grants          int              `json:"grants"`
-	Errors          int              `json:"errors"`
-	ErrorKinds      map[string]int   `json:"error_kinds"`
-	FirstError      *string          `json:"first_error"`
-	Lost            int              `json:"lost"`
-	LostGrants      int              `json:"lost_grants"`
-	LostReleases    int              `json:"lost_releases"`
-	InDoubt         int              `json:"in_doubt"`
-	Ghosts          int              `json:"ghosts"`
-	UncheckedKeys   int              `json:"unchecked_keys"`
-	StallMs         *float64         `json:"stall_ms"`
-	StallKey        *string          `json:"stall_key"`
-	StallCause      *string          `json:"stall_cause"`
-	GapMs           float64          `json:"gap_ms"`
-	TakeoverMs      *float64         `json:"takeover_ms"`
-	GapFromSeconds  float64          `json:"gap_from_seconds"`
-	GapToSeconds    float64          `json:"gap_to_seconds"`
-	Fencing         drillFencingJSON `json:"fencing"`
-	Pass            bool             `json:"pass"`
-	Failures        []string         `json:"failures"`
-}
-
-type drillActionJSON struct {
-	Kind      string  `json:"kind"`
-	Command   *string `json:"command"`
-	AtSeconds float64 `json:"at_seconds"`
-	OK        bool    `json:"ok"`
-	Detail    string  `json:"detail"`
-}
-
-type drillFencingJSON struct {
-	OK         bool                 `json:"ok"`
-	Violations []drillViolationJSON `json:"violations"`
-}
-
-type drillViolationJSON struct {
-	Key            string  `json:"key"`
-	Token          uint64  `json:"token,string"`
-	AtSeconds      float64 `json:"at_seconds"`
-	After          uint64  `json:"after,string"`
-	AfterAtSeconds float64 `json:"after_at_seconds"`
-}
-
-// nullIfEmpty is s for JSON, null when empty.
-func nullIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func drillJSONOf(r *drill.Report, p drill.Plan) drillJSON {
-	out := drillJSON{
-		Workers: p.Workers, Keys: p.Keys,
-		LeaseSeconds: seconds(p.Lease), DurationSeconds: seconds(p.Duration),
-		Action: drillActionJSON{Kind: p.Action, Command: nullIfEmpty(p.Command),
-			AtSeconds: seconds(r.ActionAt), OK: r.ActionOK, Detail: r.ActionDetail},
-		ActiveBefore: nullIfEmpty(r.ActiveBefore), ActiveAfter: nullIfEmpty(r.ActiveAfter),
-		Cycles: r.Cycles, Grants: r.Grants, Errors: r.Errors, ErrorKinds: r.ErrorKinds,
-		FirstError: nullIfEmpty(oneLine(r.FirstError)),
-		Lost:       r.Lost(), LostGrants: r.LostGrants, LostReleases: len(r.LostReleases), InDoubt: r.InDoubt, Ghosts: len(r.Ghosts), UncheckedKeys: r.Unchecked,
-		GapMs: millis(r.Gap), GapFromSeconds: seconds(r.GapFrom), GapToSeconds: seconds(r.GapTo),
-		Fencing:  drillFencingJSON{OK: r.ViolationCount == 0, Violations: []drillViolationJSON{}},
-		Pass:     len(r.Failures) == 0,
-		Failures: []string{},
-	}
-	if r.TookOver {
-		ms := millis(r.Takeover)
-		out.TakeoverMs = &ms
-	}
-	if h, ok := r.LongestStall(); ok {
-		ms, cause := millis(h.Stall), h.Cause()
-		out.StallMs, out.StallKey, out.StallCause = &ms, &h.Key, &cause
-	}
-	if p.Action == drill.ActionNone {
-		out.Action.AtSeconds = 0
-	}
-	for _, v := range r.Violations {
-		out.Fencing.Violations = append(out.Fencing.Violations, drillViolationJSON{Key: v.Key, Token: v.Token,
-			AtSeconds: seconds(v.At), After: v.After, AfterAtSeconds: seconds(v.AfterAt)})
-	}
-	out.Failures = append(out.Failures, r.Failures...)
-	return out
-}
-
-// renderDrill writes the report as a few labelled lines, the verdict last.
-// Addresses and keys are escaped with printable; the details, errors and
-// failures, which may quote a server or a command line, with printableText.
-func renderDrill(w io.Writer, r *drill.Report, p drill.Plan, color bool) error {
-	pal := newPalette(w, color)
-	var b strings.Builder
-	line := func(label, value string) {
-		if label != "" {
-			label += ":"
-		}
-		fmt.Fprintf(&b, "%-10s%s\n", label, value)
-	}
-	action := p.Action + " at " + p.At.String()
-	switch p.Action {
-	case drill.ActionNone:
-		action = "no action"
-	case drill.ActionRun:
-		action = fmt.Sprintf("command at %s: %s", p.At, printableText(p.Command))
-	}
-	line("drill", fmt.Sprintf("%s, %s, %s, %s", countOf(p.Workers, "worker", "workers"), countOf(p.Keys, "key", "keys"), p.Duration, action))
-	if p.Action != drill.ActionNone {
-		detail := printableText(r.ActionDetail)
-		if !r.ActionOK {
-			detail = pal.bad.Render(detail)
-		}
-		line("action", detail)
-	}
-	active := nameOrNone(r.ActiveBefore) + " -> " + nameOrNone(r.ActiveAfter)
-	if r.ActiveBefore == r.ActiveAfter {
-		active = nameOrNone(r.ActiveBefore) + " (unchanged)"
-	}
-	line("active", active)
-	line("cycles", fmt.Sprintf("%d completed (%d grants)", r.Cycles, r.Grants))
-	errs := strconv.Itoa(r.Errors)
-	if r.Errors > 0 {
-		var kinds []string
-		for _, k := range slices.Sorted(maps.Keys(r.ErrorKinds)) {
-			kinds = append(kinds, fmt.Sprintf("%d %s", r.ErrorKinds[k], k))
-		}
-		errs = pal.warn.Render(errs) + " (" + strings.Join(kinds, ", ") + "); first: " + printableText(oneLine(r.FirstError))
-	}
-	line("errors", errs+boundNote(p.MaxErrors >= 0, strconv.Itoa(p.MaxErrors)))
-	lost := strconv.Itoa(r.Lost())
-	if r.Lost() > 0 {
-		var what []string
-		if r.LostGrants > 0 {
-			what = append(what, countOf(r.LostGrants, "grant", "grants")+" (release said notheld)")
-		}
-		if n := len(r.LostReleases); n > 0 {
-			what = append(what, countOf(n, "release", "releases")+" (answered ok, then still held on the active)")
-		}
-		lost = pal.warn.Render(lost) + ": " + strings.Join(what, ", ")
-	}
-	if r.Unchecked > 0 {
-		lost += fmt.Sprintf("; %s could not be asked about at the end", countOf(r.Unchecked, "key", "keys"))
-	}
-	line("lost", lost+boundNote(p.MaxLost >= 0, strconv.Itoa(p.MaxLost)))
-	if r.InDoubt > 0 {
-		line("in doubt", countOf(r.InDoubt, "release", "releases")+" in flight during the action came back notheld: "+
-			"applied by the old active and answered too late, or their grants were lost (not counted as lost)")
-	}
-	if n := len(r.Ghosts); n > 0 {
-		line("ghosts", pal.warn.Render(countOf(n, "key", "keys"))+" held by a grant no worker received: its answer was lost, "+
-			"and the acquire sent again waited behind it")
-	}
-	if h, ok := r.LongestStall(); ok {
-		freed := "released at " + shortDuration(h.FreedAt)
-		if h.Ghost {
-			freed = "freed at " + shortDuration(h.FreedAt)
-		}
-		until := "still held at the drill's end"
-		if h.Regranted {
-			until = "granted again at " + shortDuration(h.FreedAt+h.Stall)
-		}
-		line("stall", fmt.Sprintf("%s on key %s by a %s: %s, %s", pal.strong.Render(shortDuration(h.Stall)),
-			printable(h.Key), h.Cause(), freed, until))
-	}
-	line("gap", fmt.Sprintf("%s without a grant, from %s to %s%s", pal.strong.Render(shortDuration(r.Gap)),
-		shortDuration(r.GapFrom), shortDuration(r.GapTo), boundNote(p.MaxGap >= 0, p.MaxGap.String())))
-	if p.Action != drill.ActionNone && r.ActionOK {
-		switch {
-		case r.TookOver:
-			line("takeover", pal.strong.Render(shortDuration(r.Takeover))+" from the last grant by the old active to the first by the new one")
-		case r.RemovedActive(p):
-			line("takeover", pal.bad.Render("none")+": no new active granted a lock after the action removed the active")
-		default:
-			line("takeover", "none: no new active granted a lock during the drill")
-		}
-	}
-	if r.ViolationCount == 0 {
-		line("fencing", pal.good.Render("ok"))
-	} else {
-		label := "fencing"
-		for _, v := range r.Violations {
-			line(label, pal.bad.Render(fmt.Sprintf("VIOLATED key %s: %d after %d", printable(v.Key), v.Token, v.After))+
-				fmt.Sprintf(" (granted at %s, %s after it)", shortDuration(v.At), shortDuration(v.At-v.AfterAt)))
-			label = ""
-		}
-		if more := r.ViolationCount - len(r.Violations); more > 0 {
-			line("", fmt.Sprintf("and %d more", more))
-		}
-	}
-	if len(r.Failures) == 0 {
-		line("result", pal.good.Render("PASS"))
-	} else {
-		line("result", pal.bad.Render("FAIL")+": "+printableText(strings.Join(r.Failures, "; ")))
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func boundNote(set bool, bound string) string {
-	if !set {
-		return ""
-	}
-	return " (limit " + bound + ")"
-}
-
-// nameOrNone is a node address as printed, or "none" when there is none.
-func nameOrNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return printable(s)
 }
 
 // actionEnv is what a --run command is told of the active: its address

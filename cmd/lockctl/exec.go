@@ -36,9 +36,10 @@ type execCommand struct {
 
 func (c *execCommand) Command() *cli.Command {
 	return &cli.Command{
-		Name:      "exec",
-		Usage:     "run a command while holding a lock",
-		UsageText: "lockctl exec --key KEY [--lease 30s] [-w DURATION | -n] [--limit N] [-E CODE] [--grace 10s] -- COMMAND [ARGS...]",
+		Name:  "exec",
+		Usage: "run a command while holding a lock",
+		UsageText: "lockctl exec --key KEY [--lease 30s] [-w DURATION | -n] [--limit N]\n" +
+			"       [-E CODE] [--grace 10s] -- COMMAND [ARGS...]",
 		ArgsUsage: "-- COMMAND [ARGS...]",
 		Description: "Acquires KEY, runs COMMAND with stdin, stdout and stderr passed through,\n" +
 			"renews the lease every third of it while COMMAND runs, and releases the lock\n" +
@@ -48,11 +49,11 @@ func (c *execCommand) Command() *cli.Command {
 			"SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to COMMAND (those a\n" +
 			"terminal sends to its whole foreground group, like Ctrl-C, already reach it\n" +
 			"and are not sent twice). If the lock is lost while COMMAND runs, lockctl\n" +
-			"sends it SIGTERM, then SIGKILL after --grace, and exits 5. If lockctl itself\n" +
-			"dies (kill -9, the OOM killer), nothing renews the lock any more: on Linux the\n" +
-			"kernel then sends COMMAND SIGKILL (a parent-death signal), so it does not run\n" +
-			"on unlocked; only COMMAND gets it, so a script that starts others should exec\n" +
-			"its last command or stop its children itself.\n\n" +
+			"sends it SIGTERM, then SIGKILL after --grace, and exits 5. If lockctl\n" +
+			"itself dies (kill -9, the OOM killer), nothing renews the lock any more:\n" +
+			"on Linux the kernel then sends COMMAND SIGKILL (a parent-death signal), so\n" +
+			"it does not run on unlocked; only COMMAND gets it, so a script that starts\n" +
+			"others should exec its last command or stop its children itself.\n\n" +
 			waitHelp + limitHelp +
 			"A lock still held when the wait ends exits 3, or -E/--timeout-code CODE (as\n" +
 			"flock -E); with -E 0, a busy lock skips COMMAND silently.\n\n" +
@@ -76,7 +77,7 @@ func (c *execCommand) Command() *cli.Command {
 				exitLine("", "130/143 also when a signal stops lockctl before COMMAND starts")),
 		Flags: append(append([]cli.Flag{
 			keyFlag(&c.key),
-			leaseFlag(&c.lease, defaultLease),
+			heldLeaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...),
 			limitFlag(&c.limit),
 			&cli.DurationFlag{Name: "grace", Destination: &c.grace, Value: 10 * time.Second,
@@ -94,7 +95,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	if c.grace < 0 {
@@ -107,6 +108,14 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if len(args) == 0 {
 		return usageError(name, "no command to run: put it after --, as in `lockctl exec --key K -- make deploy`")
 	}
+	// The client dials in the background: the connection is being made
+	// while the command is looked up and the signals are set up.
+	cl, err := g.lockClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
 	// A command that cannot start must not cost anyone the lock.
 	path, err := lookCommand(args[0])
 	if err != nil {
@@ -118,12 +127,6 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-
-	cl, err := g.lockClient()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 
 	held, err := c.acquire(cCtx.Context, g, cl, sigs)
 	if err != nil {

@@ -108,7 +108,7 @@ func TestExecTimeout(t *testing.T) {
 func TestExecLostLockStopsCommand(t *testing.T) {
 	f := startFake(t)
 	f.renewGone = true
-	code, _, stderr := lockctl(t, append([]string{"--addr", f.addr, "exec", "--key", "job", "--lease", "300ms", "--"},
+	code, _, stderr := lockctl(t, append([]string{"--addr", f.addr, "--failure-timeout", "100ms", "exec", "--key", "job", "--lease", "300ms", "--"},
 		childCommand("block")...)...)
 	if code != exitLost {
 		t.Fatalf("exit %d, want %d; stderr %q", code, exitLost, stderr)
@@ -145,7 +145,7 @@ func TestExecLostLockKillsStubbornCommand(t *testing.T) {
 	f.holdRenewals()
 	stdout := &readyWriter{ready: f.openGate}
 	var stderr bytes.Buffer
-	args := append([]string{"lockctl", "--addr", f.addr, "exec", "--key", "job", "--lease", "1500ms", "--grace", "100ms", "--"},
+	args := append([]string{"lockctl", "--addr", f.addr, "--failure-timeout", "100ms", "exec", "--key", "job", "--lease", "1500ms", "--grace", "100ms", "--"},
 		childCommand("ignore-term")...)
 	code := run(t.Context(), args, strings.NewReader(""), stdout, &stderr)
 	if code != exitLost {

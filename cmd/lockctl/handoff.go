@@ -32,7 +32,7 @@ const handoffPoll = 5 * time.Millisecond
 func (c *handoffCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "handoff",
-		Usage:     "hand the active role to the next node (or to --to) and wait until it serves",
+		Usage:     "hand the active role on (to --to) and wait until it serves",
 		UsageText: "lockctl handoff [--to ADDR] [--timeout 10s]",
 		Description: "Asks the active node to hand its role to its successor: the caught-up\n" +
 			"standby of highest priority, or the node named by --to. Locks and queues\n" +

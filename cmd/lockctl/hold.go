@@ -32,7 +32,7 @@ func (c *holdCommand) Command() *cli.Command {
 			"before the lease ends, hold exits 5: from then on someone else may hold it.\n\n" +
 			waitHelp + limitHelp +
 			"Examples:\n" +
-			"   lockctl hold --key maintenance          # in one terminal; Ctrl-C to let go\n" +
+			"   lockctl hold --key maintenance      # in one terminal; Ctrl-C lets go\n" +
 			"   lockctl hold --key db-migrate --lease 10s > token & holder=$!\n" +
 			"   ...; kill $holder; wait $holder\n\n" +
 			exitCodesHelp(
@@ -43,7 +43,7 @@ func (c *holdCommand) Command() *cli.Command {
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM) while still waiting for the lock")),
 		Flags: append(append([]cli.Flag{
 			keyFlag(&c.key),
-			leaseFlag(&c.lease, defaultLease),
+			heldLeaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
 		Action: c.Run,
 	}
@@ -55,7 +55,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	ctx, stop := withSignals(cCtx.Context)

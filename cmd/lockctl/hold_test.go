@@ -39,7 +39,7 @@ func TestHoldReleasesOnSignal(t *testing.T) {
 // object), and says how often it renews in words a person reads.
 func TestHoldConfirmsRelease(t *testing.T) {
 	f := startFake(t)
-	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "--json", "hold", "--key", "k", "--lease", "2s")
+	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "--failure-timeout", "100ms", "--json", "hold", "--key", "k", "--lease", "2s")
 	line, err := stdout.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, `{"key":"k","token":"`) {
 		t.Fatalf("first line %q (%v); stderr %q", line, err, stderr)
@@ -59,7 +59,7 @@ func TestHoldConfirmsRelease(t *testing.T) {
 func TestHoldRenewsThenExits5WhenNotHeld(t *testing.T) {
 	f := startFake(t)
 	f.renewGone = true
-	code, stdout, stderr := lockctl(t, "--addr", f.addr, "hold", "--key", "k", "--lease", "300ms")
+	code, stdout, stderr := lockctl(t, "--addr", f.addr, "--failure-timeout", "100ms", "hold", "--key", "k", "--lease", "300ms")
 	if code != exitLost {
 		t.Fatalf("exit %d, want %d; stderr %q", code, exitLost, stderr)
 	}
@@ -75,7 +75,7 @@ func TestHoldRenewsThenExits5WhenNotHeld(t *testing.T) {
 
 func TestHoldExits5WhenNoRenewalGetsThrough(t *testing.T) {
 	f := startFake(t)
-	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "hold", "--key", "k", "--lease", "600ms")
+	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "--failure-timeout", "100ms", "hold", "--key", "k", "--lease", "600ms")
 	if _, err := stdout.ReadString('\n'); err != nil {
 		t.Fatalf("no token printed: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestHoldTimeoutExit3(t *testing.T) {
 // enough for a lock held for long.
 func TestHoldRenewsOnANewConnectionAfterADrop(t *testing.T) {
 	f := startFake(t)
-	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "hold", "--key", "k", "--lease", "1500ms")
+	cmd, stdout, stderr := startLockctl(t, "--addr", f.addr, "--failure-timeout", "100ms", "hold", "--key", "k", "--lease", "1500ms")
 	line, err := stdout.ReadString('\n')
 	if err != nil {
 		t.Fatalf("no token printed: %v; stderr %q", err, stderr)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"time"
@@ -64,6 +65,46 @@ func checkLease(cmd string, lease time.Duration) error {
 		return usageError(cmd, "--lease %s: must be at most %s", lease, proto.MaxSeconds*time.Second)
 	}
 	return nil
+}
+
+// failoverRenewals is how many failure timeouts a held lease must last:
+// hold and exec renew a lease every third of it, and the renewal after a
+// crash of the active is lost with it; the client sends it to another
+// node once the active has been silent for --failure-timeout, and a
+// standby takes the role after lockd's own failure timeout (the same
+// default) and waits up to half of it for the other standbys. With three
+// failure timeouts, that renewal reaches the new active with one to
+// spare before the lease ends.
+const failoverRenewals = 3
+
+// minHeldLease is the shortest lease hold and exec keep through a
+// failover, for a client whose --failure-timeout is failureTimeout.
+func minHeldLease(failureTimeout time.Duration) time.Duration {
+	return failoverRenewals * failureTimeout
+}
+
+// checkHeldLease refuses a lease hold or exec could not renew across a
+// failover: the lock would be lost in every one, silently for whoever
+// relies on it.
+func checkHeldLease(cmd string, lease, failureTimeout time.Duration) error {
+	if min := minHeldLease(failureTimeout); lease < min {
+		return usageError(cmd, "--lease %s is too short to be renewed across a failover: a renewal lost with the active "+
+			"reaches the next one only after --failure-timeout %s; take --lease %s or more (%d times --failure-timeout), "+
+			"or, against nodes started with a shorter --failure-timeout, give lockctl the same",
+			lease, failureTimeout, min, failoverRenewals)
+	}
+	return nil
+}
+
+// shortLeaseWarning is acquire's word on a lease that would not survive a
+// failover. acquire does not renew (the token goes to whoever renews or
+// releases it), and a lock meant to lapse soon is a fair use, so it takes
+// the lease, and says what it costs.
+func shortLeaseWarning(w io.Writer, lease, failureTimeout time.Duration) {
+	if min := minHeldLease(failureTimeout); lease < min {
+		warn(w, fmt.Sprintf("--lease %s is shorter than the %s a renewal needs to get through a failover: a failover will end this lock", lease, min),
+			fmt.Sprintf("take --lease %s or more for a lock that must outlive one", min))
+	}
 }
 
 // lockWait is how long a command waits in a key's queue: --wait and
@@ -168,6 +209,13 @@ func keyFlag(dst *string) cli.Flag {
 func leaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
 	return durflag.New(cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
 		Usage: "how long lockd keeps the lock unless it is renewed, a `DURATION` (30s, 2m) or seconds (30, 0.5)"})
+}
+
+// heldLeaseFlag is --lease of the commands that keep renewing it.
+func heldLeaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
+	return durflag.New(cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
+		Usage: "how long lockd keeps the lock if renewals stop, a `DURATION` (30s, 2m) or seconds (30, 0.5); " +
+			"renewed every third of it, and at least 3 times --failure-timeout (3s by default), so that a renewal gets through a failover"})
 }
 
 // waitFlags are flock's -w and -n.

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,27 +37,132 @@ import (
 const defaultAddr = "127.0.0.1:7070"
 
 func main() {
+	// A lock command is a few requests and a child process: one
+	// processor is plenty, and a second costs every run the threads the
+	// runtime starts and wakes to use it (a tenth of exec's time). The
+	// load generators, bench and drill, keep every processor, and so does
+	// a GOMAXPROCS the user set.
+	if os.Getenv("GOMAXPROCS") == "" {
+		if name := commandArg(os.Args); name != "bench" && name != "drill" {
+			runtime.GOMAXPROCS(1)
+		}
+	}
 	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
 
-// commands lists every subcommand, in the order --help shows them. A new
-// command is one file beside this one and one line here.
-func commands() []*cli.Command {
-	return []*cli.Command{
-		new(acquireCommand).Command(),
-		new(releaseCommand).Command(),
-		new(renewCommand).Command(),
-		new(holdCommand).Command(),
-		new(execCommand).Command(),
-		new(benchCommand).Command(),
-		new(statusCommand).Command(),
-		new(queuesCommand).Command(),
-		new(watchCommand).Command(),
-		new(handoffCommand).Command(),
-		new(drillCommand).Command(),
-		new(completionCommand).Command(),
-		new(versionCommand).Command(),
+// commandDef is a subcommand by name, built only when a run needs it.
+type commandDef struct {
+	name string
+	make func() *cli.Command
+}
+
+// commandTable lists every subcommand by name, in the order --help shows
+// them. A new command is one file beside this one and one line here
+// (TestCommandTableNames checks each name is its command's).
+func commandTable() []commandDef {
+	return []commandDef{
+		{"acquire", func() *cli.Command { return new(acquireCommand).Command() }},
+		{"release", func() *cli.Command { return new(releaseCommand).Command() }},
+		{"renew", func() *cli.Command { return new(renewCommand).Command() }},
+		{"hold", func() *cli.Command { return new(holdCommand).Command() }},
+		{"exec", func() *cli.Command { return new(execCommand).Command() }},
+		{"bench", func() *cli.Command { return new(benchCommand).Command() }},
+		{"status", func() *cli.Command { return new(statusCommand).Command() }},
+		{"queues", func() *cli.Command { return new(queuesCommand).Command() }},
+		{"watch", func() *cli.Command { return new(watchCommand).Command() }},
+		{"handoff", func() *cli.Command { return new(handoffCommand).Command() }},
+		{"drill", func() *cli.Command { return new(drillCommand).Command() }},
+		{"completion", func() *cli.Command { return new(completionCommand).Command() }},
+		{"version", func() *cli.Command { return new(versionCommand).Command() }},
 	}
+}
+
+// commands builds every subcommand, in the order --help shows them.
+func commands() []*cli.Command {
+	table := commandTable()
+	cmds := make([]*cli.Command, len(table))
+	for i, c := range table {
+		cmds[i] = c.make()
+	}
+	return cmds
+}
+
+// commandsFor builds the commands a run with args needs: the one args
+// name, when they name one and ask for no help (a command's definition
+// and its flags are start-up work every run paid for the twelve it does
+// not run); every command otherwise, for help, completion and the "did
+// you mean" of a typo.
+func commandsFor(args []string) []*cli.Command {
+	if args != nil && !mayShowHelp(args) {
+		name := commandArg(args)
+		for _, c := range commandTable() {
+			if c.name == name {
+				return []*cli.Command{c.make()}
+			}
+		}
+	}
+	return append(commands(), flagsCommand())
+}
+
+// commandArg is the command args name: the first argument that is not a
+// global flag or its value; "" when a flag before it is not a global one
+// (the run then builds every command, and urfave/cli says what is
+// wrong).
+func commandArg(args []string) string {
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			if a == "--" {
+				return ""
+			}
+			return a
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		takes, global := globalTakesValue[globalName(name)]
+		if !global {
+			return ""
+		}
+		if takes && !hasValue {
+			i++
+		}
+	}
+	return ""
+}
+
+// flagsBeyond reports whether args give, after the name of cmd and
+// before a "--", a flag that is not one of cmd's own: a global flag, or
+// one lockctl does not have, whose "did you mean" looks among the global
+// flags too.
+func flagsBeyond(args []string, cmd *cli.Command) bool {
+	own := make(map[string]bool)
+	for _, f := range cmd.Flags {
+		for _, n := range f.Names() {
+			own[n] = true
+		}
+	}
+	seen := false
+	for _, a := range args[1:] {
+		switch {
+		case a == "--":
+			return false
+		case !seen:
+			seen = a == cmd.Name
+		case strings.HasPrefix(a, "-") && a != "-":
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !own[name] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// globalTakesValue says, for each global flag, whether it takes a value
+// (TestGlobalTakesValue keeps it in step with globalFlags).
+var globalTakesValue = map[string]bool{
+	flagAddr: true, flagOutput: true, flagJSON: false, flagNoHeaders: false, flagColor: true,
+	flagTimeout: true, flagFailTimeout: true, flagName: true, flagTLS: false, flagTLSCA: true,
+	flagTLSCert: true, flagTLSKey: true, flagTLSServerName: true, flagSecretFile: true,
 }
 
 // run is lockctl with its process boundary passed in, so tests can drive it.
@@ -113,22 +219,33 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 // same, and no help line is written.
 func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.App, *string) {
 	helpMiss := new(string)
-	cmds := commands()
+	cmds := commandsFor(args)
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
+		if c.CustomHelpTemplate == "" {
+			c.CustomHelpTemplate = commandHelpTemplate
+		}
 	}
 	addGlobals := func() {
 		for _, c := range cmds {
+			if args != nil && len(cmds) == 1 && !flagsBeyond(args, c) {
+				// Only the command args name was built, and every flag
+				// after its name is its own: the global flags were given
+				// before it, if at all, and it needs no copy of them.
+				continue
+			}
 			c.Flags = append(c.Flags, globalFlags(false)...)
 		}
 	}
 	app := &cli.App{
 		Name:  "lockctl",
 		Usage: "take, hold and release lockd locks; run commands under a lock",
-		UsageText: "lockctl [--addr ADDR,...] [--json] [--color auto|always|never] COMMAND [flags] [args]\n" +
+		UsageText: "lockctl [--addr ADDR,...] [--json] [--color auto|always|never]\n" +
+			"        COMMAND [flags] [args]\n" +
 			"lockctl COMMAND --help",
 		Description: "lockctl talks to lockd, the lock server, over its line protocol. Global\n" +
-			"flags may come before or after the command name.\n\n" +
+			"flags (GLOBAL OPTIONS below; lockctl help flags) may come before or after\n" +
+			"the command name.\n\n" +
 			"Examples:\n" +
 			"   token=$(lockctl acquire --key deploy --lease 2m --wait 30s)\n" +
 			"   lockctl release --key deploy --token \"$token\"\n" +
@@ -160,6 +277,7 @@ func newAppFor(args []string, stdin io.Reader, stdout, stderr io.Writer) (*cli.A
 	}
 	// --version (and -v) print what `lockctl version` prints.
 	cli.VersionPrinter = func(cCtx *cli.Context) { fmt.Fprintln(cCtx.App.Writer, versionLine()) }
+	cli.HelpPrinter = printHelp
 	if args != nil && !mayShowHelp(args) {
 		app.Setup()
 	}

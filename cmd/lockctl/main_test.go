@@ -789,17 +789,84 @@ func TestGlobalAliases(t *testing.T) {
 	}
 }
 
-// A run that prints no help skips the sorting of every
-// command's flags into categories; every way of asking for a command's
-// help still shows its global flags apart.
-func TestCommandHelpShowsGlobalFlags(t *testing.T) {
+// A command's help lists its own flags, not the global ones: those are
+// the same for every command, named in one line that points to the page
+// that lists them, lockctl help flags (also in lockctl --help). Every way
+// of asking for a command's help shows the same.
+func TestCommandHelpLeavesGlobalFlagsToTheirPage(t *testing.T) {
 	for _, args := range [][]string{
 		{"exec", "--help"}, {"exec", "-h"}, {"exec", "--help=true"}, {"help", "exec"}, {"h", "exec"},
-		{"--addr", "127.0.0.1:1", "acquire", "--key", "k", "--help"}, {"--json", "help", "status"},
+		{"--addr", "127.0.0.1:1", "exec", "--key", "k", "--help"}, {"--json", "help", "exec"},
 	} {
 		code, stdout, stderr := lockctl(t, args...)
-		if code != 0 || !strings.Contains(stdout, "\n   "+globalCategory+"\n\n   --addr NODES") {
-			t.Errorf("lockctl %q: exit %d, no %q section in the help:\n%s%s", args, code, globalCategory, stdout, stderr)
+		if code != 0 || !strings.Contains(stdout, "\n   --key KEY ") || !strings.Contains(stdout, "see lockctl help flags\n") {
+			t.Errorf("lockctl %q: exit %d, no --key or no pointer to lockctl help flags:\n%s%s", args, code, stdout, stderr)
+		}
+		for _, global := range []string{"--addr NODES", "--tls-ca FILE", "--secret-file FILE", "--failure-timeout DURATION"} {
+			if strings.Contains(stdout, global) {
+				t.Errorf("lockctl %q lists the global flag %s:\n%s", args, global, stdout)
+			}
+		}
+	}
+	for _, cmd := range commands() {
+		_, stdout, _ := lockctl(t, cmd.Name, "--help")
+		if n := strings.Count(stdout, "\n"); n > 120 {
+			t.Errorf("lockctl %s --help is %d lines", cmd.Name, n)
+		}
+	}
+	for _, args := range [][]string{{"help", "flags"}, {"flags"}, {"--help"}} {
+		code, stdout, stderr := lockctl(t, args...)
+		if code != 0 {
+			t.Errorf("lockctl %q: exit %d\n%s", args, code, stderr)
+		}
+		for _, f := range globalFlags(true) {
+			if !strings.Contains(stdout, "\n   --"+f.Names()[0]+" ") {
+				t.Errorf("lockctl %q does not list --%s:\n%s", args, f.Names()[0], stdout)
+			}
+		}
+	}
+}
+
+// The help texts are written to fit 80 columns as they are printed
+// (three columns in): a line of prose or an example that did not would be
+// wrapped, its last words alone on a line before the next one, and a
+// shell command cut without its backslash. Only list items (an exit code,
+// a field, its text after two spaces) may run longer: they wrap hanging
+// under their text.
+func TestHelpTextsFitEightyColumns(t *testing.T) {
+	app, _ := newApp(nil, nil, nil)
+	texts := map[string]string{"lockctl": app.Description + "\n" + app.UsageText}
+	for _, c := range commands() {
+		texts[c.Name] = c.Description + "\n" + c.UsageText
+		// lockctl --help lists it as "   NAME        USAGE".
+		if w := 3 + len("completion") + 2 + textWidth(c.Usage); w > 80 {
+			t.Errorf("lockctl --help lists %s in %d columns: shorten its Usage %q", c.Name, w, c.Usage)
+		}
+	}
+	for name, text := range texts {
+		for _, l := range strings.Split(text, "\n") {
+			if textWidth(l)+3 > 80 && hangingIndent("   "+l, 80) == 3+len(l)-len(strings.TrimLeft(l, " ")) {
+				t.Errorf("%s --help: a line of %d columns as printed:\n%s", name, textWidth(l)+3, l)
+			}
+		}
+	}
+}
+
+// Help is wrapped at spaces to 80 columns when it is not printed on a
+// terminal (to the terminal's width when it is), so that no word is
+// broken where a terminal would wrap the line: every page, every line.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	pages := [][]string{{"--help"}, {"help", "flags"}}
+	for _, cmd := range commands() {
+		pages = append(pages, []string{cmd.Name, "--help"})
+	}
+	for _, args := range pages {
+		_, stdout, _ := lockctl(t, args...)
+		for _, l := range strings.Split(stdout, "\n") {
+			if w := textWidth(l); w > 80 {
+				t.Errorf("lockctl %s: a line of %d columns:\n%s", strings.Join(args, " "), w, l)
+			}
 		}
 	}
 }
@@ -822,5 +889,30 @@ func TestMayShowHelp(t *testing.T) {
 		if got := mayShowHelp(tc.args); got != tc.want {
 			t.Errorf("mayShowHelp(%q) = %v, want %v", tc.args, got, tc.want)
 		}
+	}
+}
+
+// A run that builds only the command it names gives it the global flags
+// when a flag after its name is not its own: a global flag, or a typo
+// whose "did you mean" must see the global flags too.
+func TestGlobalFlagsAfterTheCommand(t *testing.T) {
+	exec := new(execCommand).Command()
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"lockctl", "exec", "--key", "k", "--", "true"}, false},
+		{[]string{"lockctl", "--json", "exec", "--key", "k", "--", "true"}, false},
+		{[]string{"lockctl", "exec", "--key", "k", "--json", "--", "true"}, true},
+		{[]string{"lockctl", "exec", "--key=k", "-o", "json", "--", "true"}, true},
+		{[]string{"lockctl", "exec", "--jsn", "--key", "k"}, true},
+		{[]string{"lockctl", "exec", "--key", "k", "--", "sh", "-c", "lockctl --json status"}, false},
+	} {
+		if got := flagsBeyond(tc.args, exec); got != tc.want {
+			t.Errorf("flagsBeyond(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	if code, _, stderr := lockctl(t, "exec", "--jsn", "--key", "k", "--", "true"); code != exitUsage || !strings.Contains(stderr, "did you mean --json?") {
+		t.Errorf("a typo of a global flag after the command: exit %d, %q", code, stderr)
 	}
 }

@@ -41,9 +41,16 @@ func reportError(w io.Writer, err error) int {
 		e = &exitError{code: exitCode(err), what: err.Error(), try: "see `lockctl --help`"}
 	}
 	if msg := e.Error(); msg != "" {
-		fmt.Fprintln(w, "lockctl: "+printableText(oneLine(msg)))
+		fmt.Fprintln(w, wrapMessage(w, "lockctl: "+printableText(oneLine(msg))))
 	}
 	return e.code
+}
+
+// wrapMessage wraps an error or a warning at spaces to the width of w
+// when it is a terminal, its lines after the first indented, so that the
+// terminal does not break a word; in a pipe or a log it stays one line.
+func wrapMessage(w io.Writer, line string) string {
+	return wrapText(line, 0, lineWidth(w), "  ")
 }
 
 // errorJSON is what a failed command prints on stdout with --json (or
@@ -83,7 +90,7 @@ func warn(w io.Writer, what, try string) {
 	if try != "" {
 		msg += "; " + try
 	}
-	fmt.Fprintln(w, printableText(oneLine(msg)))
+	fmt.Fprintln(w, wrapMessage(w, printableText(oneLine(msg))))
 }
 
 // oneLine keeps a message on one line whatever its parts carried.

@@ -6,9 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/mattn/go-isatty"
-	"github.com/olekukonko/tablewriter/pkg/twwidth"
 )
 
 // A live line for long commands (drill, bench): a person at a terminal
@@ -23,18 +20,21 @@ const progressFrame = 250 * time.Millisecond
 // a terminal, until stop is called; stop clears it, and returns only when
 // nothing more will be drawn.
 func startProgress(g *globals, line func() string) (stop func()) {
-	f, ok := g.Stderr.(*os.File)
-	if !ok || !(isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
+	f, _ := g.Stderr.(*os.File)
+	foreground, ok := liveTerminal(f)
+	if !ok {
 		return func() {}
 	}
-	return runProgress(f, line, progressFrame, os.Getenv("TERM") == "dumb", terminalWidth(f))
+	return runProgress(f, line, progressFrame, os.Getenv("TERM") == "dumb", terminalWidth(f), foreground)
 }
 
 // runProgress is startProgress on any writer, for tests. A dumb terminal
 // knows no escape codes: the line is overwritten with a carriage return
 // and spaces. The line is cut to the terminal's width, so that it never
-// wraps onto a second line that \r cannot reach.
-func runProgress(w io.Writer, line func() string, frame time.Duration, dumb bool, width int) (stop func()) {
+// wraps onto a second line that \r cannot reach. It is drawn only while
+// foreground (nil: always) says the process is in the terminal's
+// foreground.
+func runProgress(w io.Writer, line func() string, frame time.Duration, dumb bool, width int, foreground func() bool) (stop func()) {
 	done := make(chan struct{})
 	quit := make(chan struct{})
 	clear := "\r\x1b[2K"
@@ -61,18 +61,21 @@ func runProgress(w io.Writer, line func() string, frame time.Duration, dumb bool
 				return
 			case <-t.C:
 			}
+			if foreground != nil && !foreground() {
+				continue
+			}
 			l := line()
-			if width > 1 && twwidth.Width(l) > width-1 {
-				l = twwidth.Truncate(l, width-1)
+			if width > 1 && textWidth(l) > width-1 {
+				l = truncateWidth(l, width-1)
 			}
 			out := clear + l
 			if dumb {
-				if n := twwidth.Width(l); n < drawn {
+				if n := textWidth(l); n < drawn {
 					out += strings.Repeat(" ", drawn-n)
 				}
 			}
 			io.WriteString(w, out)
-			drawn = max(drawn, twwidth.Width(l))
+			drawn = max(drawn, textWidth(l))
 		}
 	}()
 	var once sync.Once

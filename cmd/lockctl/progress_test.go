@@ -29,7 +29,7 @@ func TestProgressLine(t *testing.T) {
 	for _, dumb := range []bool{false, true} {
 		var w lockedBuffer
 		n := 0
-		stop := runProgress(&w, func() string { n++; return "drill: " + strings.Repeat("x", 100) }, 5*time.Millisecond, dumb, 40)
+		stop := runProgress(&w, func() string { n++; return "drill: " + strings.Repeat("x", 100) }, 5*time.Millisecond, dumb, 40, nil)
 		waitUntil(t, func() bool { return strings.Count(w.String(), "drill:") >= 2 })
 		stop()
 		out := w.String()

@@ -31,7 +31,7 @@ const (
 func (c *queuesCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:      "queues",
-		Usage:     "show every held key with its holders and its waiters in queue order",
+		Usage:     "show the held keys, their holders and their waiters in order",
 		UsageText: "lockctl queues [--key KEY | --prefix PREFIX]",
 		Description: "Lists the keys that are held or waited on (all of them, one, or those\n" +
 			"starting with a prefix), sorted by key. HELD is how many hold the key of how\n" +
@@ -44,19 +44,22 @@ func (c *queuesCommand) Command() *cli.Command {
 			"lock's holder) repeated, so grep and awk work line by line; -o wide adds the\n" +
 			"waiters' names.\n\n" +
 			"--json prints one object:\n" +
-			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":\"123\",\"lease_left_seconds\":29.5,\n" +
+			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":\"123\",\n" +
+			"    \"lease_left_seconds\":29.5,\n" +
 			"    \"limit\":1,\"holders\":[{\"token\":\"123\",\"lease_left_seconds\":29.5,\n" +
 			"    \"name\":\"alice@ci-1:4242\",\"id\":\"alice@ci-1:4242#9f3c2a7d1e5b6a70-1\"}],\n" +
 			"    \"waiters\":[{\"position\":1,\"waited_seconds\":3.2,\"addr\":\"10.0.0.9:51234\",\n" +
 			"    \"name\":\"bob@ci-2:77\",\"id\":\"bob@ci-2:77#0c1d2e3f40516273-1\"}]}],\"total\":1}\n" +
-			"token and lease_left_seconds are the oldest holder's, null when nobody holds\n" +
-			"the key; name and id are null for an acquire that carried no id; total counts\n" +
-			"the matching keys, which can exceed the listed ones (lockd lists at most " +
+			"token and lease_left_seconds are the oldest holder's, null when nobody\n" +
+			"holds the key; name and id are null for an acquire that carried no id;\n" +
+			"total counts the matching keys, which can exceed the listed ones (lockd\n" +
+			"lists at most " +
 			strconv.Itoa(proto.MaxListKeys) + ").\n\n" +
 			"Examples:\n" +
 			"   lockctl queues\n" +
 			"   lockctl queues --key deploy\n" +
-			"   lockctl queues --prefix jobs/ --json | jq '.keys[] | select(.waiters | length > 0)'\n\n" +
+			"   lockctl queues --prefix jobs/ --json |\n" +
+			"       jq '.keys[] | select(.waiters | length > 0)'\n\n" +
 			exitCodesHelp(helpExitOK,
 				exitLine("1", "lockd refused the request"),
 				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
@@ -298,10 +301,9 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 	}
 	pick := func(cells []string) []string { return pickColumns(cells, show) }
 	t := grid{header: pick(header)}
-	// Cut FROM first, by its middle (the port tells connections from one
-	// host apart), then HOLDER, then KEY.
+	// Cut FROM first, then HOLDER, then KEY.
 	at := func(col int) int { return len(pick(header[:col])) }
-	t.shrink = []shrinkable{{col: at(colFrom), middle: true}, {col: at(3)}, {col: 0}}
+	t.shrink = []int{at(colFrom), at(3), 0}
 
 	strong := func(c string) string { return p.strong.Render(c) }
 	faint := func(c string) string { return p.faint.Render(c) }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -31,7 +33,7 @@ func (c *releaseCommand) Command() *cli.Command {
 			"   lockctl release --key deploy --token 7360982537641984001\n" +
 			"   lockctl release --key deploy --token \"$token\" || echo 'lease had expired'\n\n" +
 			exitCodesHelp(helpExitOK,
-				exitLine("1", "the token does not hold the key (released already, lease expired, never granted)"),
+				exitLine("1", "the token does not hold the key: another token holds it (the error says whose), or it was released already, its lease expired, or it was never granted"),
 				helpExitUsage, helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: []cli.Flag{
 			keyFlag(&c.key),
@@ -68,10 +70,7 @@ func (c *releaseCommand) Run(cCtx *cli.Context) error {
 
 	if err := cl.Release(ctx, c.key, token); err != nil {
 		if errors.Is(err, client.ErrNotHeld) {
-			return &exitError{code: exitFailed,
-				what: fmt.Sprintf("token %d does not hold %q", token, c.key),
-				try:  "it was released already, its lease expired, or it was never granted: there is nothing to release",
-				err:  err}
+			return notHeldError(ctx, cl, c.key, token, err)
 		}
 		return clientFailure(ctx, g, fmt.Sprintf("releasing %q", c.key), err)
 	}
@@ -83,4 +82,48 @@ func (c *releaseCommand) Run(cCtx *cli.Context) error {
 		}{c.key, token, true})
 	}
 	return nil
+}
+
+// notHeldError says why a release was answered notheld. Someone else
+// holding the key is the answer a person most needs (a token pasted from
+// another run, a lease that ended and was granted again), so the active
+// is asked who holds it; when it cannot say, the error lists the causes.
+func notHeldError(ctx context.Context, cl *client.Client, key string, token uint64, cause error) error {
+	what := fmt.Sprintf("token %d does not hold %q", token, key)
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	q, err := cl.Queue(qctx, key)
+	switch {
+	case err != nil:
+		return &exitError{code: exitFailed, what: what, err: cause,
+			try: "it was released already, its lease expired, or it was never granted: there is nothing to release"}
+	case !q.Held:
+		return &exitError{code: exitFailed, what: what + ": nobody holds it now", err: cause,
+			try: "it was released already, or its lease expired: there is nothing to release"}
+	}
+	return &exitError{code: exitFailed, what: what + ": " + heldBy(holdersOf(q)), err: cause,
+		try: "only the holder's token releases it (lockctl queues --key " + printable(key) + " shows the holders); " +
+			"to take it when it is freed: lockctl acquire --key " + printable(key)}
+}
+
+// heldBy names the holders of a key: "it is held by token T (NAME)",
+// the first three of a semaphore's and how many more.
+func heldBy(hs []proto.QueueHolder) string {
+	const shown = 3
+	var parts []string
+	for i, h := range hs {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("%d more", len(hs)-shown))
+			break
+		}
+		p := fmt.Sprintf("token %d", h.Token)
+		if n := h.Name(); n != "" {
+			p += " (" + printable(n) + ")"
+		}
+		if h.LeaseLeft > 0 {
+			p += ", lease left " + humanDuration(h.LeaseLeft)
+		}
+		parts = append(parts, p)
+	}
+	return "it is held by " + strings.Join(parts, "; ")
 }

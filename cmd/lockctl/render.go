@@ -15,9 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
-	"github.com/olekukonko/tablewriter/pkg/twwidth"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,33 +127,40 @@ func (s renderStyle) ellipsis() string {
 type palette struct {
 	color bool
 
-	good   lipgloss.Style // the active node, caught-up standbys, PASS
-	warn   lipgloss.Style // lag, long waits
-	bad    lipgloss.Style // down nodes, FAIL, violations
-	strong lipgloss.Style // names worth finding at a glance
-	faint  lipgloss.Style // secondary detail
+	good   style // the active node, caught-up standbys, PASS
+	warn   style // lag, long waits
+	bad    style // down nodes, FAIL, violations
+	strong style // names worth finding at a glance
+	faint  style // secondary detail
 }
 
-func newPalette(w io.Writer, color bool) *palette {
-	r := lipgloss.NewRenderer(w)
-	// The profile is set, never detected: lockctl has already decided
-	// whether colour is wanted (--color, NO_COLOR, isatty), and the 16
-	// basic colours read on every terminal, light or dark, and give the
-	// same bytes in every environment (the golden tests rely on that).
-	if color {
-		r.SetColorProfile(termenv.ANSI)
-	} else {
-		r.SetColorProfile(termenv.Ascii)
+// style is the SGR parameters of a look: "1;32" bold green. The 16 basic
+// colours read on every terminal, light or dark, and give the same bytes
+// in every environment (the golden tests rely on that); nothing is
+// detected, since lockctl has already decided whether colour is wanted
+// (--color, NO_COLOR, isatty).
+type style struct{ sgr string }
+
+// Render wraps s in the style's escape codes, or returns it as it is for
+// no style or nothing to draw.
+func (st style) Render(s string) string {
+	if st.sgr == "" || s == "" {
+		return s
 	}
-	// Known, so lipgloss never queries the terminal for its background.
-	r.SetHasDarkBackground(true)
+	return "\x1b[" + st.sgr + "m" + s + sgrReset
+}
+
+func newPalette(_ io.Writer, color bool) *palette {
+	if !color {
+		return &palette{}
+	}
 	return &palette{
-		color:  color,
-		good:   r.NewStyle().Foreground(lipgloss.Color("2")).Bold(true),
-		warn:   r.NewStyle().Foreground(lipgloss.Color("3")),
-		bad:    r.NewStyle().Foreground(lipgloss.Color("1")).Bold(true),
-		strong: r.NewStyle().Bold(true),
-		faint:  r.NewStyle().Faint(true),
+		color:  true,
+		good:   style{"1;32"},
+		warn:   style{"33"},
+		bad:    style{"1;31"},
+		strong: style{"1"},
+		faint:  style{"2"},
 	}
 }
 
@@ -169,16 +173,11 @@ type grid struct {
 	paint  [][]func(string) string
 	// shrink lists the columns that may be cut to fit a width, in the
 	// order they are cut; each keeps at least minCut cells, or lastCut
-	// when that is not enough.
-	shrink []shrinkable
-}
-
-// shrinkable is a column that may be cut to fit: a key loses its end,
-// an address its middle (the port, which tells nodes apart on one host,
-// stays).
-type shrinkable struct {
-	col    int
-	middle bool
+	// when that is not enough. A cut takes out a cell's middle (see
+	// cutMiddle): the end of an address is its port, the end of a
+	// holder's name its pid, the end of a key often its number, and the
+	// start says whose or where.
+	shrink []int
 }
 
 // minCut is the narrowest a column is cut to while others can give room,
@@ -189,19 +188,10 @@ const (
 	lastCut = 6
 )
 
-// cutTo shortens c to width cells, marking the cut with s's ellipsis: at
-// the end, or in the middle to keep what follows the last colon.
-func cutTo(c string, width int, middle bool, s renderStyle) string {
-	el := s.ellipsis()
-	room := width - twwidth.Width(el)
-	if twwidth.Width(c) <= width || room < 1 {
-		return c
-	}
-	if i := strings.LastIndexByte(c, ':'); middle && i > 0 && twwidth.Width(c[i:]) < room {
-		tail := c[i:]
-		return twwidth.Truncate(c[:i], room-twwidth.Width(tail)) + el + tail
-	}
-	return twwidth.Truncate(c, room) + el
+// cutTo shortens c to width cells, taking out its middle and marking the
+// cut with s's ellipsis.
+func cutTo(c string, width int, s renderStyle) string {
+	return cutMiddle(c, width, s.ellipsis())
 }
 
 func (t *grid) add(cells []string, paint ...func(string) string) {
@@ -218,7 +208,7 @@ func (t *grid) draw(w io.Writer, s renderStyle, p *palette) error {
 	width := make([]int, n)
 	measure := func(cells []string) {
 		for i, c := range cells {
-			width[i] = max(width[i], twwidth.Width(c))
+			width[i] = max(width[i], textWidth(c))
 		}
 	}
 	if !s.NoHeaders {
@@ -239,21 +229,17 @@ func (t *grid) draw(w io.Writer, s renderStyle, p *palette) error {
 		// Each column is cut to minCut first, in turn; when that is not
 		// enough, to lastCut.
 		for _, floor := range []int{minCut, lastCut} {
-			for _, sh := range t.shrink {
+			for _, col := range t.shrink {
 				over := total() - s.Width
 				if over <= 0 {
 					break
 				}
-				if by := min(over, width[sh.col]-floor); by > 0 {
-					width[sh.col] -= by
-					cut[sh.col] = true
+				if by := min(over, width[col]-floor); by > 0 {
+					width[col] -= by
+					cut[col] = true
 				}
 			}
 		}
-	}
-	middle := make([]bool, n)
-	for _, sh := range t.shrink {
-		middle[sh.col] = sh.middle
 	}
 	var b strings.Builder
 	line := func(cells []string, paint []func(string) string, header bool) {
@@ -265,9 +251,9 @@ func (t *grid) draw(w io.Writer, s renderStyle, p *palette) error {
 				c = cells[i]
 			}
 			if cut[i] {
-				c = cutTo(c, width[i], middle[i], s)
+				c = cutTo(c, width[i], s)
 			}
-			pad := width[i] - twwidth.Width(c)
+			pad := width[i] - textWidth(c)
 			switch {
 			case header && s.Table && c != "":
 				c = p.strong.Render(c)
@@ -298,20 +284,28 @@ func (t *grid) draw(w io.Writer, s renderStyle, p *palette) error {
 }
 
 // summaryLine joins the parts of a summary with s's middle dot, starting
-// a new line rather than running past s.Width.
+// a new line rather than running past s.Width, and wrapping at spaces a
+// part longer than a line.
 func summaryLine(parts []string, s renderStyle) string {
 	var b strings.Builder
 	col := 0
 	for i, part := range parts {
-		w := twwidth.Width(part)
+		w := textWidth(part)
 		if i > 0 {
 			sep := s.dot()
-			if s.Width > 0 && col+twwidth.Width(sep)+w > s.Width {
+			if s.Width > 0 && col+textWidth(sep)+w > s.Width {
 				b.WriteString("\n")
 				col = 0
 			} else {
 				b.WriteString(sep)
-				col += twwidth.Width(sep)
+				col += textWidth(sep)
+			}
+		}
+		if s.Width > 0 && col+w > s.Width {
+			part = wrapText(part, 0, s.Width-col, "")
+			w = textWidth(part[strings.LastIndexByte(part, '\n')+1:])
+			if strings.Contains(part, "\n") {
+				col = 0
 			}
 		}
 		b.WriteString(part)

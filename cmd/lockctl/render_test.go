@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -245,14 +246,10 @@ func TestTablesFitTheWidth(t *testing.T) {
 			} {
 				var b bytes.Buffer
 				draw(&b)
-				// The table's lines; the summary under it is words, which
-				// the terminal wraps.
+				// Every line: the table's, and the summary under it, whose
+				// words are wrapped at spaces rather than by the terminal.
 				lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-				rows := 4
-				if name == "queues" {
-					rows = 11
-				}
-				for _, l := range lines[:rows] {
+				for _, l := range lines {
 					if twwidth.Width(l) > width {
 						t.Errorf("%s at %d columns: line %d wide:\n%s", name, width, twwidth.Width(l), l)
 					}
@@ -309,3 +306,42 @@ func TestNetworkCauseInView(t *testing.T) {
 		t.Errorf("the cause is kept: %v", v.Nodes[2].Err)
 	}
 }
+
+// A cell cut to fit keeps both ends, which tell rows apart: the pid of a
+// holder's name (USER@HOST:PID), the end of a node's host and its port.
+func TestCutsKeepBothEnds(t *testing.T) {
+	fixedWidths(t)
+	v := sampleCluster()
+	for i := range v.Nodes {
+		v.Nodes[i].Addr = "10.200.100." + strconv.Itoa(i+1) + ":17071"
+	}
+	if len(v.Claims) > 0 {
+		v.Claims[0] = v.Nodes[0].Addr
+	}
+	var b bytes.Buffer
+	renderStatus(&b, v, renderStyle{Table: true, Width: 74})
+	for i := range v.Nodes {
+		tail := strconv.Itoa(i+1) + ":17071"
+		if !regexpMatch(`(?m)^.{3}10\.[^ ]*…[^ ]*`+regexp.QuoteMeta(tail)+` `, b.String()) {
+			t.Errorf("status at 74 columns: node %d is not cut to its start, …, and %q:\n%s", i+1, tail, b.String())
+		}
+	}
+
+	q := []proto.Queue{{Key: "jobs/nightly-build-eu-west-1-42", Held: true, Token: tokA, LeaseLeft: 30 * time.Second,
+		Holders: []proto.QueueHolder{{Token: tokA, LeaseLeft: 30 * time.Second, ID: "root@build-vm-eu-west-1:31234#0c1d2e3f40516273-1"}},
+		Waiters: []proto.QueueWaiter{{Waited: time.Second, Addr: "10.200.100.7:51234"}}}}
+	b.Reset()
+	renderQueues(&b, q, 1, renderStyle{Table: true, Width: 64})
+	for _, want := range []string{`roo[^ ]*…[^ ]*:31234 `, `job[^ ]*…[^ ]*-42 `} {
+		if !regexpMatch(want, b.String()) {
+			t.Errorf("queues at 64 columns: no cell matches %s:\n%s", want, b.String())
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")[:2] {
+		if w := twwidth.Width(l); w > 64 {
+			t.Errorf("queues at 64 columns: line %d wide: %s", w, l)
+		}
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }

@@ -12,9 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mattn/go-isatty"
-	"github.com/olekukonko/tablewriter/pkg/twwidth"
-
 	"github.com/lockd-io/lockd/proto"
 )
 
@@ -54,21 +51,23 @@ var asciiFrames = []string{"|", "/", "-", "\\"}
 // half second, and counting the waiters that have waited longer than this
 // acquire has.
 func startWaiting(ctx context.Context, g *globals, key string) (stop func()) {
-	f, ok := g.Stderr.(*os.File)
-	if !ok || !(isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) || os.Getenv("TERM") == "dumb" {
+	f, _ := g.Stderr.(*os.File)
+	foreground, ok := liveTerminal(f)
+	if !ok || os.Getenv("TERM") == "dumb" {
 		return func() {}
 	}
 	addrs := g.Addrs
 	poll := func(ctx context.Context) (proto.Queue, error) { return queueOnce(ctx, addrs, key) }
-	return runWaitIndicator(ctx, f, key, time.Now(), poll, waitingDelay, waitingFrame, waitingPoll, terminalWidth(f))
+	return runWaitIndicator(ctx, f, key, time.Now(), poll, waitingDelay, waitingFrame, waitingPoll, terminalWidth(f), foreground)
 }
 
 // runWaitIndicator is startWaiting on any writer, with its timings and
 // the terminal's width given, for tests. The line never reaches the last
 // column: a line that wraps leaves its first row behind at every redraw,
-// which \r cannot reach.
+// which \r cannot reach. A frame is drawn only while foreground (nil:
+// always) says the process is in the terminal's foreground.
 func runWaitIndicator(ctx context.Context, w io.Writer, key string, start time.Time,
-	poll func(context.Context) (proto.Queue, error), delay, frame, pollEvery time.Duration, width int) (stop func()) {
+	poll func(context.Context) (proto.Queue, error), delay, frame, pollEvery time.Duration, width int, foreground func() bool) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	var mu sync.Mutex
@@ -115,13 +114,16 @@ func runWaitIndicator(ctx context.Context, w io.Writer, key string, start time.T
 				return
 			case <-t.C:
 			}
+			t.Reset(frame)
+			if foreground != nil && !foreground() {
+				continue
+			}
 			mu.Lock()
 			p := place
 			mu.Unlock()
 			line := waitLine(frames[i%len(frames)], key, p, humanDuration(time.Since(start)), ascii, width)
 			io.WriteString(w, "\r\x1b[2K"+line)
 			drawn = true
-			t.Reset(frame)
 		}
 	}()
 	var once sync.Once
@@ -168,11 +170,11 @@ func waitLine(frame, key string, place []string, waited string, ascii bool, widt
 	for n := len(place); ; n-- {
 		parts := append([]string{head}, place[:n]...)
 		line := strings.Join(append(parts, waited), sep)
-		if width <= 1 || twwidth.Width(line) <= width-1 {
+		if width <= 1 || textWidth(line) <= width-1 {
 			return line
 		}
 		if n == 0 {
-			return twwidth.Truncate(line, width-1)
+			return truncateWidth(line, width-1)
 		}
 	}
 }

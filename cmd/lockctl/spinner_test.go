@@ -108,7 +108,7 @@ func TestWaitIndicatorFits80Columns(t *testing.T) {
 			{Token: 5, LeaseLeft: 28 * time.Second, ID: "alice@build-server-17.example.com:48213#9f3c-1"}},
 			Waiters: []proto.QueueWaiter{{Waited: time.Hour}}}, nil
 	}
-	stop := runWaitIndicator(context.Background(), &out, strings.Repeat("d", 40), time.Now(), poll, time.Millisecond, time.Millisecond, time.Millisecond, 80)
+	stop := runWaitIndicator(context.Background(), &out, strings.Repeat("d", 40), time.Now(), poll, time.Millisecond, time.Millisecond, time.Millisecond, 80, nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for strings.Count(out.String(), "\r") < 20 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -150,7 +150,7 @@ func TestWaitIndicatorDrawsAndClears(t *testing.T) {
 		return proto.Queue{Key: "deploy", Held: true, LeaseLeft: time.Minute,
 			Waiters: []proto.QueueWaiter{{Waited: 9 * time.Second}, {Waited: 5 * time.Second}}}, nil
 	}
-	stop := runWaitIndicator(context.Background(), &out, "deploy", start, poll, 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond, 80)
+	stop := runWaitIndicator(context.Background(), &out, "deploy", start, poll, 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond, 80, nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(out.String(), "#2 of 2 in the queue") {
 		if time.Now().After(deadline) {
@@ -173,7 +173,7 @@ func TestWaitIndicatorDrawsAndClears(t *testing.T) {
 func TestWaitIndicatorQuietWhenQuick(t *testing.T) {
 	var out lockedBuffer
 	poll := func(ctx context.Context) (proto.Queue, error) { return proto.Queue{}, nil }
-	stop := runWaitIndicator(context.Background(), &out, "k", time.Now(), poll, time.Hour, time.Millisecond, time.Millisecond, 80)
+	stop := runWaitIndicator(context.Background(), &out, "k", time.Now(), poll, time.Hour, time.Millisecond, time.Millisecond, 80, nil)
 	stop()
 	if out.String() != "" {
 		t.Errorf("a wait shorter than the delay drew %q", out.String())

@@ -230,8 +230,13 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
+			listen := listenAddr(c.String("listen"))
+			if w := clearTextWarning(listen, sec); w != "" {
+				logger.Warn(w, "listen", listen)
+			}
+			logger = slog.New(servingHandler{logger.Handler(), securityAttrs(sec)})
 			node, err := cluster.New(cluster.Config{
-				Listen:          listenAddr(c.String("listen")),
+				Listen:          listen,
 				Advertise:       c.String("advertise"),
 				Peers:           peers,
 				Heartbeat:       c.Duration("heartbeat"),
@@ -258,6 +263,11 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
+			// Signals are caught before the port opens: a SIGINT sent as
+			// soon as the node accepts connections is a graceful shutdown,
+			// not the default action's exit.
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			if err := node.Listen(); err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
@@ -266,8 +276,6 @@ Exit codes: 0 stopped cleanly; 1 could not start (bad flag value, port busy); 2 
 				return err
 			}
 			defer stopMetrics()
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			if sec.TLS != nil {
 				reloadOnHUP(ctx, sec.TLS, logger)
 			}

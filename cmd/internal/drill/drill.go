@@ -144,6 +144,17 @@ type StrandedHold struct {
 	Regranted bool
 }
 
+// ErrorEvent is an error a worker saw: when (since the start) and its
+// kind (ErrorKind).
+type ErrorEvent struct {
+	At   time.Duration
+	Kind string
+}
+
+// MaxEventsKept bounds the errors a report keeps with their times: an
+// outage of a whole drill is a few thousand, and the counts stay exact.
+const MaxEventsKept = 10000
+
 // FenceViolation is a token that was not larger than an earlier one of the
 // same key.
 type FenceViolation struct {
@@ -191,10 +202,21 @@ type Report struct {
 	GapFrom time.Duration
 	GapTo   time.Duration
 
-	// Takeover is the time from the action to the first grant made by a
-	// new active (TookOver false when none came).
-	Takeover time.Duration
-	TookOver bool
+	// Takeover is the time from the last grant by the old active to the
+	// first grant made by a new active, TakeoverFrom to TakeoverFrom +
+	// Takeover (TookOver false when none came).
+	Takeover     time.Duration
+	TakeoverFrom time.Duration
+	TookOver     bool
+
+	// The timeline, for a report drawn over time: every grant, sorted by
+	// time; the errors the clients saw (the first MaxEventsKept); and the
+	// releases answered notheld, sorted into lost grants and those in
+	// doubt.
+	Timeline  []Grant
+	ErrorsAt  []ErrorEvent
+	LostAt    []Span
+	InDoubtAt []Span
 
 	Violations     []FenceViolation // the first MaxViolationsShown
 	ViolationCount int
@@ -224,11 +246,15 @@ func Run(ctx context.Context, cl Client, p Plan) *Report {
 	fail := func(err error) {
 		pr.errors.Add(1)
 		kind := ErrorKind(err)
+		at := time.Since(start)
 		mu.Lock()
 		rep.Errors++
 		rep.ErrorKinds[kind]++
 		if rep.FirstError == "" {
 			rep.FirstError = err.Error()
+		}
+		if len(rep.ErrorsAt) < MaxEventsKept {
+			rep.ErrorsAt = append(rep.ErrorsAt, ErrorEvent{At: at, Kind: kind})
 		}
 		mu.Unlock()
 	}
@@ -330,11 +356,13 @@ func Run(ctx context.Context, cl Client, p Plan) *Report {
 	rep.Unchecked = probe.sweep(ctx, slices.Sorted(maps.Keys(used)))
 
 	slices.SortStableFunc(all, func(a, b Grant) int { return cmp.Compare(a.At, b.At) })
+	slices.SortFunc(rep.ErrorsAt, func(a, b ErrorEvent) int { return cmp.Compare(a.At, b.At) })
+	rep.Timeline = all
 	rep.Grants = len(all)
 	end = min(end, p.Duration)
 	rep.Gap, rep.GapFrom, rep.GapTo = LongestGap(all, end)
 	if p.Action != ActionNone && rep.ActionOK {
-		rep.Takeover, rep.TookOver = Takeover(all, rep.ActionAt)
+		rep.TakeoverFrom, rep.Takeover, rep.TookOver = TakeoverSpan(all, rep.ActionAt)
 		for _, g := range all {
 			if g.At >= rep.ActionAt {
 				rep.GrantsAfter++
@@ -344,7 +372,9 @@ func Run(ctx context.Context, cl Client, p Plan) *Report {
 	rep.ViolationCount, rep.Violations = CheckFencing(all, keyName)
 	rep.LostReleases, rep.Ghosts = StrandedHolds(all, probe.seen, end, keyName)
 	acted := p.Action != ActionNone && rep.ActionEnd > 0
-	rep.LostGrants, rep.InDoubt = SortNotHeld(notHeldAll, acted, rep.ActionAt, p.landed(rep.ActionEnd))
+	slices.SortFunc(notHeldAll, func(a, b Span) int { return cmp.Compare(a.From, b.From) })
+	rep.LostAt, rep.InDoubtAt = SplitNotHeld(notHeldAll, acted, rep.ActionAt, p.landed(rep.ActionEnd))
+	rep.LostGrants, rep.InDoubt = len(rep.LostAt), len(rep.InDoubtAt)
 	return rep
 }
 
@@ -374,11 +404,18 @@ type Span struct{ From, To time.Duration }
 // landed is when the action ended, plus signalLands for a command, whose
 // signal may stop the node after the command has exited.
 func SortNotHeld(spans []Span, acted bool, actionAt, landed time.Duration) (lost, inDoubt int) {
+	l, d := SplitNotHeld(spans, acted, actionAt, landed)
+	return len(l), len(d)
+}
+
+// SplitNotHeld is SortNotHeld keeping the releases themselves, in the
+// order given.
+func SplitNotHeld(spans []Span, acted bool, actionAt, landed time.Duration) (lost, inDoubt []Span) {
 	for _, s := range spans {
 		if acted && s.From <= landed && s.To >= actionAt {
-			inDoubt++
+			inDoubt = append(inDoubt, s)
 		} else {
-			lost++
+			lost = append(lost, s)
 		}
 	}
 	return lost, inDoubt
@@ -621,6 +658,13 @@ func LongestGap(grants []Grant, end time.Duration) (gap, from, to time.Duration)
 // active's first grant is the first after the action whose epoch is newer
 // than every epoch before the action.
 func Takeover(grants []Grant, actionAt time.Duration) (time.Duration, bool) {
+	_, d, ok := TakeoverSpan(grants, actionAt)
+	return d, ok
+}
+
+// TakeoverSpan is Takeover with where it starts: the last grant by the
+// old active (or the action, when it granted none after it).
+func TakeoverSpan(grants []Grant, actionAt time.Duration) (from, took time.Duration, ok bool) {
 	var before uint64
 	for _, g := range grants {
 		if g.At < actionAt {
@@ -635,10 +679,10 @@ func Takeover(grants []Grant, actionAt time.Duration) (time.Duration, bool) {
 			continue
 		}
 		if g.At >= actionAt {
-			return max(g.At-lastOld, 0), true
+			return min(lastOld, g.At), max(g.At-lastOld, 0), true
 		}
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // CheckFencing checks, key by key and in grant order, that every token is

@@ -165,6 +165,10 @@ func TestTakeoverMeasuresTheTimeWithoutAnActive(t *testing.T) {
 	if _, ok := Takeover(grants[:3], 30*ms); ok {
 		t.Error("takeover found without any grant from a new epoch")
 	}
+	// A report draws it from the last old grant.
+	if from, d, ok := TakeoverSpan(grants, 30*ms); !ok || from != 35*ms || d != 12*ms {
+		t.Errorf("takeover span = %s + %s, %v; want from 35ms, 12ms", from, d, ok)
+	}
 }
 
 // handoffPlan is a short drill whose action is a handoff of f.
