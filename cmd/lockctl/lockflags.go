@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
 )
 
 // noArgs refuses positional arguments for commands that take none: a key
@@ -67,20 +68,14 @@ func checkLease(cmd string, lease time.Duration) error {
 	return nil
 }
 
-// failoverRenewals is how many failure timeouts a held lease must last:
-// hold and exec renew a lease every third of it, and the renewal after a
-// crash of the active is lost with it; the client sends it to another
-// node once the active has been silent for --failure-timeout, and a
-// standby takes the role after lockd's own failure timeout (the same
-// default) and waits up to half of it for the other standbys. With three
-// failure timeouts, that renewal reaches the new active with one to
-// spare before the lease ends.
-const failoverRenewals = 3
-
 // minHeldLease is the shortest lease hold and exec keep through a
-// failover, for a client whose --failure-timeout is failureTimeout.
+// failover, for a client whose --failure-timeout is failureTimeout: the
+// Go client's rule (client.MinHoldLease), which every client shares. The
+// renewal lost with a crashed active goes to the next one once the
+// client notices (within about a failure timeout) and a standby has
+// taken the role (about one more).
 func minHeldLease(failureTimeout time.Duration) time.Duration {
-	return failoverRenewals * failureTimeout
+	return client.MinHoldLeaseFor(failureTimeout)
 }
 
 // checkHeldLease refuses a lease hold or exec could not renew across a
@@ -89,9 +84,9 @@ func minHeldLease(failureTimeout time.Duration) time.Duration {
 func checkHeldLease(cmd string, lease, failureTimeout time.Duration) error {
 	if min := minHeldLease(failureTimeout); lease < min {
 		return usageError(cmd, "--lease %s is too short to be renewed across a failover: a renewal lost with the active "+
-			"reaches the next one only after --failure-timeout %s; take --lease %s or more (%d times --failure-timeout), "+
+			"reaches the next one only after --failure-timeout %s; take --lease %s or more (twice --failure-timeout), "+
 			"or, against nodes started with a shorter --failure-timeout, give lockctl the same",
-			lease, failureTimeout, min, failoverRenewals)
+			lease, failureTimeout, min)
 	}
 	return nil
 }
@@ -215,7 +210,7 @@ func leaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
 func heldLeaseFlag(dst *time.Duration, def time.Duration) cli.Flag {
 	return durflag.New(cli.DurationFlag{Name: "lease", Destination: dst, Value: def,
 		Usage: "how long lockd keeps the lock if renewals stop, a `DURATION` (30s, 2m) or seconds (30, 0.5); " +
-			"renewed every third of it, and at least 3 times --failure-timeout (3s by default), so that a renewal gets through a failover"})
+			"renewed every third of it, and at least twice --failure-timeout (2s by default), so that a renewal gets through a failover"})
 }
 
 // waitFlags are flock's -w and -n.

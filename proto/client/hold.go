@@ -38,7 +38,11 @@ var (
 // another node within about one, and the renewal must reach it before
 // the lease ends. A shorter lease is lost in any failover, and a lease
 // of a few milliseconds is more often a unit mistaken than a choice.
-func (c *Client) MinHoldLease() time.Duration { return 2 * c.opts.FailureTimeout }
+func (c *Client) MinHoldLease() time.Duration { return MinHoldLeaseFor(c.opts.FailureTimeout) }
+
+// MinHoldLeaseFor is MinHoldLease for a client whose
+// Options.FailureTimeout is failureTimeout.
+func MinHoldLeaseFor(failureTimeout time.Duration) time.Duration { return 2 * failureTimeout }
 
 // Held is a lock that renews itself until it is released or lost. Get
 // one with Client.Hold. Its methods are safe for concurrent use.
