@@ -73,12 +73,12 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	for key, q := range cn.pending {
 		for _, p := range q {
 			if !p.done() {
-				c.cancel(key, waiterOf(cn, p.seq()))
+				c.cancel(now, key, waiterOf(cn, p.seq()))
 			}
 		}
 	}
 	for seq, r := range cn.refs {
-		c.cancel(r.key, waiterOf(cn, seq))
+		c.cancel(now, r.key, waiterOf(cn, seq))
 	}
 	for key := range cn.watches {
 		c.dropWatch(cn, key)
@@ -99,13 +99,16 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	}
 }
 
-// cancel takes a waiter of a closed connection out of its queue.
-func (c *Core) cancel(key string, w engine.Waiter) {
+// cancel takes a waiter of a closed connection out of its queue, and
+// routes what that let through.
+func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
 	id := c.eng.WaiterID(w)
-	if c.eng.Cancel(w) {
+	evs, ok := c.eng.Cancel(now, w, c.evs[:0])
+	if ok {
 		c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: id})
 		c.touch(key)
 	}
+	c.route(now, evs)
 }
 
 // isLockOp reports whether op is served only by the active.
