@@ -87,6 +87,9 @@ func (e *Engine) admitsNew(ks *keyState, mode Mode) bool {
 		// A lock held by a writer, or by nobody, with nobody waiting.
 		return ks.first.heapIdx < 0
 	}
+	if mode == Shared && e.planted&bugReadersOvertake != 0 {
+		return e.admits(ks, mode, 0, false)
+	}
 	if x.nready != x.nwait {
 		return false
 	}
@@ -128,6 +131,12 @@ func (e *Engine) settle(now time.Time, ks *keyState, out []Event) []Event {
 		if wt.w.Conn == GhostConn || !e.admits(ks, wt.mode(), ahead, exclAhead) {
 			return out
 		}
+		// A waiter whose wait ends at this very instant has timed out
+		// (the time rules): Advance answers it next, and its leaving
+		// lets through, at the same instant, whom it holds back.
+		if e.waitEnds(wt, s, now) {
+			return out
+		}
 		if s == nil {
 			w, lease, id, mode := wt.w, wt.lease, e.waiterID(wt), wt.mode()
 			e.unlink(wt)
@@ -145,6 +154,15 @@ func (e *Engine) settle(now time.Time, ks *keyState, out []Event) []Event {
 		wt = next
 	}
 	return out
+}
+
+// waitEnds reports whether the wait of wt, a member of s if s is not
+// nil, ends at or before now.
+func (e *Engine) waitEnds(wt *waiter, s *lockSet, now time.Time) bool {
+	if s != nil {
+		wt = s.members[0]
+	}
+	return wt.heapIdx >= 0 && e.waits[wt.heapIdx].deadline <= now.UnixNano()
 }
 
 // unsettle forgets which waiters of ks were admitted, for a change of

@@ -280,6 +280,17 @@ func TestWriterLeavingLetsReadersThrough(t *testing.T) {
 		out := e.Advance(at(10*time.Second), nil)
 		wantBrief(t, "same instant", out, "timedout k c2/2", "granted k c3/3 shared", "expired k shared")
 	})
+	t.Run("a reader's wait that ends as the writer's does", func(t *testing.T) {
+		// The writer's leaving would let the reader through at the
+		// instant its own wait ends: it has timed out by then.
+		e := New(Config{}, t0)
+		read(t, e, t0, "k", time.Minute, wtr(1))
+		take(t, e, t0, time.Minute, 10*time.Second, wtr(2), "k")
+		take(t, e, at(time.Second), time.Minute, 9*time.Second, wtr(3), "k/r")
+		take(t, e, at(time.Second), time.Minute, 0, wtr(4), "k/r")
+		out := e.Advance(at(10*time.Second), nil)
+		wantBrief(t, "same instant", out, "timedout k c2/2", "timedout k c3/3 shared", "granted k c4/4 shared")
+	})
 }
 
 // Readers' leases run out one by one; the writer waiting behind them is
