@@ -6,7 +6,7 @@ package engine
 type bug uint8
 
 const (
-	bugReadersOvertake    bug = 1 << iota // readers pass a writer that waits ahead of them
+	bugReadersOvertake    bug = 1 << iota // a reader passes the writers that wait, as in a reader-preferring lock
 	bugReaderBesideWriter                 // a reader is admitted beside a writer that holds
 	bugSetGrantedEarly                    // a set is granted when all but one of its keys admit it
 	bugNoSettleOnLeave                    // a waiter that leaves lets nobody through
