@@ -62,12 +62,18 @@ func (e *Engine) setMode(ks *keyState, mode Mode) {
 // queue is served in order, and its admitted entries are always a
 // prefix of it.
 func (e *Engine) admits(ks *keyState, mode Mode, ahead int, exclAhead bool) bool {
+	// A lock's writer, the hot path, in a call small enough to inline.
+	if x := ks.ext; mode == Exclusive && (x == nil || x.limit == 1) {
+		return ahead == 0 && ks.first.heapIdx < 0 && (x == nil || len(x.more) == 0)
+	}
+	return e.admitsMore(ks, mode, ahead, exclAhead)
+}
+
+// admitsMore is admits for a semaphore's place, or a reader.
+func (e *Engine) admitsMore(ks *keyState, mode Mode, ahead int, exclAhead bool) bool {
 	n := ks.nheld()
 	if limit := ks.limit(); limit > 1 {
 		return n+ahead < limit
-	}
-	if mode == Exclusive {
-		return n == 0 && ahead == 0
 	}
 	if e.planted&bugReadersOvertake != 0 {
 		exclAhead = false
@@ -87,6 +93,21 @@ func (e *Engine) admitsNew(ks *keyState, mode Mode) bool {
 		// A lock held by a writer, or by nobody, with nobody waiting.
 		return ks.first.heapIdx < 0
 	}
+	if x.nready != x.nwait && e.planted == 0 {
+		return false // behind a waiter not admitted, nothing is
+	}
+	if mode == Exclusive && x.limit == 1 {
+		// A lock's writer, the hot path: only with nothing held and
+		// nothing ahead.
+		return x.nwait == 0 && ks.first.heapIdx < 0 && len(x.more) == 0
+	}
+	return e.admitsNewMore(ks, mode)
+}
+
+// admitsNewMore is admitsNew for a reader or a semaphore's place, at the
+// tail of a queue whose waiters are all admitted.
+func (e *Engine) admitsNewMore(ks *keyState, mode Mode) bool {
+	x := ks.ext
 	if mode == Shared && e.planted&bugReadersOvertake != 0 {
 		return e.admits(ks, mode, 0, false)
 	}
@@ -134,7 +155,7 @@ func (e *Engine) settle(now time.Time, ks *keyState, out []Event) []Event {
 		// A waiter whose wait ends at this very instant has timed out
 		// (the time rules): Advance answers it next, and its leaving
 		// lets through, at the same instant, whom it holds back.
-		if e.waitEnds(wt, s, now) {
+		if e.waitEnds(wt, s) {
 			return out
 		}
 		if s == nil {
@@ -157,12 +178,17 @@ func (e *Engine) settle(now time.Time, ks *keyState, out []Event) []Event {
 }
 
 // waitEnds reports whether the wait of wt, a member of s if s is not
-// nil, ends at or before now.
-func (e *Engine) waitEnds(wt *waiter, s *lockSet, now time.Time) bool {
+// nil, ends at the instant Advance is firing. Only there can a wait be
+// due and not fired yet: every other call fires the deadlines due at its
+// time first.
+func (e *Engine) waitEnds(wt *waiter, s *lockSet) bool {
+	if e.firing == 0 {
+		return false
+	}
 	if s != nil {
 		wt = s.members[0]
 	}
-	return wt.heapIdx >= 0 && e.waits[wt.heapIdx].deadline <= now.UnixNano()
+	return wt.heapIdx >= 0 && e.waits[wt.heapIdx].deadline <= e.firing
 }
 
 // unsettle forgets which waiters of ks were admitted, for a change of

@@ -348,6 +348,9 @@ type Engine struct {
 	ghostWait map[*waiter]int64
 	// released: the tokens released lately (released.go).
 	released releasedSet
+	// firing is the deadline Advance is firing, unix nanoseconds; 0
+	// outside it (waitEnds).
+	firing int64
 	// places counts the places taken in queues over all keys: a set
 	// waiting on three keys takes three.
 	places int
@@ -357,6 +360,14 @@ type Engine struct {
 	// is asked for.
 	waitSet map[*waiter]*lockSet
 	heldSet map[*holder]uint64
+	// nwaitSet and nheldSet are their lengths, which the hot path reads
+	// for a field's load rather than a map header's; and the most
+	// entries each has had since it was last made anew (shrinkMap).
+	nwaitSet    int
+	nheldSet    int
+	waitSetPeak int
+	heldSetPeak int
+	freeSets    []*lockSet
 	// planted is a bug the model tests plant to show that they catch it
 	// (bugs_test.go); always 0 outside them.
 	planted bug
@@ -462,8 +473,10 @@ func (e *Engine) TryAcquireID(now time.Time, key string, limit int, lease time.D
 
 func (e *Engine) acquire(now time.Time, key string, limit int, mode Mode, lease, wait time.Duration, try bool, id string, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
-	if err := e.checkTimes(lease, wait); err != nil {
-		return out, err
+	// Compared here, worded in a call only when out of range: the hot
+	// path of a grant makes no call for them.
+	if lease <= 0 || lease > e.cfg.MaxLease || wait < 0 || wait > e.cfg.MaxWait {
+		return out, e.checkTimes(lease, wait)
 	}
 	// One comparison passes every limit in 1..MaxLimit; 0 is 1.
 	if uint(limit-1) >= uint(e.cfg.MaxLimit) || mode != Exclusive {
@@ -786,6 +799,7 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 		}
 		switch {
 		case lt < 0 && wt < 0:
+			e.firing = 0
 			return out
 		case wt >= 0 && (lt < 0 || wt <= lt):
 			// A wait ending at the same instant as a lease times out
@@ -797,6 +811,7 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			// A ghost whose grace ended may have kept a place free, a
 			// writer or a set the places behind them: the waiters
 			// behind get them now.
+			e.firing = wt
 			out = e.depart(time.Unix(0, wt), w, out)
 		default:
 			h := e.leases.top()
@@ -804,6 +819,7 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 			out = append(out, Event{Kind: Freed, Key: ks.key, Token: h.token, Expired: true, Mode: ks.mode(), Set: e.holderSet(h)})
 			// The place is handed on as of its deadline, not as of
 			// now, so a late Advance does not shorten the next lease.
+			e.firing = h.deadline
 			out = e.handOn(time.Unix(0, h.deadline), h, out)
 		}
 	}
@@ -880,14 +896,32 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 	if h.heapIdx >= 0 {
 		heap.Remove(&e.leases, int(h.heapIdx))
 	}
-	if len(e.heldSet) > 0 {
-		delete(e.heldSet, h)
+	if e.nheldSet > 0 {
+		e.forgetHeldSet(h)
 	}
 	if h != &ks.first {
 		e.leaveCrowd(h)
 	}
-	if ks.head() != nil {
-		return e.settle(now, ks, out)
+	if wt := ks.head(); wt != nil {
+		if e.nwaitSet > 0 || wt.mode() != Exclusive {
+			return e.settle(now, ks, out)
+		}
+		// settle, written out for the hot path of a handoff: a queue
+		// with no set in it, whose head is a lock's writer or a
+		// semaphore's waiter. Nothing ahead of the head is admitted, so
+		// it is while a place is free, and the next after it; a
+		// lock's reader behind a writer never is.
+		limit := int(ks.ext.limit)
+		for wt != nil && wt.w.Conn != GhostConn && wt.mode() == Exclusive && ks.nheld() < limit && !e.waitEnds(wt, nil) {
+			w, lease, id := wt.w, wt.lease, e.waiterID(wt)
+			e.unlink(wt)
+			out = e.grant(now, ks, Exclusive, lease, w, id, out)
+			if limit == 1 {
+				break
+			}
+			wt = ks.head()
+		}
+		return out
 	}
 	if ks.first.heapIdx < 0 {
 		e.dropKey(ks)
@@ -1068,8 +1102,8 @@ func (e *Engine) unhold(h *holder) {
 	if h.heapIdx >= 0 {
 		heap.Remove(&e.leases, int(h.heapIdx))
 	}
-	if len(e.heldSet) > 0 {
-		delete(e.heldSet, h)
+	if e.nheldSet > 0 {
+		e.forgetHeldSet(h)
 	}
 	if h.idx < 0 {
 		e.leaveCrowd(h)
@@ -1121,7 +1155,20 @@ func (c *crowd) remove(h *holder) {
 // unlink takes wt, a waiter taken alone or a ghost, out of its queue and
 // forgets it.
 func (e *Engine) unlink(wt *waiter) {
-	e.dequeue(wt)
+	// dequeue, written out: a handoff's hot path makes one call less.
+	x := wt.ks.ext
+	if wt.prev == nil {
+		x.head = wt.next
+	} else {
+		wt.prev.next = wt.next
+	}
+	if wt.next == nil {
+		x.tail = wt.prev
+	} else {
+		wt.next.prev = wt.prev
+	}
+	x.nwait--
+	e.places--
 	e.forget(wt)
 }
 
@@ -1138,11 +1185,18 @@ func (e *Engine) dequeue(wt *waiter) {
 	} else {
 		wt.next.prev = wt.prev
 	}
-	wt.prev, wt.next = nil, nil
 	x.nwait--
 	e.places--
+	if e.nwaitSet > 0 && x.nready > 0 {
+		e.unready(wt)
+	}
+}
+
+// unready counts wt, a set's member that leaves its queue, out of the
+// admitted at its key's head, if it was.
+func (e *Engine) unready(wt *waiter) {
 	if s := e.setOf(wt); s != nil && s.isAdmitted(wt) {
-		x.nready--
+		wt.ks.ext.nready--
 	}
 }
 

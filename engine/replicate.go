@@ -97,8 +97,8 @@ func (e *Engine) ApplyHolder(now time.Time, hd Holder) {
 		// The oldest holder's place is taken over, in the heap too.
 		h = ks.oldest(token)
 		ks.retoken(h, token)
-		if len(e.heldSet) > 0 {
-			delete(e.heldSet, h)
+		if e.nheldSet > 0 {
+			e.forgetHeldSet(h)
 		}
 	}
 	if h == nil {
@@ -113,10 +113,7 @@ func (e *Engine) ApplyHolder(now time.Time, hd Holder) {
 		h.id = hd.ID
 	}
 	if hd.Set != 0 {
-		if e.heldSet == nil {
-			e.heldSet = make(map[*holder]uint64)
-		}
-		e.heldSet[h] = hd.Set
+		e.markHeldSet(h, hd.Set)
 	}
 	// A lowered limit: more holders than it allows.
 	for limit > 1 && ks.nheld() > limit {

@@ -35,7 +35,8 @@ var (
 // id and the wait deadline, and stands for the set wherever a waiter
 // taken alone would.
 type lockSet struct {
-	members []*waiter
+	members []*waiter // in room
+	room    [MaxSetKeys]*waiter
 	// admitted has bit i set while members[i] is admitted by its key
 	// (settle): it keeps its place at the head there, waiting for the
 	// set's other keys.
@@ -45,7 +46,7 @@ type lockSet struct {
 // setOf returns the set whose member wt is, nil for a waiter taken
 // alone; a length check while no set waits.
 func (e *Engine) setOf(wt *waiter) *lockSet {
-	if len(e.waitSet) == 0 {
+	if e.nwaitSet == 0 {
 		return nil
 	}
 	return e.waitSet[wt]
@@ -54,10 +55,27 @@ func (e *Engine) setOf(wt *waiter) *lockSet {
 // holderSet returns the id of the set h was granted with, 0 for a key
 // taken alone.
 func (e *Engine) holderSet(h *holder) uint64 {
-	if len(e.heldSet) == 0 {
+	if e.nheldSet == 0 {
 		return 0
 	}
 	return e.heldSet[h]
+}
+
+// markHeldSet records that h holds its key as one of set.
+func (e *Engine) markHeldSet(h *holder, set uint64) {
+	if e.heldSet == nil {
+		e.heldSet = make(map[*holder]uint64)
+	}
+	e.heldSet[h] = set
+	e.nheldSet = len(e.heldSet)
+	e.heldSetPeak = max(e.heldSetPeak, e.nheldSet)
+}
+
+// forgetHeldSet forgets the set of h, a holder that goes.
+func (e *Engine) forgetHeldSet(h *holder) {
+	delete(e.heldSet, h)
+	e.heldSet = shrinkMap(e.heldSet, &e.heldSetPeak)
+	e.nheldSet = len(e.heldSet)
 }
 
 func (s *lockSet) bit(wt *waiter) uint16 {
@@ -290,7 +308,14 @@ func (e *Engine) checkSet(keys []SetKey) ([MaxSetKeys]int, error) {
 // with its mode, and returns the set; its first member is not yet in
 // the table of waiters, nor named, nor in the wait heap.
 func (e *Engine) queueSet(kss []*keyState, modes []Mode, w Waiter, lease time.Duration, since int64, arrival uint32) *lockSet {
-	s := &lockSet{members: make([]*waiter, len(kss))}
+	var s *lockSet
+	if n := len(e.freeSets); n > 0 {
+		s = e.freeSets[n-1]
+		e.freeSets = e.freeSets[:n-1]
+	} else {
+		s = new(lockSet)
+	}
+	s.members = s.room[:len(kss)]
 	if e.waitSet == nil {
 		e.waitSet = make(map[*waiter]*lockSet)
 	}
@@ -305,6 +330,8 @@ func (e *Engine) queueSet(kss []*keyState, modes []Mode, w Waiter, lease time.Du
 		e.waitSet[wt] = s
 		e.link(ks, wt)
 	}
+	e.nwaitSet = len(e.waitSet)
+	e.waitSetPeak = max(e.waitSetPeak, e.nwaitSet)
 	return s
 }
 
@@ -312,9 +339,6 @@ func (e *Engine) queueSet(kss []*keyState, modes []Mode, w Waiter, lease time.Du
 // first key's token: one Granted event each, in order.
 func (e *Engine) holdSet(now time.Time, kss []*keyState, modes []Mode, lease time.Duration, w Waiter, id string, out []Event) []Event {
 	deadline := now.UnixNano() + int64(lease)
-	if e.heldSet == nil {
-		e.heldSet = make(map[*holder]uint64)
-	}
 	var set uint64
 	for i, ks := range kss {
 		tok := e.nextToken(now)
@@ -324,7 +348,7 @@ func (e *Engine) holdSet(now time.Time, kss []*keyState, modes []Mode, lease tim
 		h := e.hold(ks, tok, deadline)
 		h.id = id
 		e.setMode(ks, modes[i])
-		e.heldSet[h] = set
+		e.markHeldSet(h, set)
 		out = append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id, Mode: modes[i], Set: set, SetSize: len(kss)})
 	}
 	return out
@@ -361,8 +385,11 @@ func (e *Engine) unlinkSet(s *lockSet) {
 			e.freeWait = append(e.freeWait, m)
 		}
 	}
-	if len(e.waitSet) == 0 {
-		e.waitSet = nil // a map keeps the room it grew to
+	e.waitSet = shrinkMap(e.waitSet, &e.waitSetPeak)
+	e.nwaitSet = len(e.waitSet)
+	*s = lockSet{}
+	if len(e.freeSets) < 1024 {
+		e.freeSets = append(e.freeSets, s)
 	}
 }
 
