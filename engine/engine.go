@@ -1,6 +1,6 @@
 // Package engine owns the lock state of one lockd node: keys, their
-// holders and leases, the FIFO queue of waiters per key, wait limits and
-// the fencing-token counter.
+// holders, modes and leases, the FIFO queue of waiters per key, the sets
+// of keys taken all or none, wait limits and the fencing-token counter.
 //
 // The engine is a deterministic state machine. Every method that changes
 // state takes the current time as an argument and first fires whatever
@@ -32,13 +32,64 @@
 // leave, the key and its limit go: the next acquire may choose another.
 //
 // Waiters queue FIFO, one queue per key whatever its limit. An acquire
-// is granted at once while the key has fewer holders than its limit;
-// otherwise it waits. Each holder that goes, released or expired, frees
-// one place, and the head of the queue takes it at once with a new
-// token: one place, one waiter. So a release grants one waiter, and two
-// leases that end at the same instant grant two, in queue order. The
-// time rules above hold for every holder and every place: a waiter whose
-// wait ends at the instant a place frees has timed out.
+// is granted at once while the key has fewer holders than its limit and
+// nobody waits; otherwise it waits. Each holder that goes, released or
+// expired, frees one place, and the head of the queue takes it at once
+// with a new token: one place, one waiter. So a release grants one
+// waiter, and two leases that end at the same instant grant two, in
+// queue order. The time rules above hold for every holder and every
+// place: a waiter whose wait ends at the instant a place frees has timed
+// out.
+//
+// # Read/write locks
+//
+// A lock (limit 1) is taken Exclusive, by one writer, or Shared, by any
+// number of readers at once (AcquireSet with a Shared key): never a
+// writer beside anyone, never a reader beside a writer. Each grant has
+// its own token, readers' too. The queue stays one FIFO queue, served in
+// order: a writer is granted only at its head with nothing held; readers
+// are granted while no writer holds, and all the readers at the head of
+// the queue are granted together, up to the first writer. So a writer
+// queued behind readers is never overtaken by a reader that comes after
+// it (the reader waits behind the writer, even while readers hold), and
+// when the writer goes, the readers queued behind it are granted at once,
+// together: neither side starves. A lock's holders are bounded by
+// Config.MaxLimit as a semaphore's places are; a reader past it waits its
+// turn. A semaphore's places are all alike: a Shared acquire of a key of
+// limit above 1 is refused (ErrSharedLimit). A key's mode is part of its
+// state, in every event, holder and waiter listed, snapshotted and
+// replicated (Event.Mode, Holder.Mode, WaiterInfo.Mode); the try-lock,
+// ids, ghosts, renewals, releases, expiry, the caps and the memory of
+// releases treat a reader as any holder or waiter.
+//
+// # Sets of keys
+//
+// One acquire may take up to MaxSetKeys keys at once, all or none
+// (AcquireSet), each in its own mode and with its own limit: the set is
+// granted, in one batch of events, when every one of its keys admits it,
+// and holds none of them until then. It waits in the queue of each of its
+// keys, joined in one call, so two requests over the same keys stand in
+// the same order in every queue they share, and a request waits only for
+// holders (who wait for nothing) and for requests that came before it:
+// no cycle, hence no deadlock, whatever the order of the keys. A set
+// that one key admits but another does not yet keeps its place in the
+// first, and nobody behind it overtakes it there: fair, at the price of
+// a key that may stay free while the set waits for its others. Once
+// granted, each key is held on its own, by its own token and lease; the
+// set's id rides on every event and listing of its holders, so that the
+// caller can tell a set broken by the loss of one key. The AcquireSet doc
+// argues both properties at length.
+//
+// # Admission
+//
+// One rule serves every queue (admits): a key admits the entries at the
+// head of its queue in order, each while its holders and the entries
+// admitted ahead of it leave room (a writer: nothing at all; a reader:
+// no writer held or ahead, fewer than MaxLimit; a semaphore's place:
+// fewer than its limit), and stops at the first it does not. An entry
+// taken alone that its key admits is granted; a set's is granted when all
+// its keys admit it. Every call that lets anyone through settles the keys
+// it touched, so between calls no waiter is admitted by all its keys.
 //
 // # Tokens
 //
@@ -110,8 +161,9 @@ type Waiter struct {
 type EventKind uint8
 
 const (
-	// Granted: Waiter now holds Key with Token for Lease, as one of at
-	// most Limit holders. Replicate it.
+	// Granted: Waiter now holds Key with Token for Lease, in Mode, as
+	// one of at most Limit holders (a lock's readers: Config.MaxLimit).
+	// A set's keys come as one batch (SetSize). Replicate it.
 	Granted EventKind = iota + 1
 	// TimedOut: Waiter's wait for Key elapsed; nothing was granted.
 	TimedOut
@@ -222,8 +274,8 @@ var (
 
 // keyState is one key held or waited on. Its first holder lives inside
 // it, so that a lock (limit 1) costs one allocation, as it did before
-// semaphores; only a second holder at once, a waiter, or a limit other
-// than 1 allocates the key's extra. A held lock is the common case and
+// semaphores; only a second holder at once, a waiter, a reader, or a
+// limit other than 1 allocates the key's extra. A held lock is the common case and
 // the one a million keys are made of: 64 bytes, where the queue and the
 // crowd inline, and a pointer back from the holder, took 128.
 //
@@ -232,11 +284,12 @@ var (
 type keyState struct {
 	first holder // free when first.heapIdx is -1
 	key   string
-	ext   *keyExtra // the crowd, the queue, a limit; nil for a lock that has none
+	ext   *keyExtra // the crowd, the queue, a limit, a mode; nil for a lock that has none
 }
 
 // keyExtra is what a key needs beyond one holder: the holders beside
-// the first, the queue, and its limit when it is not 1.
+// the first, the queue, its limit when it is not 1, and its mode when
+// readers hold it.
 type keyExtra struct {
 	more  crowd // the holders beside first
 	head  *waiter

@@ -435,7 +435,10 @@ func TestSucceed(t *testing.T) {
 // event, refusal and deadline, so a change of behaviour anywhere shows.
 // Each seed runs as another node (Config.Node), under a cap on waiters
 // over all keys that is lower than the per-key queues allow together.
-// Every key is a lock (limit 1); TestRandomSemaphores walks semaphores.
+// Every key is a lock (limit 1) taken by writers; TestRandomSemaphores
+// walks semaphores, and TestRandomReadWrite and TestRandomSets
+// (rwmodel_test.go) readers, writers and sets against a model of their
+// own.
 func TestRandomSequences(t *testing.T) {
 	steps := 4000
 	if testing.Short() {
