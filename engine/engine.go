@@ -73,8 +73,9 @@
 // holders (who wait for nothing) and for requests that came before it:
 // no cycle, hence no deadlock, whatever the order of the keys. A set
 // that one key admits but another does not yet keeps its place in the
-// first, and nobody behind it overtakes it there: fair, at the price of
-// a key that may stay free while the set waits for its others. Once
+// first: what it needs there (a writer's whole key, a reader's room, a
+// semaphore's place) goes to nobody behind it. Fair, at the price of a
+// key that may stay free while the set waits for its others. Once
 // granted, each key is held on its own, by its own token and lease; the
 // set's id rides on every event and listing of its holders, so that the
 // caller can tell a set broken by the loss of one key. The AcquireSet doc
