@@ -176,3 +176,112 @@ func BenchmarkSemaphoreHandoff(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkShared is the readers' hot path: a reader taken and given
+// back beside 7 others that hold the key, and a writer's handoff to 8
+// readers at once and back.
+func BenchmarkShared(b *testing.B) {
+	b.Run("reader-beside-readers", func(b *testing.B) {
+		now := time.Unix(1_700_000_000, 0)
+		e := New(Config{}, now)
+		out := make([]Event, 0, 16)
+		keys := []SetKey{{Key: "hot", Mode: Shared}}
+		for i := range 7 {
+			out, _ = e.AcquireSet(now, keys, time.Hour, 0, "", Waiter{Conn: 2, Seq: uint64(i)}, out[:0])
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			var err error
+			out, err = e.AcquireSet(now, keys, time.Minute, 0, "", Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
+			if err != nil || len(out) != 1 || out[0].Kind != Granted {
+				b.Fatalf("acquire %d: %v %+v", i, err, out)
+			}
+			out, _ = e.Release(now, "hot", out[0].Token, out[:0])
+		}
+	})
+	b.Run("writer-to-8-readers", func(b *testing.B) {
+		// Each round a writer waits behind 8 readers and 8 readers
+		// behind it: the readers' releases grant the writer, whose
+		// release grants the 8 readers together.
+		now := time.Unix(1_700_000_000, 0)
+		e := New(Config{}, now)
+		out := make([]Event, 0, 16)
+		keys := []SetKey{{Key: "hot", Mode: Shared}}
+		var readers []uint64
+		seq := uint64(0)
+		for range 8 {
+			seq++
+			out, _ = e.AcquireSet(now, keys, time.Hour, 0, "", Waiter{Conn: seq, Seq: seq}, out[:0])
+			readers = append(readers, out[0].Token)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			seq++
+			out, _ = e.Acquire(now, "hot", 1, time.Hour, 0, Waiter{Conn: seq, Seq: seq}, out[:0])
+			for range 8 {
+				seq++
+				out, _ = e.AcquireSet(now, keys, time.Hour, 0, "", Waiter{Conn: seq, Seq: seq}, out[:0])
+			}
+			var writer uint64
+			for _, r := range readers {
+				out, _ = e.Release(now, "hot", r, out[:0])
+				if len(out) == 2 {
+					writer = out[1].Token
+				}
+			}
+			out, _ = e.Release(now, "hot", writer, out[:0])
+			if len(out) != 9 {
+				b.Fatalf("the writer's release: %+v", out)
+			}
+			readers = readers[:0]
+			for _, ev := range out[1:] {
+				readers = append(readers, ev.Token)
+			}
+		}
+	})
+}
+
+// BenchmarkSet is a set of 4 free keys taken and given back, and a set
+// of 2 that waits for one key and is granted when it frees.
+func BenchmarkSet(b *testing.B) {
+	b.Run("4-free-keys", func(b *testing.B) {
+		now := time.Unix(1_700_000_000, 0)
+		e := New(Config{}, now)
+		out := make([]Event, 0, 16)
+		keys := []SetKey{{Key: "a"}, {Key: "b"}, {Key: "c", Mode: Shared}, {Key: "d"}}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			var err error
+			out, err = e.AcquireSet(now, keys, time.Minute, 0, "", Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
+			if err != nil || len(out) != 4 {
+				b.Fatalf("acquire %d: %v %+v", i, err, out)
+			}
+			var toks [4]uint64
+			for j, ev := range out {
+				toks[j] = ev.Token
+			}
+			for j, k := range keys {
+				out, _ = e.Release(now, k.Key, toks[j], out[:0])
+			}
+		}
+	})
+	b.Run("2-keys-waiting", func(b *testing.B) {
+		now := time.Unix(1_700_000_000, 0)
+		e := New(Config{}, now)
+		out := make([]Event, 0, 16)
+		keys := []SetKey{{Key: "a"}, {Key: "b"}}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			out, _ = e.Acquire(now, "b", 1, time.Minute, 0, Waiter{Conn: 2, Seq: uint64(i)}, out[:0])
+			tok := out[0].Token
+			out, _ = e.AcquireSet(now, keys, time.Minute, 0, "", Waiter{Conn: 1, Seq: uint64(i)}, out[:0])
+			out, _ = e.Release(now, "b", tok, out[:0])
+			if len(out) != 3 {
+				b.Fatalf("release: %+v", out)
+			}
+			a, bt := out[1].Token, out[2].Token
+			out, _ = e.Release(now, "a", a, out[:0])
+			out, _ = e.Release(now, "b", bt, out[:0])
+		}
+	})
+}

@@ -1,6 +1,6 @@
 // Package engine owns the lock state of one lockd node: keys, their
-// holders and leases, the FIFO queue of waiters per key, wait limits and
-// the fencing-token counter.
+// holders, modes and leases, the FIFO queue of waiters per key, the sets
+// of keys taken all or none, wait limits and the fencing-token counter.
 //
 // The engine is a deterministic state machine. Every method that changes
 // state takes the current time as an argument and first fires whatever
@@ -32,13 +32,65 @@
 // leave, the key and its limit go: the next acquire may choose another.
 //
 // Waiters queue FIFO, one queue per key whatever its limit. An acquire
-// is granted at once while the key has fewer holders than its limit;
-// otherwise it waits. Each holder that goes, released or expired, frees
-// one place, and the head of the queue takes it at once with a new
-// token: one place, one waiter. So a release grants one waiter, and two
-// leases that end at the same instant grant two, in queue order. The
-// time rules above hold for every holder and every place: a waiter whose
-// wait ends at the instant a place frees has timed out.
+// is granted at once while the key has fewer holders than its limit and
+// nobody waits; otherwise it waits. Each holder that goes, released or
+// expired, frees one place, and the head of the queue takes it at once
+// with a new token: one place, one waiter. So a release grants one
+// waiter, and two leases that end at the same instant grant two, in
+// queue order. The time rules above hold for every holder and every
+// place: a waiter whose wait ends at the instant a place frees has timed
+// out.
+//
+// # Read/write locks
+//
+// A lock (limit 1) is taken Exclusive, by one writer, or Shared, by any
+// number of readers at once (AcquireSet with a Shared key): never a
+// writer beside anyone, never a reader beside a writer. Each grant has
+// its own token, readers' too. The queue stays one FIFO queue, served in
+// order: a writer is granted only at its head with nothing held; readers
+// are granted while no writer holds, and all the readers at the head of
+// the queue are granted together, up to the first writer. So a writer
+// queued behind readers is never overtaken by a reader that comes after
+// it (the reader waits behind the writer, even while readers hold), and
+// when the writer goes, the readers queued behind it are granted at once,
+// together: neither side starves. A lock's holders are bounded by
+// Config.MaxLimit as a semaphore's places are; a reader past it waits its
+// turn. A semaphore's places are all alike: a Shared acquire of a key of
+// limit above 1 is refused (ErrSharedLimit). A key's mode is part of its
+// state, in every event, holder and waiter listed, snapshotted and
+// replicated (Event.Mode, Holder.Mode, WaiterInfo.Mode); the try-lock,
+// ids, ghosts, renewals, releases, expiry, the caps and the memory of
+// releases treat a reader as any holder or waiter.
+//
+// # Sets of keys
+//
+// One acquire may take up to MaxSetKeys keys at once, all or none
+// (AcquireSet), each in its own mode and with its own limit: the set is
+// granted, in one batch of events, when every one of its keys admits it,
+// and holds none of them until then. It waits in the queue of each of its
+// keys, joined in one call, so two requests over the same keys stand in
+// the same order in every queue they share, and a request waits only for
+// holders (who wait for nothing) and for requests that came before it:
+// no cycle, hence no deadlock, whatever the order of the keys. A set
+// that one key admits but another does not yet keeps its place in the
+// first: what it needs there (a writer's whole key, a reader's room, a
+// semaphore's place) goes to nobody behind it. Fair, at the price of a
+// key that may stay free while the set waits for its others. Once
+// granted, each key is held on its own, by its own token and lease; the
+// set's id rides on every event and listing of its holders, so that the
+// caller can tell a set broken by the loss of one key. The AcquireSet doc
+// argues both properties at length.
+//
+// # Admission
+//
+// One rule serves every queue (admits): a key admits the entries at the
+// head of its queue in order, each while its holders and the entries
+// admitted ahead of it leave room (a writer: nothing at all; a reader:
+// no writer held or ahead, fewer than MaxLimit; a semaphore's place:
+// fewer than its limit), and stops at the first it does not. An entry
+// taken alone that its key admits is granted; a set's is granted when all
+// its keys admit it. Every call that lets anyone through settles the keys
+// it touched, so between calls no waiter is admitted by all its keys.
 //
 // # Tokens
 //
@@ -110,8 +162,9 @@ type Waiter struct {
 type EventKind uint8
 
 const (
-	// Granted: Waiter now holds Key with Token for Lease, as one of at
-	// most Limit holders. Replicate it.
+	// Granted: Waiter now holds Key with Token for Lease, in Mode, as
+	// one of at most Limit holders (a lock's readers: Config.MaxLimit).
+	// A set's keys come as one batch (SetSize). Replicate it.
 	Granted EventKind = iota + 1
 	// TimedOut: Waiter's wait for Key elapsed; nothing was granted.
 	TimedOut
@@ -142,9 +195,12 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind    EventKind
 	Expired bool
-	Key     string
-	Token   uint64
-	Lease   time.Duration
+	// Mode is how Key is held (Granted, Freed, Renewed) or was asked for
+	// (TimedOut): a replica needs it to hold the key as the active does.
+	Mode  Mode
+	Key   string
+	Token uint64
+	Lease time.Duration
 	// Limit is the key's limit, on Granted and Renewed: a replica needs
 	// it to create the key as the active has it.
 	Limit  int
@@ -155,6 +211,16 @@ type Event struct {
 	// the TimedOut of a request replaced by its re-send, which keeps the
 	// place).
 	ID string
+	// Set is, on Granted, Freed and Renewed of a holder granted as one
+	// key of a set (AcquireSet), the set's id: the token of its first
+	// key's grant, the same on every key of the set. 0 for a key taken
+	// alone.
+	Set uint64
+	// SetSize is, on Granted and TimedOut of a set, how many keys it
+	// has: the set's answer comes as SetSize adjacent events of the same
+	// Kind and Waiter, one per key in the order asked, to be told (and
+	// replicated) as one. 0 for a key taken alone.
+	SetSize int
 	// Queued is when Waiter joined the queue, in unix nanoseconds, on the
 	// Granted and TimedOut of a waiter; 0 on an answer given at once.
 	Queued int64
@@ -212,8 +278,8 @@ var (
 
 // keyState is one key held or waited on. Its first holder lives inside
 // it, so that a lock (limit 1) costs one allocation, as it did before
-// semaphores; only a second holder at once, a waiter, or a limit other
-// than 1 allocates the key's extra. A held lock is the common case and
+// semaphores; only a second holder at once, a waiter, a reader, or a
+// limit other than 1 allocates the key's extra. A held lock is the common case and
 // the one a million keys are made of: 64 bytes, where the queue and the
 // crowd inline, and a pointer back from the holder, took 128.
 //
@@ -222,17 +288,23 @@ var (
 type keyState struct {
 	first holder // free when first.heapIdx is -1
 	key   string
-	ext   *keyExtra // the crowd, the queue, a limit; nil for a lock that has none
+	ext   *keyExtra // the crowd, the queue, a limit, a mode; nil for a lock that has none
 }
 
 // keyExtra is what a key needs beyond one holder: the holders beside
-// the first, the queue, and its limit when it is not 1.
+// the first, the queue, its limit when it is not 1, and its mode when
+// readers hold it.
 type keyExtra struct {
 	more  crowd // the holders beside first
 	head  *waiter
 	tail  *waiter
-	nwait int
-	limit int
+	nwait int32
+	// nready counts the waiters at the head of the queue that are
+	// admitted here (see admits) but not granted: members of sets that
+	// wait for another of their keys. They are always the first nready.
+	nready int32
+	limit  int32
+	mode   Mode // how the holders hold the key, when it has any
 }
 
 // holder is one holder of a key, and an entry of the lease heap.
@@ -269,21 +341,39 @@ type crowd []*holder
 // that reuses it.
 const maxKeptCrowd = 64
 
-// waiter is one queued acquire: 64 bytes, one size class, where it took
-// 96 with its deadline in it and a 64-bit count of arrivals, and 80 with
-// its acquire's id in it (most acquires have none: the id is in
-// Engine.idOf). The deadline of a finite wait is kept in the wait heap,
-// beside its waiter.
+// waiter is one queued acquire, or one key's place of a set's: 64 bytes,
+// one size class, where it took 96 with its deadline in it and a 64-bit
+// count of arrivals, and 80 with its acquire's id in it (most acquires
+// have none: the id is in Engine.idOf). The deadline of a finite wait is
+// kept in the wait heap, beside its waiter; a set's, beside its first
+// member.
 type waiter struct {
 	w       Waiter
 	ks      *keyState
 	prev    *waiter
 	next    *waiter
 	lease   time.Duration
-	since   int64  // when it was queued, unix nanoseconds
-	heapIdx int32  // position in the wait heap, -1 when waiting forever
-	arrival uint32 // order of arrival, breaks ties between equal since
+	since   int64 // when it was queued, unix nanoseconds
+	heapIdx int32 // position in the wait heap, -1 when waiting forever
+	// arrival is the order of arrival in the low 31 bits, wrapping,
+	// which breaks ties between equal since; the top bit is
+	// waiterShared. A mode of its own would take the waiter to 80 bytes.
+	arrival uint32
 }
+
+// waiterShared marks a waiter that asks for its key Shared.
+const waiterShared = 1 << 31
+
+// mode is how wt asks for its key.
+func (wt *waiter) mode() Mode {
+	if wt.arrival&waiterShared != 0 {
+		return Shared
+	}
+	return Exclusive
+}
+
+// order is wt's order of arrival, without its mode.
+func (wt *waiter) order() uint32 { return wt.arrival &^ waiterShared }
 
 // Engine is the lock state machine. It is not safe for concurrent use.
 type Engine struct {
@@ -315,6 +405,29 @@ type Engine struct {
 	ghostWait map[*waiter]int64
 	// released: the tokens released lately (released.go).
 	released releasedSet
+	// firing is the deadline Advance is firing, unix nanoseconds; 0
+	// outside it (waitEnds).
+	firing int64
+	// places counts the places taken in queues over all keys: a set
+	// waiting on three keys takes three.
+	places int
+	// waitSet maps each member of a set that waits to its set, and
+	// heldSet each holder granted as one key of a set to the set's id
+	// (sets.go). Both are empty, and cost a length check, while no set
+	// is asked for.
+	waitSet map[*waiter]*lockSet
+	heldSet map[*holder]uint64
+	// nwaitSet and nheldSet are their lengths, which the hot path reads
+	// for a field's load rather than a map header's; and the most
+	// entries each has had since it was last made anew (shrinkMap).
+	nwaitSet    int
+	nheldSet    int
+	waitSetPeak int
+	heldSetPeak int
+	freeSets    []*lockSet
+	// planted is a bug the model tests plant to show that they catch it
+	// (bugs_test.go); always 0 outside them.
+	planted bug
 }
 
 // Check reports a configuration that New would refuse (a Node out of
@@ -385,10 +498,12 @@ func New(cfg Config, now time.Time) *Engine {
 func (e *Engine) Config() Config { return e.cfg }
 
 // AcquireID asks for one of the limit places of key on behalf of w: limit
-// is how many may hold key at once, 1 (or 0) for a lock. If the key has
-// fewer holders than its limit, the grant is appended to out at once;
+// is how many may hold key at once, 1 (or 0) for a lock, which it takes
+// as its writer (Exclusive). If the key admits it (see admits: a free
+// place, nobody waiting ahead), the grant is appended to out at once;
 // otherwise w joins the tail of the key's queue and is answered by a
-// later call (Granted or TimedOut). wait 0 waits forever.
+// later call (Granted or TimedOut). wait 0 waits forever. AcquireSet
+// takes a lock as a reader, or several keys at once.
 //
 // The first acquire of a key sets its limit; while the key is held or
 // waited on, an acquire with another limit is refused with
@@ -402,31 +517,30 @@ func (e *Engine) Config() Config { return e.cfg }
 // takes its place in the queue, and the waiter it replaces is answered
 // TimedOut (its request was given up on). An empty id is Acquire.
 func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
-	return e.acquire(now, key, limit, lease, wait, false, id, w, out)
+	return e.acquire(now, key, limit, Exclusive, lease, wait, false, id, w, out)
 }
 
 // TryAcquireID is AcquireID that never queues, the try-lock: w is granted
-// at once if a place of key is free (or its id holds one already), and
+// at once if the key admits it (or its id holds a place already), and
 // answered TimedOut at once otherwise, in out. A place kept for a waiter
 // of the previous active (see AddGhost) counts as taken.
 func (e *Engine) TryAcquireID(now time.Time, key string, limit int, lease time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
-	return e.acquire(now, key, limit, lease, 0, true, id, w, out)
+	return e.acquire(now, key, limit, Exclusive, lease, 0, true, id, w, out)
 }
 
-func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.Duration, try bool, id string, w Waiter, out []Event) ([]Event, error) {
+func (e *Engine) acquire(now time.Time, key string, limit int, mode Mode, lease, wait time.Duration, try bool, id string, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
-	if lease <= 0 || lease > e.cfg.MaxLease {
-		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the node's longest lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
-	}
-	if wait < 0 || wait > e.cfg.MaxWait {
-		return out, fmt.Errorf("%w: wait must be 0 (forever) or at most %g seconds (the node's longest wait)", ErrWaitRange, e.cfg.MaxWait.Seconds())
+	// Compared here, worded in a call only when out of range: the hot
+	// path of a grant makes no call for them.
+	if lease <= 0 || lease > e.cfg.MaxLease || wait < 0 || wait > e.cfg.MaxWait {
+		return out, e.checkTimes(lease, wait)
 	}
 	// One comparison passes every limit in 1..MaxLimit; 0 is 1.
-	if uint(limit-1) >= uint(e.cfg.MaxLimit) {
-		if limit != 0 {
-			return out, fmt.Errorf("%w: limit %d; a key allows 1 (a lock, the default) to %d holders at once (the node's largest limit)", ErrLimitRange, limit, e.cfg.MaxLimit)
+	if uint(limit-1) >= uint(e.cfg.MaxLimit) || mode != Exclusive {
+		var err error
+		if limit, err = e.checkLimit(key, limit, mode); err != nil {
+			return out, err
 		}
-		limit = 1
 	}
 	if e.waiters.get(w) != nil {
 		return out, fmt.Errorf("%w: request %d of connection %d is already waiting", ErrDuplicateWaitr, w.Seq, w.Conn)
@@ -436,10 +550,10 @@ func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.
 		if e.all.len() >= e.cfg.MaxKeys {
 			return out, fmt.Errorf("%w: the node's limit of %s held or waited on at once is reached; release some first", ErrTooManyKeys, plural(e.cfg.MaxKeys, "key"))
 		}
-		return e.grant(now, e.newKey(key, limit), lease, w, id, out), nil
+		return e.grant(now, e.newKey(key, limit), mode, lease, w, id, out), nil
 	}
 	if ks.limit() != limit {
-		return out, fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: every acquire of it must ask for that limit", ErrLimitMismatch, key, pluralHolders(ks.limit()), limit)
+		return out, errLimitMismatch(key, ks.limit(), limit)
 	}
 	nanos := now.UnixNano()
 	if id != "" {
@@ -447,37 +561,93 @@ func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.
 			return out, nil
 		}
 	}
-	// A free place under a queue is one kept for a ghost at its head.
-	if ks.nheld() < ks.limit() && ks.head() == nil {
-		return e.grant(now, ks, lease, w, id, out), nil
+	if e.admitsNew(ks, mode) {
+		return e.grant(now, ks, mode, lease, w, id, out), nil
 	}
 	if try {
-		return append(out, Event{Kind: TimedOut, Key: key, Waiter: w}), nil
+		return append(out, Event{Kind: TimedOut, Key: key, Waiter: w, Mode: mode}), nil
 	}
 	if ks.nwait() >= e.cfg.MaxWaitersPerKey {
-		return out, fmt.Errorf("%w: the node's limit of %s per key is reached; retry later", ErrQueueFull, plural(e.cfg.MaxWaitersPerKey, "waiter"))
+		return out, errQueueFull(e.cfg.MaxWaitersPerKey)
 	}
-	if e.waiters.len() >= e.cfg.MaxWaiters {
-		return out, fmt.Errorf("%w: the node's limit of %s over all keys is reached; retry later", ErrTooManyWaiters, plural(e.cfg.MaxWaiters, "waiter"))
+	if e.places >= e.cfg.MaxWaiters {
+		return out, errTooManyWaiters(e.cfg.MaxWaiters)
 	}
 	wt := e.newWaiter()
-	e.arrivals++
-	*wt = waiter{w: w, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
+	*wt = waiter{w: w, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.nextArrival(mode)}
 	if id != "" {
-		if e.byID == nil {
-			e.byID = make(map[string]*waiter)
-			e.idOf = make(map[*waiter]string)
-		}
-		e.byID[id] = wt
-		e.idOf[wt] = id
-		e.byIDPeak = max(e.byIDPeak, len(e.byID))
-		e.idOfPeak = max(e.idOfPeak, len(e.idOf))
+		e.nameWaiter(wt, id)
 	}
 	if wait > 0 {
 		e.waits.push(waitEntry{deadline: nanos + int64(wait), wt: wt})
 	}
-	e.enqueue(ks, wt)
+	e.link(ks, wt)
+	e.waiters.add(wt)
 	return out, nil
+}
+
+// checkTimes refuses a lease or a wait out of range.
+func (e *Engine) checkTimes(lease, wait time.Duration) error {
+	if lease <= 0 || lease > e.cfg.MaxLease {
+		return fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the node's longest lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
+	}
+	if wait < 0 || wait > e.cfg.MaxWait {
+		return fmt.Errorf("%w: wait must be 0 (forever) or at most %g seconds (the node's longest wait)", ErrWaitRange, e.cfg.MaxWait.Seconds())
+	}
+	return nil
+}
+
+// checkLimit returns the limit an acquire of key in mode asks for, 0
+// taken as 1, or why it is refused: a limit out of range, or a reader
+// of a semaphore.
+func (e *Engine) checkLimit(key string, limit int, mode Mode) (int, error) {
+	if limit == 0 {
+		limit = 1
+	}
+	if limit < 1 || limit > e.cfg.MaxLimit {
+		return 0, fmt.Errorf("%w: limit %d; a key allows 1 (a lock, the default) to %d holders at once (the node's largest limit)", ErrLimitRange, limit, e.cfg.MaxLimit)
+	}
+	if mode > Shared {
+		return 0, fmt.Errorf("%w: key %q asked in mode %d, neither exclusive nor shared", ErrSharedLimit, key, mode)
+	}
+	if mode == Shared && limit != 1 {
+		return 0, fmt.Errorf("%w: key %q asked shared with limit %d; readers share a lock (limit 1), while a semaphore's places are all alike", ErrSharedLimit, key, limit)
+	}
+	return limit, nil
+}
+
+func errLimitMismatch(key string, has, asked int) error {
+	return fmt.Errorf("%w: key %q allows %s; this acquire asked for %d: every acquire of it must ask for that limit", ErrLimitMismatch, key, pluralHolders(has), asked)
+}
+
+func errQueueFull(n int) error {
+	return fmt.Errorf("%w: the node's limit of %s per key is reached; retry later", ErrQueueFull, plural(n, "waiter"))
+}
+
+func errTooManyWaiters(n int) error {
+	return fmt.Errorf("%w: the node's limit of %s over all keys is reached; retry later", ErrTooManyWaiters, plural(n, "waiter"))
+}
+
+// nextArrival numbers a waiter that arrives now and asks for mode.
+func (e *Engine) nextArrival(mode Mode) uint32 {
+	e.arrivals++
+	a := e.arrivals &^ waiterShared
+	if mode == Shared {
+		a |= waiterShared
+	}
+	return a
+}
+
+// nameWaiter records that wt's acquire carried id.
+func (e *Engine) nameWaiter(wt *waiter, id string) {
+	if e.byID == nil {
+		e.byID = make(map[string]*waiter)
+		e.idOf = make(map[*waiter]string)
+	}
+	e.byID[id] = wt
+	e.idOf[wt] = id
+	e.byIDPeak = max(e.byIDPeak, len(e.byID))
+	e.idOfPeak = max(e.idOfPeak, len(e.idOf))
 }
 
 // again serves an acquire whose id a holder or a waiter of ks already
@@ -485,18 +655,20 @@ func (e *Engine) acquire(now time.Time, key string, limit int, lease, wait time.
 // neither does.
 func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id string, try bool, w Waiter, out []Event) ([]Event, bool) {
 	for h := range ks.holders {
-		if h.id == id {
+		// A key of a set is the set's: a re-send of the set finds it
+		// (againSet), one of its keys alone does not.
+		if h.id == id && e.holderSet(h) == 0 {
 			h.deadline = now.UnixNano() + int64(lease)
 			heap.Fix(&e.leases, int(h.heapIdx))
-			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit()}), true
+			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit(), Mode: ks.mode()}), true
 		}
 	}
 	wt := e.byID[id]
-	if wt == nil || wt.ks != ks || try {
+	if wt == nil || wt.ks != ks || try || e.setOf(wt) != nil {
 		return out, false
 	}
 	if wt.w.Conn != GhostConn {
-		out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w, Queued: wt.since})
+		out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: wt.w, Mode: wt.mode(), Queued: wt.since})
 	}
 	e.waiters.remove(wt)
 	wt.w, wt.lease = w, lease
@@ -511,9 +683,9 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 		if dl > 0 {
 			e.waits.push(waitEntry{deadline: dl, wt: wt})
 		}
-		if ks.nheld() < ks.limit() {
-			out = e.fill(now, ks, out)
-		}
+		// The ghost held back the waiters behind it; its waiter may
+		// pass, and they with it.
+		out = e.settle(now, ks, out)
 	}
 	return out, true
 }
@@ -536,62 +708,21 @@ const MaxGhostGrace = 5 * time.Second
 // with the wait it had left; one that does not come in time is dropped.
 // While a ghost is at the head of a key with a free place, the place
 // stays free for it, for at most the grace; after the grace the next
-// waiter is granted. A ghost is never granted and never answered.
+// waiter is granted. A ghost is never granted and never answered; it
+// keeps every place behind it too (a reader behind a reader's ghost
+// waits), for as short as the grace.
 //
 // A key that does not exist is created with limit; an id already queued
-// or holding, or a key with another limit, adds nothing.
+// or holding, or a key with another limit, adds nothing. AddGhostSet
+// keeps the place of a reader, or of a set.
 func (e *Engine) AddGhost(now time.Time, key string, limit int, id string, lease, waitLeft, grace time.Duration) bool {
-	if id == "" || lease <= 0 || e.byID[id] != nil {
-		return false
-	}
-	grace = min(max(grace, time.Millisecond), MaxGhostGrace)
-	limit = max(limit, 1)
-	ks := e.lookup(key)
-	if ks == nil {
-		if e.all.len() >= e.cfg.MaxKeys {
-			return false
-		}
-		ks = e.newKey(key, limit)
-	} else if ks.limit() != limit {
-		return false
-	}
-	for h := range ks.holders {
-		if h.id == id {
-			return false
-		}
-	}
-	nanos := now.UnixNano()
-	e.ghosts++
-	wt := e.newWaiter()
-	e.arrivals++
-	*wt = waiter{w: Waiter{Conn: GhostConn, Seq: e.ghosts}, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.arrivals}
-	if e.byID == nil {
-		e.byID = make(map[string]*waiter)
-		e.idOf = make(map[*waiter]string)
-	}
-	e.byID[id] = wt
-	e.idOf[wt] = id
-	e.byIDPeak = max(e.byIDPeak, len(e.byID))
-	e.idOfPeak = max(e.idOfPeak, len(e.idOf))
-	if e.ghostWait == nil {
-		e.ghostWait = make(map[*waiter]int64)
-	}
-	var dl int64
-	if waitLeft > 0 {
-		dl = nanos + int64(waitLeft)
-	}
-	e.ghostWait[wt] = dl
-	end := nanos + int64(grace)
-	if dl > 0 {
-		end = min(end, dl)
-	}
-	e.waits.push(waitEntry{deadline: end, wt: wt})
-	e.enqueue(ks, wt)
-	return true
+	return e.AddGhostSet(now, []SetKey{{Key: key, Limit: limit}}, id, lease, waitLeft, grace)
 }
 
-// enqueue puts wt at the tail of ks's queue: a waiter or a ghost.
-func (e *Engine) enqueue(ks *keyState, wt *waiter) {
+// link puts wt at the tail of ks's queue: a waiter, a ghost, or a set's
+// member. A waiter taken alone, and a set's first member, go in the
+// table of waiters too (e.waiters.add).
+func (e *Engine) link(ks *keyState, wt *waiter) {
 	x := e.extra(ks)
 	if x.tail == nil {
 		x.head = wt
@@ -601,7 +732,7 @@ func (e *Engine) enqueue(ks *keyState, wt *waiter) {
 	}
 	x.tail = wt
 	x.nwait++
-	e.waiters.add(wt)
+	e.places++
 }
 
 // QueuedID reports whether a waiter (or ghost) with id is queued.
@@ -610,15 +741,26 @@ func (e *Engine) QueuedID(id string) bool { return e.byID[id] != nil }
 // Withdraw takes the waiter of key whose acquire carried id, and came on
 // connection conn, out of the queue (X), and returns it; false when no
 // such waiter waits (granted already, timed out, never queued, or
-// another connection's).
-func (e *Engine) Withdraw(key, id string, conn uint64) (Waiter, bool) {
-	wt := e.byID[id]
-	if wt == nil || wt.w.Conn != conn || wt.ks.key != key {
-		return Waiter{}, false
+// another connection's). A set is withdrawn by any one of its keys, and
+// leaves them all. The waiters its leaving lets through (readers behind
+// a writer that leaves, a key a set kept for itself) are granted, in out.
+//
+// Like Cancel, it fires no deadline unless such a waiter waits.
+func (e *Engine) Withdraw(now time.Time, key, id string, conn uint64, out []Event) ([]Event, Waiter, bool) {
+	ok := func() bool {
+		wt := e.byID[id]
+		return wt != nil && wt.w.Conn == conn && e.waitsOn(wt, key)
 	}
+	if !ok() {
+		return out, Waiter{}, false
+	}
+	out = e.Advance(now, out)
+	if !ok() {
+		return out, Waiter{}, false // its wait ran out first
+	}
+	wt := e.byID[id]
 	w := wt.w
-	e.leave(wt)
-	return w, true
+	return e.depart(now, wt, out), w, true
 }
 
 // pluralHolders says "1 holder" or "n holders".
@@ -633,10 +775,12 @@ func plural(n int, thing string) string {
 }
 
 // Release frees the place of key that token holds, and hands it at once
-// to the head of the key's queue. It reports false, changing nothing,
+// to the waiters the key then admits: the head of its queue, or the
+// readers at its head. It reports false, changing nothing,
 // when token does not hold key (never did, or the lease expired). A
 // release of a token that released key within ReleasedMemory (the same
 // release sent again, its answer lost) reports true and changes nothing.
+// A key of a set is released alone: the set's other keys stay held.
 func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) ([]Event, bool) {
 	out = e.Advance(now, out)
 	ks := e.lookup(key)
@@ -648,13 +792,13 @@ func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) (
 		return out, e.WasReleased(now, key, token)
 	}
 	e.released.add(now.UnixNano(), token, ks.key)
-	out = append(out, Event{Kind: Freed, Key: key, Token: token})
+	out = append(out, Event{Kind: Freed, Key: key, Token: token, Mode: ks.mode(), Set: e.holderSet(h)})
 	return e.handOn(now, h, out), true
 }
 
 // Renew gives the holder token of key a fresh lease counted from now. It
 // returns ErrNotHeld when token does not hold key, and a range error when
-// the lease is out of range.
+// the lease is out of range. A key of a set is renewed alone.
 func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Duration, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if lease <= 0 || lease > e.cfg.MaxLease {
@@ -670,26 +814,36 @@ func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Durat
 	}
 	h.deadline = now.UnixNano() + int64(lease)
 	heap.Fix(&e.leases, int(h.heapIdx))
-	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit()}), nil
+	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit(), Mode: ks.mode(), Set: e.holderSet(h)}), nil
 }
 
 // ErrNotHeld is returned by Renew when the token does not hold the key.
 var ErrNotHeld = errors.New("token does not hold the key")
 
-// Cancel removes w from its queue, as when its connection closes. It
-// reports whether w was waiting.
-func (e *Engine) Cancel(w Waiter) bool {
+// Cancel removes w from its queue, or a set w asked for from all of its
+// queues, as when its connection closes. It reports whether w was
+// waiting. The waiters its leaving lets through (readers behind a writer
+// that leaves, a key a set kept for itself) are granted, in out.
+//
+// A Waiter that does not wait changes nothing, and fires no deadline: a
+// node that is not active, whose engine must not expire what it
+// replicates, may cancel the waiters of any connection that closes.
+func (e *Engine) Cancel(now time.Time, w Waiter, out []Event) ([]Event, bool) {
+	if e.waiters.get(w) == nil {
+		return out, false
+	}
+	out = e.Advance(now, out)
 	wt := e.waiters.get(w)
 	if wt == nil {
-		return false
+		return out, false // its wait ran out first
 	}
-	e.leave(wt)
-	return true
+	return e.depart(now, wt, out), true
 }
 
 // Advance fires every lease and wait deadline due at now, in the order of
 // their deadlines: an expired lease frees its holder's place and hands it
-// on; an elapsed wait answers TimedOut.
+// on; an elapsed wait answers TimedOut (a set's, once for each of its
+// keys), and lets through whom the waiter held back.
 func (e *Engine) Advance(now time.Time, out []Event) []Event {
 	nanos := now.UnixNano()
 	for {
@@ -702,29 +856,43 @@ func (e *Engine) Advance(now time.Time, out []Event) []Event {
 		}
 		switch {
 		case lt < 0 && wt < 0:
+			e.firing = 0
 			return out
 		case wt >= 0 && (lt < 0 || wt <= lt):
 			// A wait ending at the same instant as a lease times out
 			// first: the waiter's wait was [since, deadline).
 			w := e.waits[0].wt
-			ks := w.ks
 			// A ghost's too, Waiter.Conn GhostConn: nobody to answer,
 			// but its place is gone, for the standbys as well.
-			out = append(out, Event{Kind: TimedOut, Key: ks.key, Waiter: w.w, ID: e.waiterID(w), Queued: w.since})
-			e.leave(w)
-			// A ghost whose grace ended may have kept a place free:
-			// the waiters behind it get it now.
-			if ks.head() != nil && ks.nheld() < ks.limit() {
-				out = e.fill(time.Unix(0, wt), ks, out)
-			}
+			out = e.timedOut(w, e.waiterID(w), out)
+			// A ghost whose grace ended may have kept a place free, a
+			// writer or a set the places behind them: the waiters
+			// behind get them now.
+			e.firing = wt
+			out = e.depart(time.Unix(0, wt), w, out)
 		default:
 			h := e.leases.top()
-			out = append(out, Event{Kind: Freed, Key: h.keyOf().key, Token: h.token, Expired: true})
+			ks := h.keyOf()
+			out = append(out, Event{Kind: Freed, Key: ks.key, Token: h.token, Expired: true, Mode: ks.mode(), Set: e.holderSet(h)})
 			// The place is handed on as of its deadline, not as of
 			// now, so a late Advance does not shorten the next lease.
+			e.firing = h.deadline
 			out = e.handOn(time.Unix(0, h.deadline), h, out)
 		}
 	}
+}
+
+// timedOut appends the TimedOut answer of wt, a waiter taken alone or a
+// set's first member: one event for each key it waits on, with id.
+func (e *Engine) timedOut(wt *waiter, id string, out []Event) []Event {
+	s := e.setOf(wt)
+	if s == nil {
+		return append(out, Event{Kind: TimedOut, Key: wt.ks.key, Waiter: wt.w, Mode: wt.mode(), ID: id, Queued: wt.since})
+	}
+	for _, m := range s.members {
+		out = append(out, Event{Kind: TimedOut, Key: m.ks.key, Waiter: wt.w, Mode: m.mode(), ID: id, SetSize: len(s.members), Queued: wt.since})
+	}
+	return out
 }
 
 // NextDeadline is the earliest instant at which Advance has work, if any.
@@ -741,7 +909,8 @@ func (e *Engine) NextDeadline() (time.Time, bool) {
 }
 
 // DropWaiters removes every waiter and returns them with their keys, as
-// when the node stops being active and its waiters must go elsewhere.
+// when the node stops being active and its waiters must go elsewhere:
+// in order of arrival, a set as one TimedOut for each of its keys.
 func (e *Engine) DropWaiters(out []Event) []Event {
 	ws := make([]*waiter, 0, e.waiters.len())
 	for wt := range e.waiters.all {
@@ -751,17 +920,17 @@ func (e *Engine) DropWaiters(out []Event) []Event {
 		if ws[i].since != ws[j].since {
 			return ws[i].since < ws[j].since
 		}
-		return ws[i].arrival < ws[j].arrival
+		return ws[i].order() < ws[j].order()
 	})
 	for _, wt := range ws {
-		out = append(out, Event{Kind: TimedOut, Key: wt.ks.key, Waiter: wt.w, Queued: wt.since})
-		e.leave(wt)
+		out = e.timedOut(wt, "", out)
+		e.drop(wt)
 	}
 	return out
 }
 
-// grant gives w a place of ks, which must have one free.
-func (e *Engine) grant(now time.Time, ks *keyState, lease time.Duration, w Waiter, id string, out []Event) []Event {
+// grant gives w a place of ks in mode, which ks must admit.
+func (e *Engine) grant(now time.Time, ks *keyState, mode Mode, lease time.Duration, w Waiter, id string, out []Event) []Event {
 	tok := e.nextToken(now)
 	// hold, written out: the hot path of a lock makes no call for it.
 	h := &ks.first
@@ -772,31 +941,43 @@ func (e *Engine) grant(now time.Time, ks *keyState, lease time.Duration, w Waite
 	h.id = id
 	h.deadline = now.UnixNano() + int64(lease)
 	heap.Push(&e.leases, h)
-	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id})
+	e.setMode(ks, mode)
+	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id, Mode: mode})
 }
 
-// handOn frees the place of h and grants it to the head of its key's
-// queue, if any: one place, one waiter. A key never has more holders than
-// its limit, so the place is there to give.
+// handOn frees the place of h and grants it on to the waiters its key
+// then admits (settle).
 func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 	ks := h.keyOf()
 	// unhold, written out, as hold is in grant.
 	if h.heapIdx >= 0 {
 		heap.Remove(&e.leases, int(h.heapIdx))
 	}
+	if e.nheldSet > 0 {
+		e.forgetHeldSet(h)
+	}
 	if h != &ks.first {
 		e.leaveCrowd(h)
 	}
 	if wt := ks.head(); wt != nil {
-		if wt.w.Conn == GhostConn {
-			return out // the place is kept for the ghost (AddGhost)
+		if e.nwaitSet > 0 || wt.mode() != Exclusive {
+			return e.settle(now, ks, out)
 		}
-		w, lease, id, since := wt.w, wt.lease, e.waiterID(wt), wt.since
-		e.unlink(wt)
-		out = e.grant(now, ks, lease, w, id, out)
-		out[len(out)-1].Queued = since
-		if ks.head() != nil && ks.nheld() < ks.limit() {
-			out = e.fill(now, ks, out)
+		// settle, written out for the hot path of a handoff: a queue
+		// with no set in it, whose head is a lock's writer or a
+		// semaphore's waiter. Nothing ahead of the head is admitted, so
+		// it is while a place is free, and the next after it; a
+		// lock's reader behind a writer never is.
+		limit := int(ks.ext.limit)
+		for wt != nil && wt.w.Conn != GhostConn && wt.mode() == Exclusive && ks.nheld() < limit && !e.waitEnds(wt, nil) {
+			w, lease, id, since := wt.w, wt.lease, e.waiterID(wt), wt.since
+			e.unlink(wt)
+			out = e.grant(now, ks, Exclusive, lease, w, id, out)
+			out[len(out)-1].Queued = since
+			if limit == 1 {
+				break
+			}
+			wt = ks.head()
 		}
 		return out
 	}
@@ -806,22 +987,48 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 	return out
 }
 
-// fill grants the free places of ks to its queue, in order. Only
-// replication frees places under a queue without handing them on
-// (ApplyFree, ApplyHeld raising the limit), and a standby has no queue:
-// fill is there so that the engine stays right if one ever has.
-func (e *Engine) fill(now time.Time, ks *keyState, out []Event) []Event {
-	for ks.head() != nil && ks.nheld() < ks.limit() {
-		wt := ks.head()
-		if wt.w.Conn == GhostConn {
-			return out // kept for the ghost
-		}
-		w, lease, id, since := wt.w, wt.lease, e.waiterID(wt), wt.since
+// depart takes wt, a waiter taken alone or a set's first member, out of
+// its queues, lets through, at now, the waiters it held back, and
+// forgets the keys left neither held nor waited on.
+func (e *Engine) depart(now time.Time, wt *waiter, out []Event) []Event {
+	s := e.setOf(wt)
+	if s == nil {
+		ks := wt.ks
 		e.unlink(wt)
-		out = e.grant(now, ks, lease, w, id, out)
-		out[len(out)-1].Queued = since
+		if e.planted&bugNoSettleOnLeave == 0 {
+			out = e.settle(now, ks, out)
+		}
+		e.dropKey(ks)
+		return out
+	}
+	var buf [MaxSetKeys]*keyState
+	keys := s.keysOf(&buf)
+	e.unlinkSet(s)
+	for _, ks := range keys {
+		if e.planted&bugNoSettleOnLeave == 0 {
+			out = e.settle(now, ks, out)
+		}
+	}
+	for _, ks := range keys {
+		e.dropKey(ks)
 	}
 	return out
+}
+
+// drop takes wt, a waiter taken alone or a set's first member, out of
+// its queues, letting nobody through: every waiter goes (DropWaiters).
+func (e *Engine) drop(wt *waiter) {
+	s := e.setOf(wt)
+	if s == nil {
+		e.leave(wt)
+		return
+	}
+	var buf [MaxSetKeys]*keyState
+	keys := s.keysOf(&buf)
+	e.unlinkSet(s)
+	for _, ks := range keys {
+		e.dropKey(ks)
+	}
 }
 
 // nheld counts the holders of ks.
@@ -849,7 +1056,7 @@ func (ks *keyState) nwait() int {
 	if ks.ext == nil {
 		return 0
 	}
-	return ks.ext.nwait
+	return int(ks.ext.nwait)
 }
 
 // crowd is the crowd of ks, nil if it has none.
@@ -873,7 +1080,7 @@ func (ks *keyState) limit() int {
 	if ks.ext == nil {
 		return 1
 	}
-	return ks.ext.limit
+	return int(ks.ext.limit)
 }
 
 // setLimit makes limit the limit of ks: a key without an extra is a
@@ -885,7 +1092,7 @@ func (ks *keyState) setLimit(limit int) {
 		}
 		ks.ext = &keyExtra{}
 	}
-	ks.ext.limit = limit
+	ks.ext.limit = int32(limit)
 }
 
 // find returns the holder of ks with token, nil if none. It is small
@@ -953,6 +1160,9 @@ func (e *Engine) unhold(h *holder) {
 	if h.heapIdx >= 0 {
 		heap.Remove(&e.leases, int(h.heapIdx))
 	}
+	if e.nheldSet > 0 {
+		e.forgetHeldSet(h)
+	}
 	if h.idx < 0 {
 		e.leaveCrowd(h)
 	}
@@ -1000,7 +1210,10 @@ func (c *crowd) remove(h *holder) {
 	*c = slices.Delete(*c, i, i+1)
 }
 
+// unlink takes wt, a waiter taken alone or a ghost, out of its queue and
+// forgets it.
 func (e *Engine) unlink(wt *waiter) {
+	// dequeue, written out: a handoff's hot path makes one call less.
 	x := wt.ks.ext
 	if wt.prev == nil {
 		x.head = wt.next
@@ -1013,6 +1226,43 @@ func (e *Engine) unlink(wt *waiter) {
 		wt.next.prev = wt.prev
 	}
 	x.nwait--
+	e.places--
+	e.forget(wt)
+}
+
+// dequeue takes wt out of its key's queue.
+func (e *Engine) dequeue(wt *waiter) {
+	x := wt.ks.ext
+	if wt.prev == nil {
+		x.head = wt.next
+	} else {
+		wt.prev.next = wt.next
+	}
+	if wt.next == nil {
+		x.tail = wt.prev
+	} else {
+		wt.next.prev = wt.prev
+	}
+	x.nwait--
+	e.places--
+	if e.nwaitSet > 0 && x.nready > 0 {
+		e.unready(wt)
+	}
+}
+
+// unready counts wt, a set's member that leaves its queue, out of the
+// admitted at its key's head, if it was.
+func (e *Engine) unready(wt *waiter) {
+	if s := e.setOf(wt); s != nil && s.isAdmitted(wt) {
+		wt.ks.ext.nready--
+	}
+}
+
+// forget drops what the engine keeps of wt beside its queue (its wait,
+// its entry in the table of waiters, its id) and frees it for reuse: a
+// waiter taken alone, a ghost, or a set's first member, out of its
+// queue.
+func (e *Engine) forget(wt *waiter) {
 	if wt.heapIdx >= 0 {
 		heap.Remove(&e.waits, int(wt.heapIdx))
 	}

@@ -518,16 +518,16 @@ func TestCancel(t *testing.T) {
 	mustAcquire(t, e, t0, "k", time.Minute, 3*time.Second, wtr(3))
 	mustAcquire(t, e, t0, "k", time.Minute, 0, wtr(4))
 
-	if !e.Cancel(wtr(3)) {
+	if !cancel(t, e, t0, wtr(3)) {
 		t.Fatal("Cancel of a waiter reported false")
 	}
-	if e.Cancel(wtr(3)) {
+	if cancel(t, e, t0, wtr(3)) {
 		t.Fatal("second Cancel of the same waiter reported true")
 	}
-	if e.Cancel(wtr(99)) {
+	if cancel(t, e, t0, wtr(99)) {
 		t.Fatal("Cancel of an unknown waiter reported true")
 	}
-	if e.Cancel(wtr(1)) {
+	if cancel(t, e, t0, wtr(1)) {
 		t.Fatal("Cancel of the holder (not a waiter) reported true")
 	}
 	wantQueue(t, e, t0, "k", wtr(2), wtr(4))
@@ -542,7 +542,7 @@ func TestCancel(t *testing.T) {
 	wantEvents(t, "release", out, "freed k", "granted k c2/2 1m0s")
 	out, _ = e.Release(at(6*time.Second), "k", out[1].Token, nil)
 	wantEvents(t, "release skips the cancelled waiter", out, "freed k", "granted k c4/4 1m0s")
-	if e.Cancel(wtr(4)) {
+	if cancel(t, e, at(6*time.Second), wtr(4)) {
 		t.Fatal("Cancel of a granted waiter reported true")
 	}
 	wantHolder(t, e, at(6*time.Second), "k", out[1].Token, time.Minute)
@@ -552,7 +552,7 @@ func TestCancelLastWaiterKeepsHeldKey(t *testing.T) {
 	e := New(Config{}, t0)
 	tok := hold(t, e, t0, "k", time.Minute, wtr(1))
 	mustAcquire(t, e, t0, "k", time.Minute, 0, wtr(2))
-	e.Cancel(wtr(2))
+	cancel(t, e, t0, wtr(2))
 	wantStats(t, e, 1, 0)
 	wantHolder(t, e, t0, "k", tok, time.Minute)
 	out, _ := e.Release(t0, "k", tok, nil)
@@ -714,7 +714,7 @@ func TestLimits(t *testing.T) {
 		if _, err := e.Acquire(t0, "a", 1, time.Minute, 0, wtr(10), nil); !errors.Is(err, ErrQueueFull) {
 			t.Fatalf("third waiter: %v", err)
 		}
-		e.Cancel(wtr(4))
+		cancel(t, e, t0, wtr(4))
 		mustAcquire(t, e, t0, "a", time.Minute, 0, wtr(10))
 		wantQueue(t, e, t0, "a", wtr(3), wtr(10))
 	})
@@ -803,7 +803,7 @@ func TestMaxWaiters(t *testing.T) {
 	})
 	t.Run("room after a cancel", func(t *testing.T) {
 		e, _ := setup(t)
-		e.Cancel(wtr(5))
+		cancel(t, e, t0, wtr(5))
 		mustAcquire(t, e, t0, "b", time.Minute, 0, wtr(6))
 		wantStats(t, e, 2, 3)
 	})

@@ -59,7 +59,7 @@ func TestAcquireIDKeepsItsPlaceInTheQueue(t *testing.T) {
 		t.Fatalf("release: %+v, want the re-sent acquire, first in line, granted", evs)
 	}
 	// Its connection closing does not leave its id behind.
-	if !e.Cancel(Waiter{3, 1}) || len(e.byID) != 0 || len(e.idOf) != 0 {
+	if !cancel(t, e, at(2*time.Second), Waiter{3, 1}) || len(e.byID) != 0 || len(e.idOf) != 0 {
 		t.Fatalf("ids left: %v, of waiters: %v", e.byID, e.idOf)
 	}
 }

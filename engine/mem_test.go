@@ -120,7 +120,7 @@ func TestReleaseGivesBackRoom(t *testing.T) {
 		}
 	}
 	for i := range n {
-		e.Cancel(Waiter{Conn: 2, Seq: uint64(i)})
+		cancel(t, e, now, Waiter{Conn: 2, Seq: uint64(i)})
 	}
 	for i, k := range keys {
 		if _, ok := e.Release(now, k, toks[i], nil); !ok {

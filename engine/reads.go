@@ -9,13 +9,20 @@ import (
 // key with three holders gives three. LeaseLeft is relative, never an
 // instant, because clocks differ between machines. Limit is the key's
 // limit, the same for all its holders; 0 is taken as 1 where a Holder is
-// applied (Restore).
+// applied (Restore). Mode is the key's, the same for all its holders
+// too: a lock's readers are Shared, its writer and a semaphore's places
+// Exclusive.
 type Holder struct {
 	Key       string
 	Token     uint64
 	LeaseLeft time.Duration
 	Limit     int
 	ID        string // the id of the acquire that got the place, "" when none
+	Mode      Mode
+	// Set is the id of the set the place was granted with (the token of
+	// the set's first key), 0 for a key taken alone: the holders of one
+	// set carry the same.
+	Set uint64
 }
 
 // WaiterInfo is one queued waiter, as listed for inspection.
@@ -26,6 +33,11 @@ type WaiterInfo struct {
 	// WaitLeft is how long it will still wait; 0 means forever.
 	WaitLeft time.Duration
 	ID       string // the id its acquire carried, "" when none
+	Mode     Mode   // how it asks for the key listed
+	// Set is, for a member of a set, every key of the set in its order,
+	// with its limit and mode (a copy); nil for a waiter taken alone. A
+	// set is listed once on each of its keys, with the same Set.
+	Set []SetKey
 }
 
 // InspectN returns every holder of key, in grant order (which is token
@@ -40,14 +52,10 @@ func (e *Engine) InspectN(now time.Time, key string, n int) (hs []Holder, ws []W
 	}
 	nanos := now.UnixNano()
 	for h := range ks.holders {
-		hs = append(hs, ks.holderInfo(h, nanos))
+		hs = append(hs, e.holderInfo(ks, h, nanos))
 	}
 	for wt := ks.head(); wt != nil && len(ws) < n; wt = wt.next {
-		wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: e.waiterID(wt)}
-		if wt.heapIdx >= 0 {
-			wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
-		}
-		ws = append(ws, wi)
+		ws = append(ws, e.waiterInfo(wt, nanos, false))
 	}
 	return hs, ws, ks.nwait()
 }
@@ -61,17 +69,7 @@ func (e *Engine) Waiters(now time.Time, fn func(key string, limit int, w WaiterI
 	for i := range e.all.len() {
 		ks := *e.all.at(i)
 		for wt := ks.head(); wt != nil; wt = wt.next {
-			wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: e.waiterID(wt)}
-			if wt.heapIdx >= 0 {
-				wi.WaitLeft = time.Duration(max(e.waits[wt.heapIdx].deadline-nanos, 1))
-			}
-			if dl, ok := e.ghostWait[wt]; ok {
-				wi.WaitLeft = 0
-				if dl > 0 {
-					wi.WaitLeft = time.Duration(max(dl-nanos, 1))
-				}
-			}
-			fn(ks.key, ks.limit(), wi)
+			fn(ks.key, ks.limit(), e.waiterInfo(wt, nanos, true))
 		}
 	}
 }
@@ -89,12 +87,42 @@ func (e *Engine) WaiterID(w Waiter) string {
 }
 
 // holderInfo lists h, a holder of ks, as of nanos.
-func (ks *keyState) holderInfo(h *holder, nanos int64) Holder {
-	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id}
+func (e *Engine) holderInfo(ks *keyState, h *holder, nanos int64) Holder {
+	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id, Mode: ks.mode(), Set: e.holderSet(h)}
 }
 
-// Stats counts the keys held or waited on, and the waiters.
-func (e *Engine) Stats() (keys, waiters int) { return e.all.len(), e.waiters.len() }
+// waiterInfo lists wt as of nanos. A set's member is listed with the
+// set's id and wait, which its first member keeps; ghostWait lists a
+// ghost's wait left rather than its grace, as a standby keeps it.
+func (e *Engine) waiterInfo(wt *waiter, nanos int64, ghostWait bool) WaiterInfo {
+	lead := wt
+	s := e.setOf(wt)
+	if s != nil {
+		lead = s.members[0]
+	}
+	wi := WaiterInfo{Waiter: wt.w, Waited: time.Duration(max(nanos-wt.since, 0)), Lease: wt.lease, ID: e.waiterID(lead), Mode: wt.mode()}
+	if lead.heapIdx >= 0 {
+		wi.WaitLeft = time.Duration(max(e.waits[lead.heapIdx].deadline-nanos, 1))
+	}
+	if dl, ok := e.ghostWait[lead]; ok && ghostWait {
+		wi.WaitLeft = 0
+		if dl > 0 {
+			wi.WaitLeft = time.Duration(max(dl-nanos, 1))
+		}
+	}
+	if s != nil {
+		wi.Set = make([]SetKey, len(s.members))
+		for i, m := range s.members {
+			wi.Set[i] = SetKey{Key: m.ks.key, Limit: m.ks.limit(), Mode: m.mode()}
+		}
+	}
+	return wi
+}
+
+// Stats counts the keys held or waited on, and the waiters in their
+// queues: a set waiting on three keys counts three, as it does against
+// Config.MaxWaiters.
+func (e *Engine) Stats() (keys, waiters int) { return e.all.len(), e.places }
 
 // Held counts the holders over all keys: a key with three holders counts
 // three.
@@ -137,7 +165,7 @@ func (e *Engine) Scan(now time.Time, cursor, n int, fn func(h Holder, held bool)
 		ks := *e.all.at(i)
 		held := false
 		for h := range ks.holders {
-			fn(ks.holderInfo(h, nanos), true)
+			fn(e.holderInfo(ks, h, nanos), true)
 			held = true
 		}
 		if !held {

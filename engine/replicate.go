@@ -24,7 +24,7 @@ func (e *Engine) Snapshot(now time.Time) Snapshot {
 	nanos := now.UnixNano()
 	s := Snapshot{Token: e.seen, Holders: make([]Holder, 0, e.leases.n)}
 	for _, h := range e.leases.all {
-		s.Holders = append(s.Holders, h.keyOf().holderInfo(h, nanos))
+		s.Holders = append(s.Holders, e.holderInfo(h.keyOf(), h, nanos))
 	}
 	slices.SortFunc(s.Holders, func(a, b Holder) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Token, b.Token))
@@ -45,38 +45,61 @@ func (e *Engine) Restore(now time.Time, s Snapshot, out []Event) []Event {
 		e.dropKey(ks)
 	}
 	for _, h := range s.Holders {
-		e.ApplyHeldID(now, h.Key, h.Limit, h.Token, h.LeaseLeft, h.ID)
+		e.ApplyHolder(now, h)
 	}
 	e.Observe(now, s.Token)
 	return out
 }
 
-// ApplyHeldID records that token holds key, whose limit is limit (0 is
-// taken as 1), with leaseLeft to run, as replicated from the active. It
-// updates the lease of the holder with token if key has one (tokens are
-// unique), else adds it. The active's word is the last: key takes limit,
-// and if key has no room for token, the holders with the lowest tokens
-// (the one holder of a lock) give way, as they must have gone on the
-// active.
-//
-// id is the holder's acquire id ("" for none).
+// ApplyHeldID is ApplyHolder for a holder that holds key Exclusive
+// (a lock's writer, a semaphore's place), taken alone.
 func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64, leaseLeft time.Duration, id string) {
+	e.ApplyHolder(now, Holder{Key: key, Token: token, LeaseLeft: leaseLeft, Limit: limit, ID: id})
+}
+
+// ApplyHolder records that h.Token holds h.Key, whose limit is h.Limit
+// (0 is taken as 1), in h.Mode, with h.LeaseLeft to run, as replicated
+// from the active. It updates the lease of the holder with the token if
+// the key has one (tokens are unique), else adds it. The active's word
+// is the last: the key takes the limit, and the holders it has no room
+// for give way, as they must have gone on the active: the holders with
+// the lowest tokens of a semaphore that is full (the one holder of a
+// lock), every other holder of a lock for its writer, and the writer of
+// a lock for a reader. Readers give way to no reader: a lock holds any
+// number of them.
+//
+// h.ID is the holder's acquire id ("" for none), h.Set the id of the
+// set it was granted with (0 for none); a renewal that carries neither
+// leaves the holder's own.
+func (e *Engine) ApplyHolder(now time.Time, hd Holder) {
+	token := hd.Token
 	if token > e.seen {
 		e.seen = token
 	}
-	limit = min(max(limit, 1), math.MaxInt32)
-	ks := e.lookup(key)
+	limit := min(max(hd.Limit, 1), math.MaxInt32)
+	mode := hd.Mode
+	if limit > 1 || mode > Shared {
+		mode = Exclusive
+	}
+	ks := e.lookup(hd.Key)
 	if ks == nil {
-		ks = e.newKey(key, limit)
+		ks = e.newKey(hd.Key, limit)
 	}
 	ks.setLimit(limit)
-	deadline := now.UnixNano() + int64(leaseLeft)
+	if limit == 1 && (mode == Exclusive || ks.mode() == Exclusive) {
+		for o := ks.oldest(token); o != nil; o = ks.oldest(token) {
+			e.unhold(o)
+		}
+	}
+	deadline := now.UnixNano() + int64(hd.LeaseLeft)
 	h := ks.find(token)
-	if h == nil && ks.nheld() >= limit {
-		// The oldest holder's place is taken over, in the heap too, as
-		// a lock's holder always was.
+	if h == nil && ks.nheld() >= limit && limit > 1 {
+		// The oldest holder's place is taken over, in the heap too.
 		h = ks.oldest(token)
 		ks.retoken(h, token)
+		if e.nheldSet > 0 {
+			e.forgetHeldSet(h)
+		}
 	}
 	if h == nil {
 		h = e.hold(ks, token, deadline)
@@ -84,18 +107,25 @@ func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64,
 		h.deadline = deadline
 		heap.Fix(&e.leases, int(h.heapIdx))
 	}
-	if id != "" {
+	e.setMode(ks, mode)
+	if hd.ID != "" {
 		// A renewal travels without the id: the holder keeps its own.
-		h.id = id
+		h.id = hd.ID
+	}
+	if hd.Set != 0 {
+		e.markHeldSet(h, hd.Set)
 	}
 	// A lowered limit: more holders than it allows.
-	for ks.nheld() > limit {
+	for limit > 1 && ks.nheld() > limit {
 		e.unhold(ks.oldest(token))
 	}
+	// A standby has no queue; should a node with one apply, what its
+	// waiters were admitted to is counted anew.
+	e.unsettle(ks)
 }
 
 // oldest returns the holder of ks with the lowest token other than
-// token; ks must have one.
+// token, nil if none.
 func (ks *keyState) oldest(token uint64) *holder {
 	for h := range ks.holders {
 		if h.token != token {

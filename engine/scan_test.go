@@ -182,7 +182,7 @@ func scanWalk(t *testing.T, limitOf func(int) int) {
 						}
 					}
 					if first != nil {
-						e.Cancel(*first)
+						e.Cancel(now, *first, nil)
 					}
 				case op < 92:
 					e.ApplyHeld(now, key, limit, e.HighWater()+1, time.Duration(1+rng.IntN(1000))*time.Millisecond)

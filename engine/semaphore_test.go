@@ -253,7 +253,7 @@ func TestSemaphoreLimitMismatch(t *testing.T) {
 		t.Fatalf("acquire of a key only waited on, with another limit: %v", err)
 	}
 	// Once nothing holds or waits on it, the key takes the next limit.
-	e.Cancel(wtr(6))
+	cancel(t, e, t0, wtr(6))
 	wantFree(t, e, t0, "lock")
 	holdN(t, e, t0, "lock", 2, time.Minute, wtr(9))
 }
@@ -368,7 +368,7 @@ func TestSemaphoreCancel(t *testing.T) {
 	mustAcquireN(t, e, t0, "k", 2, time.Minute, 0, wtr(3))
 	mustAcquireN(t, e, t0, "k", 2, time.Minute, 5*time.Second, wtr(4))
 	mustAcquireN(t, e, t0, "k", 2, time.Minute, 0, wtr(5))
-	if !e.Cancel(wtr(4)) || e.Cancel(wtr(4)) || e.Cancel(wtr(1)) {
+	if !cancel(t, e, t0, wtr(4)) || cancel(t, e, t0, wtr(4)) || cancel(t, e, t0, wtr(1)) {
 		t.Fatal("Cancel reports a waiter wrongly")
 	}
 	wantQueue(t, e, t0, "k", wtr(3), wtr(5))
@@ -376,7 +376,7 @@ func TestSemaphoreCancel(t *testing.T) {
 	wantEvents(t, "release", out, "freed k", "granted k c3/3 1m0s")
 	out, _ = e.Release(at(time.Second), "k", t2, nil)
 	wantEvents(t, "release skips the cancelled waiter", out, "freed k", "granted k c5/5 1m0s")
-	if e.Cancel(wtr(3)) {
+	if cancel(t, e, at(time.Second), wtr(3)) {
 		t.Fatal("Cancel of a granted waiter reported true")
 	}
 	wantStats(t, e, 1, 0)

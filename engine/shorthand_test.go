@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"sort"
+	"testing"
 	"time"
 )
 
@@ -40,4 +41,15 @@ func (e *Engine) Keys(match func(string) bool, limit int) ([]string, int) {
 		out = out[:limit]
 	}
 	return out, total
+}
+
+// cancel is Cancel of a waiter whose leaving lets nobody through (a
+// lock's or a semaphore's): it fails t on any event.
+func cancel(t testing.TB, e *Engine, now time.Time, w Waiter) bool {
+	t.Helper()
+	out, ok := e.Cancel(now, w, nil)
+	if len(out) > 0 {
+		t.Fatalf("Cancel(%+v) at %v: events %q; want none", w, now, describe(out))
+	}
+	return ok
 }

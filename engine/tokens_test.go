@@ -435,7 +435,10 @@ func TestSucceed(t *testing.T) {
 // event, refusal and deadline, so a change of behaviour anywhere shows.
 // Each seed runs as another node (Config.Node), under a cap on waiters
 // over all keys that is lower than the per-key queues allow together.
-// Every key is a lock (limit 1); TestRandomSemaphores walks semaphores.
+// Every key is a lock (limit 1) taken by writers; TestRandomSemaphores
+// walks semaphores, and TestRandomReadWrite and TestRandomSets
+// (rwmodel_test.go) readers, writers and sets against a model of their
+// own.
 func TestRandomSequences(t *testing.T) {
 	steps := 4000
 	if testing.Short() {
@@ -770,7 +773,7 @@ func (m *model) check(e *Engine) {
 				}
 				earliest(mw.deadline)
 			}
-			if wi != want {
+			if !reflect.DeepEqual(wi, want) {
 				t.Fatalf("%s waiter %d = %+v; model %+v", k, i, wi, want)
 			}
 		}
@@ -1086,10 +1089,15 @@ func runRandom(t *testing.T, seed uint64, steps int, semaphores bool) []string {
 				w = ws[rng.IntN(len(ws))]
 			}
 			want := m.waiting[w] != nil
-			if got := e.Cancel(w); got != want {
+			out, got := e.Cancel(m.now, w, nil)
+			if got != want {
 				t.Fatalf("step %d: Cancel(%+v) = %v; model %v", step, w, got, want)
 			}
 			m.removeWaiter(w)
+			// Nothing fires (the clock has not moved since the last call
+			// that advanced it), and a waiter that leaves lets nobody
+			// through: the model takes any event as a failure.
+			m.apply(out, nil, false)
 		case op < 98: // Advance, sometimes exactly to the next deadline
 			switch d, ok := e.NextDeadline(); {
 			case ok && rng.IntN(3) == 0 && !d.Before(m.now):

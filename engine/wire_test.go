@@ -42,20 +42,20 @@ func TestWithdrawByConnectionAndID(t *testing.T) {
 	tok := acquireID(t, e, t0, "k", 1, 10*time.Second, 0, "", Waiter{1, 1})[0].Token
 	acquireID(t, e, t0, "k", 1, 10*time.Second, 0, "b#1", Waiter{2, 1})
 	acquireID(t, e, t0, "k", 1, 10*time.Second, 0, "c#1", Waiter{3, 1})
-	if _, ok := e.Withdraw("k", "b#1", 3); ok {
+	if _, _, ok := e.Withdraw(t0, "k", "b#1", 3, nil); ok {
 		t.Fatal("another connection withdrew b's acquire")
 	}
-	if _, ok := e.Withdraw("other", "b#1", 2); ok {
+	if _, _, ok := e.Withdraw(t0, "other", "b#1", 2, nil); ok {
 		t.Fatal("withdrew from another key")
 	}
-	w, ok := e.Withdraw("k", "b#1", 2)
-	if !ok || w != (Waiter{2, 1}) {
-		t.Fatalf("Withdraw = %+v, %v", w, ok)
+	evs, w, ok := e.Withdraw(t0, "k", "b#1", 2, nil)
+	if !ok || w != (Waiter{2, 1}) || len(evs) != 0 {
+		t.Fatalf("Withdraw = %+v, %v, events %q", w, ok, describe(evs))
 	}
-	if _, ok := e.Withdraw("k", "b#1", 2); ok {
+	if _, _, ok := e.Withdraw(t0, "k", "b#1", 2, nil); ok {
 		t.Fatal("withdrew twice")
 	}
-	evs, _ := e.Release(at(time.Second), "k", tok, nil)
+	evs, _ = e.Release(at(time.Second), "k", tok, nil)
 	if len(evs) != 2 || evs[1].Waiter != (Waiter{3, 1}) {
 		t.Fatalf("release after the withdraw: %+v, want c granted, nothing for b", evs)
 	}

@@ -77,13 +77,13 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	for key, q := range cn.pending {
 		for _, p := range q {
 			if !p.done() {
-				c.cancel(key, waiterOf(cn, p.seq()))
+				c.cancel(now, key, waiterOf(cn, p.seq()))
 				c.count.Cancelled[proto.OpAcquire-'A']++
 			}
 		}
 	}
 	for seq, r := range cn.refs {
-		c.cancel(r.key, waiterOf(cn, seq))
+		c.cancel(now, r.key, waiterOf(cn, seq))
 		c.count.Cancelled[proto.OpAcquire-'A']++
 	}
 	c.count.Cancelled[proto.OpKeys-'A'] += uint64(len(cn.lists))
@@ -109,13 +109,16 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	}
 }
 
-// cancel takes a waiter of a closed connection out of its queue.
-func (c *Core) cancel(key string, w engine.Waiter) {
+// cancel takes a waiter of a closed connection out of its queue, and
+// routes what that let through.
+func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
 	id := c.eng.WaiterID(w)
-	if c.eng.Cancel(w) {
+	evs, ok := c.eng.Cancel(now, w, c.evs[:0])
+	if ok {
 		c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: id})
 		c.touch(key)
 	}
+	c.route(now, evs)
 }
 
 // isLockOp reports whether op is served only by the active.

@@ -116,8 +116,9 @@ func (c *Core) tryAcquire(now time.Time, cn *conn, req proto.Request, seq uint64
 func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 	c.advance(now)
 	key := req.Key
-	w, ok := c.eng.Withdraw(key, req.ID, uint64(cn.id))
+	evs, w, ok := c.eng.Withdraw(now, key, req.ID, uint64(cn.id), c.evs[:0])
 	if !ok {
+		c.route(now, evs)
 		c.send(cn, answered(proto.OpWithdraw, key, OK), proto.AppendWord(c.buf[:0], proto.OpWithdraw, key, "none"))
 		return
 	}
@@ -125,7 +126,7 @@ func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 	c.answerWaiter(cn, key, w.Seq, false, 0, 0)
 	c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: req.ID})
 	c.touch(key)
-	c.flushWatches(now)
+	c.route(now, evs) // what the withdrawal let through; it flushes the watches
 	c.send(cn, answered(proto.OpWithdraw, key, OK), proto.AppendWord(c.buf[:0], proto.OpWithdraw, key, proto.WordOK))
 }
 
