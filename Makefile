@@ -241,3 +241,26 @@ completions:
 
 clean:
 	rm -rf $(BIN)
+
+# help lists the targets a user or a contributor runs.
+.PHONY: help
+help:
+	@echo 'make build            bin/lockd and bin/lockctl'
+	@echo 'make run              build, then start one node on 127.0.0.1:7070 (LISTEN=HOST:PORT for another)'
+	@echo 'make install          lockd, lockctl and the completions into PREFIX (/usr/local)'
+	@echo 'make uninstall        remove what make install put there'
+	@echo 'make test             every test: vet, the clients own tests, -race Go tests, scenarios, simulator'
+	@echo 'make test-python      the Python client tests alone'
+	@echo 'make test-typescript  build the TypeScript client and run its tests'
+	@echo 'make test-rules       check the Prometheus alert rules and run their unit tests'
+	@echo 'make simulate         the cluster simulator on SEEDS seeds from FIRST'
+	@echo 'make fuzz             every fuzz target for FUZZTIME each'
+	@echo 'make bench            go test -bench for the engine, the parser, the client and the node'
+	@echo 'make bench-compare    lockd of BASE against the working tree and Redis, side by side'
+	@echo 'make bench-syscalls   the server system calls per lock cycle, BASE against the working tree'
+	@echo 'make bench-clients    pipelined throughput of the Go, Python and TypeScript clients'
+	@echo 'make bench-e2e        start a node on 127.0.0.1:7199 and run lockctl bench in both client modes'
+	@echo 'make bench-mem        lockd resident memory with 1M keys, 100k waiters, idle connections'
+	@echo 'make dist             release archives, client packages and SHA256SUMS in DIST (dist)'
+	@echo 'make completions      regenerate completions/'
+	@echo 'make clean            remove bin/'
