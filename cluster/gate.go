@@ -157,7 +157,7 @@ func needs(req *proto.Request) auth.Role {
 			return auth.Peer
 		}
 		return auth.Admin
-	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve, proto.OpApplied:
+	case proto.OpBeat, proto.OpSync, proto.OpTakeover, proto.OpResolve, proto.OpApplied:
 		return auth.Peer
 	}
 	return auth.Client

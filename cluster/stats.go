@@ -63,7 +63,7 @@ var opIndex = func() (t [256]int8) {
 	for i, op := range countedOps {
 		t[op] = int8(i)
 	}
-	for _, op := range []proto.Op{proto.OpBeat, proto.OpSync, proto.OpResolve, proto.RecTakeover} {
+	for _, op := range []proto.Op{proto.OpBeat, proto.OpSync, proto.OpResolve, proto.OpTakeover} {
 		t[op] = -1
 	}
 	return t

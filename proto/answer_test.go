@@ -29,12 +29,12 @@ func TestAppendLines(t *testing.T) {
 		{string(AppendFields(nil, OpKeys, "*", "3", "build", "deploy", "deploy-db")), "K * 3 build deploy deploy-db\n"},
 		{string(AppendFields(nil, OpKeys, "nothing", "0")), "K nothing 0\n"},
 		{string(AppendFields(nil, OpHandoff, "-", WordOK, "127.0.0.1:7071")), "H - ok 127.0.0.1:7071\n"},
-		{string(AppendFields(nil, RecHeld, "deploy", "7360982537641984002", "12.75")), "G deploy 7360982537641984002 12.75\n"},
-		{string(AppendFields(nil, RecFree, "deploy", "7360982537641984002")), "F deploy 7360982537641984002\n"},
-		{string(AppendFields(nil, RecMark, WordNone, "7360982537641984004", "44")), "W - 7360982537641984004 44\n"},
-		{string(AppendFields(nil, RecSynced, "127.0.0.1:7071", "synced", "7360982537641984003", "42")), "Y 127.0.0.1:7071 synced 7360982537641984003 42\n"},
-		{string(AppendFields(nil, RecHandoff, "127.0.0.1:7071", "7360982537641984004", "44")), "H 127.0.0.1:7071 7360982537641984004 44\n"},
-		{string(AppendFields(nil, RecTakeover, "127.0.0.1:7071", "7360982537641984004")), "O 127.0.0.1:7071 7360982537641984004\n"},
+		{string(AppendFields(nil, Op(RecHeld), "deploy", "7360982537641984002", "12.75")), "G deploy 7360982537641984002 12.75\n"},
+		{string(AppendFields(nil, Op(RecFree), "deploy", "7360982537641984002")), "F deploy 7360982537641984002\n"},
+		{string(AppendFields(nil, Op(RecMark), WordNone, "7360982537641984004", "44")), "W - 7360982537641984004 44\n"},
+		{string(AppendFields(nil, Op(RecSynced), "127.0.0.1:7071", "synced", "7360982537641984003", "42")), "Y 127.0.0.1:7071 synced 7360982537641984003 42\n"},
+		{string(AppendFields(nil, Op(RecHandoff), "127.0.0.1:7071", "7360982537641984004", "44")), "H 127.0.0.1:7071 7360982537641984004 44\n"},
+		{string(AppendFields(nil, OpTakeover, "127.0.0.1:7071", "7360982537641984004")), "O 127.0.0.1:7071 7360982537641984004\n"},
 		{string(AppendFields(nil, OpStatus, "-")), "S -\n"},
 	}
 	for _, tt := range tests {

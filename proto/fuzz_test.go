@@ -187,7 +187,7 @@ func format(t *testing.T, req Request) []byte {
 		if req.Addr != "" {
 			word(req.Addr)
 		}
-	case OpBeat, OpSync, RecTakeover, OpResolve, OpAuth, OpApplied:
+	case OpBeat, OpSync, OpTakeover, OpResolve, OpAuth, OpApplied:
 		for _, a := range req.Args {
 			word(a)
 		}
@@ -552,7 +552,7 @@ func FuzzParseRecord(f *testing.F) {
 			}
 			return
 		}
-		if r.Kind != a.Kind {
+		if r.Kind != RecordKind(a.Kind) {
 			t.Fatalf("ParseRecord(%q) = %+v from kind %s", line, r, a.Kind)
 		}
 		for _, w := range []string{r.Key, r.From, r.Addr} {

@@ -379,12 +379,12 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Record{Kind: RecHeld, Key: strings.Repeat("k", MaxKeyLen), Token: 1<<64 - 1, Lease: MaxSeconds * time.Second}, string(clusterHeld(nil, strings.Repeat("k", MaxKeyLen), 1<<64-1, MaxSeconds*time.Second))},
 		{Record{Kind: RecFree, Key: "deploy", Token: tok}, "F deploy " + u(tok, 10) + "\n"},
 		{Record{Kind: RecFree, Key: "deploy", Token: tok, Expired: true}, "F deploy " + u(tok, 10) + " expired\n"},
-		{Record{Kind: RecMark, Token: docTok4, Seq: 44}, string(AppendFields(nil, RecMark, WordNone, u(docTok4, 10), "44"))},
-		{Record{Kind: RecSynced, From: standby, Token: docTok3, Seq: 0}, string(AppendFields(nil, RecSynced, standby, "synced", u(docTok3, 10), "0"))},
-		{Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44}, string(AppendFields(nil, RecHandoff, standby, u(docTok4, 10), "44"))},
-		{Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44, Pinned: true}, string(AppendFields(nil, RecHandoff, standby, u(docTok4, 10), "44", "pinned"))},
-		{Record{Kind: KindMoved, Addr: standby}, string(AppendMoved(nil, WordNone, standby))},
-		{Record{Kind: KindMoved, From: standby, Addr: active}, string(AppendMoved(nil, standby, active))},
+		{Record{Kind: RecMark, Token: docTok4, Seq: 44}, string(AppendFields(nil, Op(RecMark), WordNone, u(docTok4, 10), "44"))},
+		{Record{Kind: RecSynced, From: standby, Token: docTok3, Seq: 0}, string(AppendFields(nil, Op(RecSynced), standby, "synced", u(docTok3, 10), "0"))},
+		{Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44}, string(AppendFields(nil, Op(RecHandoff), standby, u(docTok4, 10), "44"))},
+		{Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44, Pinned: true}, string(AppendFields(nil, Op(RecHandoff), standby, u(docTok4, 10), "44", "pinned"))},
+		{Record{Kind: RecMoved, Addr: standby}, string(AppendMoved(nil, WordNone, standby))},
+		{Record{Kind: RecMoved, From: standby, Addr: active}, string(AppendMoved(nil, standby, active))},
 	} {
 		b := AppendRecord([]byte("x"), tt.r)
 		if string(b[1:]) != tt.want {
@@ -461,7 +461,7 @@ func TestAppendRecordPanicsOnAnotherKind(t *testing.T) {
 			t.Error("AppendRecord of kind A did not panic")
 		}
 	}()
-	AppendRecord(nil, Record{Kind: OpAcquire, Key: "k"})
+	AppendRecord(nil, Record{Kind: RecordKind(OpAcquire), Key: "k"})
 }
 
 func TestSyncAndTakeover(t *testing.T) {
@@ -472,7 +472,7 @@ func TestSyncAndTakeover(t *testing.T) {
 	}{
 		{AppendSync([]byte("x"), standby, 0), "Y 127.0.0.1:7071 0\n", OpSync},
 		{AppendSync(nil, standby, 1<<64-1), "Y 127.0.0.1:7071 18446744073709551615\n", OpSync},
-		{AppendTakeover([]byte("x"), standby, docTok4), "O 127.0.0.1:7071 7360982537641984004\n", RecTakeover},
+		{AppendTakeover([]byte("x"), standby, docTok4), "O 127.0.0.1:7071 7360982537641984004\n", OpTakeover},
 	} {
 		line := strings.TrimPrefix(string(tt.b), "x")
 		if line != tt.want {

@@ -55,9 +55,12 @@ const (
 	OpBeat Op = 'P' // P from role token seq flags
 	OpSync Op = 'Y' // Y from token
 	// OpResolve asks the successor of a handoff that may have failed
-	// whether it took the role: C from token [age], age (in Lease) how
-	// long ago the handoff began.
+	// whether it took the role: C from token [age], age how long ago the
+	// handoff began.
 	OpResolve Op = 'C'
+	// OpTakeover is sent back on a replication stream by the successor
+	// of a handoff once it serves: O from token.
+	OpTakeover Op = 'O'
 	// OpApplied is a standby's acknowledgement on its replication stream:
 	// V from seq, every record up to seq is applied.
 	OpApplied Op = 'V'
@@ -79,22 +82,31 @@ const (
 	KindError   Op = 'E' // E key OP: words
 )
 
+// RecordKind names a line of a replication stream. Its letters are a
+// namespace of their own: Y and H mean one thing as a request and
+// another as a record.
+type RecordKind byte
+
 // Replication stream records, written by the active on a connection that
 // asked for them with Y. See doc.go for their grammar.
 const (
-	RecHeld     Op = 'G' // G key token lease-remaining
-	RecFree     Op = 'F' // F key token [expired]
-	RecMark     Op = 'W' // W - token seq: high-water mark and stream position
-	RecSynced   Op = 'Y' // Y from synced token seq: the snapshot is complete
-	RecHandoff  Op = 'H' // H from token seq: the role is yours once applied
-	RecTakeover Op = 'O' // O from token: sent back by the successor when it serves
+	RecHeld    RecordKind = 'G' // G key token lease-remaining
+	RecFree    RecordKind = 'F' // F key token [expired]
+	RecMark    RecordKind = 'W' // W - token seq: high-water mark and stream position
+	RecSynced  RecordKind = 'Y' // Y from synced token seq: the snapshot is complete
+	RecHandoff RecordKind = 'H' // H from token seq: the role is yours once applied
 	// RecJoined and RecLeft replicate the waiters whose acquire carried
 	// an id (PeerVersion 3): J key id lease wait-left [limit=N] when one
 	// joins the tail of key's queue, D key id when it leaves it without
 	// a grant.
-	RecJoined Op = 'J'
-	RecLeft   Op = 'D'
+	RecJoined RecordKind = 'J'
+	RecLeft   RecordKind = 'D'
+	// RecMoved ends a stream: M - addr, the role went to addr; or
+	// answers Y at a node that is not active: M from addr.
+	RecMoved RecordKind = 'M'
 )
+
+func (k RecordKind) String() string { return Op(k).String() }
 
 // Words of fixed answers.
 const (
@@ -387,7 +399,7 @@ func Parse(line []byte) (Request, error) {
 			return fail("seq " + err)
 		}
 		req.Args = stringsOf(args)
-	case RecTakeover, OpResolve:
+	case OpTakeover, OpResolve:
 		if len(args) != 1 && (req.Op != OpResolve || len(args) != 2) {
 			if req.Op == OpResolve {
 				return fail("want C FROM TOKEN [AGE]")

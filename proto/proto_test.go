@@ -51,7 +51,7 @@ func TestParseAccepts(t *testing.T) {
 			Args: []string{"standby", "7360982537641984001", "42", "sticky", "later"}}},
 		{p16, Request{Op: OpBeat, Key: "127.0.0.1:7071", Token: 7, Args: strings.Fields(p16)[2:]}},
 		{"Y 127.0.0.1:7071 7360982537641984001", Request{Op: OpSync, Key: "127.0.0.1:7071", Token: tok, Args: []string{"7360982537641984001"}}},
-		{"O 127.0.0.1:7071 7360982537641984001", Request{Op: RecTakeover, Key: "127.0.0.1:7071", Token: tok, Args: []string{"7360982537641984001"}}},
+		{"O 127.0.0.1:7071 7360982537641984001", Request{Op: OpTakeover, Key: "127.0.0.1:7071", Token: tok, Args: []string{"7360982537641984001"}}},
 	}
 	for _, tt := range tests {
 		got, err := Parse([]byte(tt.line))

@@ -444,7 +444,7 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 		c.supervise(now)
 	case proto.RecHandoff:
 		return c.handoffRecord(now, f, rec)
-	case proto.KindMoved:
+	case proto.RecMoved:
 		if rec.Addr != c.self {
 			// The role moved: trust the hint for a failure timeout,
 			// until heartbeats confirm it.

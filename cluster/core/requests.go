@@ -198,7 +198,7 @@ func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
 		c.sendNow(cn, answered(proto.OpStatus, key, OK), proto.AppendStatus(c.buf[:0], key, c.Status(now)))
 	case proto.OpHandoff:
 		c.handoffRequest(now, cn, req)
-	case proto.OpBeat, proto.OpSync, proto.RecTakeover, proto.OpResolve, proto.OpApplied:
+	case proto.OpBeat, proto.OpSync, proto.OpTakeover, proto.OpResolve, proto.OpApplied:
 		// Peer messages move tokens and roles: only the nodes of --peers
 		// may send them, naming themselves.
 		if c.peerByAddr(key) == nil {

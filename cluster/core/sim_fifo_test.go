@@ -91,7 +91,7 @@ func (s *sim) fifoChecked() bool { return !s.faulty }
 
 // fifoRecord updates n's shadow after it applied a record.
 func (s *sim) fifoRecord(n *simNode, a proto.Answer) {
-	if a.Kind != proto.RecJoined && a.Kind != proto.RecLeft && a.Kind != proto.RecHeld {
+	if k := proto.RecordKind(a.Kind); k != proto.RecJoined && k != proto.RecLeft && k != proto.RecHeld {
 		return
 	}
 	rec, err := proto.ParseRecord(a)

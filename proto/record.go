@@ -1,0 +1,371 @@
+package proto
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Record is one line of a replication stream (doc.go, "Peer
+// replication"). Only the fields of its Kind are set.
+type Record struct {
+	Kind  RecordKind
+	Limit int    // G: the key's limit (0 when not given: 1)
+	ID    string // G: the acquire's id, "" when none; J, D: the waiter's
+	Key   string // G, F, J, D: the key
+	// Expired, on F, says the holder's lease ran out; a plain F is a
+	// release (PeerVersion 4; older versions wrote F for both).
+	Expired bool
+	Token   uint64        // G, F: the holder's token; W, Y-synced, H: the high-water mark
+	Lease   time.Duration // G: lease left; J: the waiter's lease
+	Wait    time.Duration // J: the wait it has left, 0 forever
+	Seq     uint64        // W, Y-synced, H: the active's replication position
+	From    string        // Y-synced, H: the standby's address (the line's key); M: see Addr
+	Pinned  bool          // H: the handoff was asked for by command
+	// Addr, for M, is where the role went. The active ends a stream it
+	// stops feeding with "M - addr" (From ""); a node that is not active
+	// answers the Y request itself with "M FROM addr" (From set), on the
+	// same connection, so a standby reads both as records.
+	Addr string
+}
+
+// AppendRecord writes r as one stream line. G and F, the records of the
+// hot path, are written in place without allocating; the others, a few a
+// second, by appendControlRecord. It panics on a Kind that is not a
+// record: that is a bug of the caller, and a line of another kind would
+// corrupt the standby's stream.
+func AppendRecord(b []byte, r Record) []byte {
+	switch r.Kind {
+	case RecHeld:
+		b = append(b, byte(RecHeld), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, r.Token, 10)
+		b = append(b, ' ')
+		// Rounded up to the millisecond the line carries: a standby must
+		// never see a lease end before the active would, or a node that
+		// takes over could grant a place its holder still has.
+		b = AppendSeconds(b, (r.Lease + time.Millisecond - 1).Truncate(time.Millisecond))
+		if r.Limit > 1 {
+			b = append(b, " limit="...)
+			b = strconv.AppendInt(b, int64(r.Limit), 10)
+		}
+		if r.ID != "" {
+			b = append(b, " id="...)
+			b = append(b, r.ID...)
+		}
+		return append(b, '\n')
+	case RecFree:
+		b = append(b, byte(RecFree), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, r.Token, 10)
+		if r.Expired {
+			b = append(b, " "+wordExpired...)
+		}
+		return append(b, '\n')
+	}
+	return appendControlRecord(b, &r)
+}
+
+// appendControlRecord writes the records that are not a lock's: W, Y, H
+// and M, and the waiters' J and D.
+func appendControlRecord(b []byte, r *Record) []byte {
+	switch r.Kind {
+	case RecJoined:
+		b = append(b, byte(RecJoined), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = append(b, r.ID...)
+		b = append(b, ' ')
+		b = AppendSeconds(b, (r.Lease + time.Millisecond - 1).Truncate(time.Millisecond))
+		b = append(b, ' ')
+		// Rounded up, so that a wait with something left never reads as
+		// 0, forever.
+		b = AppendSeconds(b, (r.Wait + time.Millisecond - 1).Truncate(time.Millisecond))
+		if r.Limit > 1 {
+			b = append(b, " limit="...)
+			b = strconv.AppendInt(b, int64(r.Limit), 10)
+		}
+	case RecLeft:
+		b = append(b, byte(RecLeft), ' ')
+		b = append(b, r.Key...)
+		b = append(b, ' ')
+		b = append(b, r.ID...)
+	case RecMark:
+		b = append(b, byte(RecMark), ' ')
+		b = append(b, WordNone...)
+		b = appendTokenSeq(b, r.Token, r.Seq)
+	case RecSynced:
+		b = append(b, byte(RecSynced), ' ')
+		b = append(b, r.From...)
+		b = append(b, ' ')
+		b = append(b, wordSynced...)
+		b = appendTokenSeq(b, r.Token, r.Seq)
+	case RecHandoff:
+		b = append(b, byte(RecHandoff), ' ')
+		b = append(b, r.From...)
+		b = appendTokenSeq(b, r.Token, r.Seq)
+		if r.Pinned {
+			b = append(b, ' ')
+			b = append(b, flagPinned...)
+		}
+	case RecMoved:
+		from := r.From
+		if from == "" {
+			from = WordNone
+		}
+		return AppendMoved(b, from, r.Addr)
+	default:
+		panic("proto: AppendRecord of kind " + strconv.Quote(string(rune(r.Kind))) + ", which is not a replication record")
+	}
+	return append(b, '\n')
+}
+
+func appendTokenSeq(b []byte, token, seq uint64) []byte {
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, token, 10)
+	b = append(b, ' ')
+	return strconv.AppendUint(b, seq, 10)
+}
+
+// recordForm is how ParseRecord reads one kind of record: its grammar,
+// for the refusals, how many fields may follow its key, and its parser,
+// which reads the key and the fields into r or says why it cannot.
+type recordForm struct {
+	kind     RecordKind
+	form     string
+	min, max int
+	parse    func(r *Record, key string, f []string) string
+}
+
+// recordForms are the records, in the order refusals list them. A kind
+// is one row and its parser.
+var recordForms = [...]recordForm{
+	{RecHeld, "G KEY TOKEN LEASELEFT [limit=N] [id=ID]", 2, 4, parseHeld},
+	{RecFree, "F KEY TOKEN [expired]", 1, 2, parseFree},
+	{RecJoined, "J KEY ID LEASE WAITLEFT [limit=N]", 3, 4, parseJoined},
+	{RecLeft, "D KEY ID", 1, 1, parseLeft},
+	{RecMark, "W - TOKEN SEQ", 2, 2, parseMark},
+	{RecSynced, "Y FROM synced TOKEN SEQ", 3, 3, parseSynced},
+	{RecHandoff, "H FROM TOKEN SEQ [pinned]", 2, 3, parseHandoffRecord},
+	{RecMoved, "M - ADDR", 1, 1, parseMovedRecord},
+}
+
+// misfit is what a record parser says when the fields, counted right,
+// still do not fit its form: ParseRecord words it as a wrong count.
+const misfit = "\x00misfit"
+
+// recordKinds lists the kinds of recordForms for the refusal of another.
+var recordKinds = func() string {
+	var s strings.Builder
+	for i, r := range recordForms {
+		switch {
+		case i == len(recordForms)-1:
+			s.WriteString(" or ")
+		case i > 0:
+			s.WriteString(", ")
+		}
+		s.WriteString(r.kind.String())
+	}
+	return s.String()
+}()
+
+// ParseRecord reads one line of a replication stream, as ParseAnswer made
+// it. It is strict: a wrong number of fields, a bad number, a key or an
+// address that is not one, or a kind that is no record is an error naming
+// what was wrong. An E line (the node refused the stream) is an error
+// carrying the node's words.
+func ParseRecord(a Answer) (Record, error) {
+	if a.Kind == KindError {
+		return Record{}, errors.New("stream refused: " + a.ErrorText())
+	}
+	var rf *recordForm
+	for i := range recordForms {
+		if recordForms[i].kind == RecordKind(a.Kind) {
+			rf = &recordForms[i]
+		}
+	}
+	if rf == nil {
+		return Record{}, errors.New("unknown record kind " + strconv.Quote(a.Kind.String()) + " (want " + recordKinds + ")")
+	}
+	r := Record{Kind: rf.kind}
+	msg := misfit
+	if n := len(a.Fields); n >= rf.min && n <= rf.max {
+		msg = rf.parse(&r, a.Key, a.Fields)
+	}
+	switch msg {
+	case "":
+		return r, nil
+	case misfit:
+		msg = "wants " + rf.form + ", got " + strconv.Itoa(len(a.Fields)) + " field(s) after " + strconv.Quote(clipString(a.Key))
+	}
+	return Record{}, errors.New(rf.kind.String() + " record " + msg)
+}
+
+// parseRecordKey reads the key of a lock's or a waiter's record.
+func parseRecordKey(r *Record, key string) string {
+	if msg := CheckKey([]byte(key)); msg != "" {
+		return msg
+	}
+	r.Key = key
+	return ""
+}
+
+// parseTokenSeq reads the TOKEN SEQ of W, Y-synced and H.
+func parseTokenSeq(r *Record, token, seq string) string {
+	var msg string
+	if r.Token, msg = parseToken([]byte(token)); msg != "" {
+		return "token " + msg
+	}
+	if r.Seq, msg = parseToken([]byte(seq)); msg != "" {
+		return "seq " + msg
+	}
+	return ""
+}
+
+func parseHeld(r *Record, key string, f []string) string {
+	var opt Request
+	for _, w := range f[2:] {
+		if msg := parseAcquireOption(&opt, []byte(w)); msg != "" {
+			return msg
+		}
+	}
+	if !opt.Ref.IsZero() {
+		return "a record carries no ref="
+	}
+	r.Limit, r.ID = opt.Limit, opt.ID
+	if msg := parseRecordKey(r, key); msg != "" {
+		return msg
+	}
+	var msg string
+	if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
+		return "token " + msg
+	}
+	if r.Lease, msg = ParseSeconds([]byte(f[1])); msg != "" {
+		return "lease " + msg
+	}
+	return ""
+}
+
+func parseFree(r *Record, key string, f []string) string {
+	if len(f) == 2 {
+		if f[1] != wordExpired {
+			return misfit
+		}
+		r.Expired = true
+	}
+	if msg := parseRecordKey(r, key); msg != "" {
+		return msg
+	}
+	var msg string
+	if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
+		return "token " + msg
+	}
+	return ""
+}
+
+// parseLeft reads D KEY ID, and the key and id of J.
+func parseLeft(r *Record, key string, f []string) string {
+	if msg := parseRecordKey(r, key); msg != "" {
+		return msg
+	}
+	if msg := CheckID(f[0]); msg != "" {
+		return "id " + msg
+	}
+	r.ID = f[0]
+	return ""
+}
+
+func parseJoined(r *Record, key string, f []string) string {
+	if msg := parseLeft(r, key, f); msg != "" {
+		return msg
+	}
+	var msg string
+	if r.Lease, msg = ParseSeconds([]byte(f[1])); msg != "" {
+		return "lease " + msg
+	}
+	if r.Lease <= 0 {
+		return "lease must be more than 0"
+	}
+	if r.Wait, msg = ParseSeconds([]byte(f[2])); msg != "" {
+		return "wait " + msg
+	}
+	if len(f) == 4 {
+		var opt Request
+		if msg := parseAcquireOption(&opt, []byte(f[3])); msg != "" || opt.Limit == 0 {
+			if msg == "" {
+				msg = fmt.Sprintf("%q: want limit=N", clipString(f[3]))
+			}
+			return msg
+		}
+		r.Limit = opt.Limit
+	}
+	return ""
+}
+
+func parseMark(r *Record, key string, f []string) string {
+	if key != WordNone {
+		return fmt.Sprintf("key %q: want - (W - TOKEN SEQ)", clipString(key))
+	}
+	return parseTokenSeq(r, f[0], f[1])
+}
+
+func parseSynced(r *Record, key string, f []string) string {
+	if f[0] != wordSynced {
+		return fmt.Sprintf("word %q: want Y FROM synced TOKEN SEQ", clipString(f[0]))
+	}
+	var msg string
+	if r.From, msg = checkAddr(key); msg != "" {
+		return "from " + msg
+	}
+	return parseTokenSeq(r, f[1], f[2])
+}
+
+func parseHandoffRecord(r *Record, key string, f []string) string {
+	var msg string
+	if r.From, msg = checkAddr(key); msg != "" {
+		return "from " + msg
+	}
+	if msg = parseTokenSeq(r, f[0], f[1]); msg != "" {
+		return msg
+	}
+	if len(f) == 3 {
+		if f[2] != flagPinned {
+			return fmt.Sprintf("word %q: want pinned or nothing after SEQ", clipString(f[2]))
+		}
+		r.Pinned = true
+	}
+	return ""
+}
+
+func parseMovedRecord(r *Record, key string, f []string) string {
+	var msg string
+	if key != WordNone {
+		if r.From, msg = checkAddr(key); msg != "" {
+			return "from " + msg
+		}
+	}
+	if r.Addr, msg = checkAddr(f[0]); msg != "" {
+		return "addr " + msg
+	}
+	return ""
+}
+
+// RecordFor returns r as a node that speaks peer messages of version v
+// reads it, without the words later versions added; false when such a
+// node cannot hold what r says at all (a semaphore, before version 2).
+func RecordFor(v int, r Record) (Record, bool) {
+	if v < 2 {
+		if r.Limit > 1 {
+			return r, false
+		}
+		r.Limit, r.ID = 0, ""
+	}
+	if v < 4 {
+		r.Expired = false
+	}
+	return r, true
+}
