@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockd-io/lockd/cluster/core"
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
@@ -147,21 +146,8 @@ func isLoopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// needs is the role a request needs.
-func needs(req *proto.Request) auth.Role {
-	switch req.Op {
-	case proto.OpAuth:
-		return auth.None
-	case proto.OpHandoff:
-		if req.Key == core.TakebackLabel {
-			return auth.Peer
-		}
-		return auth.Admin
-	case proto.OpBeat, proto.OpSync, proto.OpTakeover, proto.OpResolve, proto.OpApplied:
-		return auth.Peer
-	}
-	return auth.Client
-}
+// needs is the role a request needs, as proto's table of ops says.
+func needs(req *proto.Request) auth.Role { return req.Needs() }
 
 // refusal is the E words for a request that needs more than have.
 func (g *gate) refusal(need, have auth.Role) string {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
@@ -107,7 +108,8 @@ func (n *Node) Metrics() Metrics {
 	}
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
-	requests := n.stats.requests
+	// A copy: the cancelled are the core's count, added anew each time.
+	requests := slices.Clone(n.stats.requests)
 	for i, op := range countedOps {
 		requests[i][outCancelled] += m.Counters.Cancelled[op-'A']
 	}

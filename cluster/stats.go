@@ -22,26 +22,33 @@ import (
 // the request up answered it): the shell never reads the answer's
 // bytes, and keeps no record of the requests not answered yet.
 
-// The client requests counted, by op; their labels are proto's names
-// for them, and one more label counts lines that were no request.
-var countedOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpStatus, proto.OpHandoff, proto.OpAuth, proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch}
+// The client requests counted, by op, in the order of proto's table;
+// their labels are proto's names for them, and one more label counts
+// lines that were no request.
+var countedOps = func() (ops []proto.Op) {
+	for _, op := range proto.Ops() {
+		if op.Class() == proto.ClassClient {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}()
 
 // Labels of the requests by op and outcome.
 var (
-	opNames = func() (n [len(countedOps) + 1]string) {
-		for i, op := range countedOps {
-			n[i] = op.Name()
+	opNames = func() []string {
+		n := make([]string, 0, len(countedOps)+1)
+		for _, op := range countedOps {
+			n = append(n, op.Name())
 		}
-		n[len(countedOps)] = "invalid"
-		return n
+		return append(n, "invalid")
 	}()
 	outcomeNames = [...]string{"granted", "timeout", "ok", "notheld", "moved", "error", "cancelled"}
 )
 
-const (
-	numOps      = len(opNames)
-	numOutcomes = len(outcomeNames)
-)
+var numOps = len(opNames)
+
+const numOutcomes = len(outcomeNames)
 
 // Outcomes, indexes of outcomeNames.
 const (
@@ -63,8 +70,10 @@ var opIndex = func() (t [256]int8) {
 	for i, op := range countedOps {
 		t[op] = int8(i)
 	}
-	for _, op := range []proto.Op{proto.OpBeat, proto.OpSync, proto.OpResolve, proto.OpTakeover} {
-		t[op] = -1
+	for _, op := range proto.Ops() {
+		if op.Class() == proto.ClassPeer {
+			t[op] = -1
+		}
 	}
 	return t
 }()
@@ -126,13 +135,14 @@ const timedBatches = 8
 // shellStats is what the shell counts of answers. Guarded by
 // Node.applyMu.
 type shellStats struct {
-	requests [numOps][numOutcomes]uint64
+	requests [][numOutcomes]uint64 // by opIndex
 	latency  histogram
 	wait     histogram
 	atOnce   uint64 // acquires granted at once: waits of 0, not yet in wait
 }
 
 func (s *shellStats) init() {
+	s.requests = make([][numOutcomes]uint64, numOps)
 	s.latency.init(requestDurationBounds)
 	s.wait.init(acquireWaitBounds)
 }

@@ -101,7 +101,7 @@
 //	H label [addr]        H label ok NEWACTIVE | M label addr | E label H: words
 //
 // M key addr says this node is not active and the active is at addr; the
-// client sends the request there. Any client request but S may be
+// client sends the request there. Any client request but S and I may be
 // answered M. addr is written as in --peers. While a failover is under
 // way and no active is known yet, addr names the node expected to become
 // active, which may be the answering node itself: a client retries there
@@ -498,9 +498,10 @@
 //
 // A node started with a secret (--secret-file, --admin-secret-file,
 // --peer-secret-file) or with --tls-client-auth serves a connection only
-// as far as it has proven a role: client (A, R, N, Q, K, S), admin (a
-// client that may also send H) or peer (the peer messages below). Until
-// then every request but I is answered "E key OP: authenticate first: ...".
+// as far as it has proven a role: client (A, R, N, X, Q, L, U, K, S),
+// admin (a client that may also send H) or peer (the peer messages
+// below). Until then every request but I is answered "E key OP:
+// authenticate first: ...".
 // A verified TLS client certificate proves the role its OU names
 // (lockd-peer, lockd-admin, lockd-client). A secret proves its own role
 // and the roles below it; with no --admin-secret-file, the client secret
@@ -685,8 +686,9 @@
 // A node that is not active answers Y with "M FROM addr". When the active
 // stops feeding a stream (it hands off, demotes or shuts down), it writes
 // "M - addr", addr being where the role went, and closes the connection.
-// Parse reads P, Y and O as requests; ParseAnswer reads their answers and
-// the records. Each live G and F record moves SEQ by one; J and D do not
+// Parse reads P, Y, C, O and V as requests, their fields in Request.Peer;
+// ParseAnswer reads their answers and the records, and ParseRecord what
+// it made of a record. Each live G and F record moves SEQ by one; J and D do not
 // (a standby of version 2 never sees them, and counts the same SEQ).
 //
 // A waiter belongs to its connection to the old active, which answers it

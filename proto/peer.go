@@ -8,14 +8,17 @@ import (
 	"time"
 )
 
-// The peer messages: heartbeats (P), the replication stream (Y, G, F, W,
-// H, M) and the successor's confirmation (O), as doc.go spells them. The
-// Append functions write one line ending in '\n'; they trust their caller
-// to pass words the grammar allows (addresses and roles without spaces or
-// control characters), as the other Append functions do. The Parse
-// functions trust nothing: each refusal names the field that was wrong,
-// so that a node that meets a peer of another version, or a person typing
-// at nc, learns what it sent rather than reading a silent 0.
+// The peer messages: heartbeats (P), the subscription to a replication
+// stream (Y), its records (record.go), the successor's confirmation (O),
+// acknowledgements (V) and the settling of a handoff (C), as doc.go
+// spells them. Parse reads the requests among them into a PeerMessage,
+// as its table of ops (ops.go) says. The Append functions write one line
+// ending in '\n'; they trust their caller to pass words the grammar
+// allows (addresses and roles without spaces or control characters), as
+// the other Append functions do. The Parse functions trust nothing: each
+// refusal names the field that was wrong, so that a node that meets a
+// peer of another version, or a person typing at nc, learns what it sent
+// rather than reading a silent 0.
 
 // The words of heartbeat flags and of the H record.
 const (
@@ -296,38 +299,14 @@ func parseFlags(s string) (BeatFlags, string) {
 	}
 }
 
-// ParseBeat reads a heartbeat request from what Parse made of its line
-// (req.Key is FROM, req.Args the words after it). Words after FLAGS are
-// tolerated, for later versions. A refusal is a *ParseError, so that a
-// node can answer it with E like any other.
-func ParseBeat(req Request) (Beat, error) {
-	fail := func(msg string) (Beat, error) {
-		return Beat{}, &ParseError{Op: OpBeat, Key: keyOrNone(req.Key), Msg: msg}
-	}
-	if req.Op != OpBeat {
-		return fail("not a heartbeat: op " + req.Op.String())
-	}
-	if _, msg := checkAddr(req.Key); msg != "" {
-		return fail("from " + msg)
-	}
-	if len(req.Args) < 4 {
-		return fail("want P FROM ROLE TOKEN SEQ FLAGS, got " + strconv.Itoa(len(req.Args)) + " word(s) after FROM")
-	}
-	bt := Beat{From: req.Key}
-	var msg string
-	if bt.Role, msg = checkRole(req.Args[0]); msg != "" {
-		return fail("role " + msg)
-	}
-	if bt.Token, msg = parseToken([]byte(req.Args[1])); msg != "" {
-		return fail("token " + msg)
-	}
-	if bt.Seq, msg = parseToken([]byte(req.Args[2])); msg != "" {
-		return fail("seq " + msg)
-	}
-	if bt.Flags, msg = parseFlags(req.Args[3]); msg != "" {
-		return fail("flags " + msg)
-	}
-	return bt, nil
+// PeerMessage is a message one lockd node sends another (doc.go, "Peer
+// messages"), as Parse reads it. Only the fields of its op are set.
+type PeerMessage struct {
+	From  string        // the sender's address as written in --peers: the line's key
+	Beat  Beat          // P: the heartbeat (From is From)
+	Token uint64        // Y, O: the sender's token high-water mark; C: the handoff's token
+	Seq   uint64        // V: every record of the stream up to Seq is applied
+	Age   time.Duration // C: how long ago the handoff began, 0 when not said (before PeerVersion 4)
 }
 
 // ParseBeatAnswer reads a heartbeat answer
@@ -444,13 +423,6 @@ func ParseHandoffAnswer(a Answer) (newActive string, err error) {
 		return "", errors.New("handoff answer new active " + msg)
 	}
 	return addr, nil
-}
-
-func keyOrNone(k string) string {
-	if CheckKey([]byte(k)) != "" {
-		return WordNone
-	}
-	return k
 }
 
 func clipString(s string) string {

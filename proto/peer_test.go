@@ -83,9 +83,7 @@ func TestPeerDoc(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse(%q): %v", tt.line, err)
 			}
-			if back, err = ParseBeat(req); err != nil {
-				t.Fatalf("ParseBeat(%q): %v", tt.line, err)
-			}
+			back = req.Peer.Beat
 			got = AppendBeat(nil, tt.val.(Beat))
 		case "beat answer":
 			if back, err = ParseBeatAnswer(mustAnswer(t, tt.line)); err != nil {
@@ -97,21 +95,21 @@ func TestPeerDoc(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse(%q): %v", tt.line, err)
 			}
-			back = req.Token
+			back = req.Peer.Token
 			if tt.what == "sync" {
 				got = AppendSync(nil, standby, tt.val.(uint64))
 			} else {
 				got = AppendTakeover(nil, standby, tt.val.(uint64))
 			}
-			if req.Key != standby {
-				t.Errorf("Parse(%q).Key = %q, want %q", tt.line, req.Key, standby)
+			if req.Key != standby || req.Peer.From != standby {
+				t.Errorf("Parse(%q) = %+v from %+v, want it from %q", tt.line, req, req.Peer, standby)
 			}
 		case "applied":
 			req, err := Parse([]byte(tt.line))
 			if err != nil {
 				t.Fatalf("Parse(%q): %v", tt.line, err)
 			}
-			back = req.Token
+			back = req.Peer.Seq
 			got = AppendApplied(nil, standby, tt.val.(uint64))
 		case "record":
 			if back, err = ParseRecord(mustAnswer(t, tt.line)); err != nil {
@@ -210,11 +208,11 @@ func TestBeatRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse(%q): %v", b, err)
 			}
-			got, err := ParseBeat(req)
+			got := req.Peer.Beat
 			wantReq := bt
 			wantReq.Self, wantReq.Active = "", ""
-			if err != nil || !reflect.DeepEqual(got, wantReq) {
-				t.Fatalf("ParseBeat(%q) = %+v, %v; want %+v", b, got, err, wantReq)
+			if !reflect.DeepEqual(got, wantReq) {
+				t.Fatalf("Parse(%q) = %+v; want %+v", b, got, wantReq)
 			}
 
 			// The answer.
@@ -291,40 +289,21 @@ func TestParseBeatRefuses(t *testing.T) {
 		{"P f standby 1 18446744073709551616 -", "f", `seq "18446744073709551616" is larger than 2^64-1`},
 		{"P f stand=by 1 1 -", "f", `role "stand=by" is not one word`},
 		{"P f a,b 1 1 -", "f", `role "a,b" is not one word`},
+		{"P f " + strings.Repeat("r", MaxKeyLen+1) + " 1 1 -", "f", "role"},
+		{"P f standby\r 1 1 -", "f", `role "standby\r" is not one word without '=', ',' or control characters`},
+		{"P f standby 1 1 - lat\x7fer", "f", `"lat\x7fer" has a tab or control character`},
+		{"P f standby x 1 -", "f", `token "x" is not an unsigned 64-bit integer`},
 		{"P f standby 1 1 pinned:x", "f", `flags "pinned:x": the MS of pinned:MS "x" is not an unsigned 64-bit integer`},
 		{"P f standby 1 1 synced,pinned", "f", `flags "synced,pinned": pinned wants its age`},
 		{"P f standby 1 1 synced,", "f", `flags "synced," has an empty flag`},
 	} {
-		req, err := Parse([]byte(tt.line))
-		if err != nil {
-			t.Fatalf("Parse(%q): %v", tt.line, err)
-		}
-		_, err = ParseBeat(req)
+		_, err := Parse([]byte(tt.line))
 		checkRefusal(t, tt.line, err, OpBeat, tt.key, tt.msg)
 	}
-	// Requests made by hand, not by Parse.
-	for _, tt := range []struct {
-		req      Request
-		key, msg string
-	}{
-		{Request{Op: OpSync, Key: "f", Args: []string{"standby", "1", "1", "-"}}, "f", "not a heartbeat: op Y"},
-		{Request{Op: OpBeat, Key: "f", Args: []string{"standby", "1", "1"}}, "f", "want P FROM ROLE TOKEN SEQ FLAGS, got 3 word(s)"},
-		{Request{Op: OpBeat, Key: "", Args: []string{"standby", "1", "1", "-"}}, "-", `from "" is empty`},
-		{Request{Op: OpBeat, Key: "a b", Args: []string{"standby", "1", "1", "-"}}, "-", `from "a b" has a space`},
-		{Request{Op: OpBeat, Key: "f", Args: []string{"", "1", "1", "-"}}, "f", "role is empty"},
-		{Request{Op: OpBeat, Key: "f", Args: []string{"stand by", "1", "1", "-"}}, "f", "role"},
-		{Request{Op: OpBeat, Key: "f", Args: []string{"standby\r", "1", "1", "-"}}, "f", "role"},
-		{Request{Op: OpBeat, Key: "f", Args: []string{strings.Repeat("r", MaxKeyLen+1), "1", "1", "-"}}, "f", "role"},
-		{Request{Op: OpBeat, Key: "f", Args: []string{"standby", "", "1", "-"}}, "f", `token "" is not an unsigned 64-bit integer`},
-		{Request{Op: OpBeat, Key: "f", Args: []string{"standby", "x", "1", "-"}}, "f", `token "x" is not an unsigned 64-bit integer`},
-	} {
-		_, err := ParseBeat(tt.req)
-		checkRefusal(t, tt.req.Key, err, OpBeat, tt.key, tt.msg)
-	}
 	// Words after FLAGS are a later version's: tolerated.
-	req, _ := Parse([]byte("P f standby 1 2 synced more words\n"))
-	if bt, err := ParseBeat(req); err != nil || !reflect.DeepEqual(bt, Beat{From: "f", Role: "standby", Token: 1, Seq: 2, Flags: BeatFlags{Synced: true}}) {
-		t.Errorf("ParseBeat with words after FLAGS = %+v, %v", bt, err)
+	req, err := Parse([]byte("P f standby 1 2 synced more words\n"))
+	if err != nil || !reflect.DeepEqual(req.Peer.Beat, Beat{From: "f", Role: "standby", Token: 1, Seq: 2, Flags: BeatFlags{Synced: true}}) {
+		t.Errorf("a heartbeat with words after FLAGS reads as %+v, %v", req.Peer, err)
 	}
 }
 
@@ -484,7 +463,7 @@ func TestSyncAndTakeover(t *testing.T) {
 			t.Errorf("got %q, cluster wrote %q", line, want)
 		}
 		req, err := Parse([]byte(line))
-		if err != nil || req.Op != tt.op || req.Key != standby || strconv.FormatUint(req.Token, 10) != parts[2] {
+		if err != nil || req.Op != tt.op || req.Key != standby || req.Peer.From != standby || strconv.FormatUint(req.Peer.Token, 10) != parts[2] {
 			t.Errorf("Parse(%q) = %+v, %v", line, req, err)
 		}
 	}
@@ -540,13 +519,12 @@ func TestAppendRecordAllocs(t *testing.T) {
 	}
 }
 
-// ParseBeat's refusals are *ParseError, answerable with E.
+// A heartbeat's refusals are answerable with E like any other.
 func TestParseBeatErrorIsParseError(t *testing.T) {
-	req, _ := Parse([]byte("P f standby 1 1 pinned:x"))
-	_, err := ParseBeat(req)
+	_, err := Parse([]byte("P f standby 1 1 pinned:x"))
 	var pe *ParseError
 	if !errors.As(err, &pe) {
-		t.Fatalf("ParseBeat error %T, want *ParseError", err)
+		t.Fatalf("Parse error %T, want *ParseError", err)
 	}
 	if got := string(AppendError(nil, pe.Key, pe.Op, pe.Msg)); !strings.HasPrefix(got, "E f P: flags ") {
 		t.Errorf("E answer %q", got)

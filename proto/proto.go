@@ -115,36 +115,6 @@ const (
 	WordNone    = "-"
 )
 
-// Name is a client request's op in words ("acquire", "release", ...),
-// as errors and metrics name it; "" for an op that is no client request.
-func (o Op) Name() string {
-	switch o {
-	case OpAcquire:
-		return "acquire"
-	case OpRelease:
-		return "release"
-	case OpRenew:
-		return "renew"
-	case OpQueue:
-		return "queue"
-	case OpKeys:
-		return "keys"
-	case OpStatus:
-		return "status"
-	case OpHandoff:
-		return "handoff"
-	case OpAuth:
-		return "auth"
-	case OpWithdraw:
-		return "withdraw"
-	case OpWatch:
-		return "watch"
-	case OpUnwatch:
-		return "unwatch"
-	}
-	return ""
-}
-
 func (o Op) String() string {
 	if o >= 'A' && o <= 'Z' {
 		return string(rune(o))
@@ -152,9 +122,13 @@ func (o Op) String() string {
 	return "?"
 }
 
-// Request is one parsed request line. Only the fields of its Op are set.
+// Request is one parsed line a node reads: a client's request, or a
+// message from another node (Peer). Only the fields of its Op are set.
 type Request struct {
-	Op    Op
+	Op Op
+	// Key is the line's KEY, which every answer echoes: a client
+	// request's key, pattern or label; a peer message's sender, whose
+	// message is read from Peer.
 	Key   string
 	Lease time.Duration // A, N
 	Wait  time.Duration // A
@@ -165,9 +139,12 @@ type Request struct {
 	// Ref (A): the client's handle for matching the answers, zero when
 	// not given. Every answer to the acquire carries it back.
 	Ref   Ref
-	Token uint64   // R, N, Y, O; P carries it too
+	Token uint64   // R, N: the holder's token
 	Addr  string   // H (optional target)
-	Args  []string // P, Y and O: the words after the key
+	Args  []string // I: the words after the role
+	// Peer is the message of a peer op (P, Y, C, O, V), nil for a
+	// client's request.
+	Peer *PeerMessage
 }
 
 // Limits of the optional words of A.
@@ -241,6 +218,7 @@ var ErrLineTooLong = errors.New("line longer than " + strconv.Itoa(MaxLineLen) +
 
 // Parse reads one request line, with or without its line ending. It never
 // panics; every refusal is a *ParseError naming the field that was wrong.
+// The words after the key are read as the row of its op says (ops.go).
 func Parse(line []byte) (Request, error) {
 	line = trimEOL(line)
 	var req Request
@@ -268,164 +246,49 @@ func Parse(line []byte) (Request, error) {
 	if n < 2 {
 		return req, &ParseError{Op: req.Op, Key: WordNone, Msg: "missing key after the op"}
 	}
-	keyErr := CheckKey(words[1])
-	if keyErr != "" {
-		return req, &ParseError{Op: req.Op, Key: WordNone, Msg: keyErr}
+	if msg := CheckKey(words[1]); msg != "" {
+		return req, &ParseError{Op: req.Op, Key: WordNone, Msg: msg}
 	}
 	req.Key = string(words[1])
 	args := words[2:n]
-	var ref Ref
-	if req.Op == OpAcquire {
-		for _, a := range args {
-			if len(a) > 4 && string(a[:4]) == "ref=" {
-				ref, _ = refOf(a[4:])
-			}
-		}
-	}
-	fail := func(msg string) (Request, error) {
-		return Request{}, &ParseError{Op: req.Op, Key: req.Key, Msg: msg, Ref: ref}
-	}
-	switch req.Op {
-	case OpAcquire:
-		if len(args) < 2 || len(args) > 5 {
-			return fail("want A KEY LEASE WAIT [limit=N] [id=ID] [ref=R] (seconds; wait 0 = forever, - = never queue), got " + strconv.Itoa(len(args)) + " argument(s)")
-		}
-		var err string
-		if req.Lease, err = ParseSeconds(args[0]); err != "" {
-			return fail("lease " + err)
-		}
-		if req.Lease <= 0 {
-			return fail("lease must be greater than 0 seconds")
-		}
-		if len(args[1]) == 1 && args[1][0] == '-' {
-			req.Try = true
-		} else if req.Wait, err = ParseSeconds(args[1]); err != "" {
-			return fail("wait " + err)
-		}
-		for _, a := range args[2:] {
-			if msg := parseAcquireOption(&req, a); msg != "" {
-				return fail(msg)
-			}
-		}
-	case OpWithdraw:
-		if len(args) != 1 {
-			return fail("want X KEY ID (the id= of the acquire to withdraw), got " + strconv.Itoa(len(args)) + " argument(s)")
-		}
-		if msg := CheckID(string(args[0])); msg != "" {
-			return fail(fmt.Sprintf("id %q: %s", clip(args[0]), msg))
-		}
-		req.ID = string(args[0])
-	case OpWatch, OpUnwatch:
-		if len(args) != 0 {
-			return fail("want " + req.Op.String() + " KEY with nothing after it")
-		}
-	case OpRelease:
-		if len(args) != 1 {
-			return fail("want R KEY TOKEN, got " + strconv.Itoa(len(args)) + " argument(s)")
-		}
-		var err string
-		if req.Token, err = parseToken(args[0]); err != "" {
-			return fail("token " + err)
-		}
-	case OpRenew:
-		if len(args) != 2 {
-			return fail("want N KEY TOKEN LEASE, got " + strconv.Itoa(len(args)) + " argument(s)")
-		}
-		var err string
-		if req.Token, err = parseToken(args[0]); err != "" {
-			return fail("token " + err)
-		}
-		if req.Lease, err = ParseSeconds(args[1]); err != "" {
-			return fail("lease " + err)
-		}
-		if req.Lease <= 0 {
-			return fail("lease must be greater than 0 seconds")
-		}
-	case OpQueue, OpKeys, OpStatus:
-		if len(args) != 0 {
-			return fail("want " + req.Op.String() + " KEY with nothing after it")
-		}
-	case OpHandoff:
-		switch len(args) {
-		case 0:
-		case 1:
-			if hasControl(args[0]) {
-				return fail(fmt.Sprintf("addr %q has a tab or control character", clip(args[0])))
-			}
-			req.Addr = string(args[0])
-		default:
-			return fail("want H LABEL [ADDR]")
-		}
-	case OpBeat:
-		if len(args) < 4 {
-			return fail("want P FROM ROLE TOKEN SEQ FLAGS")
-		}
-		var err string
-		if req.Token, err = parseToken(args[1]); err != "" {
-			return fail("token " + err)
-		}
-		for _, a := range args {
-			if hasControl(a) {
-				return fail(fmt.Sprintf("%q has a tab or control character", clip(a)))
-			}
-		}
-		req.Args = stringsOf(args)
-	case OpSync:
-		if len(args) != 1 {
-			return fail("want Y FROM TOKEN")
-		}
-		var err string
-		if req.Token, err = parseToken(args[0]); err != "" {
-			return fail("token " + err)
-		}
-		req.Args = stringsOf(args)
-	case OpAuth:
-		if len(args) < 1 || len(args) > 3 {
-			return fail("want I ROLE SECRET, I ROLE hello NONCE [ADDR] or I ROLE proof PROOF")
-		}
-		for _, a := range args {
-			if hasControl(a) {
-				// Not echoed: the word may be a secret.
-				return fail("a word after the role has a tab or control character")
-			}
-		}
-		req.Args = stringsOf(args)
-	case OpApplied:
-		if len(args) != 1 {
-			return fail("want V FROM SEQ")
-		}
-		var err string
-		if req.Token, err = parseToken(args[0]); err != "" {
-			return fail("seq " + err)
-		}
-		req.Args = stringsOf(args)
-	case OpTakeover, OpResolve:
-		if len(args) != 1 && (req.Op != OpResolve || len(args) != 2) {
-			if req.Op == OpResolve {
-				return fail("want C FROM TOKEN [AGE]")
-			}
-			return fail("want " + req.Op.String() + " FROM TOKEN")
-		}
-		var err string
-		if req.Token, err = parseToken(args[0]); err != "" {
-			return fail("token " + err)
-		}
-		if len(args) == 2 {
-			// How long ago the handoff began (PeerVersion 4), in
-			// seconds: in Lease, as a duration.
-			if req.Lease, err = ParseSeconds(args[1]); err != "" {
-				return fail("age " + err)
-			}
-		}
-		req.Args = stringsOf(args)
+	row := rowOf(req.Op)
+	var msg string
+	switch {
+	case row == nil:
+		msg = "unknown op " + req.Op.String() + " (" + opList + ")"
+	case len(args) < row.min || len(args) > row.max:
+		msg = "want " + row.form + ", got " + strconv.Itoa(len(args)) + " argument(s)"
 	default:
-		return fail("unknown op " + req.Op.String() + " (" + opList + ")")
+		if row.class == ClassPeer {
+			req.Peer = &PeerMessage{From: req.Key}
+		}
+		for i, w := range args {
+			if msg = parseArg(row.takes[min(i, len(row.takes)-1)], &req, w); msg != "" {
+				break
+			}
+		}
+		if msg == "" {
+			return req, nil
+		}
 	}
-	return req, nil
+	pe := &ParseError{Op: req.Op, Key: req.Key, Msg: msg}
+	if row != nil && row.refs {
+		pe.Ref = lastRef(args)
+	}
+	return Request{}, pe
 }
 
-// opList names the ops a client may send, for the errors that list them.
-const opList = "A acquire, R release, N renew, X withdraw, Q queue, L watch, U unwatch, K keys, S status, H handoff, I authenticate"
+// lastRef is the ref=R a refused request carried, so that its refusal
+// carries it back: the last ref= word, zero when that one is no ref.
+func lastRef(args [][]byte) Ref {
+	var ref Ref
+	for _, a := range args {
+		if len(a) > 4 && string(a[:4]) == "ref=" {
+			ref, _ = refOf(a[4:])
+		}
+	}
+	return ref
+}
 
 // parseAcquireOption reads one optional word of A, limit=N, id=ID or
 // ref=R, into req, or says why it cannot.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/proto/auth"
 )
 
 const tok = 7360982537641984001 // epoch<<22 | counter, as lockd makes them
@@ -45,13 +47,19 @@ func TestParseAccepts(t *testing.T) {
 		{"S -", Request{Op: OpStatus, Key: "-"}},
 		{"H -", Request{Op: OpHandoff, Key: "-"}},
 		{"H - 127.0.0.1:7071", Request{Op: OpHandoff, Key: "-", Addr: "127.0.0.1:7071"}},
-		{"P 127.0.0.1:7071 standby 7360982537641984001 42 -", Request{Op: OpBeat, Key: "127.0.0.1:7071", Token: tok,
-			Args: []string{"standby", "7360982537641984001", "42", "-"}}},
-		{"P 127.0.0.1:7071 standby 7360982537641984001 42 sticky later", Request{Op: OpBeat, Key: "127.0.0.1:7071", Token: tok,
-			Args: []string{"standby", "7360982537641984001", "42", "sticky", "later"}}},
-		{p16, Request{Op: OpBeat, Key: "127.0.0.1:7071", Token: 7, Args: strings.Fields(p16)[2:]}},
-		{"Y 127.0.0.1:7071 7360982537641984001", Request{Op: OpSync, Key: "127.0.0.1:7071", Token: tok, Args: []string{"7360982537641984001"}}},
-		{"O 127.0.0.1:7071 7360982537641984001", Request{Op: OpTakeover, Key: "127.0.0.1:7071", Token: tok, Args: []string{"7360982537641984001"}}},
+		{"P 127.0.0.1:7071 standby 7360982537641984001 42 -", Request{Op: OpBeat, Key: "127.0.0.1:7071",
+			Peer: &PeerMessage{From: "127.0.0.1:7071", Beat: Beat{From: "127.0.0.1:7071", Role: "standby", Token: tok, Seq: 42}}}},
+		{"P 127.0.0.1:7071 standby 7360982537641984001 42 sticky later", Request{Op: OpBeat, Key: "127.0.0.1:7071",
+			Peer: &PeerMessage{From: "127.0.0.1:7071", Beat: Beat{From: "127.0.0.1:7071", Role: "standby", Token: tok, Seq: 42, Flags: BeatFlags{Sticky: true}}}}},
+		{p16, Request{Op: OpBeat, Key: "127.0.0.1:7071",
+			Peer: &PeerMessage{From: "127.0.0.1:7071", Beat: Beat{From: "127.0.0.1:7071", Role: "standby", Token: 7, Seq: 42}}}},
+		{"Y 127.0.0.1:7071 7360982537641984001", Request{Op: OpSync, Key: "127.0.0.1:7071", Peer: &PeerMessage{From: "127.0.0.1:7071", Token: tok}}},
+		{"O 127.0.0.1:7071 7360982537641984001", Request{Op: OpTakeover, Key: "127.0.0.1:7071", Peer: &PeerMessage{From: "127.0.0.1:7071", Token: tok}}},
+		{"C 127.0.0.1:7071 7360982537641984001", Request{Op: OpResolve, Key: "127.0.0.1:7071", Peer: &PeerMessage{From: "127.0.0.1:7071", Token: tok}}},
+		{"C 127.0.0.1:7071 7360982537641984001 2.5", Request{Op: OpResolve, Key: "127.0.0.1:7071", Peer: &PeerMessage{From: "127.0.0.1:7071", Token: tok, Age: 2500 * time.Millisecond}}},
+		{"V 127.0.0.1:7071 42", Request{Op: OpApplied, Key: "127.0.0.1:7071", Peer: &PeerMessage{From: "127.0.0.1:7071", Seq: 42}}},
+		{"H takeback 127.0.0.1:7070", Request{Op: OpHandoff, Key: "takeback", Addr: "127.0.0.1:7070"}},
+		{"I client hello 0123abcd 127.0.0.1:7070", Request{Op: OpAuth, Key: "client", Args: []string{"hello", "0123abcd", "127.0.0.1:7070"}}},
 	}
 	for _, tt := range tests {
 		got, err := Parse([]byte(tt.line))
@@ -167,6 +175,14 @@ func TestParseRefuses(t *testing.T) {
 		{"Y f x", 'Y', "f", `token "x"`},
 		{"O f", 'O', "f", "want O FROM TOKEN"},
 		{"O f x", 'O', "f", `token "x"`},
+		{"C f", 'C', "f", "want C FROM TOKEN [AGE]"},
+		{"C f 1 2 3", 'C', "f", "want C FROM TOKEN [AGE], got 3 argument(s)"},
+		{"C f x", 'C', "f", `token "x"`},
+		{"C f 1 -2", 'C', "f", `age "-2"`},
+		{"V f", 'V', "f", "want V FROM SEQ"},
+		{"V f 1x", 'V', "f", `seq "1x"`},
+		{"I client", 'I', "client", "want I ROLE SECRET, I ROLE hello NONCE [ADDR] or I ROLE proof PROOF, got 0 argument(s)"},
+		{"I client s\x01cret", 'I', "client", "a word after the role has a tab or control character"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.line))
@@ -412,7 +428,8 @@ func TestParseRefAllocatesNothing(t *testing.T) {
 
 func TestOpNames(t *testing.T) {
 	seen := map[string]Op{}
-	for _, op := range []Op{OpAcquire, OpRelease, OpRenew, OpQueue, OpKeys, OpStatus, OpHandoff, OpAuth, OpWithdraw, OpWatch, OpUnwatch} {
+	clients := 0
+	for _, op := range Ops() {
 		n := op.Name()
 		if n == "" {
 			t.Errorf("%s: no name", op)
@@ -421,10 +438,102 @@ func TestOpNames(t *testing.T) {
 			t.Errorf("%s and %s are both named %q", o, op, n)
 		}
 		seen[n] = op
+		if op.Class() == ClassClient {
+			clients++
+		}
 	}
-	for _, op := range []Op{OpBeat, OpSync, OpApplied, KindMoved, 0} {
-		if n := op.Name(); n != "" {
-			t.Errorf("%s is no client request, named %q", op, n)
+	if clients != 11 || len(seen) != 16 {
+		t.Errorf("%d ops, %d of them clients', want 16 and 11", len(seen), clients)
+	}
+	for _, op := range []Op{KindMoved, KindTimeout, KindError, Op(RecHeld), 0, 'a'} {
+		if n := op.Name(); n != "" || op.Class() != ClassNone || op.ActiveOnly() || op.Redirected() {
+			t.Errorf("%s is no request, yet named %q, of class %d", op, n, op.Class())
+		}
+	}
+}
+
+// TestOpFacts pins what the table says of each op, where a row changed
+// by mistake would let a client send what it may not, or have a standby
+// serve what only the active may.
+func TestOpFacts(t *testing.T) {
+	for _, tt := range []struct {
+		line             string
+		class            Class
+		needs            auth.Role
+		active, redirect bool
+	}{
+		{"A k 1 0", ClassClient, auth.Client, true, true},
+		{"R k 1", ClassClient, auth.Client, true, true},
+		{"N k 1 1", ClassClient, auth.Client, true, true},
+		{"X k a", ClassClient, auth.Client, true, true},
+		{"Q k", ClassClient, auth.Client, true, true},
+		{"L k", ClassClient, auth.Client, true, true},
+		{"U k", ClassClient, auth.Client, false, true},
+		{"K *", ClassClient, auth.Client, true, true},
+		{"S -", ClassClient, auth.Client, false, false},
+		{"H -", ClassClient, auth.Admin, false, true},
+		{"H takeback a:1", ClassClient, auth.Peer, false, true},
+		{"I client s", ClassClient, auth.None, false, false},
+		{"P a:1 standby 1 1 -", ClassPeer, auth.Peer, false, false},
+		{"Y a:1 1", ClassPeer, auth.Peer, false, false},
+		{"C a:1 1", ClassPeer, auth.Peer, false, false},
+		{"O a:1 1", ClassPeer, auth.Peer, false, false},
+		{"V a:1 1", ClassPeer, auth.Peer, false, false},
+	} {
+		req, err := Parse([]byte(tt.line))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.line, err)
+		}
+		if req.Op.Class() != tt.class || req.Needs() != tt.needs || req.Op.ActiveOnly() != tt.active || req.Op.Redirected() != tt.redirect {
+			t.Errorf("%q: class %d, needs %s, active only %v, redirected %v; want %d, %s, %v, %v", tt.line,
+				req.Op.Class(), req.Needs(), req.Op.ActiveOnly(), req.Op.Redirected(), tt.class, tt.needs, tt.active, tt.redirect)
+		}
+		if (req.Peer != nil) != (tt.class == ClassPeer) || req.Peer != nil && req.Peer.From != req.Key {
+			t.Errorf("%q: Peer %+v", tt.line, req.Peer)
+		}
+	}
+}
+
+// TestDocRoles keeps doc.go's list of what each role may send in step
+// with the table of ops.
+func TestDocRoles(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(strings.ReplaceAll(string(src), "\n//", " ")), " ")
+	var client, admin []string
+	for _, op := range Ops() {
+		req := Request{Op: op}
+		switch req.Needs() {
+		case auth.Client:
+			client = append(client, op.String())
+		case auth.Admin:
+			admin = append(admin, op.String())
+		}
+	}
+	for _, want := range []string{
+		"client (" + strings.Join(client, ", ") + ")",
+		"admin (a client that may also send " + strings.Join(admin, ", ") + ")",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("doc.go does not say %q, which the table of ops does", want)
+		}
+	}
+}
+
+// TestOpTable checks what Parse relies on of every row.
+func TestOpTable(t *testing.T) {
+	for i := range opTable {
+		r := &opTable[i]
+		if rowOf(r.op) != r {
+			t.Errorf("%s: another row has the letter", r.op)
+		}
+		if r.min < 0 || r.max < r.min || r.max > MaxArgs || r.max > 0 && len(r.takes) == 0 || !strings.HasPrefix(r.form, r.op.String()+" ") {
+			t.Errorf("%s: form %q takes %d to %d words of kinds %v", r.op, r.form, r.min, r.max, r.takes)
+		}
+		if (r.class == ClassPeer) != (r.needs == auth.Peer) || r.class == ClassNone {
+			t.Errorf("%s: class %d needs %s", r.op, r.class, r.needs)
 		}
 	}
 }

@@ -131,27 +131,35 @@ func appendTokenSeq(b []byte, token, seq uint64) []byte {
 	return strconv.AppendUint(b, seq, 10)
 }
 
-// recordForm is how ParseRecord reads one kind of record: its grammar,
-// for the refusals, how many fields may follow its key, and its parser,
-// which reads the key and the fields into r or says why it cannot.
+// recordForm is the grammar of one kind of record: how it is spelt, for
+// the refusals, and how many fields may follow its key.
 type recordForm struct {
 	kind     RecordKind
 	form     string
 	min, max int
-	parse    func(r *Record, key string, f []string) string
 }
 
 // recordForms are the records, in the order refusals list them. A kind
-// is one row and its parser.
+// is a row here and a parser in parseRecordFields.
 var recordForms = [...]recordForm{
-	{RecHeld, "G KEY TOKEN LEASELEFT [limit=N] [id=ID]", 2, 4, parseHeld},
-	{RecFree, "F KEY TOKEN [expired]", 1, 2, parseFree},
-	{RecJoined, "J KEY ID LEASE WAITLEFT [limit=N]", 3, 4, parseJoined},
-	{RecLeft, "D KEY ID", 1, 1, parseLeft},
-	{RecMark, "W - TOKEN SEQ", 2, 2, parseMark},
-	{RecSynced, "Y FROM synced TOKEN SEQ", 3, 3, parseSynced},
-	{RecHandoff, "H FROM TOKEN SEQ [pinned]", 2, 3, parseHandoffRecord},
-	{RecMoved, "M - ADDR", 1, 1, parseMovedRecord},
+	{RecHeld, "G KEY TOKEN LEASELEFT [limit=N] [id=ID]", 2, 4},
+	{RecFree, "F KEY TOKEN [expired]", 1, 2},
+	{RecJoined, "J KEY ID LEASE WAITLEFT [limit=N]", 3, 4},
+	{RecLeft, "D KEY ID", 1, 1},
+	{RecMark, "W - TOKEN SEQ", 2, 2},
+	{RecSynced, "Y FROM synced TOKEN SEQ", 3, 3},
+	{RecHandoff, "H FROM TOKEN SEQ [pinned]", 2, 3},
+	{RecMoved, "M - ADDR", 1, 1},
+}
+
+// recordFormOf is the form of kind k, nil for a kind that is no record.
+func recordFormOf(k RecordKind) *recordForm {
+	for i := range recordForms {
+		if recordForms[i].kind == k {
+			return &recordForms[i]
+		}
+	}
+	return nil
 }
 
 // misfit is what a record parser says when the fields, counted right,
@@ -182,19 +190,14 @@ func ParseRecord(a Answer) (Record, error) {
 	if a.Kind == KindError {
 		return Record{}, errors.New("stream refused: " + a.ErrorText())
 	}
-	var rf *recordForm
-	for i := range recordForms {
-		if recordForms[i].kind == RecordKind(a.Kind) {
-			rf = &recordForms[i]
-		}
-	}
+	rf := recordFormOf(RecordKind(a.Kind))
 	if rf == nil {
 		return Record{}, errors.New("unknown record kind " + strconv.Quote(a.Kind.String()) + " (want " + recordKinds + ")")
 	}
 	r := Record{Kind: rf.kind}
 	msg := misfit
 	if n := len(a.Fields); n >= rf.min && n <= rf.max {
-		msg = rf.parse(&r, a.Key, a.Fields)
+		msg = parseRecordFields(&r, a.Key, a.Fields)
 	}
 	switch msg {
 	case "":
@@ -204,6 +207,35 @@ func ParseRecord(a Answer) (Record, error) {
 	}
 	return Record{}, errors.New(rf.kind.String() + " record " + msg)
 }
+
+// parseRecordFields reads the key and the fields of r's kind into r, or
+// says why it cannot. The calls are direct, not through a field of
+// recordForms: a parser called through a function value would move r
+// to the heap.
+func parseRecordFields(r *Record, key string, f []string) string {
+	switch r.Kind {
+	case RecHeld:
+		return parseHeld(r, key, f)
+	case RecFree:
+		return parseFree(r, key, f)
+	case RecJoined:
+		return parseJoined(r, key, f)
+	case RecLeft:
+		return parseLeft(r, key, f)
+	case RecMark:
+		return parseMark(r, key, f)
+	case RecSynced:
+		return parseSynced(r, key, f)
+	case RecHandoff:
+		return parseHandoffRecord(r, key, f)
+	case RecMoved:
+		return parseMovedRecord(r, key, f)
+	}
+	return "has no parser" // a row of recordForms without its case here
+}
+
+// The record parsers. Each gets the line's key and as many fields as
+// its kind's form allows.
 
 // parseRecordKey reads the key of a lock's or a waiter's record.
 func parseRecordKey(r *Record, key string) string {
@@ -216,14 +248,10 @@ func parseRecordKey(r *Record, key string) string {
 
 // parseTokenSeq reads the TOKEN SEQ of W, Y-synced and H.
 func parseTokenSeq(r *Record, token, seq string) string {
-	var msg string
-	if r.Token, msg = parseToken([]byte(token)); msg != "" {
-		return "token " + msg
+	if msg := parseTokenInto(&r.Token, "token", []byte(token)); msg != "" {
+		return msg
 	}
-	if r.Seq, msg = parseToken([]byte(seq)); msg != "" {
-		return "seq " + msg
-	}
-	return ""
+	return parseTokenInto(&r.Seq, "seq", []byte(seq))
 }
 
 func parseHeld(r *Record, key string, f []string) string {
@@ -240,14 +268,10 @@ func parseHeld(r *Record, key string, f []string) string {
 	if msg := parseRecordKey(r, key); msg != "" {
 		return msg
 	}
-	var msg string
-	if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
-		return "token " + msg
+	if msg := parseTokenInto(&r.Token, "token", []byte(f[0])); msg != "" {
+		return msg
 	}
-	if r.Lease, msg = ParseSeconds([]byte(f[1])); msg != "" {
-		return "lease " + msg
-	}
-	return ""
+	return parseSeconds(&r.Lease, "lease", []byte(f[1]))
 }
 
 func parseFree(r *Record, key string, f []string) string {
@@ -260,11 +284,7 @@ func parseFree(r *Record, key string, f []string) string {
 	if msg := parseRecordKey(r, key); msg != "" {
 		return msg
 	}
-	var msg string
-	if r.Token, msg = parseToken([]byte(f[0])); msg != "" {
-		return "token " + msg
-	}
-	return ""
+	return parseTokenInto(&r.Token, "token", []byte(f[0]))
 }
 
 // parseLeft reads D KEY ID, and the key and id of J.
@@ -283,15 +303,11 @@ func parseJoined(r *Record, key string, f []string) string {
 	if msg := parseLeft(r, key, f); msg != "" {
 		return msg
 	}
-	var msg string
-	if r.Lease, msg = ParseSeconds([]byte(f[1])); msg != "" {
-		return "lease " + msg
+	if msg := parseLease(&r.Lease, []byte(f[1])); msg != "" {
+		return msg
 	}
-	if r.Lease <= 0 {
-		return "lease must be more than 0"
-	}
-	if r.Wait, msg = ParseSeconds([]byte(f[2])); msg != "" {
-		return "wait " + msg
+	if msg := parseSeconds(&r.Wait, "wait", []byte(f[2])); msg != "" {
+		return msg
 	}
 	if len(f) == 4 {
 		var opt Request

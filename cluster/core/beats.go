@@ -245,17 +245,41 @@ func (c *Core) refusedRecently(now time.Time, p *peer) bool {
 	return !p.deniedAt.IsZero() && now.Sub(p.deniedAt) < c.cfg.FailureTimeout
 }
 
-// answerBeat answers a peer's heartbeat with this node's state.
-func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
-	bt, err := proto.ParseBeat(req)
-	if err != nil {
-		c.sendNow(cn, record, proto.AppendError(c.buf[:0], req.Key, proto.OpBeat, err.Error()))
+// peerMessage serves a message from another node. Peer messages move
+// tokens and roles: only the nodes of --peers may send them, naming
+// themselves.
+func (c *Core) peerMessage(now time.Time, cn *conn, req proto.Request) {
+	m := req.Peer
+	if m == nil {
+		// Parse sets it for every peer op: this request was made by hand.
+		c.send(cn, refused(req.Op, req.Key, NoLimit), proto.AppendError(c.buf[:0], req.Key, req.Op, "a peer message without its fields"))
 		return
 	}
+	if c.peerByAddr(m.From) == nil {
+		c.send(cn, refused(req.Op, req.Key, NoLimit), proto.AppendError(c.buf[:0], req.Key, req.Op, m.From+" is not a peer of this node (not in its --peers); peer messages are for lockd nodes"))
+		return
+	}
+	switch req.Op {
+	case proto.OpBeat:
+		c.answerBeat(now, cn, m)
+	case proto.OpSync:
+		c.subscribe(now, cn, m)
+	case proto.OpResolve:
+		c.answerResolve(cn, m)
+	case proto.OpApplied:
+		c.applied(now, cn, m)
+	case proto.OpTakeover:
+		c.takeoverConfirmed(now, cn, m)
+	}
+}
+
+// answerBeat answers a peer's heartbeat with this node's state.
+func (c *Core) answerBeat(now time.Time, cn *conn, m *proto.PeerMessage) {
+	bt := m.Beat
 	// The sender's token may come from a competing active: never issue
 	// one at or below it.
-	c.observe(now, bt.Token, req.Key)
-	if p := c.peerByAddr(req.Key); p != nil {
+	c.observe(now, bt.Token, m.From)
+	if p := c.peerByAddr(m.From); p != nil {
 		// A restarted standby says what it speaks here first: it learns
 		// where to subscribe from the answer.
 		p.version = max(bt.Flags.Version, 1)
@@ -267,7 +291,7 @@ func (c *Core) answerBeat(now time.Time, cn *conn, req proto.Request) {
 		}
 	}
 	ans := c.beat(now)
-	ans.From = req.Key
+	ans.From = m.From
 	ans.Flags.Round = bt.Flags.Round
 	c.sendNow(cn, record, proto.AppendBeatAnswer(c.buf[:0], ans))
 }

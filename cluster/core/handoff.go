@@ -255,12 +255,12 @@ func (c *Core) handoffRecord(now time.Time, f *follower, rec proto.Record) error
 
 // takeoverConfirmed ends a handoff: the successor serves, so this node
 // redirects its waiters and held-back requests there and follows it.
-func (c *Core) takeoverConfirmed(now time.Time, cn *conn, req proto.Request) {
+func (c *Core) takeoverConfirmed(now time.Time, cn *conn, m *proto.PeerMessage) {
 	h := c.handoff
 	if h == nil || cn.stream == nil || cn.stream.from != h.to || h.resolving {
 		return
 	}
-	c.observe(now, req.Token, cn.remote)
+	c.observe(now, m.Token, cn.remote)
 	c.handoffDone(now, h, h.reason)
 }
 
@@ -380,14 +380,14 @@ var ErrRefused = errors.New("connection refused")
 // this one: taken when this node took that handoff or serves as active
 // anyway (the asker must not serve too), else cancelled, and the handoff
 // record is ignored if it arrives later.
-func (c *Core) answerResolve(cn *conn, req proto.Request) {
+func (c *Core) answerResolve(cn *conn, m *proto.PeerMessage) {
 	word := wordCancelled
 	switch {
 	case c.role == Active || c.role == HandingOff:
 		word = wordTaken
-	case c.takenFrom == req.Key && c.takenToken == req.Token:
+	case c.takenFrom == m.From && c.takenToken == m.Token:
 		word = wordTaken
-	case len(req.Args) == 2 && c.lastEvent.Sub(c.start) < req.Lease:
+	case m.Age > 0 && c.lastEvent.Sub(c.start) < m.Age:
 		// This node has run for less than the handoff's age: it may have
 		// taken it before it restarted, and cannot tell. (The age runs
 		// until C was sent, this node's time until C arrived: a node
@@ -397,10 +397,10 @@ func (c *Core) answerResolve(cn *conn, req proto.Request) {
 		if c.cancelled == nil {
 			c.cancelled = make(map[string]uint64)
 		}
-		c.cancelled[req.Key] = req.Token
+		c.cancelled[m.From] = m.Token
 	}
-	c.log.Info("handoff settled", "self", c.self, "from", req.Key, "remote", cn.remote, "answer", word)
-	c.sendNow(cn, record, proto.AppendFields(c.buf[:0], proto.OpResolve, req.Key, word))
+	c.log.Info("handoff settled", "self", c.self, "from", m.From, "remote", cn.remote, "answer", word)
+	c.sendNow(cn, record, proto.AppendFields(c.buf[:0], proto.OpResolve, m.From, word))
 }
 
 // abortHandoff takes the role back after a handoff the successor is known

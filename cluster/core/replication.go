@@ -29,23 +29,23 @@ type stream struct {
 // snapshot, sent a slice at a time (SnapshotSlice), the synced mark, then
 // every change as it happens. A standby has one stream: a new one from
 // the same node replaces the old.
-func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
+func (c *Core) subscribe(now time.Time, cn *conn, m *proto.PeerMessage) {
 	if c.role != Active || !c.pausedSince.IsZero() {
-		c.sendNow(cn, record, proto.AppendMoved(c.buf[:0], req.Key, c.redirectTarget(now)))
+		c.sendNow(cn, record, proto.AppendMoved(c.buf[:0], m.From, c.redirectTarget(now)))
 		return
 	}
 	if cn.stream != nil {
-		c.sendNow(cn, record, proto.AppendError(c.buf[:0], req.Key, proto.OpSync, "this connection is a replication stream already"))
+		c.sendNow(cn, record, proto.AppendError(c.buf[:0], m.From, proto.OpSync, "this connection is a replication stream already"))
 		return
 	}
-	c.observe(now, req.Token, req.Key)
+	c.observe(now, m.Token, m.From)
 	for _, s := range c.streams {
-		if s.stream.from == req.Key {
+		if s.stream.from == m.From {
 			c.act(Action{Kind: ActClose, Conn: s.id}, nil)
 		}
 	}
 	c.streams = slices.DeleteFunc(c.streams, func(s *conn) bool {
-		if s.stream.from == req.Key {
+		if s.stream.from == m.From {
 			s.stream = nil
 			return true
 		}
@@ -53,18 +53,18 @@ func (c *Core) subscribe(now time.Time, cn *conn, req proto.Request) {
 	})
 	c.advance(now)
 	version := proto.PeerVersion // never heard: a node that does not speak it fails to read the stream, and subscribes again once its heartbeat said so
-	if p := c.peerByAddr(req.Key); p != nil && p.version > 0 {
+	if p := c.peerByAddr(m.From); p != nil && p.version > 0 {
 		version = min(p.version, proto.PeerVersion)
 	}
-	cn.stream = &stream{from: req.Key, version: version, syncing: true, cursor: engine.ScanStart, started: now}
+	cn.stream = &stream{from: m.From, version: version, syncing: true, cursor: engine.ScanStart, started: now}
 	switch {
 	case version < 2:
-		c.log.Warn("standby speaks older peer messages: semaphore keys, acquire ids and waiters do not reach it, and it does not acknowledge; upgrade it", "standby", req.Key, "its_version", version, "this_version", proto.PeerVersion)
+		c.log.Warn("standby speaks older peer messages: semaphore keys, acquire ids and waiters do not reach it, and it does not acknowledge; upgrade it", "standby", m.From, "its_version", version, "this_version", proto.PeerVersion)
 	case version < proto.PeerVersion:
-		c.log.Warn("standby speaks older peer messages: the waiters' places do not reach it, so a failover to it does not keep the queue order; upgrade it", "standby", req.Key, "its_version", version, "this_version", proto.PeerVersion)
+		c.log.Warn("standby speaks older peer messages: the waiters' places do not reach it, so a failover to it does not keep the queue order; upgrade it", "standby", m.From, "its_version", version, "this_version", proto.PeerVersion)
 	}
 	c.streams = append(c.streams, cn)
-	c.log.Info("standby subscribed", "standby", req.Key, "remote", cn.remote, "seq", c.seq)
+	c.log.Info("standby subscribed", "standby", m.From, "remote", cn.remote, "seq", c.seq)
 	c.act(Action{Kind: ActFeed, Conn: cn.id}, nil)
 }
 

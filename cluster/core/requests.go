@@ -121,15 +121,6 @@ func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
 	c.route(now, evs)
 }
 
-// isLockOp reports whether op is served only by the active.
-func isLockOp(op proto.Op) bool {
-	switch op {
-	case proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpWithdraw, proto.OpWatch:
-		return true
-	}
-	return false
-}
-
 // Request serves one request read on connection id. The shell has
 // checked that the connection may send it (package auth); I requests are
 // the shell's. A key listing (K) is scanned a slice at a time: Out.Scan.
@@ -147,12 +138,16 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 // request serves req of cn, the request taken up (take).
 func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
 	id := cn.id
-	if isLockOp(req.Op) && !c.serving() {
+	if req.Op.ActiveOnly() && !c.serving() {
 		if (c.role == HandingOff || c.role == Active) && len(c.parked) < maxParked {
 			c.parked = append(c.parked, parkedReq{c: id, at: now.UnixNano(), req: req})
 			return
 		}
 		c.redirect(now, cn, req)
+		return
+	}
+	if req.Op.Class() == proto.ClassPeer {
+		c.peerMessage(now, cn, req)
 		return
 	}
 	key := req.Key
@@ -198,25 +193,6 @@ func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
 		c.sendNow(cn, answered(proto.OpStatus, key, OK), proto.AppendStatus(c.buf[:0], key, c.Status(now)))
 	case proto.OpHandoff:
 		c.handoffRequest(now, cn, req)
-	case proto.OpBeat, proto.OpSync, proto.OpTakeover, proto.OpResolve, proto.OpApplied:
-		// Peer messages move tokens and roles: only the nodes of --peers
-		// may send them, naming themselves.
-		if c.peerByAddr(key) == nil {
-			c.send(cn, refused(req.Op, key, NoLimit), proto.AppendError(c.buf[:0], key, req.Op, key+" is not a peer of this node (not in its --peers); peer messages are for lockd nodes"))
-			return
-		}
-		switch req.Op {
-		case proto.OpBeat:
-			c.answerBeat(now, cn, req)
-		case proto.OpSync:
-			c.subscribe(now, cn, req)
-		case proto.OpResolve:
-			c.answerResolve(cn, req)
-		case proto.OpApplied:
-			c.applied(now, cn, req)
-		default:
-			c.takeoverConfirmed(now, cn, req)
-		}
 	default:
 		c.send(cn, refused(req.Op, key, NoLimit), proto.AppendError(c.buf[:0], key, req.Op, "unknown op "+req.Op.String()))
 	}

@@ -484,7 +484,7 @@ func (c *Core) keepISR(to string) {
 // TakebackLabel marks a handoff asked for by a peer taking its role back
 // by priority: unlike one asked for by command, it does not make the
 // giver sticky.
-const TakebackLabel = "takeback"
+const TakebackLabel = proto.LabelTakeback
 
 // maybeTakeBack asks a lower-priority active to hand the role back once
 // this node has synced.

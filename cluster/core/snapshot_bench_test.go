@@ -41,7 +41,7 @@ func BenchmarkSnapshotSlice(b *testing.B) {
 	subscribe := func() {
 		id++
 		c.ConnOpened(now, id, "10.0.0.2:7070")
-		c.Request(now, id, proto.Request{Op: proto.OpSync, Key: "10.0.0.2:7070"})
+		c.Request(now, id, proto.Request{Op: proto.OpSync, Key: "10.0.0.2:7070", Peer: &proto.PeerMessage{From: "10.0.0.2:7070"}})
 		step()
 	}
 	subscribe()

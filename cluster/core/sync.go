@@ -214,12 +214,12 @@ func (c *Core) inSync() []string {
 }
 
 // applied records a standby's acknowledgement "V FROM SEQ" on its stream.
-func (c *Core) applied(now time.Time, cn *conn, req proto.Request) {
+func (c *Core) applied(now time.Time, cn *conn, m *proto.PeerMessage) {
 	s := cn.stream
-	if s == nil || s.from != req.Key || s.syncing {
+	if s == nil || s.from != m.From || s.syncing {
 		return
 	}
-	s.acked = max(s.acked, req.Token)
+	s.acked = max(s.acked, m.Seq)
 	if !s.inSync && s.acked >= s.synced && !c.cfg.Async {
 		s.inSync = true
 		c.log.Info("standby in sync: answers wait for it", "self", c.self, "standby", s.from)

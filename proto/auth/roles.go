@@ -10,7 +10,7 @@ const (
 	// None: nothing proven yet. On a node that requires authentication,
 	// such a connection may only send I.
 	None Role = iota
-	// Client: lock requests (A, R, N) and reads (Q, K, S).
+	// Client: lock requests and reads (proto's table of ops says which).
 	Client
 	// Admin: a client that may also change the cluster (H by command).
 	Admin

@@ -85,10 +85,17 @@ type fifo struct {
 	head  int
 }
 
-// matchOps are the ops whose requests an M answer may answer: every op
-// the client sends but S, which every node answers itself.
-var matchOps = [...]proto.Op{proto.OpAcquire, proto.OpRelease, proto.OpRenew, proto.OpQueue, proto.OpKeys, proto.OpHandoff,
-	proto.OpWithdraw, proto.OpWatch, proto.OpUnwatch}
+// matchOps are the ops whose requests an M answer may answer, as
+// proto's table of ops says: every op the client sends but S, which
+// every node answers itself.
+var matchOps = func() (ops []proto.Op) {
+	for _, op := range proto.Ops() {
+		if op.Redirected() {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}()
 
 // probeLabel is the label of the keep-alive S requests.
 const probeLabel = proto.WordNone

@@ -226,7 +226,7 @@ func answerOp(a proto.Answer) proto.Op {
 // pipelined connection: those an M may answer, and S (its keep-alive),
 // which no node answers M.
 func isMatchOp(op proto.Op) bool {
-	return op == proto.OpStatus || slices.Contains(matchOps[:], op)
+	return op == proto.OpStatus || slices.Contains(matchOps, op)
 }
 
 // checkPending checks the connection's registry against the model: the
