@@ -226,77 +226,107 @@ func parseFlags(s string) (BeatFlags, string) {
 	}
 	for rest := s; ; {
 		item, more, found := strings.Cut(rest, ",")
-		name, arg, hasArg := strings.Cut(item, ":")
-		switch {
-		case item == "":
+		if item == "" {
 			return BeatFlags{}, fmt.Sprintf("%q has an empty flag (want - or a comma list like sticky,synced)", clipString(s))
-		case name == flagPinned:
-			if !hasArg {
-				return BeatFlags{}, fmt.Sprintf("%q: pinned wants its age, pinned:MS", clipString(s))
-			}
-			ms, msg := parseToken([]byte(arg))
-			if msg == "" && ms > maxPinnedMS {
-				msg = fmt.Sprintf("%q is more milliseconds than a duration holds", clipString(arg))
-			}
-			if msg != "" {
-				return BeatFlags{}, fmt.Sprintf("%q: the MS of pinned:MS %s", clipString(s), msg)
-			}
-			f.Pinned, f.PinnedAge = true, time.Duration(ms)*time.Millisecond
-		case name == flagBase || name == flagTop || name == flagRound || name == flagBaseSeq:
-			tok, msg := parseToken([]byte(arg))
-			if !hasArg || msg != "" {
-				return BeatFlags{}, fmt.Sprintf("%q: %s wants a number, %s:N", clipString(s), name, name)
-			}
-			switch name {
-			case flagBase:
-				f.Base = tok
-			case flagBaseSeq:
-				f.BaseSeq = tok
-			case flagTop:
-				f.Top = tok
-			default:
-				f.Round = tok
-			}
-		case name == flagVersion:
-			v, err := strconv.Atoi(arg)
-			if !hasArg || err != nil || v < 1 {
-				return BeatFlags{}, fmt.Sprintf("%q: v wants a version, v:N", clipString(s))
-			}
-			f.Version = v
-		case name == flagPrev:
-			if !hasArg || arg == "" {
-				return BeatFlags{}, fmt.Sprintf("%q: prev wants an address, prev:ADDR", clipString(s))
-			}
-			f.Prev = arg
-		case name == flagInSync:
-			if !hasArg {
-				return BeatFlags{}, fmt.Sprintf("%q: isr wants addresses, isr:ADDR+ADDR", clipString(s))
-			}
-			for _, a := range strings.Split(arg, "+") {
-				if a == "" {
-					return BeatFlags{}, fmt.Sprintf("%q: isr has an empty address", clipString(s))
-				}
-				f.InSync = append(f.InSync, a)
-			}
-		case hasArg:
-			// Only pinned takes an argument; a later version may give
-			// one to another flag, which this version does not know.
-		case name == flagSticky:
-			f.Sticky = true
-		case name == flagSynced:
-			f.Synced = true
-		case name == flagFresh:
-			f.Fresh = true
-		case name == flagRestore:
-			f.Restored = true
-		case name == flagPaused:
-			f.Paused = true
+		}
+		if msg := parseFlag(&f, item); msg != "" {
+			return BeatFlags{}, fmt.Sprintf("%q: %s", clipString(s), msg)
 		}
 		if !found {
 			return f, ""
 		}
 		rest = more
 	}
+}
+
+// parseFlag reads one item of a heartbeat's flags, NAME or NAME:ARG,
+// into f, or says why it cannot.
+func parseFlag(f *BeatFlags, item string) string {
+	name, arg, hasArg := strings.Cut(item, ":")
+	if p := boolFlag(f, name); p != nil {
+		// With an argument it is a later version's flag of that name,
+		// which this version does not know.
+		*p = *p || !hasArg
+		return ""
+	}
+	if p := numberFlag(f, name); p != nil {
+		n, msg := parseToken([]byte(arg))
+		if !hasArg || msg != "" {
+			return name + " wants a number, " + name + ":N"
+		}
+		*p = n
+		return ""
+	}
+	switch name {
+	case flagPinned:
+		if !hasArg {
+			return "pinned wants its age, pinned:MS"
+		}
+		ms, msg := parseToken([]byte(arg))
+		if msg == "" && ms > maxPinnedMS {
+			msg = fmt.Sprintf("%q is more milliseconds than a duration holds", clipString(arg))
+		}
+		if msg != "" {
+			return "the MS of pinned:MS " + msg
+		}
+		f.Pinned, f.PinnedAge = true, time.Duration(ms)*time.Millisecond
+	case flagVersion:
+		v, err := strconv.Atoi(arg)
+		if !hasArg || err != nil || v < 1 {
+			return "v wants a version, v:N"
+		}
+		f.Version = v
+	case flagPrev:
+		if arg == "" {
+			return "prev wants an address, prev:ADDR"
+		}
+		f.Prev = arg
+	case flagInSync:
+		if !hasArg {
+			return "isr wants addresses, isr:ADDR+ADDR"
+		}
+		for _, a := range strings.Split(arg, "+") {
+			if a == "" {
+				return "isr has an empty address"
+			}
+			f.InSync = append(f.InSync, a)
+		}
+	}
+	return ""
+}
+
+// boolFlag is the field of the flag name that is set by its presence
+// alone, nil when name is no such flag.
+func boolFlag(f *BeatFlags, name string) *bool {
+	switch name {
+	case flagSticky:
+		return &f.Sticky
+	case flagSynced:
+		return &f.Synced
+	case flagFresh:
+		return &f.Fresh
+	case flagRestore:
+		return &f.Restored
+	case flagPaused:
+		return &f.Paused
+	}
+	return nil
+}
+
+// numberFlag is the field of the flag name that carries a number,
+// name:N, nil when name is no such flag.
+func numberFlag(f *BeatFlags, name string) *uint64 {
+	switch name {
+	case flagBase:
+		return &f.Base
+	case flagBaseSeq:
+		return &f.BaseSeq
+	case flagTop:
+		return &f.Top
+	case flagRound:
+		return &f.Round
+	}
+	return nil
 }
 
 // PeerMessage is a message one lockd node sends another (doc.go, "Peer
