@@ -532,42 +532,60 @@ func ParseQueue(a Answer) (Queue, error) {
 	for extra > 3 && strings.Contains(f[extra-1], "=") {
 		extra--
 	}
+	if err := q.readHead(f[:extra]); err != nil {
+		return q, err
+	}
+	if err := q.readHolders(f[extra:]); err != nil {
+		return q, err
+	}
+	return q, q.readIDs(f[extra:])
+}
+
+// readHead reads "TOKEN|- LEASELEFT|- N WAITED,ADDR ...", the fields of
+// a queue answer before its name=value words.
+func (q *Queue) readHead(f []string) error {
 	if f[0] != WordNone {
 		q.Held = true
 		var err error
 		if q.Token, err = strconv.ParseUint(f[0], 10, 64); err != nil {
-			return q, errors.New("queue answer token: " + err.Error())
+			return errors.New("queue answer token: " + err.Error())
 		}
 		var msg string
 		if q.LeaseLeft, msg = ParseSeconds([]byte(f[1])); msg != "" {
-			return q, errors.New("queue answer lease " + msg)
+			return errors.New("queue answer lease " + msg)
 		}
 		q.Holders = append(q.Holders, QueueHolder{Token: q.Token, LeaseLeft: q.LeaseLeft})
 	}
 	n, err := strconv.Atoi(f[2])
-	listed := extra - 3
+	listed := len(f) - 3
 	if err != nil || n < listed || (n > listed && listed < MaxListKeys) {
-		return q, errors.New("queue answer waiter count does not match its list")
+		return errors.New("queue answer waiter count does not match its list")
 	}
 	q.Waiting = n
-	for _, w := range f[3:extra] {
+	for _, w := range f[3:] {
 		waited, addr, _ := strings.Cut(w, ",")
 		d, msg := ParseSeconds([]byte(waited))
 		if msg != "" {
-			return q, errors.New("queue answer waiter " + msg)
+			return errors.New("queue answer waiter " + msg)
 		}
 		if addr == WordNone {
 			addr = ""
 		}
 		q.Waiters = append(q.Waiters, QueueWaiter{Waited: d, Addr: addr})
 	}
-	for _, w := range f[extra:] {
+	return nil
+}
+
+// readHolders reads the limit=N and holder=TOKEN,LEASE words of a
+// semaphore among words.
+func (q *Queue) readHolders(words []string) error {
+	for _, w := range words {
 		name, val, _ := strings.Cut(w, "=")
 		switch name {
 		case "limit":
 			l, err := strconv.Atoi(val)
 			if err != nil || l < 1 {
-				return q, errors.New("queue answer limit " + strconv.Quote(val))
+				return errors.New("queue answer limit " + strconv.Quote(val))
 			}
 			if l > 1 {
 				// limit=1 is a lock, which AppendQueue writes without it.
@@ -578,45 +596,60 @@ func ParseQueue(a Answer) (Queue, error) {
 			t, err := strconv.ParseUint(tok, 10, 64)
 			d, msg := ParseSeconds([]byte(lease))
 			if err != nil || msg != "" {
-				return q, errors.New("queue answer holder " + strconv.Quote(val))
+				return errors.New("queue answer holder " + strconv.Quote(val))
 			}
 			q.Holders = append(q.Holders, QueueHolder{Token: t, LeaseLeft: d})
 		}
 		// Other words are for later versions.
 	}
 	if len(q.Holders) > max(q.Limit, 1) || (!q.Held && len(q.Holders) > 0) {
-		return q, errors.New("queue answer lists more holders than its limit allows, or holders of a key nobody holds")
+		return errors.New("queue answer lists more holders than its limit allows, or holders of a key nobody holds")
 	}
-	// Ids name the holders and waiters read above, wherever they stand.
-	for _, w := range f[extra:] {
+	return nil
+}
+
+// readIDs gives the holders and waiters read before the ids that words
+// name them by, id=TOKEN,ID and wid=I,ID, wherever those stand.
+func (q *Queue) readIDs(words []string) error {
+	for _, w := range words {
 		name, val, _ := strings.Cut(w, "=")
 		if name != "id" && name != "wid" {
 			continue
 		}
 		which, id, _ := strings.Cut(val, ",")
 		if CheckID(id) != "" {
-			return q, errors.New("queue answer " + name + " " + strconv.Quote(val) + ": " + CheckID(id))
+			return errors.New("queue answer " + name + " " + strconv.Quote(val) + ": " + CheckID(id))
 		}
-		var slot *string
-		if name == "id" {
-			t, err := strconv.ParseUint(which, 10, 64)
-			for i := range q.Holders {
-				if err == nil && q.Holders[i].Token == t {
-					slot = &q.Holders[i].ID
-				}
-			}
-		} else if i, err := strconv.Atoi(which); err == nil && i >= 1 && i <= len(q.Waiters) && which[0] != '+' {
-			slot = &q.Waiters[i-1].ID
-		}
+		slot := q.idSlot(name, which)
 		if slot == nil {
-			return q, errors.New("queue answer " + name + " " + strconv.Quote(val) + " names no holder or waiter of the answer")
+			return errors.New("queue answer " + name + " " + strconv.Quote(val) + " names no holder or waiter of the answer")
 		}
 		if *slot != "" {
-			return q, errors.New("queue answer " + name + " " + strconv.Quote(val) + ": a second id for the same place")
+			return errors.New("queue answer " + name + " " + strconv.Quote(val) + ": a second id for the same place")
 		}
 		*slot = id
 	}
-	return q, nil
+	return nil
+}
+
+// idSlot is where the id of an id= word (a holder, by its token) or of
+// a wid= word (a waiter, by its place from 1) goes; nil when it names
+// none of q's.
+func (q *Queue) idSlot(name, which string) *string {
+	if name == "id" {
+		t, err := strconv.ParseUint(which, 10, 64)
+		var slot *string
+		for i := range q.Holders {
+			if err == nil && q.Holders[i].Token == t {
+				slot = &q.Holders[i].ID
+			}
+		}
+		return slot
+	}
+	if i, err := strconv.Atoi(which); err == nil && i >= 1 && i <= len(q.Waiters) && which[0] != '+' {
+		return &q.Waiters[i-1].ID
+	}
+	return nil
 }
 
 // MatchKeys reports whether key is selected by a K pattern: "*" selects
