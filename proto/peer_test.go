@@ -364,6 +364,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Record{Kind: RecHandoff, From: standby, Token: docTok4, Seq: 44, Pinned: true}, string(AppendFields(nil, Op(RecHandoff), standby, u(docTok4, 10), "44", "pinned"))},
 		{Record{Kind: RecMoved, Addr: standby}, string(AppendMoved(nil, WordNone, standby))},
 		{Record{Kind: RecMoved, From: standby, Addr: active}, string(AppendMoved(nil, standby, active))},
+		{Record{Kind: RecHeld, Key: "builds", Token: tok, Lease: time.Second, Limit: 3, ID: "a#1"}, "G builds " + u(tok, 10) + " 1 limit=3 id=a#1\n"},
+		{Record{Kind: RecJoined, Key: "builds", ID: "b#2", Lease: time.Second, Wait: 2 * time.Second, Limit: 3}, "J builds b#2 1 2 limit=3\n"},
 	} {
 		b := AppendRecord([]byte("x"), tt.r)
 		if string(b[1:]) != tt.want {
@@ -372,6 +374,12 @@ func TestRecordRoundTrip(t *testing.T) {
 		got, err := ParseRecord(mustAnswer(t, string(b[1:])))
 		if err != nil || !reflect.DeepEqual(got, tt.r) {
 			t.Errorf("ParseRecord(%q) = %+v, %v; want %+v", b[1:], got, err, tt.r)
+		}
+	}
+	// limit=1 is a lock, read as no limit: what the active writes of it.
+	for _, line := range []string{"G k 1 1 limit=1", "J k a#1 1 0 limit=1"} {
+		if r, err := ParseRecord(mustAnswer(t, line)); err != nil || r.Limit != 0 {
+			t.Errorf("ParseRecord(%q) = %+v, %v; want limit 0", line, r, err)
 		}
 	}
 	// A lease is rounded up to the millisecond: a standby never ends it

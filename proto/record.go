@@ -264,7 +264,7 @@ func parseHeld(r *Record, key string, f []string) string {
 	if !opt.Ref.IsZero() {
 		return "a record carries no ref="
 	}
-	r.Limit, r.ID = opt.Limit, opt.ID
+	r.Limit, r.ID = recordLimit(opt.Limit), opt.ID
 	if msg := parseRecordKey(r, key); msg != "" {
 		return msg
 	}
@@ -317,9 +317,19 @@ func parseJoined(r *Record, key string, f []string) string {
 			}
 			return msg
 		}
-		r.Limit = opt.Limit
+		r.Limit = recordLimit(opt.Limit)
 	}
 	return ""
+}
+
+// recordLimit is a record's limit=N as Record holds it: limit=1 is a
+// lock, which AppendRecord writes without the word, and which Record
+// holds as 0, as it does a record without it.
+func recordLimit(n int) int {
+	if n == 1 {
+		return 0
+	}
+	return n
 }
 
 func parseMark(r *Record, key string, f []string) string {
