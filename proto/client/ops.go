@@ -429,144 +429,39 @@ func (c *Client) Handoff(ctx context.Context, to string) (newActive string, err 
 // call reports ErrUnavailable, it keeps asking until a node serves it
 // or ctx ends (see patient).
 func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (proto.Answer, *conn, error) {
-	var at attempt
+	t := trip{c: c, req: req, resend: resend, patient: req.op == proto.OpAcquire && !req.try && req.waitTotal == 0}
 	if req.op == proto.OpAcquire {
-		at.busyKey = req.key
-	}
-	patient := req.op == proto.OpAcquire && !req.try && req.waitTotal == 0
-	outages := 0
-	// outage waits out a spell with no node to serve the call, and starts
-	// a new attempt; early: stop waiting as soon as a connection is up.
-	outage := func(early bool) error {
-		err := c.awaitNode(ctx, c.outagePause(outages), early)
-		outages++
-		at = attempt{busyKey: at.busyKey}
-		return err
+		t.at.busyKey = req.key
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return proto.Answer{}, nil, err
 		}
-		cn, gen, wake, err := c.choose(&at)
+		cn, gen, err := t.pick(ctx)
 		if err != nil {
-			if patient && c.transient(err) {
-				if err := outage(true); err != nil {
-					return proto.Answer{}, nil, err
-				}
-				continue
-			}
 			return proto.Answer{}, nil, err
 		}
 		if cn == nil {
-			c.waits.Add(1)
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				return proto.Answer{}, nil, ctx.Err()
-			}
 			continue
 		}
-		if err := req.prepare(c.now()); err != nil {
-			if errors.Is(at.lastErr, ErrNoAnswer) {
-				// The wait ran out on a node that stopped answering: nobody
-				// said the key was busy.
-				return proto.Answer{}, nil, c.unavailable(at.lastErr)
-			}
+		cl, r, err := t.send(ctx, cn, gen)
+		switch {
+		case err != nil:
 			return proto.Answer{}, nil, err
-		}
-		cl := newCall(req, nil)
-		if err := cn.send(cl); err != nil {
-			at.fail(cn, gen, err)
+		case cl == nil:
 			continue
-		}
-		if at.moves > 0 {
-			// After a redirect, learn whether the next one (if any) comes
-			// at once or after the node took the request in.
-			cn.probeAfter()
-		}
-		var r result
-		select {
-		case r = <-cl.res:
-		case <-ctx.Done():
-			var ok bool
-			if r, ok = cl.abandon(); !ok {
-				// Take a waiting acquire out of the node's queue now,
-				// rather than be granted and release it later.
-				cn.withdraw(cl)
-				return proto.Answer{}, nil, ctx.Err()
-			}
-		}
-		if r.err != nil {
-			if errors.Is(r.err, ErrClosed) {
-				return proto.Answer{}, nil, ErrClosed
-			}
-			at.fail(cn, gen, r.err)
-			if !resend {
-				return proto.Answer{}, nil, fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check the node's state before retrying", r.err)
-			}
-			if at.drops >= maxDrops {
-				err := c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", at.drops, r.err))
-				if patient && c.transient(err) {
-					// Connections that come up and drop again: pause
-					// before the next round, whatever is up.
-					if err := outage(false); err != nil {
-						return proto.Answer{}, nil, err
-					}
-					continue
-				}
+		case r.err != nil:
+			if err := t.dropped(ctx, cn, gen, r.err); err != nil {
 				return proto.Answer{}, nil, err
 			}
 			continue
 		}
-		outages = 0
+		t.outages = 0
 		a := r.ans
 		switch a.Kind {
 		case proto.KindMoved:
-			addr, err := movedTo(cn.addr, a)
-			if err != nil {
+			if err := t.moved(ctx, cn, a, r.landed); err != nil {
 				return a, cn, err
-			}
-			if r.landed {
-				// The node had taken the request in and moved it later (a
-				// handoff moves its waiters): a new attempt begins.
-				at.moves = 0
-			}
-			var pause time.Duration
-			if c.stale(addr) {
-				// The node named stopped answering this client: either the
-				// one that named it has not noticed yet that it failed (a
-				// failover is under way), or it is back (restarted,
-				// resumed) and took its role again. stale dialled it at
-				// once; ask again shortly, which finds it if it is back,
-				// or the node that took over.
-				now := time.Now()
-				if at.staleSince.IsZero() {
-					at.staleSince = now
-				}
-				if !patient && now.Sub(at.staleSince) > c.failoverFor() {
-					return a, cn, c.unavailable(fmt.Errorf("%s still names %s as the active node, %s: no other node took over", cn.addr, addr, c.silence(addr)))
-				}
-				at.stale++
-				at.target = ""
-				pause = min(time.Duration(at.stale)*25*time.Millisecond, 100*time.Millisecond)
-			} else {
-				at.staleSince = time.Time{}
-				c.setActive(addr)
-				at.moves++
-				if at.moves > maxMoves {
-					return a, cn, fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, once the cluster has settled on one active node", maxMoves, cn.addr, addr, ErrDisagree)
-				}
-				at.target = addr
-				pause = moveBackoff(at.moves)
-			}
-			if pause > 0 {
-				t := time.NewTimer(pause)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return proto.Answer{}, nil, ctx.Err()
-				}
 			}
 			continue
 		case proto.KindError:
@@ -581,6 +476,158 @@ func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (prot
 		}
 		return a, cn, nil
 	}
+}
+
+// trip is one roundTrip: its request, and what its attempts learnt.
+type trip struct {
+	c       *Client
+	req     *request
+	resend  bool // send it again on another connection when one drops
+	patient bool // wait through an outage (see roundTrip)
+	at      attempt
+	outages int // spells without a node in a row
+}
+
+// outage waits out a spell with no node to serve the call, and starts a
+// new attempt; early: stop waiting as soon as a connection is up.
+func (t *trip) outage(ctx context.Context, early bool) error {
+	err := t.c.awaitNode(ctx, t.c.outagePause(t.outages), early)
+	t.outages++
+	t.at = attempt{busyKey: t.at.busyKey}
+	return err
+}
+
+// pick chooses the connection to send on, and its generation. It
+// returns no connection, and no error, when the call is to pick again:
+// it waited for a connection to change state, or out an outage.
+func (t *trip) pick(ctx context.Context) (*conn, uint64, error) {
+	cn, gen, wake, err := t.c.choose(&t.at)
+	switch {
+	case err != nil && t.patient && t.c.transient(err):
+		return nil, 0, t.outage(ctx, true)
+	case err != nil:
+		return nil, 0, err
+	case cn == nil:
+		t.c.waits.Add(1)
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+	return cn, gen, nil
+}
+
+// send sends the request on cn and waits for its result. It returns no
+// call, and no error, when the send failed and the call is to pick
+// another connection; an error when the call is over.
+func (t *trip) send(ctx context.Context, cn *conn, gen uint64) (*call, result, error) {
+	if err := t.req.prepare(t.c.now()); err != nil {
+		if errors.Is(t.at.lastErr, ErrNoAnswer) {
+			// The wait ran out on a node that stopped answering: nobody
+			// said the key was busy.
+			return nil, result{}, t.c.unavailable(t.at.lastErr)
+		}
+		return nil, result{}, err
+	}
+	cl := newCall(t.req, nil)
+	if err := cn.send(cl); err != nil {
+		t.at.fail(cn, gen, err)
+		return nil, result{}, nil
+	}
+	if t.at.moves > 0 {
+		// After a redirect, learn whether the next one (if any) comes
+		// at once or after the node took the request in.
+		cn.probeAfter()
+	}
+	select {
+	case r := <-cl.res:
+		return cl, r, nil
+	case <-ctx.Done():
+		r, ok := cl.abandon()
+		if !ok {
+			// Take a waiting acquire out of the node's queue now,
+			// rather than be granted and release it later.
+			cn.withdraw(cl)
+			return nil, result{}, ctx.Err()
+		}
+		return cl, r, nil
+	}
+}
+
+// dropped deals with cn dropping under the request with err: it returns
+// nil when the call is to go on, on another connection.
+func (t *trip) dropped(ctx context.Context, cn *conn, gen uint64, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return ErrClosed
+	}
+	t.at.fail(cn, gen, err)
+	if !t.resend {
+		return fmt.Errorf("%w, after the request was sent: it may or may not have been applied; check the node's state before retrying", err)
+	}
+	if t.at.drops < maxDrops {
+		return nil
+	}
+	err = t.c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", t.at.drops, err))
+	if t.patient && t.c.transient(err) {
+		// Connections that come up and drop again: pause before the
+		// next round, whatever is up.
+		return t.outage(ctx, false)
+	}
+	return err
+}
+
+// moved follows a, an M answer read on cn to the node it names: it
+// returns nil when the call is to be sent again. landed says the node
+// had taken the request in before it moved it.
+func (t *trip) moved(ctx context.Context, cn *conn, a proto.Answer, landed bool) error {
+	c, at := t.c, &t.at
+	addr, err := movedTo(cn.addr, a)
+	if err != nil {
+		return err
+	}
+	if landed {
+		// The node had taken the request in and moved it later (a
+		// handoff moves its waiters): a new attempt begins.
+		at.moves = 0
+	}
+	var pause time.Duration
+	if c.stale(addr) {
+		// The node named stopped answering this client: either the one
+		// that named it has not noticed yet that it failed (a failover
+		// is under way), or it is back (restarted, resumed) and took its
+		// role again. stale dialled it at once; ask again shortly, which
+		// finds it if it is back, or the node that took over.
+		now := time.Now()
+		if at.staleSince.IsZero() {
+			at.staleSince = now
+		}
+		if !t.patient && now.Sub(at.staleSince) > c.failoverFor() {
+			return c.unavailable(fmt.Errorf("%s still names %s as the active node, %s: no other node took over", cn.addr, addr, c.silence(addr)))
+		}
+		at.stale++
+		at.target = ""
+		pause = min(time.Duration(at.stale)*25*time.Millisecond, 100*time.Millisecond)
+	} else {
+		at.staleSince = time.Time{}
+		c.setActive(addr)
+		at.moves++
+		if at.moves > maxMoves {
+			return fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, once the cluster has settled on one active node", maxMoves, cn.addr, addr, ErrDisagree)
+		}
+		at.target = addr
+		pause = moveBackoff(at.moves)
+	}
+	if pause > 0 {
+		tm := time.NewTimer(pause)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // transient reports whether err, a call's failure to find a node, is an
