@@ -6,11 +6,11 @@ import (
 )
 
 // arg is a kind of word a request takes after its key: a row of opTable
-// lists the kinds its op takes, in order, and Parse reads each word by
-// its kind. Kinds, not ops, are what a switch dispatches on here, so the
-// ops are listed once, in the table; and the calls stay direct, which
-// keeps Parse from allocating (a parser called through a function value
-// would move the request and its words to the heap).
+// lists the kinds its op takes, in order, and readArgs reads each word
+// by its kind. Kinds, not ops, are what its switch dispatches on, so the
+// ops are listed once, in the table; and no parser is called through a
+// function value, which would move the request to the heap: Parse
+// allocates nothing for an acquire but its key (and its id= if any).
 type arg uint8
 
 const (
@@ -31,45 +31,54 @@ const (
 	argSeq                      // V: Peer.Seq
 )
 
-// parseArg reads w, a word of kind k, into req, or says why it cannot,
-// naming the field.
-func parseArg(k arg, req *Request, w []byte) string {
-	switch k {
-	case argLease:
-		if msg := parseSeconds(&req.Lease, "lease", w); msg != "" {
+// readArgs reads args, the words of line after a request's key, into
+// req by the kinds of its row, the last kind reading every word after it
+// too; or says why it cannot, naming the field.
+func readArgs(row *opRow, req *Request, line []byte, args []span) string {
+	takes := row.takes
+	for i, s := range args {
+		w := s.of(line)
+		k := takes[len(takes)-1]
+		if i < len(takes) {
+			k = takes[i]
+		}
+		var msg string
+		switch k {
+		case argLease:
+			msg = parseLease(&req.Lease, w)
+		case argWait:
+			if len(w) == 1 && w[0] == '-' {
+				req.Try = true
+			} else {
+				msg = parseSeconds(&req.Wait, "wait", w)
+			}
+		case argAcquireOption:
+			msg = parseAcquireOption(req, w)
+		case argToken:
+			msg = parseTokenInto(&req.Token, "token", w)
+		case argID:
+			if msg = CheckID(string(w)); msg != "" {
+				msg = fmt.Sprintf("id %q: %s", clip(w), msg)
+			} else {
+				req.ID = string(w)
+			}
+		case argAddr:
+			if hasControl(w) {
+				return fmt.Sprintf("addr %q has a tab or control character", clip(w))
+			}
+			req.Addr = string(w)
+		case argSecret:
+			if hasControl(w) {
+				// Not echoed: the word may be a secret.
+				return "a word after the role has a tab or control character"
+			}
+			req.Args = append(req.Args, string(w))
+		default:
+			msg = parsePeerArg(k, req.Peer, w)
+		}
+		if msg != "" {
 			return msg
 		}
-		if req.Lease <= 0 {
-			return errLeaseNotPositive
-		}
-	case argWait:
-		if len(w) == 1 && w[0] == '-' {
-			req.Try = true
-			return ""
-		}
-		return parseSeconds(&req.Wait, "wait", w)
-	case argAcquireOption:
-		return parseAcquireOption(req, w)
-	case argToken:
-		return parseTokenInto(&req.Token, "token", w)
-	case argID:
-		if msg := CheckID(string(w)); msg != "" {
-			return fmt.Sprintf("id %q: %s", clip(w), msg)
-		}
-		req.ID = string(w)
-	case argAddr:
-		if hasControl(w) {
-			return fmt.Sprintf("addr %q has a tab or control character", clip(w))
-		}
-		req.Addr = string(w)
-	case argSecret:
-		if hasControl(w) {
-			// Not echoed: the word may be a secret.
-			return "a word after the role has a tab or control character"
-		}
-		req.Args = append(req.Args, string(w))
-	default:
-		return parsePeerArg(k, req.Peer, w)
 	}
 	return ""
 }
