@@ -126,6 +126,12 @@ func (o Op) String() string {
 // message from another node (Peer). Only the fields of its Op are set.
 type Request struct {
 	Op Op
+	// Try (A, wait "-"): never queue; Wait is 0 and means nothing then.
+	// (Op, Try and Ref come first, where they share a word's padding.)
+	Try bool
+	// Ref (A): the client's handle for matching the answers, zero when
+	// not given. Every answer to the acquire carries it back.
+	Ref Ref
 	// Key is the line's KEY, which every answer echoes: a client
 	// request's key, pattern or label; a peer message's sender, whose
 	// message is read from Peer.
@@ -134,14 +140,9 @@ type Request struct {
 	Wait  time.Duration // A
 	Limit int           // A: how many may hold the key at once; 0 when not given (1)
 	ID    string        // A: the client's name for this acquire, "" when not given; X: the acquire to withdraw
-	// Try (A, wait "-"): never queue; Wait is 0 and means nothing then.
-	Try bool
-	// Ref (A): the client's handle for matching the answers, zero when
-	// not given. Every answer to the acquire carries it back.
-	Ref   Ref
-	Token uint64   // R, N: the holder's token
-	Addr  string   // H (optional target)
-	Args  []string // I: the words after the role
+	Token uint64        // R, N: the holder's token
+	Addr  string        // H (optional target)
+	Args  []string      // I: the words after the role
 	// Peer is the message of a peer op (P, Y, C, O, V), nil for a
 	// client's request.
 	Peer *PeerMessage
@@ -412,8 +413,12 @@ func ParseSeconds(b []byte) (time.Duration, string) {
 	}
 	var whole, frac int64
 	i := 0
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		whole = whole*10 + int64(b[i]-'0')
+	for ; i < len(b); i++ {
+		d := b[i] - '0' // wraps for a byte below '0'
+		if d > 9 {
+			break
+		}
+		whole = whole*10 + int64(d)
 		if whole > MaxSeconds {
 			return 0, fmt.Sprintf("%q is more than %d seconds", clip(b), MaxSeconds)
 		}
@@ -449,12 +454,14 @@ func parseToken(b []byte) (uint64, string) {
 		return 0, fmt.Sprintf("%q is not an unsigned 64-bit integer", clip(b))
 	}
 	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
+	for i, c := range b {
+		d := uint64(c - '0') // wraps for a byte below '0'
+		if d > 9 {
 			return 0, fmt.Sprintf("%q is not an unsigned 64-bit integer", clip(b))
 		}
-		d := uint64(c - '0')
-		if v > (^uint64(0)-d)/10 {
+		// Only a twentieth digit can overflow: 19 digits stay below
+		// 10^19, less than 2^64.
+		if i == 19 && v > (^uint64(0)-d)/10 {
 			return 0, fmt.Sprintf("%q is larger than 2^64-1", clip(b))
 		}
 		v = v*10 + d
