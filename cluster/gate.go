@@ -146,9 +146,6 @@ func isLoopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// needs is the role a request needs, as proto's table of ops says.
-func needs(req *proto.Request) auth.Role { return req.Needs() }
-
 // refusal is the E words for a request that needs more than have.
 func (g *gate) refusal(need, have auth.Role) string {
 	switch {

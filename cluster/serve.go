@@ -94,7 +94,7 @@ func (n *Node) applyOne(c *conn, id core.ConnID, now time.Time, it *item, k *car
 		return n.strangerRefusedLocked(c)
 	}
 	req := &it.req
-	switch need := needs(req); {
+	switch need := req.Needs(); {
 	case req.Op == proto.OpAuth:
 		// The shell's own answer: what the core answered before it
 		// goes first.
