@@ -104,6 +104,9 @@ type Core struct {
 	ready Ready
 	// taking is the client request of the event being handled (take).
 	taking taking
+	// cancelLater: waiters whose connections closed while this node did
+	// not serve (cancel).
+	cancelLater []lateCancel
 	// shared is a line being sent to many connections as it is
 	// (flushWatches): act copies it into the Ready once.
 	shared []byte
@@ -301,6 +304,7 @@ func (c *Core) Tick(now time.Time) {
 	c.lastTick = now
 	c.maybeResume(now)
 	if c.serving() {
+		c.cancelsDue(now)
 		c.advance(now)
 	}
 	c.retryWaitingHandoff(now)
@@ -467,6 +471,9 @@ func (c *Core) setRole(r Role, active, reason string) {
 	if r == Active {
 		c.deferSince = time.Time{}
 	}
+	if r != Active && r != HandingOff {
+		c.cancelLater = nil // the active's state replaces this one's
+	}
 	c.noteActive(c.lastEvent)
 	c.act(Action{Kind: ActRoleChanged, Role: r, Active: active}, nil)
 }
@@ -475,6 +482,7 @@ func (c *Core) setRole(r Role, active, reason string) {
 // caught-up standby first. Out.Stopped says when the node may close; from
 // now on it takes no role.
 func (c *Core) Shutdown(now time.Time) {
+	c.noteTime(now)
 	c.log.Info("shutting down", "self", c.self, "role", string(c.role))
 	c.leaving = true
 	if w := c.waiting; w != nil {
