@@ -8,7 +8,7 @@
 """
 
 from ._aio import to_thread
-from ._client import Client, Lock, Watch
+from ._client import Client, Lock, TryLock, Watch
 from ._errors import (
     AuthError,
     Cancelled,
@@ -16,6 +16,7 @@ from ._errors import (
     Error,
     LimitMismatch,
     LockLost,
+    LostReason,
     NotHeld,
     Refused,
     Timeout,
@@ -27,6 +28,7 @@ from ._wire import Holder, Peer, Queue, Status, Waiter
 __all__ = [
     "Client",
     "Lock",
+    "TryLock",
     "Hold",
     "Election",
     "Observer",
@@ -48,5 +50,6 @@ __all__ = [
     "Closed",
     "Cancelled",
     "LockLost",
+    "LostReason",
 ]
 __version__ = "0.1.0"

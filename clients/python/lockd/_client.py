@@ -25,6 +25,7 @@ from ._conn import (
     FAILURE_TIMEOUT,
     MAX_DROPS,
     MAX_MOVES,
+    READ_SIZE,
     REDIAL,
     RELEASE_EVERY,
     RELEASE_FOR,
@@ -39,7 +40,7 @@ from ._conn import (
 )
 from ._errors import Cancelled, Closed, Error, Refused, Unavailable
 from ._loop import _Loop
-from ._requests import Lock, _Requests
+from ._requests import Lock, TryLock, _Requests
 from ._watch import Watch, _Watches, _WatchState
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class Client(_Requests, _Watches, _Loop):
         self._last_err: Optional[BaseException] = None
         self._watches: Dict[str, "_WatchState"] = {}
         self._holds: Set[Any] = set()
+        self._rmem = memoryview(bytearray(READ_SIZE))
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)

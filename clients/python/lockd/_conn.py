@@ -19,6 +19,8 @@ ACQUIRE_GRACE = 0.5
 MAX_MOVES = 10
 MAX_DROPS = 8
 MAX_DYNAMIC = 16
+# The most one read takes off a socket: far more than a burst of answers.
+READ_SIZE = 65536
 
 # Ops whose requests an M answer may answer: every op the client sends but S.
 _MOVABLE = ("A", "R", "N", "Q", "K", "H", "X", "L", "U")

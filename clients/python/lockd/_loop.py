@@ -170,9 +170,13 @@ class _Loop:
         if sock is None:
             return
         got = False
+        # One buffer for every read of the client: a fresh bytes object per
+        # recv costs an allocation (at 256 KiB, an mmap and munmap) for the
+        # few dozen bytes an answer usually is.
+        mem = self._rmem
         while True:
             try:
-                chunk = sock.recv(262144)
+                n = sock.recv_into(mem)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
                 break
             except ssl.SSLWantWriteError:
@@ -180,12 +184,12 @@ class _Loop:
             except OSError as e:
                 self._down_locked(cn, ConnectionError(f"connection to {cn.addr} lost: {e}"))
                 return
-            if not chunk:
+            if not n:
                 self._down_locked(cn, ConnectionError(f"connection to {cn.addr} lost: the node closed it"))
                 return
-            cn.rbuf += chunk
+            cn.rbuf += mem[:n]
             got = True
-            if not isinstance(sock, ssl.SSLSocket) and len(chunk) < 262144:
+            if not isinstance(sock, ssl.SSLSocket) and n < len(mem):
                 break
         if got:
             cn.last_read = time.monotonic()
