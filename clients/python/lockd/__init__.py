@@ -8,6 +8,8 @@
 """
 
 from ._aio import to_thread
+from ._aio_client import AsyncClient
+from ._aio_hold import Acquiring, AsyncElection, AsyncHold, AsyncLock, AsyncObserver, AsyncWatch
 from ._client import Client, Lock, TryLock, Watch
 from ._errors import (
     AuthError,
@@ -40,6 +42,13 @@ __all__ = [
     "Status",
     "Peer",
     "to_thread",
+    "AsyncClient",
+    "Acquiring",
+    "AsyncLock",
+    "AsyncHold",
+    "AsyncElection",
+    "AsyncObserver",
+    "AsyncWatch",
     "Error",
     "Timeout",
     "NotHeld",

@@ -134,6 +134,13 @@ def _token(token: Any) -> int:
     return token
 
 
+def _lease_seconds(lease: w.Seconds, op: str, key: str) -> float:
+    s = w.seconds(lease, "lease")
+    if s is None or s < 0.001 or s > w.MAX_SECONDS:
+        raise ValueError(f"{op} {key}: lease {lease!r} is out of range; give at least 0.001 and at most {w.MAX_SECONDS} seconds")
+    return s
+
+
 def _timeout(key: str, wait: Optional[float]) -> Timeout:
     if wait is None:
         return Timeout(f"acquire {key}: another client holds the key (try-lock: it did not queue); retry later, or acquire with a wait")

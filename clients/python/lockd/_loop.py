@@ -12,11 +12,11 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from . import _wire as w
 from ._auth import NoAnswer, open_conn
-from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _Call, _Conn, _Dropped
+from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _bad_answer, _Call, _Conn, _Dropped, _not_held, _server_error
 from ._errors import AuthError, Closed, Error, Unavailable
 
 
@@ -349,6 +349,20 @@ class _Loop:
             pass
 
     def _queue_locked(self, cn: _Conn, cl: _Call, line: bytes) -> None:
+        self._enqueue_locked(cn, cl, line)
+        if threading.current_thread() is self._thread:
+            # Written once this round of the loop is over, with the rest.
+            self._dirty.add(cn)
+        elif not cn.want_write:
+            # The caller writes its own line: handing it to the I/O thread
+            # would cost a thread switch per request, which is most of
+            # what a request costs in Python. What the socket does not
+            # take now, the I/O thread writes when it can.
+            self._flush_locked(cn)
+
+    def _enqueue_locked(self, cn: _Conn, cl: _Call, line: bytes) -> None:
+        """Records cl as waiting for its answer on cn and adds its line to
+        what cn has to write."""
         cn.seq += 1
         cl.seq = cn.seq
         cl.conn = cn
@@ -361,15 +375,6 @@ class _Loop:
                 q = cn.pending[(cl.op, cl.key)] = collections.deque()
             q.append(cl)
         cn.wbuf += line
-        if threading.current_thread() is self._thread:
-            # Written once this round of the loop is over, with the rest.
-            self._dirty.add(cn)
-        elif not cn.want_write:
-            # The caller writes its own line: handing it to the I/O thread
-            # would cost a thread switch per request, which is most of
-            # what a request costs in Python. What the socket does not
-            # take now, the I/O thread writes when it can.
-            self._flush_locked(cn)
 
     def _flush_locked(self, cn: _Conn) -> None:
         sock = cn.sock
@@ -393,14 +398,7 @@ class _Loop:
         """Marks the connection unusable, then fails everything outstanding
         on it, so that each call moves on to another connection."""
         if cn.sock is not None:
-            try:
-                self._sel.unregister(cn.sock)
-            except (KeyError, ValueError):
-                pass
-            try:
-                cn.sock.close()
-            except OSError:
-                pass
+            self._close_sock_locked(cn)
             cn.sock = None
         was_up = cn.state == "up"
         cn.state = "down"
@@ -432,6 +430,79 @@ class _Loop:
         if was_up or watching:
             self._resubscribe_locked()
         self._changed.notify_all()
+
+    def _close_sock_locked(self, cn: _Conn) -> None:
+        try:
+            self._sel.unregister(cn.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            cn.sock.close()
+        except OSError:
+            pass
+
+    @property
+    def min_hold_lease(self) -> float:
+        """The shortest lease hold() and campaign() take, in seconds: twice
+        failure_timeout. A held lock stays held only while a renewal lands
+        within each lease; when the active node fails, the client notices
+        within about a failure timeout, the cluster promotes another node
+        within about one, and the renewal must reach it before the lease
+        ends. A shorter lease is lost in any failover."""
+        return 2 * self._ft
+
+    @property
+    def active(self) -> str:
+        """The address of the node last known to be active, '' until known."""
+        with self._mu:
+            return self._active
+
+    def _acquire_id(self, name: Optional[str] = None) -> str:
+        n = next(self._ids)  # atomic under the GIL: no lock to contend for
+        prefix = self._id_prefix
+        if name is not None:
+            prefix = name + "#" + prefix.rsplit("#", 1)[-1]
+        return prefix + "-" + w.base36(n)
+
+    def _collect_release(
+        self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool], soon: Callable[[], None]
+    ) -> Any:
+        for cl in list(calls):
+            if cl.state != 1:
+                continue
+            calls.remove(cl)
+            res = cl.result
+            if isinstance(res, _Dropped):
+                if isinstance(res.err, Closed):
+                    return Closed("the lockd client is closed")
+                at.fail(cl.conn, cl.gen, res.err)  # type: ignore[arg-type]
+                if not calls:
+                    send()
+                continue
+            a, _ = res
+            cn = cl.conn
+            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
+                with self._mu:
+                    self._active = cn.addr  # type: ignore[union-attr]
+                if a.fields[0] == "ok":
+                    return True
+                return _not_held("release", key, token)
+            if a.kind == "E":
+                return _server_error("R", key, a)
+            if a.kind == "M" and len(a.fields) == 1:
+                addr = a.fields[0]
+                with self._mu:
+                    if self._stale_locked(addr):
+                        soon()
+                        continue
+                    self._active = addr
+                at.target = addr
+                at.moves += 1
+                if at.moves <= 2:
+                    send()
+                continue
+            return _bad_answer("release", key, cn, a)
+        return None
 
     # ------------------------------------------------------ choosing a conn
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import _wire as w
 from ._auth import NoAnswer
-from ._conn import ACQUIRE_GRACE, _Attempt, _Call, _Conn, _Deadline, _Dropped, _WaitElapsed, _bad_answer, _not_held, _server_error, _timeout, _token
+from ._conn import ACQUIRE_GRACE, _Attempt, _Call, _Conn, _Deadline, _Dropped, _WaitElapsed, _bad_answer, _lease_seconds, _not_held, _server_error, _timeout, _token
 from ._errors import Closed, Error, NotHeld, Timeout, Unavailable
 
 if TYPE_CHECKING:
@@ -211,10 +211,7 @@ class _Requests:
 
     @staticmethod
     def _lease(lease: w.Seconds, op: str, key: str) -> float:
-        s = w.seconds(lease, "lease")
-        if s is None or s < 0.001 or s > w.MAX_SECONDS:
-            raise ValueError(f"{op} {key}: lease {lease!r} is out of range; give at least 0.001 and at most {w.MAX_SECONDS} seconds")
-        return s
+        return _lease_seconds(lease, op, key)
 
     def release(self, key: str, token: int) -> None:
         """Gives the lock back, so the next waiter is granted at once. The
@@ -308,46 +305,6 @@ class _Requests:
                 if done is True:
                     return
                 raise done
-
-    def _collect_release(
-        self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool], soon: Callable[[], None]
-    ) -> Any:
-        for cl in list(calls):
-            if cl.state != 1:
-                continue
-            calls.remove(cl)
-            res = cl.result
-            if isinstance(res, _Dropped):
-                if isinstance(res.err, Closed):
-                    return Closed("the lockd client is closed")
-                at.fail(cl.conn, cl.gen, res.err)  # type: ignore[arg-type]
-                if not calls:
-                    send()
-                continue
-            a, _ = res
-            cn = cl.conn
-            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
-                with self._mu:
-                    self._active = cn.addr  # type: ignore[union-attr]
-                if a.fields[0] == "ok":
-                    return True
-                return _not_held("release", key, token)
-            if a.kind == "E":
-                return _server_error("R", key, a)
-            if a.kind == "M" and len(a.fields) == 1:
-                addr = a.fields[0]
-                with self._mu:
-                    if self._stale_locked(addr):
-                        soon()
-                        continue
-                    self._active = addr
-                at.target = addr
-                at.moves += 1
-                if at.moves <= 2:
-                    send()
-                continue
-            return _bad_answer("release", key, cn, a)
-        return None
 
     def renew(self, key: str, token: int, lease: w.Seconds) -> None:
         """Restarts the lease of a held lock from now. Raises NotHeld when
