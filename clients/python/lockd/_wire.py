@@ -235,9 +235,14 @@ class Peer(TypedDict):
     token: int  # its token high-water mark
 
 
-class Status(TypedDict, total=False):
+class _StatusPeers(TypedDict):
+    peers: List[Peer]
+
+
+class Status(_StatusPeers, total=False):
     """A node's status (its S answer), typed; a field this client does not
-    know stays the text it was sent as."""
+    know stays the text it was sent as. peers is always there (empty when
+    the node has none)."""
 
     self: str
     role: str  # active, standby, joining or handoff
@@ -251,7 +256,6 @@ class Status(TypedDict, total=False):
     replication: str  # sync or async
     degraded: bool
     durability: str  # memory, or disk:MODE
-    peers: List[Peer]
 
 
 _STATUS_INT = ("token", "seq", "keys", "waiters")
