@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import ssl
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from . import _wire as w
 from ._aio_hold import Acquiring, AsyncElection, AsyncHold, AsyncLock, AsyncWatch
-from ._aio_pool import _ACall, _AsyncPool, _Changed, _settle
+from ._aio_pool import _DEADLINE, _ACall, _AsyncPool, _Changed, _settle
+
+# What a release's first send is completed with when it is time to re-send.
+_RESEND = object()
 from ._auth import NoAnswer
 from ._client import _configure
 from ._conn import (
@@ -41,9 +45,6 @@ from ._conn import (
 )
 from ._errors import Closed, Error, Refused, Timeout, Unavailable
 from ._watch import _WatchState
-
-# What a call's future is completed with when its client-side bound passed.
-_DEADLINE = object()
 
 
 class AsyncClient(_AsyncPool):
@@ -101,14 +102,16 @@ class AsyncClient(_AsyncPool):
         self._holds: Set[AsyncHold] = set()
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self._settling: Set[_Call] = set()
+        self._wakes = []
+        self._wake_seq = itertools.count()
+        self._wake_timer = None
+        self._wake_when = 0.0
 
     def _start(self) -> None:
         """Binds the client to the running loop and dials, the first time."""
-        loop = asyncio.get_running_loop()
         if self._started:
-            if loop is not self._aloop:
-                raise Error("lockd.AsyncClient: this client belongs to another event loop; make one client per loop")
             return
+        loop = asyncio.get_running_loop()
         if self._closed:
             raise Closed("the lockd client is closed")
         self._started = True
@@ -178,18 +181,22 @@ class AsyncClient(_AsyncPool):
             if b is None:
                 raise _WaitElapsed(at.last_err)
             fut = cl.fut = loop.create_future()
+            if deadline is not None:
+                if op == "A":
+                    # A bound on a wait the node bounds already: the
+                    # ticker's check is soon enough, and costs less.
+                    cl.deadline = deadline
+                else:
+                    # A renewal given up at the end of a hold's lease: on time.
+                    self._wake_at(fut, deadline, _DEADLINE)
             self._queue_locked(cn, cl, b)
             if at.moves > 0:
                 self._probe_locked(cn, time.monotonic())
-            timer = None if deadline is None else loop.call_later(deadline - time.monotonic(), _settle, fut, _DEADLINE)
             try:
                 res = await fut
             except asyncio.CancelledError:
                 self._abandon_call(cl, on_abandon)
                 raise
-            finally:
-                if timer is not None:
-                    timer.cancel()
             if res is _DEADLINE:
                 if cl.state == 0:
                     self._abandon_call(cl, on_abandon)
@@ -311,7 +318,7 @@ class AsyncClient(_AsyncPool):
             cl.acq_id = id_
             if not cn.no_refs:
                 cn.ref_seq += 1
-                cl.ref = w.base36(cn.ref_seq % (36**16))
+                cl.ref = str(cn.ref_seq % 10**16)
             wait_ms: Optional[int] = None
             if wait is not None:
                 wait_ms = 0
@@ -357,15 +364,48 @@ class AsyncClient(_AsyncPool):
         background: the lock is handed on all the same."""
         w.check_key("release", key)
         token = _token(token)
-        self._start()
-        loop = self._aloop
+        if not self._started:
+            self._start()
         line = f"R {key} {token}\n".encode()
+        start = time.monotonic()
         at = _Attempt()
+        try:
+            cn = self._choose_locked(at)
+        except Error:
+            cn = None
+        if cn is None:
+            return await self._release(key, token, line, at, start, None)
+        # The usual case, one send answered at once: no closures, no
+        # bookkeeping of re-sends.
+        cl = _ACall("R", key)
+        fut = cl.fut = self._aloop.create_future()
+        self._queue_locked(cn, cl, line)
+        self._wake_at(fut, start + self._release_every, _RESEND)
+        try:
+            res = await fut
+        except asyncio.CancelledError:
+            if cl.state == 0:
+                cl.state = 2
+            self._spawn(self._release_quietly_async(key, token))
+            raise
+        if res is not _RESEND and not isinstance(res, _Dropped):
+            a = res[0]
+            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
+                self._active = cn.addr
+                if a.fields[0] == "ok":
+                    return
+                raise _not_held("release", key, token)
+        cl.fut = None
+        return await self._release(key, token, line, at, start, cl)
+
+    async def _release(self, key: str, token: int, line: bytes, at: _Attempt, start: float, first: Optional[_ACall]) -> None:
+        """release, from its first send on (first, if it was sent): re-sent
+        every release_every until a node answers or release_for passed."""
+        loop = self._aloop
         calls: List[_Call] = []
         kick: List[Optional["asyncio.Future[None]"]] = [None]
         sends = 0
         last: Optional[BaseException] = None
-        start = time.monotonic()
         next_send = start + self._release_every
         waiting = False
 
@@ -407,7 +447,12 @@ class AsyncClient(_AsyncPool):
                 if cl.state == 0:
                     cl.state = 2
 
-        send()
+        if first is None:
+            send()
+        else:
+            first.on_result = answered
+            calls.append(first)
+            sends = 1
         try:
             while True:
                 done = self._collect_release(key, token, calls, at, send, soon)
@@ -435,11 +480,10 @@ class AsyncClient(_AsyncPool):
                     t = min(t, 0.02)
                 f: "asyncio.Future[None]" = loop.create_future()
                 kick[0] = f
-                h = loop.call_later(t, _settle, f)
+                self._wake_at(f, now + t)
                 try:
                     await f
                 finally:
-                    h.cancel()
                     kick[0] = None
                 if waiting and not any(cl.state == 1 for cl in calls):
                     send()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import ssl
 import time
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set, Tuple
 
 from . import _wire as w
 from ._auth import NoAnswer, handshake
@@ -27,7 +29,7 @@ class _ACall(_Call):
     """A call of the asyncio client: its answer completes fut, or, for a
     release's sends, calls on_result."""
 
-    __slots__ = ("fut", "on_result")
+    __slots__ = ("fut", "on_result", "deadline")
 
     def __init__(self, op: str, key: str, silent: bool = False) -> None:
         # No threading.Lock per call, unlike _Call: nobody blocks on one.
@@ -45,6 +47,13 @@ class _ACall(_Call):
         self.answered = False
         self.fut: Optional["asyncio.Future[Any]"] = None
         self.on_result: Optional[Callable[[_Call], None]] = None
+        # When the caller stops waiting for the answer (time.monotonic()):
+        # the ticker completes fut with _DEADLINE then.
+        self.deadline: Optional[float] = None
+
+
+# What a call's future is completed with when its deadline passed.
+_DEADLINE = object()
 
 
 class _Changed:
@@ -152,6 +161,50 @@ class _AsyncPool(_Watches, _Loop):
     _aloop: asyncio.AbstractEventLoop
     _tasks: Set["asyncio.Task[Any]"]
     _holds: Set["AsyncHold"]
+    # Futures to complete at a time, soonest first, and the one loop timer
+    # that serves them all: a timer of the loop per request would cost
+    # more than the rest of a release.
+    _wakes: List[Tuple[float, int, "asyncio.Future[Any]", Any]]
+    _wake_seq: "itertools.count[int]"
+    _wake_timer: Optional[asyncio.TimerHandle]
+    _wake_when: float
+
+    def _wake_at(self, fut: "asyncio.Future[Any]", when: float, value: Any = None) -> None:
+        """Completes fut with value at when (on time.monotonic()'s clock),
+        unless it is done by then."""
+        heapq.heappush(self._wakes, (when, next(self._wake_seq), fut, value))
+        if self._wake_timer is None or when < self._wake_when:
+            self._arm_wakes(when)
+
+    def _arm_wakes(self, when: float) -> None:
+        if self._wake_timer is not None:
+            self._wake_timer.cancel()
+        self._wake_when = when
+        self._wake_timer = self._aloop.call_later(max(0.0, when - time.monotonic()), self._fire_wakes)
+
+    def _fire_wakes(self) -> None:
+        self._wake_timer = None
+        h = self._wakes
+        now = time.monotonic()
+        while h and (h[0][0] <= now or h[0][2].done()):
+            _, _, f, v = heapq.heappop(h)
+            if not f.done():
+                f.set_result(v)
+        if h:
+            self._arm_wakes(h[0][0])
+
+    def _expire_calls(self, now: float) -> None:
+        """Completes with _DEADLINE the calls whose deadline passed. Run by
+        the ticker: a deadline bounds a wait the node bounds already, so a
+        tick late is soon enough."""
+        for cn in self._conns:
+            for cl in list(cn.refs.values()):
+                if isinstance(cl, _ACall) and cl.deadline is not None and now >= cl.deadline and cl.fut is not None:
+                    _settle(cl.fut, _DEADLINE)
+            for q in list(cn.pending.values()):
+                for cl in q:
+                    if isinstance(cl, _ACall) and cl.deadline is not None and now >= cl.deadline and cl.fut is not None:
+                        _settle(cl.fut, _DEADLINE)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
         """Runs coro in a task the client keeps a reference to (the loop
@@ -308,7 +361,9 @@ class _AsyncPool(_Watches, _Loop):
         while not self._closed:
             await asyncio.sleep(tick)
             if not self._closed:
-                self._tick_locked(time.monotonic())
+                now = time.monotonic()
+                self._tick_locked(now)
+                self._expire_calls(now)
 
     def _abandon_call(self, cl: _Call, on_abandon: Optional[Callable[[_Call], None]]) -> None:
         """The caller of cl is gone (its task was cancelled): a waiting

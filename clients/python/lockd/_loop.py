@@ -539,13 +539,12 @@ class _Loop:
         return found
 
     def _pick_locked(self, addr: str, at: _Attempt) -> Tuple[Optional[_Conn], bool]:
-        def usable(cn: _Conn) -> bool:
-            if cn.state != "up" or (addr and cn.addr != addr):
-                return False
-            g = at.failed.get(cn)
-            return g is None or cn.gen > g
-
-        live = [cn for cn in self._conns if usable(cn)]
+        failed = at.failed
+        live = [
+            cn
+            for cn in self._conns
+            if cn.state == "up" and (not addr or cn.addr == addr) and (cn not in failed or cn.gen > failed[cn])
+        ]
         if at.busy_key and live:
             free = [cn for cn in live if not (cn.no_refs and cn.acquiring(at.busy_key))]
             if free:

@@ -56,6 +56,9 @@ def check_key(op: str, key: str) -> bytes:
     if not isinstance(key, str):
         raise TypeError(f"{op}: the key must be a str, not {type(key).__name__}")
     b = key.encode("utf-8")
+    if 0 < len(b) <= MAX_KEY_LEN and key.isprintable() and " " not in key:
+        # No control character and no space: the loop below would pass it.
+        return b
     if not b:
         raise ValueError(f"{op}: the key is empty; a key is 1 to {MAX_KEY_LEN} bytes without space, tab or control character")
     if len(b) > MAX_KEY_LEN:

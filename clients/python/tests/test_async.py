@@ -204,11 +204,11 @@ class AsyncClientTest(unittest.TestCase):
                 return locks
 
         locks = run(main())
-        sent = {ref_of(l): words(l)[1] for l in n.sent("A ")}
+        sent = {(cid, ref_of(l)) for cid, l in n.lines if l.startswith("A ")}
         for lock in locks:
             i = 19 - (lock.token - TOKEN)
             self.assertEqual(held[i][1], lock.key, "each task got the grant of its own acquire")
-        self.assertEqual(len(sent), 20)
+        self.assertEqual(len(sent), 20, "a ref of its own for every acquire of a connection")
 
     def test_release_is_re_sent_until_answered(self):
         seen = []
