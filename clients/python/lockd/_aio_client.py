@@ -312,24 +312,30 @@ class AsyncClient(_AsyncPool):
         lease_ms = max(1, w.millis(lease_s, False))
         id_ = self._acquire_id(name)
         start: List[float] = []
-        lim = limit
+        # The line as acquire_line writes it, cut where the wait and the
+        # ref go: each send fills those in.
+        head = f"A {key} {w.format_ms(lease_ms)} "
+        tail = (f" limit={limit}" if limit > 1 else "") + f" id={id_}"
 
         def line(cn: _Conn, cl: _Call) -> Optional[bytes]:
             cl.acq_id = id_
-            if not cn.no_refs:
-                cn.ref_seq += 1
-                cl.ref = str(cn.ref_seq % 10**16)
-            wait_ms: Optional[int] = None
-            if wait is not None:
-                wait_ms = 0
-                if wait > 0:
-                    now = time.monotonic()
-                    if not start:
-                        start.append(now)
-                    wait_ms = w.millis(wait - (now - start[0]), True)
-                    if wait_ms <= 0:
-                        return None
-            return w.acquire_line(key, lease_ms, wait_ms, lim, id_, cl.ref)
+            if wait is None:
+                wait_s = "-"
+            elif wait > 0:
+                now = time.monotonic()
+                if not start:
+                    start.append(now)
+                wait_ms = w.millis(wait - (now - start[0]), True)
+                if wait_ms <= 0:
+                    return None
+                wait_s = w.format_ms(wait_ms)
+            else:
+                wait_s = "0"
+            if cn.no_refs:
+                return f"{head}{wait_s}{tail}\n".encode()
+            cn.ref_seq += 1
+            ref = cl.ref = str(cn.ref_seq % 10**16)
+            return f"{head}{wait_s}{tail} ref={ref}\n".encode()
 
         def withdraw(cl: _Call) -> None:
             cn = cl.conn

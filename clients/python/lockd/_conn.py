@@ -92,6 +92,8 @@ class _Conn:
 class _Attempt:
     """What one call remembers of the connections it tried."""
 
+    __slots__ = ("busy_key", "target", "failed", "fresh", "drops", "moves", "last_err", "stale", "stale_since")
+
     def __init__(self, busy_key: str = "") -> None:
         self.busy_key = busy_key
         self.target = ""

@@ -462,7 +462,9 @@ class _Loop:
         prefix = self._id_prefix
         if name is not None:
             prefix = name + "#" + prefix.rsplit("#", 1)[-1]
-        return prefix + "-" + w.base36(n)
+        # Hex while it fits the 13 characters an id leaves it (4.5e15
+        # acquires), base 36 after: format() costs less than base36().
+        return prefix + "-" + (format(n, "x") if n < 0x10000000000000 else w.base36(n))
 
     def _collect_release(
         self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool], soon: Callable[[], None]

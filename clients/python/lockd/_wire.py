@@ -102,14 +102,26 @@ def acquire_line(key: str, lease_ms: int, wait: Optional[int], limit: int, id_: 
     return (" ".join(parts) + "\n").encode("utf-8")
 
 
-@dataclass
 class Answer:
-    """One answer line: its kind, key and the words after the key."""
+    """One answer line: its kind, key and the words after the key, and the
+    ref= an answer to a ref'd acquire carries. One is made for every line
+    read: a plain class with slots costs less than a dataclass."""
 
-    kind: str
-    key: str
-    fields: List[str]
-    ref: Optional[str] = None  # the ref= an answer to a ref'd acquire carries
+    __slots__ = ("kind", "key", "fields", "ref")
+
+    def __init__(self, kind: str, key: str, fields: List[str], ref: Optional[str] = None) -> None:
+        self.kind = kind
+        self.key = key
+        self.fields = fields
+        self.ref = ref
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Answer):
+            return NotImplemented
+        return (self.kind, self.key, self.fields, self.ref) == (other.kind, other.key, other.fields, other.ref)
+
+    def __repr__(self) -> str:
+        return f"Answer(kind={self.kind!r}, key={self.key!r}, fields={self.fields!r}, ref={self.ref!r})"
 
     def req_op(self) -> str:
         """The op of the request this answer belongs to ('' for M: any op)."""
