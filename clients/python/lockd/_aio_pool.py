@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set,
 from . import _wire as w
 from ._auth import NoAnswer, handshake
 from ._conn import _Call, _Conn, _Dropped
-from ._errors import AuthError, Closed, Error
+from ._conn import MAX_MOVES, _Attempt
+from ._errors import AuthError, Closed, Error, Refused, Unavailable
 from ._loop import _Loop
 from ._watch import _Watches
 
@@ -364,6 +365,41 @@ class _AsyncPool(_Watches, _Loop):
                 now = time.monotonic()
                 self._tick_locked(now)
                 self._expire_calls(now)
+
+    def _moved_locked(self, cn: _Conn, a: w.Answer, at: _Attempt, landed: bool, patient: bool) -> float:
+        """Follows an M answer (as Client._trip does): the pause before
+        asking again, or an error."""
+        if len(a.fields) != 1 or ":" not in a.fields[0]:
+            raise Refused(f"node {cn.addr} redirected {a.key} without naming the active node as HOST:PORT; check the --peers and --advertise of that node")
+        addr = a.fields[0]
+        if landed:
+            at.moves = 0
+        if self._stale_locked(addr):
+            now = time.monotonic()
+            if not at.stale_since:
+                at.stale_since = now
+            if not patient and now - at.stale_since > 10 * self._ft:
+                raise self._unavailable_locked(Error(f"{cn.addr} still names {addr} as the active node, {self._silence_locked(addr)}: no other node took over"))
+            at.stale += 1
+            at.target = ""
+            return min(at.stale * 0.025, 0.1)
+        at.stale_since = 0.0
+        self._active = addr
+        at.moves += 1
+        if at.moves > MAX_MOVES:
+            raise Unavailable(
+                f"redirected {MAX_MOVES} times in a row, the last time by {cn.addr} to {addr}: the nodes disagree on which one is active; retry in a moment, and check lockctl status"
+            )
+        at.target = addr
+        return 0.0 if at.moves <= 2 else min((at.moves - 2) * 0.02, 0.05)
+
+    async def _wait_outage(self, pause: float, early: bool) -> None:
+        end = time.monotonic() + pause
+        while not self._closed and not (early and self._any_up_locked()):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            await self._changed.wait(left)
 
     def _abandon_call(self, cl: _Call, on_abandon: Optional[Callable[[_Call], None]]) -> None:
         """The caller of cl is gone (its task was cancelled): a waiting
