@@ -5,6 +5,12 @@
         with client.hold("deploy", lease=30) as lock:
             lock.check()          # raises lockd.LockLost once the lock is lost
             write(resource, fence=lock.token)
+
+and for asyncio:
+
+    async with lockd.AsyncClient("127.0.0.1:7070") as client, client.hold("deploy", lease=30) as lock:
+        lock.check()
+        await write(resource, fence=lock.token)
 """
 
 from ._aio import to_thread
