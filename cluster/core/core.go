@@ -186,10 +186,13 @@ type Core struct {
 
 	// Watches (wire.go): the connections watching each key, how many
 	// watches there are, and the keys whose state changed and is not
-	// sent to their watchers yet.
-	watchers map[string][]ConnID
-	nwatches int
-	dirty    []string
+	// sent to their watchers yet; the line last rendered of each key
+	// still unchanged, and the bytes those lines take.
+	watchers   map[string][]ConnID
+	nwatches   int
+	dirty      []string
+	watchLines map[string]watchLine
+	watchBytes int
 	// The waiters the active replicated (J, D), by key in queue order,
 	// and the key of each id: queued as ghosts on promotion.
 	rwait    map[string][]replWaiter
