@@ -84,7 +84,7 @@ vet:
 # CONFORMANCE_CLIENTS are the official clients the conformance suite
 # (clients/conformance) must run under make test: a driver missing among
 # them fails it (clients/README.md says how each is built).
-CONFORMANCE_CLIENTS ?= go,python,typescript
+CONFORMANCE_CLIENTS ?= go,python,python-asyncio,typescript
 
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
@@ -146,7 +146,16 @@ PYTHON ?= python3
 test-python:
 	cd clients/python && $(PYTHON) -m unittest discover -s tests -t .
 
-test: test-python
+test: test-python typecheck-python
+
+# typecheck-python type-checks the Python client with pyright, a dev tool
+# installed from clients/python/typecheck/package-lock.json (npm ci; no
+# PyPI needed): every public symbol of the package has a known type, and
+# the examples and typecheck/api_types.py check in strict mode with no
+# Any or Unknown from the client (clients/python/typecheck/check.py).
+.PHONY: typecheck-python
+typecheck-python:
+	cd clients/python/typecheck && npm ci --no-audit --no-fund && $(PYTHON) check.py
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./proto ./proto/client

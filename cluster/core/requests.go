@@ -73,6 +73,7 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	if cn == nil {
 		return
 	}
+	c.noteTime(now)
 	delete(c.conns, id)
 	for key, q := range cn.pending {
 		for _, p := range q {
@@ -112,6 +113,16 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 // cancel takes a waiter of a closed connection out of its queue, and
 // routes what that let through.
 func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
+	if !c.serving() {
+		// Paused, or handing off: a waiter that leaves may let others
+		// through, and the engine fires the deadlines due first, which
+		// this node must not do now (it would grant). It leaves once
+		// the node serves again, or never, when the node steps down and
+		// takes the new active's state.
+		c.cancelLater = append(c.cancelLater, lateCancel{key, w})
+		return
+	}
+	c.cancelsDue(now)
 	id := c.eng.WaiterID(w)
 	evs, ok := c.eng.Cancel(now, w, c.evs[:0])
 	if ok {
@@ -119,6 +130,23 @@ func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
 		c.touch(key)
 	}
 	c.route(now, evs)
+}
+
+// lateCancel is a waiter of a closed connection that leaves its queue
+// once the node serves again.
+type lateCancel struct {
+	key string
+	w   engine.Waiter
+}
+
+// cancelsDue takes out of their queues the waiters whose connections
+// closed while this node did not serve.
+func (c *Core) cancelsDue(now time.Time) {
+	late := c.cancelLater
+	c.cancelLater = nil
+	for _, l := range late {
+		c.cancel(now, l.key, l.w)
+	}
 }
 
 // Request serves one request read on connection id. The shell has
@@ -138,13 +166,16 @@ func (c *Core) Request(now time.Time, id ConnID, req proto.Request) {
 // request serves req of cn, the request taken up (take).
 func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
 	id := cn.id
-	if req.Op.ActiveOnly() && !c.serving() {
-		if (c.role == HandingOff || c.role == Active) && len(c.parked) < maxParked {
-			c.parked = append(c.parked, parkedReq{c: id, at: now.UnixNano(), req: req})
+	if req.Op.ActiveOnly() {
+		if !c.serving() {
+			if (c.role == HandingOff || c.role == Active) && len(c.parked) < maxParked {
+				c.parked = append(c.parked, parkedReq{c: id, at: now.UnixNano(), req: req})
+				return
+			}
+			c.redirect(now, cn, req)
 			return
 		}
-		c.redirect(now, cn, req)
-		return
+		c.cancelsDue(now)
 	}
 	if req.Op.Class() == proto.ClassPeer {
 		c.peerMessage(now, cn, req)
