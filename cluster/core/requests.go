@@ -36,8 +36,8 @@ type conn struct {
 // pendingA is an acquire on a connection that has not been answered in
 // order yet: its seq, either still waiting in the engine, or, with
 // pendingDone, answered but behind an older acquire of the same key (its
-// answer is in conn.early until then). 8 bytes a waiter, where the seq
-// and a slice for the answer took 32 (and 40 with a flag): a waiter that
+// answer is in conn.early until then). 8 bytes a waiter rather than a
+// seq and a slice for the answer (32, and 40 with a flag): a waiter that
 // is answered is most often the oldest of its key on its connection, and
 // its answer is written at once.
 type pendingA uint64
