@@ -184,7 +184,7 @@ type Core struct {
 
 	count Counters
 
-	// Watches (wire.go): the connections watching each key, how many
+	// Watches (watch.go): the connections watching each key, how many
 	// watches there are, and the keys whose state changed and is not
 	// sent to their watchers yet; the line last rendered of each key
 	// still unchanged, and the bytes those lines take.

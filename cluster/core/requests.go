@@ -25,9 +25,9 @@ type conn struct {
 	// (synchronous replication), in the order they are to be written.
 	held     []heldAnswer
 	heldBuf  []byte              // the bytes of held's lines, reused once all are written
-	refs     map[uint64]refWait  // waiting acquires that carried ref=R, by seq (wire.go)
+	refs     map[uint64]refWait  // waiting acquires that carried ref=R, by seq (refs.go)
 	refsPeak int                 // the most refs has held since it was made
-	watches  map[string]watchDue // the keys this connection watches (L), and whether news of each waits (wire.go)
+	watches  map[string]watchDue // the keys this connection watches (L), and whether news of each waits (watch.go)
 	// watchBusy: watch news sent is not known to be written yet
 	// (WatchSlice says when it is).
 	watchBusy bool
