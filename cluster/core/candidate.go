@@ -1,0 +1,121 @@
+package core
+
+import (
+	"slices"
+	"time"
+)
+
+// Who takes the role when no node holds it.
+
+// candidate is the node that should be active when none is: among the
+// live nodes, the first in priority order of the best tier (in sync with
+// the last active and synced; synced; any). A node that gave the role up
+// by command (sticky) is as good a successor as any: sticky is about
+// taking the role back by priority (maybeTakeBack), not about who
+// replaces a node that failed.
+func (c *Core) candidate(now time.Time) string {
+	cs := c.candidates(now)
+	if !slices.ContainsFunc(cs, func(x cand) bool { return x.inSync && x.synced }) {
+		// No standby holds every answer of the last active, and a node
+		// restored from its data directory is among the candidates (a
+		// restart of the whole cluster, or of a node while no active
+		// runs): the most recent state serves first, whatever the
+		// priority, so that no state a client was told of is replaced
+		// by an older one (disk.go).
+		if addr, ok := newestRestored(cs); ok {
+			return addr
+		}
+	}
+	if !c.deferSince.IsZero() && now.Sub(c.deferSince) >= c.cfg.FailureTimeout {
+		// The candidate this node left the role to has not taken it for
+		// a failure timeout: the standbys may disagree on which of them
+		// the last active waited for (each heard its last heartbeat at
+		// another moment), each leaving the role to the other. The
+		// records each has applied are final by now and heard by all:
+		// the synced standby that applied the most goes first, so the
+		// new active holds every answer any of them acknowledged.
+		if addr, ok := mostApplied(cs); ok {
+			return addr
+		}
+	}
+	tiers := []func(cand) bool{
+		// Synchronous replication: a standby that acknowledged every
+		// answer the active gave holds them all; it goes first.
+		func(x cand) bool { return x.inSync && x.synced },
+		func(x cand) bool { return x.synced },
+		func(x cand) bool { return true },
+	}
+	for _, ok := range tiers {
+		best := cand{idx: -1}
+		for _, x := range cs {
+			if ok(x) && (best.idx < 0 || x.idx < best.idx) {
+				best = x
+			}
+		}
+		if best.idx >= 0 {
+			return best.addr
+		}
+	}
+	return c.self
+}
+
+// cand is a node that may take the role, as candidate weighs it.
+type cand struct {
+	addr   string
+	idx    int
+	synced bool
+	inSync bool // the last active waited for its acknowledgements
+	state  stateAge
+	seq    uint64 // the records it has applied
+}
+
+// candidates are this node and the live peers.
+func (c *Core) candidates(now time.Time) []cand {
+	isr := func(addr string) bool { return slices.Contains(c.activeISR, addr) }
+	selfInSync := isr(c.self) && c.synced
+	cs := []cand{{c.self, c.selfIdx, c.synced, selfInSync, c.stateAge(), c.seq}}
+	for _, p := range c.peers {
+		if p.alive(now, c.cfg.FailureTimeout) {
+			// A synced standby whose position is at least this node's,
+			// which the last active waited for, holds every answer that
+			// active gave too: as good as one it waited for. (The last
+			// heartbeats of the active may have told the standbys
+			// different lists; this keeps two of them from each taking
+			// the role as the only one in sync.)
+			inSync := isr(p.addr) || selfInSync && p.synced && p.seq >= c.seq
+			cs = append(cs, cand{p.addr, p.idx, p.synced, inSync, stateAge{p.restored, p.top, p.seq}, p.seq})
+		}
+	}
+	return cs
+}
+
+// newestRestored is the synced candidate with the newest state (the
+// first in priority among equals), when a candidate was restored from
+// its data directory.
+func newestRestored(cs []cand) (string, bool) {
+	if !slices.ContainsFunc(cs, func(x cand) bool { return x.state.restored }) {
+		return "", false
+	}
+	best := -1
+	for i, x := range cs {
+		if x.synced && (best < 0 || x.state.newer(cs[best].state) || !cs[best].state.newer(x.state) && x.idx < cs[best].idx) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	return cs[best].addr, true
+}
+
+// mostApplied is the synced candidate that applied the most records (the
+// first in priority among equals).
+func mostApplied(cs []cand) (string, bool) {
+	best := cand{idx: -1}
+	for _, x := range cs {
+		if x.synced && (best.idx < 0 || x.seq > best.seq || x.seq == best.seq && x.idx < best.idx) {
+			best = x
+		}
+	}
+	return best.addr, best.idx >= 0
+}
