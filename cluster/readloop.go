@@ -175,6 +175,16 @@ func (b *batcher) tooLong() bool {
 	return false
 }
 
+// closeLineTooLong ends c, whose client sent a line longer than the
+// grammar allows.
+func (c *conn) closeLineTooLong() {
+	c.n.limitHit(limLineLength)
+	c.send(func(b []byte) []byte {
+		return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
+	})
+	c.flushAndClose()
+}
+
 // end is what a read that failed with err means, rest being the bytes
 // it left unfinished: true for a reader to rest, false once the
 // connection is finished.

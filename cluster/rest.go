@@ -3,8 +3,6 @@ package cluster
 import (
 	"errors"
 	"time"
-
-	"github.com/lockd-io/lockd/proto"
 )
 
 // A connection's reader applies its requests itself, deep in the core
@@ -81,33 +79,8 @@ func (d *deadlineReader) restDue(now time.Time) bool {
 // plus a guard, rounded up to a power of two. With no idle writer
 // goroutines (writer.go) to bring that average down, a large serve frame
 // would double the stack of every rested reader. So what serve does for
-// a line (appendParsed, buffers.go) and its rare ends are functions of
-// their own, as is the timeout handling of deadlineReader.Read: serve's
-// frame stays small, a blocked reader's stack leaves the start at the
-// smallest size, and applying a request grows fewer readers' stacks.
-
-// closeLineTooLong ends c, whose client sent a line longer than the
-// grammar allows.
-func (c *conn) closeLineTooLong() {
-	c.n.limitHit(limLineLength)
-	c.send(func(b []byte) []byte {
-		return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
-	})
-	c.flushAndClose()
-}
-
-// closeOverBound ends c, whose client overran a read bound, after
-// applying the lines it had sent whole.
-func (c *conn) closeOverBound(bound errReadBound, batch []item) {
-	if bound.lim == limAuthTimeout {
-		c.authExpired()
-	} else {
-		c.n.limitHit(bound.lim)
-	}
-	if len(batch) > 0 {
-		c.n.apply(c, batch)
-	}
-	c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
-	c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
-	c.flushAndClose()
-}
+// a line (appendParsed, buffers.go) and its rare ends (closeLineTooLong,
+// closeOverBound) are functions of their own, as is the timeout handling
+// of deadlineReader.Read: serve's frame stays small, a blocked reader's
+// stack leaves the start at the smallest size, and applying a request
+// grows fewer readers' stacks.
