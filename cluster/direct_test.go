@@ -9,7 +9,7 @@ import (
 
 // A release hands the key to a waiter whose client reads nothing: the
 // releasing connection's reader, which writes the grant itself
-// (direct.go), must not block on the waiter's full socket. The release
+// (outwriter.go), must not block on the waiter's full socket. The release
 // is answered at once, and the waiter gets its grant behind every answer
 // queued before it once it reads.
 func TestGrantToAFullSocketDoesNotBlockTheRelease(t *testing.T) {
@@ -34,7 +34,7 @@ func TestGrantToAFullSocketDoesNotBlockTheRelease(t *testing.T) {
 		_, err := w.nc.Write(flood)
 		sent <- err
 	}()
-	waitFor(t, "answers piling up for w", func() bool { return tn.outBytes.Load() >= readPauseAt/2 })
+	waitFor(t, "answers piling up for w", func() bool { return tn.output.bytes.Load() >= readPauseAt/2 })
 
 	h.send("R k " + tok)
 	h.expect(`R k ok`)

@@ -137,7 +137,7 @@ func (c *conn) closeOverBound(bound errReadBound, batch []item) {
 		c.n.limitHit(bound.lim)
 	}
 	if len(batch) > 0 {
-		c.n.apply(c, batch)
+		c.n.apply(c, batch, nil)
 	}
 	c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
 	c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })

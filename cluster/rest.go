@@ -11,7 +11,7 @@ import (
 // a reader that has been idle for restAfter, with nothing buffered, goes
 // on in a new goroutine, whose stack starts at the smallest size (see
 // below), and the old one ends (readOn). An idle connection then holds
-// one smallest stack (and no writer: writer.go).
+// one smallest stack (and no writer goroutine: outwriter.go).
 //
 // The cost is one timer per restAfter per connection that was active in
 // it (the read deadline, armed lazily, as the bounds are), and one new
@@ -77,7 +77,7 @@ func (d *deadlineReader) restDue(now time.Time) bool {
 // the runtime starts a goroutine (a rested reader's among them) with a
 // stack the size of what the goroutines it last scanned used on average,
 // plus a guard, rounded up to a power of two. With no idle writer
-// goroutines (writer.go) to bring that average down, a large serve frame
+// goroutines (outwriter.go) to bring that average down, a large serve frame
 // would double the stack of every rested reader. So what serve does for
 // a line (appendParsed, buffers.go) and its rare ends (closeLineTooLong,
 // closeOverBound) are functions of their own, as is the timeout handling

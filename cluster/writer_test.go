@@ -13,7 +13,7 @@ func writers() int {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return bytes.Count(buf[:n], []byte("cluster.(*conn).writeLoop("))
+			return bytes.Count(buf[:n], []byte("cluster.(*outWriter).writeLoop("))
 		}
 		buf = make([]byte, 2*len(buf))
 	}
