@@ -149,7 +149,7 @@ func (n *Node) carryOut(a *core.Action, k *carry) {
 				f.stop()
 				return
 			}
-			f.reply(a.Line)
+			f.reply(a.Line, k.direct)
 		}
 	case core.ActStreamEnd:
 		if f := n.follow; f != nil && f.target == a.Peer {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
@@ -72,17 +71,10 @@ func newConn(n *Node, id uint64, nc net.Conn) *conn {
 	if h, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.ip = h
 	}
-	if sc, ok := nc.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			c.raw = newRawIO(nc, rc)
-		}
-	}
+	c.raw = rawOf(nc)
 	c.tls = n.tlsConfig != nil
-	if c.raw != nil && !c.tls {
-		c.out.init(&n.output, c, c.raw, true)
-	} else {
-		c.out.init(&n.output, c, netSocket{nc}, false)
-	}
+	sock, direct := socketOf(nc, c.raw, c.tls)
+	c.out.init(&n.output, c, sock, direct)
 	c.role = n.gate.open
 	c.authed.Store(c.role >= auth.Client)
 	c.accepted = time.Now()

@@ -79,6 +79,27 @@ type rawIO struct {
 	empty atomic.Uint64
 }
 
+// rawOf returns nc's raw socket, or nil: not a plain TCP connection, or
+// not on Linux.
+func rawOf(nc net.Conn) *rawIO {
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			return newRawIO(nc, rc)
+		}
+	}
+	return nil
+}
+
+// socketOf is what a writer writes nc through, and whether goroutines
+// other than its writer may write it (outWriter.direct): the raw socket,
+// but over TLS (tls, or raw nil).
+func socketOf(nc net.Conn, raw *rawIO, tls bool) (outSocket, bool) {
+	if raw != nil && !tls {
+		return raw, true
+	}
+	return netSocket{nc}, false
+}
+
 // rawCall is a write's call: its buffer, and what write(2) returned.
 type rawCall struct {
 	buf []byte
