@@ -4,10 +4,15 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
+
+// What an outWriter (outwriter.go) stands on: the socket it writes
+// (outSocket), what it tells its connection (outOwner), and what it
+// shares with the node's other writers (outShared).
 
 // outSocket is where an outWriter writes: the raw socket (rawIO) of a
 // plain TCP connection on Linux, or a net.Conn (TLS, other systems).
@@ -22,6 +27,23 @@ type outSocket interface {
 	tryWrite(b []byte) (int, error)
 	// close closes the socket; it may do so after it returns.
 	close()
+}
+
+// outShared is what the writers of a node's connections share.
+type outShared struct {
+	bytes atomic.Int64  // unread bytes of every connection (--max-output)
+	shed  atomic.Uint64 // bytes of buffers dropped as readers rested (trim.go)
+	lim   *Limits
+	wg    *sync.WaitGroup // counts the writer goroutines
+}
+
+// outOwner is what a writer tells its connection.
+type outOwner interface {
+	// limitClosed: the writer closed the connection over a limit.
+	limitClosed(hit int, why string)
+	// watchRoom: what was queued when watch news waited is written
+	// (watchWhenDrained). Only the writer goroutine calls it.
+	watchRoom()
 }
 
 // writeTimeout bounds a write of the writer goroutine: a client that

@@ -1,66 +1,66 @@
 package cluster
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // A connection's output.
 //
 // One outWriter per connection owns everything written to it: the bytes
 // queued and their count against the limits, the goroutines that write
 // them, the reader's pause while its client reads too little, and the
-// close. The node hands it bytes (queue); it writes them to an outSocket
-// (outsocket.go): the raw socket on Linux, net.Conn over TLS and
-// elsewhere, a fake in the tests.
+// close. Every connection has one: a client's, a peer's accepted here (a
+// heartbeat link, the stream to a standby: conn.go), and the stream a
+// standby follows (followstream.go). The node hands it bytes (queue); it
+// writes them to an outSocket (outsocket.go): the raw socket on Linux,
+// net.Conn over TLS and elsewhere, a fake in the tests.
 //
-// Who writes. One goroutine at a time writes (writing), and a goroutine
-// that finds another writing leaves what it queued to it: the writer
-// sees it before it lets go. The writers are:
+// States, under mu; every change of state is in this file:
 //
-//   - A goroutine that applied a batch, once it let go of the node
-//     mutex: for every connection the batch queued bytes for while
-//     nobody was writing it or had promised to, it promised to write
-//     them (flushList.promise), and after the batch it does, first the
-//     other connections' (a grant is the next holder's wait), then its
+//   - idle: nothing queued, nobody writing, no writer goroutine; the
+//     buffers are back in the pool (buffers.go's idleOut).
+//   - promised: bytes queued that a goroutine promised to write after
+//     its batch (inline > 0, flushList), or that its reader holds back
+//     (holding); the writer goroutine is not woken for them.
+//   - queued: bytes queued for the writer goroutine (wr.running, or
+//     wr.woken before wr.ready: it starts once ready is called).
+//   - writing: one goroutine writes what out held (writing); queue
+//     appends to out meanwhile, and nobody else writes.
+//   - closed: queue refuses; the writer writes what is left, then
+//     closes the socket.
+//   - done: the socket is closed, or is being closed by the goroutine
+//     that saw the end (wr.done); no writer starts again.
+//
+// Who writes. One goroutine at a time writes, and one that finds another
+// writing leaves what it queued to it: the writer sees it before it lets
+// go. The writers are:
+//
+//   - A goroutine that carried out a Ready (carry.go), once it let go of
+//     the node mutex: for every connection the Ready queued bytes for
+//     while nobody wrote it or had promised to, it promised to write
+//     them (flushList.promise), and it does after the Ready, the other
+//     connections' first (a grant is the next holder's wait), then its
 //     own reader's. A reader that reads on after a read of several
 //     requests holds its own answers back (holdBack) to write them with
-//     those of its next reads (writeHeld). Each such write is one
-//     non-blocking write (tryWrite): what the socket does not take goes
-//     to the writer goroutine, before what was queued meanwhile, so a
-//     client that does not read never blocks the goroutine of another.
-//     A promise pending (inline) keeps the writer goroutine asleep.
-//   - The writer goroutine, started when bytes are queued that no
-//     goroutine promised to write (an answer outside any batch: a lease
-//     that ended, a grant it caused; the rest of a direct write; every
-//     answer over TLS), and to close. It writes with blocking writes
-//     until nothing is queued, and returns: an idle connection holds no
-//     goroutine. One runs at a time (wr.running); a signal while it runs
-//     (wr.woken) makes it look again before it returns, so no byte is
-//     queued between its last look and its end without a writer.
+//     those of its next reads (writeHeld). Each is one non-blocking
+//     write (tryWrite): what the socket does not take goes to the writer
+//     goroutine, before what was queued meanwhile, so a client that does
+//     not read never blocks the goroutine of another.
+//   - The writer goroutine, started when bytes are queued that nobody
+//     promised to write (an answer outside any batch, the rest of a
+//     direct write, every answer over TLS) and to close. It writes with
+//     blocking writes until nothing is queued, and returns: an idle
+//     connection holds no goroutine. One runs at a time (wr.running); a
+//     signal while it runs (wr.woken) makes it look again before it
+//     returns, so no byte is queued after its last look without a writer.
 //
-// Without direct writes (direct is false: TLS, and systems other than
-// Linux) no goroutine promises to write another connection. A plain
-// connection's reader still writes its own answers, within
-// inlineWriteBudget; a TLS connection's holds none back (readloop.go),
-// as a TLS record cannot be written in part and resumed by another
-// goroutine, so there the writer goroutine writes everything.
+// Without direct writes (TLS; systems other than Linux) nobody promises
+// to write another connection; a TLS reader holds none back (readloop.go):
+// a TLS record cannot be written in part and resumed by another goroutine.
 //
-// Locks. mu guards the fields below it, but for holding and flushes,
-// which only the connection's reader touches; init sets at, owner and
-// direct once, and sock changes only before ready (useSocket). No write
-// happens with mu held, and nothing takes the node mutex but the writer
-// goroutine's call of owner.watchRoom: queue, flushAndClose and the rest
-// may be called with the node mutex held or while a Ready is carried
-// out (carry.go).
-//
-// States, under mu: idle (nothing queued, nobody writing, the buffers
-// back in the pool: buffers.go's idleOut); queued, with a writer
-// goroutine running or a promise pending (inline); writing (a goroutine
-// writes what out held, and queue appends to out meanwhile); closed
-// (queue refuses, the writer writes what is left and closes the
-// socket); done (the socket is closed, or will be by the goroutine that
-// saw the end: no writer starts again). The waits for room are in
+// Locks. mu guards the fields below it but holding and flushes, the
+// reader's own; at, owner and direct are set once, sock only before ready
+// (useSocket). No write happens with mu held, and only the writer
+// goroutine's owner.watchRoom takes the node mutex: the rest may be called
+// under it or while a Ready is carried out. The waits for room are in
 // backpressure.go.
 type outWriter struct {
 	at    *outShared
@@ -104,23 +104,6 @@ type writerState struct {
 	running bool // a writer goroutine runs, or is starting
 	woken   bool // signalled since the writer last looked
 	done    bool // closed, or will be by the goroutine writing: none starts again
-}
-
-// outShared is what the writers of a node's connections share.
-type outShared struct {
-	bytes atomic.Int64  // unread bytes of every connection (--max-output)
-	shed  atomic.Uint64 // bytes of buffers dropped as readers rested (trim.go)
-	lim   *Limits
-	wg    *sync.WaitGroup // counts the writer goroutines
-}
-
-// outOwner is what a writer tells its connection.
-type outOwner interface {
-	// limitClosed: the writer closed the connection over a limit.
-	limitClosed(hit int, why string)
-	// watchRoom: what was queued when watch news waited is written
-	// (watchWhenDrained). Only the writer goroutine calls it.
-	watchRoom()
 }
 
 // holdMax bounds the answers a reader holds back for one write.
