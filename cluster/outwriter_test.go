@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -9,152 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-// fakeSock is an outSocket that records what is written to it. tryWrite
-// takes room bytes at most (all when room is negative); write takes
-// everything, after waiting for block to close when it is set.
-type fakeSock struct {
-	mu     sync.Mutex
-	got    []byte
-	calls  []string
-	room   int
-	block  chan struct{} // when not nil, write waits for it to close
-	inside chan struct{} // write sends here as it starts to wait
-	onTry  func()        // called inside tryWrite, as a write in flight
-	closes int
-	// full is closed once want bytes were written.
-	want int
-	full chan struct{}
-}
-
-func newFakeSock(room int) *fakeSock { return &fakeSock{room: room} }
-
-func (s *fakeSock) took(b []byte) {
-	s.got = append(s.got, b...)
-	if s.full != nil && len(s.got) >= s.want {
-		close(s.full)
-		s.full = nil
-	}
-}
-
-func (s *fakeSock) write(b []byte) (int, error) {
-	s.mu.Lock()
-	block, inside := s.block, s.inside
-	s.mu.Unlock()
-	if block != nil {
-		inside <- struct{}{}
-		<-block
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = append(s.calls, "write "+brief(b))
-	s.took(b)
-	return len(b), nil
-}
-
-func (s *fakeSock) tryWrite(b []byte) (int, error) {
-	if s.onTry != nil {
-		s.onTry()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := len(b)
-	if s.room >= 0 {
-		n = min(n, s.room)
-	}
-	s.calls = append(s.calls, fmt.Sprintf("try %s of %d", brief(b[:n]), len(b)))
-	s.took(b[:n])
-	if n < len(b) {
-		return n, errWouldBlock
-	}
-	return n, nil
-}
-
-func (s *fakeSock) close() {
-	s.mu.Lock()
-	s.closes++
-	s.calls = append(s.calls, "close")
-	s.mu.Unlock()
-}
-
-// blockWrites makes write wait until the returned function is called.
-func (s *fakeSock) blockWrites() (inside <-chan struct{}, release func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.block, s.inside = make(chan struct{}), make(chan struct{}, 16)
-	block := s.block
-	return s.inside, func() {
-		s.mu.Lock()
-		s.block = nil
-		s.mu.Unlock()
-		close(block)
-	}
-}
-
-func (s *fakeSock) log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Join(s.calls, "; ")
-}
-
-func (s *fakeSock) written() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return string(s.got)
-}
-
-// brief is b, or its length when it is long.
-func brief(b []byte) string {
-	if len(b) > 64 {
-		return fmt.Sprintf("%dB", len(b))
-	}
-	return fmt.Sprintf("%q", b)
-}
-
-// fakeOwner records what a writer tells its connection.
-type fakeOwner struct {
-	mu    sync.Mutex
-	hits  []int
-	rooms int
-}
-
-func (o *fakeOwner) limitClosed(hit int, why string) {
-	o.mu.Lock()
-	o.hits = append(o.hits, hit)
-	o.mu.Unlock()
-}
-
-func (o *fakeOwner) watchRoom() {
-	o.mu.Lock()
-	o.rooms++
-	o.mu.Unlock()
-}
-
-func (o *fakeOwner) roomCalls() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.rooms
-}
-
-// testWriter is a writer on sock, with the default limits, whose writer
-// goroutines the test waits for as it ends.
-func testWriter(t *testing.T, sock outSocket, direct bool) (*outWriter, *fakeOwner, *outShared) {
-	t.Helper()
-	lim := DefaultLimits
-	at := &outShared{lim: &lim, wg: &sync.WaitGroup{}}
-	o := &fakeOwner{}
-	w := &outWriter{}
-	w.init(at, o, sock, direct)
-	t.Cleanup(at.wg.Wait)
-	return w, o, at
-}
-
-// state is what the test looks at of w, under its lock.
-func (w *outWriter) state() (queued, inline int, running bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.queued, w.inline, w.wr.running
-}
 
 // A direct write: the goroutine that applied a batch writes what it
 // queued on an idle connection itself, with one non-blocking write the
@@ -554,5 +409,60 @@ func TestOutWatchWaitsForTheConnectionToDrain(t *testing.T) {
 	}
 	if got, want := sock.log(), `write "W k 1\n"; try "W k 2\n" of 6`; got != want {
 		t.Fatalf("writes: %s; want %s", got, want)
+	}
+}
+
+// A write that fails while answers wait behind it closes the connection:
+// what waits is dropped and no longer counted, the socket is closed
+// once, nothing more is queued, and no writer is left running.
+func TestOutFailedWriteCloses(t *testing.T) {
+	sock := newFakeSock(-1)
+	w, _, at := testWriter(t, sock, true)
+	inside, release := sock.blockWrites()
+	w.ready()
+	w.queue([]byte("a\n"), nil)
+	<-inside
+	w.queue([]byte("b\n"), nil)
+	sock.mu.Lock()
+	sock.fail = errors.New("connection reset by peer")
+	sock.mu.Unlock()
+	release()
+	at.wg.Wait()
+	if w.queue([]byte("c\n"), nil) || !w.isClosed() {
+		t.Fatal("queued after a failed write")
+	}
+	if got, want := sock.log(), `write failed; close`; got != want {
+		t.Fatalf("calls: %s; want %s", got, want)
+	}
+	if q, inline, running := w.state(); q != 0 || inline != 0 || running || at.bytes.Load() != 0 {
+		t.Fatalf("queued %d (node %d), inline %d, writer running %v; want all 0", q, at.bytes.Load(), inline, running)
+	}
+}
+
+// A limit's close while a direct write is in flight: the write's rest,
+// which the socket did not take, is dropped with the rest instead of
+// going to a writer goroutine, and the counts fall to zero.
+func TestOutLimitCloseDuringADirectWrite(t *testing.T) {
+	sock := newFakeSock(3)
+	w, o, at := testWriter(t, sock, true)
+	at.lim.MaxConnOutput = 100
+	w.ready()
+	sock.onTry = func() {
+		if w.queue(make([]byte, 100), nil) {
+			t.Error("110 B taken at a limit of 100")
+		}
+	}
+	var f flushList
+	w.queue([]byte("abcdefghi\n"), &f)
+	f.flush()
+	at.wg.Wait()
+	if got := sock.written(); got != "abc" {
+		t.Fatalf("written %q, want %q", got, "abc")
+	}
+	if q, inline, running := w.state(); q != 0 || inline != 0 || running || at.bytes.Load() != 0 {
+		t.Fatalf("queued %d (node %d), inline %d, writer running %v; want all 0", q, at.bytes.Load(), inline, running)
+	}
+	if sock.closes != 1 || len(o.hits) != 1 || o.hits[0] != limMaxConnOutput {
+		t.Fatalf("socket closed %d times, limits hit %v; want 1, [%d]", sock.closes, o.hits, limMaxConnOutput)
 	}
 }
