@@ -84,7 +84,7 @@ vet:
 # CONFORMANCE_CLIENTS are the official clients the conformance suite
 # (clients/conformance) must run under make test: a driver missing among
 # them fails it (clients/README.md says how each is built).
-CONFORMANCE_CLIENTS ?= go,python,typescript
+CONFORMANCE_CLIENTS ?= go,python,python-asyncio,typescript
 
 # vet checks the plain build (what go install makes), test the tagged one
 # (what make build ships).
@@ -146,7 +146,16 @@ PYTHON ?= python3
 test-python:
 	cd clients/python && $(PYTHON) -m unittest discover -s tests -t .
 
-test: test-python
+test: test-python typecheck-python
+
+# typecheck-python type-checks the Python client with pyright, a dev tool
+# installed from clients/python/typecheck/package-lock.json (npm ci; no
+# PyPI needed): every public symbol of the package has a known type, and
+# the examples and typecheck/api_types.py check in strict mode with no
+# Any or Unknown from the client (clients/python/typecheck/check.py).
+.PHONY: typecheck-python
+typecheck-python:
+	cd clients/python/typecheck && npm ci --no-audit --no-fund && $(PYTHON) check.py
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./proto ./proto/client
@@ -241,3 +250,26 @@ completions:
 
 clean:
 	rm -rf $(BIN)
+
+# help lists the targets a user or a contributor runs.
+.PHONY: help
+help:
+	@echo 'make build            bin/lockd and bin/lockctl'
+	@echo 'make run              build, then start one node on 127.0.0.1:7070 (LISTEN=HOST:PORT for another)'
+	@echo 'make install          lockd, lockctl and the completions into PREFIX (/usr/local)'
+	@echo 'make uninstall        remove what make install put there'
+	@echo 'make test             every test: vet, the clients own tests, -race Go tests, scenarios, simulator'
+	@echo 'make test-python      the Python client tests alone'
+	@echo 'make test-typescript  build the TypeScript client and run its tests'
+	@echo 'make test-rules       check the Prometheus alert rules and run their unit tests'
+	@echo 'make simulate         the cluster simulator on SEEDS seeds from FIRST'
+	@echo 'make fuzz             every fuzz target for FUZZTIME each'
+	@echo 'make bench            go test -bench for the engine, the parser, the client and the node'
+	@echo 'make bench-compare    lockd of BASE against the working tree and Redis, side by side'
+	@echo 'make bench-syscalls   the server system calls per lock cycle, BASE against the working tree'
+	@echo 'make bench-clients    pipelined throughput of the Go, Python and TypeScript clients'
+	@echo 'make bench-e2e        start a node on 127.0.0.1:7199 and run lockctl bench in both client modes'
+	@echo 'make bench-mem        lockd resident memory with 1M keys, 100k waiters, idle connections'
+	@echo 'make dist             release archives, client packages and SHA256SUMS in DIST (dist)'
+	@echo 'make completions      regenerate completions/'
+	@echo 'make clean            remove bin/'

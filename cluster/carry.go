@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -163,7 +164,8 @@ func (n *Node) carryOut(a *core.Action, k *carry) {
 	case core.ActAsk:
 		if n.ctx != nil {
 			n.wg.Add(1)
-			go n.ask(a.ID, a.Peer, a.Line, a.Timeout)
+			// (Its own copy of the line: the Ready's room is reused.)
+			go n.ask(a.ID, a.Peer, slices.Clone(a.Line), a.Timeout)
 		}
 	case core.ActStopped:
 		n.stopOnce.Do(func() { close(n.stopped) })

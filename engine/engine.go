@@ -277,11 +277,11 @@ var (
 )
 
 // keyState is one key held or waited on. Its first holder lives inside
-// it, so that a lock (limit 1) costs one allocation, as it did before
-// semaphores; only a second holder at once, a waiter, a reader, or a
-// limit other than 1 allocates the key's extra. A held lock is the common case and
-// the one a million keys are made of: 64 bytes, where the queue and the
-// crowd inline, and a pointer back from the holder, took 128.
+// it, so that a lock (limit 1) costs one allocation; only a second
+// holder at once, a waiter, a reader, or a limit other than 1 allocates
+// the key's extra. A held lock is the common case and the one a million
+// keys are made of: 64 bytes, where the queue and the crowd inline, and
+// a pointer back from the holder, would take 128.
 //
 // first is the first field: a first holder finds its key at its own
 // address (holder.keyOf), with no pointer back.
@@ -342,9 +342,9 @@ type crowd []*holder
 const maxKeptCrowd = 64
 
 // waiter is one queued acquire, or one key's place of a set's: 64 bytes,
-// one size class, where it took 96 with its deadline in it and a 64-bit
-// count of arrivals, and 80 with its acquire's id in it (most acquires
-// have none: the id is in Engine.idOf). The deadline of a finite wait is
+// one size class, where it would take 96 with its deadline in it and a
+// 64-bit count of arrivals, and 80 with its acquire's id in it (most
+// acquires have none: the id is in Engine.idOf). The deadline of a finite wait is
 // kept in the wait heap, beside its waiter; a set's, beside its first
 // member.
 type waiter struct {

@@ -5,9 +5,9 @@ import "hash/maphash"
 // The keys' index finds a key's state by name. It is an open-addressing
 // hash table with linear probing whose slots (Engine.slots) hold a
 // position in Engine.all plus one, 0 for an empty slot; the key itself is
-// read from the keyState. A map[string]*keyState took 24 bytes a slot,
-// about 40 a key, and never gave back the room it grew to; this takes 4
-// a slot, 5 to 11 a key at a load of 3/8 to 3/4, and halves when the keys
+// read from the keyState. A map[string]*keyState would cost 24 bytes a
+// slot, about 40 a key, and never give back the room it grew to; this
+// takes 4 a slot, 5 to 11 a key at a load of 3/8 to 3/4, and halves when the keys
 // fall to an eighth of its slots.
 
 // minSlots is the smallest index; it never shrinks below it.

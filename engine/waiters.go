@@ -2,8 +2,8 @@ package engine
 
 // waiterTable is the engine's waiters by Waiter: an open-addressing hash
 // table with linear probing of the waiters themselves, whose Waiter is
-// their key. A map[Waiter]*waiter took 24 bytes a slot, about 38 a
-// waiter, and kept the room it grew to; this takes 8 a slot, 11 to 21 a
+// their key. A map[Waiter]*waiter would cost 24 bytes a slot, about 38 a
+// waiter, and keep the room it grew to; this takes 8 a slot, 11 to 21 a
 // waiter at a load of 3/8 to 3/4, and halves when the waiters fall to an
 // eighth of its slots. Waiters are named by the node (a connection's id
 // and a request's number on it), never by a client, so a fixed hash does.

@@ -320,18 +320,23 @@
 //	R key token
 //
 //	R key ok        released; the head of the queue, if any, is granted at once
-//	R key notheld   token does not hold key: it never did, was released already, or its lease ran out
+//	R key notheld   token does not hold key: it never did, or its lease ran out
 //	M key addr      this node is not active: ask addr
 //	E key R: words  refused
 //
-// Releasing twice is harmless, the second answer is notheld, so a client
-// may re-send a release it is not sure arrived (the Go client does, for a
-// few seconds) rather than leave the key to its lease.
+// Releasing twice is harmless: a release of a token released in the last
+// ten seconds (lockd remembers them, up to 65536, and a standby that takes
+// over remembers what the active did) is answered ok again, so a client
+// may re-send a release it is not sure arrived (the official clients do,
+// for a few seconds, across a failover) and is never told notheld for a
+// release that was applied.
 //
 //	$ nc 127.0.0.1 7070
 //	R deploy 7360982537641984002
 //	R deploy ok
 //	R deploy 7360982537641984002
+//	R deploy ok
+//	R deploy 7360982537641984999
 //	R deploy notheld
 //	R deploy 12x
 //	E deploy R: token "12x" is not an unsigned 64-bit integer

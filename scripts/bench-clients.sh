@@ -2,13 +2,16 @@
 # bench-clients.sh: pipelined throughput of the three official clients in
 # one run, against one lockd on this machine. `make bench-clients` runs it.
 #
-# Each client in turn, Go, Python, TypeScript, runs WORKERS concurrent
-# workers (goroutines, threads, async functions) sharing one client, each
-# repeating acquire then release of a key of its own for DURATION:
+# Each client in turn, Go, Python (threads, then asyncio), TypeScript,
+# runs WORKERS concurrent workers (goroutines, threads, tasks, async
+# functions) sharing one client, each repeating acquire then release of a
+# key of its own for DURATION:
 #
-#   Go          lockctl bench --mode pipelined --keys unique
-#   Python      clients/python/bench.py
-#   TypeScript  clients/typescript/dist/bench/bench.js
+#   Go              lockctl bench --mode pipelined --keys unique
+#   Python          clients/python/bench.py (lockd.Client, WORKERS threads)
+#   Python asyncio  clients/python/bench.py --asyncio (lockd.AsyncClient,
+#                   WORKERS tasks on one event loop, one process)
+#   TypeScript      clients/typescript/dist/bench/bench.js
 #
 # against one lockd with default flags started on a free loopback port for
 # the run (and killed after it), one after another, so that they share the
@@ -88,6 +91,8 @@ echo "bench-clients: Go" >&2
 "./$bin/lockctl" --addr "$addr" --json bench --mode pipelined --keys unique --workers "$workers" --duration "$duration" >"$tmp/go.json"
 echo "bench-clients: Python" >&2
 "$python" clients/python/bench.py --addr "$addr" --workers "$workers" --duration "$secs" --json >"$tmp/python.json"
+echo "bench-clients: Python asyncio" >&2
+"$python" clients/python/bench.py --asyncio --addr "$addr" --workers "$workers" --duration "$secs" --json >"$tmp/python-asyncio.json"
 echo "bench-clients: TypeScript" >&2
 node clients/typescript/dist/bench/bench.js --json "$addr" "$workers" "$ms" >"$tmp/typescript.json"
 load_after=$(load)
@@ -104,7 +109,9 @@ g = json.load(open(os.path.join(tmp, "go.json")))
 lat = g.get("latency_seconds", {})
 rows.append((f"Go ({gov}, `lockctl bench`)", g["cycles_per_second"], lat.get("p50", 0) * 1000, lat.get("p99", 0) * 1000, g.get("errors", 0) + g.get("timeouts", 0)))
 p = json.load(open(os.path.join(tmp, "python.json")))
-rows.append((f"Python {py} (`bench.py`)", p["cycles_per_second"], p["p50_ms"], p["p99_ms"], p["errors"]))
+rows.append((f"Python {py}, {workers} threads, one `lockd.Client` (`bench.py`)", p["cycles_per_second"], p["p50_ms"], p["p99_ms"], p["errors"]))
+pa = json.load(open(os.path.join(tmp, "python-asyncio.json")))
+rows.append((f"Python {py}, {workers} tasks, one `lockd.AsyncClient` (`bench.py --asyncio`)", pa["cycles_per_second"], pa["p50_ms"], pa["p99_ms"], pa["errors"]))
 t = json.load(open(os.path.join(tmp, "typescript.json")))
 rows.append((f"TypeScript, Node.js {node} (`bench.js`)", t["cycles_per_second"], t["p50_ms"], t["p99_ms"], t["errors"]))
 
@@ -119,4 +126,6 @@ print("| client | cycles/s | p50 | p99 | errors |")
 print("|---|---|---|---|---|")
 for name, cps, p50, p99, err in rows:
     print(f"| {name} | {num(cps)} | {p50:.2f} ms | {p99:.2f} ms | {err} |")
+print()
+print(f"Python asyncio / threads: {pa['cycles_per_second'] / p['cycles_per_second']:.2f}x")
 PY

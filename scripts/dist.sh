@@ -95,11 +95,9 @@ fi
 (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 ts=$work/typescript
 mkdir -p "$ts"
-cp -R clients/typescript/package.json clients/typescript/package-lock.json clients/typescript/tsconfig.json \
-	clients/typescript/README.md clients/typescript/src "$ts/"
-[ -d clients/typescript/test ] && cp -R clients/typescript/test "$ts/"
-[ -d clients/typescript/conformance ] && cp -R clients/typescript/conformance "$ts/"
-[ -d clients/typescript/bench ] && cp -R clients/typescript/bench "$ts/"
+# The whole client but what a build leaves, so that what builds it in
+# the tree (both tsconfigs, the CommonJS step) builds it here too.
+tar -C clients/typescript --exclude=./node_modules --exclude=./dist -cf - . | tar -C "$ts" -xf -
 ln -s "$root/clients/typescript/node_modules" "$ts/node_modules"
 npmversion=${release:-}
 if [ -z "$npmversion" ]; then

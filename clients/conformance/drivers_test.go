@@ -23,20 +23,29 @@ type driverSpec struct {
 
 // knownDrivers are the official clients, in the order of the table.
 // LOCKD_CONFORMANCE_<NAME>_CMD (e.g. LOCKD_CONFORMANCE_PYTHON_CMD=
-// "/usr/bin/python3 clients/python/conformance_driver.py") replaces a
-// driver's command line, words separated by spaces.
+// "/usr/bin/python3 clients/python/conformance_driver.py"; a - in the
+// name is a _) replaces a driver's command line, words separated by
+// spaces. python-asyncio is the Python client's lockd.AsyncClient, a
+// client of its own on the wire.
 func knownDrivers() []driverSpec {
 	specs := []driverSpec{
 		{name: "go", argv: []string{"{go}"}},
 		{name: "python", argv: []string{"python3", "clients/python/conformance_driver.py"}, needs: "clients/python/conformance_driver.py"},
+		{name: "python-asyncio", argv: []string{"python3", "clients/python/conformance_driver_async.py"}, needs: "clients/python/conformance_driver_async.py"},
 		{name: "typescript", argv: []string{"node", "clients/typescript/dist/conformance/driver.js"}, needs: "clients/typescript/dist/conformance/driver.js"},
 	}
 	for i, s := range specs {
-		if v := strings.Fields(os.Getenv("LOCKD_CONFORMANCE_" + strings.ToUpper(s.name) + "_CMD")); len(v) > 0 {
+		if v := strings.Fields(os.Getenv(cmdEnv(s.name))); len(v) > 0 {
 			specs[i].argv = v
 		}
 	}
 	return specs
+}
+
+// cmdEnv is the variable that replaces the command line of the driver
+// named name: LOCKD_CONFORMANCE_PYTHON_ASYNCIO_CMD for python-asyncio.
+func cmdEnv(name string) string {
+	return "LOCKD_CONFORMANCE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_CMD"
 }
 
 // requiredClients reads LOCKD_CONFORMANCE_CLIENTS (go,python,...): the

@@ -142,7 +142,7 @@ class Driver:
 
     def c_try(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
         lock = self.need().try_acquire(cmd["key"], ms(cmd["lease_ms"]), limit=cmd.get("limit"))
-        if lock is None:
+        if not lock:
             return {"acquired": False}
         return {"acquired": True, "token": str(lock.token)}
 

@@ -104,6 +104,9 @@ type Core struct {
 	ready Ready
 	// taking is the client request of the event being handled (take).
 	taking taking
+	// cancelLater: waiters whose connections closed while this node did
+	// not serve (cancel).
+	cancelLater []lateCancel
 	// shared is a line being sent to many connections as it is
 	// (flushWatches): act copies it into the Ready once.
 	shared []byte
@@ -183,10 +186,13 @@ type Core struct {
 
 	// Watches (wire.go): the connections watching each key, how many
 	// watches there are, and the keys whose state changed and is not
-	// sent to their watchers yet.
-	watchers map[string][]ConnID
-	nwatches int
-	dirty    []string
+	// sent to their watchers yet; the line last rendered of each key
+	// still unchanged, and the bytes those lines take.
+	watchers   map[string][]ConnID
+	nwatches   int
+	dirty      []string
+	watchLines map[string]watchLine
+	watchBytes int
 	// The waiters the active replicated (J, D), by key in queue order,
 	// and the key of each id: queued as ghosts on promotion.
 	rwait    map[string][]replWaiter
@@ -301,6 +307,7 @@ func (c *Core) Tick(now time.Time) {
 	c.lastTick = now
 	c.maybeResume(now)
 	if c.serving() {
+		c.cancelsDue(now)
 		c.advance(now)
 	}
 	c.retryWaitingHandoff(now)
@@ -467,6 +474,9 @@ func (c *Core) setRole(r Role, active, reason string) {
 	if r == Active {
 		c.deferSince = time.Time{}
 	}
+	if r != Active && r != HandingOff {
+		c.cancelLater = nil // the active's state replaces this one's
+	}
 	c.noteActive(c.lastEvent)
 	c.act(Action{Kind: ActRoleChanged, Role: r, Active: active}, nil)
 }
@@ -475,6 +485,7 @@ func (c *Core) setRole(r Role, active, reason string) {
 // caught-up standby first. Out.Stopped says when the node may close; from
 // now on it takes no role.
 func (c *Core) Shutdown(now time.Time) {
+	c.noteTime(now)
 	c.log.Info("shutting down", "self", c.self, "role", string(c.role))
 	c.leaving = true
 	if w := c.waiting; w != nil {

@@ -56,7 +56,9 @@ func (c *Core) KeysSlice(now time.Time, id ConnID) {
 	if c.role != Active {
 		c.send(cn, answered(proto.OpKeys, l.pattern, Moved).takenAt(l.taken), proto.AppendMoved(c.buf[:0], l.pattern, c.redirectTarget(now)))
 	} else {
-		c.advance(now)
+		if c.serving() { // (a paused active fires no deadline)
+			c.advance(now)
+		}
 		l.cursor = c.eng.Scan(now, l.cursor, ListSlice, func(h engine.Holder, _ bool) { l.add(h.Key) })
 		if l.cursor != 0 {
 			c.act(Action{Kind: ActScan, Conn: id}, nil)

@@ -107,3 +107,74 @@ func TestSendSaysHowLongItsRequestWaited(t *testing.T) {
 		t.Errorf("cancelled acquires %d, want 1", got)
 	}
 }
+
+// Two standbys that the last active's heartbeats told different lists of
+// standbys in sync agree on who takes over: one that is in sync by its
+// own list leaves the role to a peer of higher priority that holds every
+// record it holds, rather than take it as the only one in sync.
+func TestStandbysAgreeOnTheSuccessor(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	peers := []string{"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"}
+	c, err := New(Config{Self: peers[2], Peers: peers}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.synced, c.seq = true, 7
+	c.activeISR = []string{peers[2]} // a heartbeat sent before the other standby caught up
+	b := c.peerByAddr(peers[1])
+	b.heard, b.synced, b.seq = t0, true, 7
+	if got := c.candidate(t0); got != peers[1] {
+		t.Errorf("candidate %s, want %s: it holds all this node holds, and goes first", got, peers[1])
+	}
+	b.seq = 6 // one record behind: it may lack an answer
+	if got := c.candidate(t0); got != peers[2] {
+		t.Errorf("candidate %s, want %s: the other lacks a record", got, peers[2])
+	}
+}
+
+// A waiter whose connection closes while the active is paused (it did
+// not run for a failure timeout) leaves without the engine firing the
+// deadlines due meanwhile: a lease that ran out is not handed to the
+// next waiter until the node has heard its peers and serves again.
+func TestPausedActiveGrantsNothingAsAWaiterLeaves(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	peers := []string{"10.0.0.1:1", "10.0.0.2:1"}
+	c, err := New(Config{Self: peers[0], Peers: peers, Async: true}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grants int
+	apply := func(a Action) {
+		if a.Kind == ActSend && a.Send.Outcome == Granted {
+			grants++
+		}
+	}
+	c.promote(t0, "test")
+	c.Tick(t0)
+	drain(c, apply)
+	for id := ConnID(1); id <= 3; id++ {
+		c.ConnOpened(t0, id, "client")
+	}
+	req := func(id ConnID, line string) {
+		r, err := proto.Parse([]byte(line + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Request(t0, id, r)
+		drain(c, apply)
+	}
+	req(1, "A k 1 0")
+	req(2, "A k 30 0")
+	req(3, "A k 30 0")
+	if grants != 1 {
+		t.Fatalf("%d grants before the pause, want 1", grants)
+	}
+	// Frozen for 5 s: the lease of 1 s ran out meanwhile. The first event
+	// after it is the close of a waiter's connection.
+	late := t0.Add(5 * time.Second)
+	c.ConnClosed(late, 3)
+	drain(c, apply)
+	if !c.Paused() || grants != 1 {
+		t.Fatalf("paused %v, %d grants: a paused active granted as a waiter left", c.Paused(), grants)
+	}
+}

@@ -81,6 +81,7 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 	if cn == nil || cn.stream == nil || !cn.stream.syncing {
 		return
 	}
+	c.noteTime(now)
 	if c.role != Active {
 		// A snapshot is this node's state as an active: a standby that
 		// did not get all of it must subscribe again wherever the role is.

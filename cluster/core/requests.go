@@ -36,8 +36,8 @@ type conn struct {
 // pendingA is an acquire on a connection that has not been answered in
 // order yet: its seq, either still waiting in the engine, or, with
 // pendingDone, answered but behind an older acquire of the same key (its
-// answer is in conn.early until then). 8 bytes a waiter, where the seq
-// and a slice for the answer took 32 (and 40 with a flag): a waiter that
+// answer is in conn.early until then). 8 bytes a waiter rather than a
+// seq and a slice for the answer (32, and 40 with a flag): a waiter that
 // is answered is most often the oldest of its key on its connection, and
 // its answer is written at once.
 type pendingA uint64
@@ -73,6 +73,7 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 	if cn == nil {
 		return
 	}
+	c.noteTime(now)
 	delete(c.conns, id)
 	for key, q := range cn.pending {
 		for _, p := range q {
@@ -112,6 +113,16 @@ func (c *Core) ConnClosed(now time.Time, id ConnID) {
 // cancel takes a waiter of a closed connection out of its queue, and
 // routes what that let through.
 func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
+	if !c.serving() {
+		// Paused, or handing off: a waiter that leaves may let others
+		// through, and the engine fires the deadlines due first, which
+		// this node must not do now (it would grant). It leaves once
+		// the node serves again, or never, when the node steps down and
+		// takes the new active's state.
+		c.cancelLater = append(c.cancelLater, lateCancel{key, w})
+		return
+	}
+	c.cancelsDue(now)
 	id := c.eng.WaiterID(w)
 	evs, ok := c.eng.Cancel(now, w, c.evs[:0])
 	if ok {
@@ -119,6 +130,23 @@ func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
 		c.touch(key)
 	}
 	c.route(now, evs)
+}
+
+// lateCancel is a waiter of a closed connection that leaves its queue
+// once the node serves again.
+type lateCancel struct {
+	key string
+	w   engine.Waiter
+}
+
+// cancelsDue takes out of their queues the waiters whose connections
+// closed while this node did not serve.
+func (c *Core) cancelsDue(now time.Time) {
+	late := c.cancelLater
+	c.cancelLater = nil
+	for _, l := range late {
+		c.cancel(now, l.key, l.w)
+	}
 }
 
 // isLockOp reports whether op is served only by the active.
@@ -154,6 +182,9 @@ func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
 		}
 		c.redirect(now, cn, req)
 		return
+	}
+	if isLockOp(req.Op) {
+		c.cancelsDue(now)
 	}
 	key := req.Key
 	switch req.Op {

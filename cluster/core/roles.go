@@ -355,10 +355,18 @@ func (c *Core) candidate(now time.Time) string {
 		state  stateAge
 	}
 	isr := func(addr string) bool { return slices.Contains(c.activeISR, addr) }
-	cs := []cand{{c.self, c.selfIdx, c.synced, isr(c.self), c.stateAge()}}
+	selfInSync := isr(c.self) && c.synced
+	cs := []cand{{c.self, c.selfIdx, c.synced, selfInSync, c.stateAge()}}
 	for _, p := range c.peers {
 		if p.alive(now, c.cfg.FailureTimeout) {
-			cs = append(cs, cand{p.addr, p.idx, p.synced, isr(p.addr), stateAge{p.restored, p.top, p.seq}})
+			// A synced standby whose position is at least this node's,
+			// which the last active waited for, holds every answer that
+			// active gave too: as good as one it waited for. (The last
+			// heartbeats of the active may have told the standbys
+			// different lists; this keeps two of them from each taking
+			// the role as the only one in sync.)
+			inSync := isr(p.addr) || selfInSync && p.synced && p.seq >= c.seq
+			cs = append(cs, cand{p.addr, p.idx, p.synced, inSync, stateAge{p.restored, p.top, p.seq}})
 		}
 	}
 	if !slices.ContainsFunc(cs, func(x cand) bool { return x.inSync && x.synced }) {
@@ -452,6 +460,7 @@ func (c *Core) promote(now time.Time, reason string) {
 	}
 	c.changes = append(c.changes, proto.RoleChange{At: now, From: c.prev, To: c.self, Reason: reason})
 	c.queueGhosts(now)
+	c.cancelsDue(now)
 	c.advance(now)
 }
 

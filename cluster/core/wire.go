@@ -184,6 +184,7 @@ func (c *Core) dropWatch(cn *conn, key string) {
 	ws := slices.DeleteFunc(c.watchers[key], func(id ConnID) bool { return id == cn.id })
 	if len(ws) == 0 {
 		delete(c.watchers, key)
+		c.forgetWatchLine(key)
 	} else {
 		c.watchers[key] = ws
 	}
@@ -210,6 +211,7 @@ func (c *Core) dropWatches(to string) {
 	}
 	c.watchers, c.nwatches = nil, 0
 	c.dirty = c.dirty[:0]
+	c.watchLines, c.watchBytes = nil, 0
 }
 
 // touch notes that key's holders or waiters changed.
@@ -217,10 +219,13 @@ func (c *Core) touch(key string) {
 	if len(c.watchers) == 0 {
 		return
 	}
-	if _, ok := c.watchers[key]; !ok || slices.Contains(c.dirty, key) {
+	if _, ok := c.watchers[key]; !ok {
 		return
 	}
-	c.dirty = append(c.dirty, key)
+	c.forgetWatchLine(key)
+	if !slices.Contains(c.dirty, key) {
+		c.dirty = append(c.dirty, key)
+	}
 }
 
 // Watch news is paced by what each watcher reads. A watcher that has
@@ -231,7 +236,49 @@ func (c *Core) touch(key string) {
 // of every key due, once. A watcher that reads slower than its keys
 // change thus holds one state of each key at most, never every state in
 // between, and a change costs the node one rendering of the key's line,
-// plus a flag per watcher that is behind.
+// plus a flag per watcher that is behind: watchers that catch up later
+// are sent the line rendered last while the key has not changed since,
+// for watchLineFresh (the times in it age), within watchLinesMax bytes.
+
+const (
+	watchLineFresh = 100 * time.Millisecond
+	watchLinesMax  = 16 << 20
+)
+
+// watchLine is the L line last rendered of a key, and when.
+type watchLine struct {
+	line []byte
+	at   time.Time
+}
+
+// watchLineOf is key's L line as of now: the one rendered last if the
+// key has not changed since and it is fresh, else a new one, kept for
+// the next watcher while the bytes kept stay within watchLinesMax. The
+// line is shared: nobody writes to it.
+func (c *Core) watchLineOf(now time.Time, key string) []byte {
+	if wl, ok := c.watchLines[key]; ok && now.Sub(wl.at) < watchLineFresh {
+		return wl.line
+	}
+	c.forgetWatchLine(key)
+	line := proto.AppendWatch(nil, c.queueOf(now, key))
+	if c.watchBytes+len(line) <= watchLinesMax {
+		if c.watchLines == nil {
+			c.watchLines = make(map[string]watchLine)
+		}
+		c.watchLines[key] = watchLine{line, now}
+		c.watchBytes += len(line)
+	}
+	return line
+}
+
+// forgetWatchLine drops the line kept of key: it changed, or nobody
+// watches it.
+func (c *Core) forgetWatchLine(key string) {
+	if wl, ok := c.watchLines[key]; ok {
+		c.watchBytes -= len(wl.line)
+		delete(c.watchLines, key)
+	}
+}
 
 // watchDue says of a key a connection watches whether news of it waits
 // for the connection to have room (flushWatches).
@@ -257,7 +304,7 @@ func (c *Core) flushWatches(now time.Time) {
 				continue
 			}
 			if line == nil {
-				line = proto.AppendWatch(nil, c.queueOf(now, k))
+				line = c.watchLineOf(now, k)
 				c.shared, c.ready.sharedCopy = line, nil
 			}
 			c.emit(cn, record, line) // news, not an answer to a request
@@ -305,7 +352,10 @@ func (c *Core) sendDueWatches(now time.Time, cn *conn) {
 	for k, due := range cn.watches {
 		if due {
 			cn.watches[k] = false
-			c.send(cn, record, proto.AppendWatch(c.buf[:0], c.queueOf(now, k)))
+			line := c.watchLineOf(now, k)
+			c.shared, c.ready.sharedCopy = line, nil
+			c.emit(cn, record, line)
+			c.shared, c.ready.sharedCopy = nil, nil
 			sent = true
 		}
 	}

@@ -352,7 +352,7 @@ func benchCycle(ctx context.Context, cl *client.Client, key string, lease, wait 
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	return cl.Release(rctx, key, lock.Token)
+	return cl.ReleaseToken(rctx, key, lock.Token)
 }
 
 func (r *benchResult) print(w io.Writer) error {

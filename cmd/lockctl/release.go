@@ -68,7 +68,7 @@ func (c *releaseCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	if err := cl.Release(ctx, c.key, token); err != nil {
+	if err := cl.ReleaseToken(ctx, c.key, token); err != nil {
 		if errors.Is(err, client.ErrNotHeld) {
 			return notHeldError(ctx, cl, c.key, token, err)
 		}

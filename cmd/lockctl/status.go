@@ -58,6 +58,14 @@ func (c *statusCommand) Command() *cli.Command {
 			"shown active, although its peers name it so until their own failure timeout.\n" +
 			"The summary line and -o wide's DURABILITY say what each node keeps across a\n" +
 			"restart: memory, or its --data-dir's fsync mode (fsync=batch).\n\n" +
+			"Under the nodes, \"recent role changes:\" lists the last 8 moves of the\n" +
+			"active role, oldest first: when, from which node (- when none was active),\n" +
+			"to which, and why (\"the active ADDR is unreachable\", \"handoff from ADDR\").\n" +
+			"On a terminal the time is local, with the date when not today; piped it is\n" +
+			"UTC to the millisecond (RFC 3339), and a blank line ends the nodes' lines.\n" +
+			"Each node remembers the last 8 times it took the role, in memory: a node\n" +
+			"that is down or was restarted takes its own with it, and each time is its\n" +
+			"node's clock. Nothing is shown when the nodes remember none.\n\n" +
 			"--check makes status a health check for CI and monitors: it exits 1, naming\n" +
 			"each problem on stderr, when a node is down or unreachable, a standby is more\n" +
 			"than --max-lag changes behind, no node is active, or several are, or the\n" +
@@ -66,21 +74,27 @@ func (c *statusCommand) Command() *cli.Command {
 			"   {\"active\":\"ADDR\"|null,\"nodes\":[{\"addr\":\"ADDR\",\"priority\":1,\n" +
 			"    \"role\":\"active\",\"reachable\":true,\"lag\":0,\"token\":\"123\",\n" +
 			"    \"uptime_seconds\":42.5,\"sticky\":false,\"replication\":\"sync\",\n" +
-			"    \"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[]}\n" +
+			"    \"degraded\":false,\"error\":null}],\"healthy\":true,\"problems\":[],\n" +
+			"    \"changes\":[{\"at\":\"2025-06-01T09:30:00.123Z\",\"from\":\"ADDR\"|null,\n" +
+			"    \"to\":\"ADDR\",\"reason\":\"handoff from ADDR\"}]}\n" +
 			"priority, lag, token, uptime_seconds and replication are null when unknown;\n" +
 			"degraded is true on a sync-mode active that no standby is in sync with;\n" +
 			"error says why an unreachable node did not answer; problems are what\n" +
-			"--check fails on.\n\n" +
+			"--check fails on; changes are the role changes above, oldest first, at in\n" +
+			"UTC to the millisecond, from null when no node was active before.\n\n" +
 			"--watch redraws the view every --interval until Ctrl-C. Piped, it writes each\n" +
-			"survey as lines that start with the time (a TIME column, the header once), or\n" +
-			"one JSON object per survey with a \"time\" field. --wait-active ADDR waits\n" +
-			"until the node at ADDR reports itself active and exits 0, or exits 1 after\n" +
-			"--timeout (10s unless given): a failover drill's \"is it over yet\".\n\n" +
+			"survey as lines that start with the time (a TIME column, the header once),\n" +
+			"and each role change once, as it turns up (TIME  role change  AT  FROM -> TO\n" +
+			"REASON); with --json, one object per survey with a \"time\" field.\n" +
+			"--wait-active ADDR waits until the node at ADDR reports itself active and\n" +
+			"exits 0, or exits 1 after --timeout (10s unless given): a failover drill's\n" +
+			"\"is it over yet\".\n\n" +
 			"Examples:\n" +
 			"   lockctl status\n" +
 			"   lockctl status --check || alert 'lockd cluster degraded'\n" +
 			"   lockctl --addr 10.0.0.1:7070 status --watch >> lockd-status.log\n" +
 			"   lockctl status --json | jq -r .active\n" +
+			"   lockctl status --json | jq -r '.changes[-1].reason'\n" +
 			"   lockctl status --wait-active 10.0.0.2:7070 --timeout 30s\n\n" +
 			exitCodesHelp(
 				exitLine("0", "done; with --check: healthy; with --wait-active: ADDR is active; with --watch: stopped by Ctrl-C"),
@@ -153,8 +167,8 @@ func (c *statusCommand) Run(cCtx *cli.Context) error {
 	problems := clusterProblems(v, maxLag)
 	if g.JSON {
 		err = printJSON(g.Stdout, statusJSONOf(v, problems, time.Time{}))
-	} else {
-		err = renderStatus(g.Stdout, v, styleOf(g))
+	} else if err = renderStatus(g.Stdout, v, styleOf(g)); err == nil {
+		err = renderChanges(g.Stdout, v.Changes, styleOf(g), time.Now())
 	}
 	if err != nil || !c.check || len(problems) == 0 {
 		return err
@@ -206,6 +220,7 @@ func problemWords(pr survey.Problem) string {
 func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 	st := styleOf(g)
 	var buf bytes.Buffer
+	seen := changesSeen{}
 	for i := 0; ; i++ {
 		v := survey.Run(ctx, g.Addrs, g.status)
 		if ctx.Err() != nil {
@@ -226,6 +241,7 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 				fmt.Fprintf(&buf, "no node answered at %s (%s); still trying\n", printable(g.AddrList), printableText(firstCause(v)))
 			} else {
 				renderStatus(&buf, v, st)
+				renderChanges(&buf, v.Changes, st, now)
 			}
 		default:
 			stamp := now.UTC().Format(time.RFC3339)
@@ -247,6 +263,8 @@ func (c *statusCommand) watchLoop(ctx context.Context, g *globals) error {
 					fmt.Fprintf(&buf, "%-*s  %s\n", len(stamp), "TIME", line)
 				}
 			}
+			// A log of it says each change once, as it turns up.
+			buf.WriteString(watchChangeLines(stamp, seen.fresh(v.Changes), st))
 		}
 		if _, err := g.Stdout.Write(buf.Bytes()); err != nil {
 			return fail(exitFailed, "cannot write the status: "+err.Error(), "")
@@ -356,6 +374,8 @@ type statusJSON struct {
 	Nodes    []statusNodeJSON `json:"nodes"`
 	Healthy  bool             `json:"healthy"`
 	Problems []string         `json:"problems"`
+	// Changes are the cluster's last role changes, oldest first.
+	Changes []statusChangeJSON `json:"changes"`
 }
 
 type statusNodeJSON struct {
@@ -374,7 +394,7 @@ type statusNodeJSON struct {
 }
 
 func statusJSONOf(v survey.View, problems []string, at time.Time) statusJSON {
-	out := statusJSON{Nodes: []statusNodeJSON{}, Healthy: len(problems) == 0, Problems: []string{}}
+	out := statusJSON{Nodes: []statusNodeJSON{}, Healthy: len(problems) == 0, Problems: []string{}, Changes: changesJSONOf(v.Changes)}
 	out.Problems = append(out.Problems, problems...)
 	if !at.IsZero() {
 		out.Time = at.UTC().Format(time.RFC3339Nano)

@@ -280,7 +280,9 @@ func TestStatusCommand(t *testing.T) {
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("escape codes in piped output:\n%q", out)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// The nodes' lines end at a blank line; the role changes follow.
+	nodes, _, _ := strings.Cut(out, "\n\n")
+	lines := strings.Split(strings.TrimSpace(nodes), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[1], a+" ") || !strings.Contains(lines[1], " active ") {
 		t.Fatalf("status output:\n%s", out)
 	}
@@ -304,7 +306,7 @@ func TestStatusCommand(t *testing.T) {
 	// NO_COLOR does not override an explicit --color always.
 	t.Setenv("NO_COLOR", "1")
 	code, out, _ = lockctl(t, "--addr", a, "--color", "always", "status")
-	if code != 0 || !strings.Contains(out, "\x1b[") || strings.Contains(out, "●") || strings.Contains(out, " reachable") {
+	if code != 0 || !strings.Contains(out, "\x1b[") || strings.Contains(out, "●") || strings.Contains(out, "nodes reachable") {
 		t.Errorf("--color always: exit %d\n%s", code, out)
 	}
 	code, out, _ = lockctl(t, "--addr", a, "-o", "table", "status")

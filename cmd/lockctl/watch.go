@@ -26,10 +26,11 @@ func (c *watchCommand) Command() *cli.Command {
 			"a grant, a release, an expiry, a waiter joining or leaving (renewals alone\n" +
 			"change nothing). lockd pushes the changes; nothing polls. It follows the\n" +
 			"active node through failovers and handoffs, printing the state there first.\n" +
-			"When it loses the cluster (no node has served the watch for --failure-timeout)\n" +
-			"it says so on stderr, since the last line printed may then be out of date,\n" +
-			"and keeps trying; once a node serves it again it says so there too and\n" +
-			"prints the state that node has. SIGINT (Ctrl-C) or SIGTERM ends it, exit 0.\n\n" +
+			"When it loses the cluster (no node has served the watch for\n" +
+			"--failure-timeout) it says so on stderr, since the last line printed may then\n" +
+			"be out of date, and keeps trying; once a node serves it again it says so\n" +
+			"there too and prints the state that node has. SIGINT (Ctrl-C) or SIGTERM\n" +
+			"ends it, exit 0.\n\n" +
 			"A line reads\n" +
 			"   KEY free [waiting=N]\n" +
 			"   KEY held token=TOKEN name=NAME lease_left=DURATION waiting=N\n" +

@@ -15,6 +15,40 @@
 // earlier requests, and the answers are handed back to their callers in any
 // order the server sends them.
 //
+// # A critical section
+//
+// Hold acquires a key and renews it in the background; the work stops
+// when the hold's Done closes (the lock was lost), and every write carries
+// the fencing token, which the protected resource checks (it refuses a
+// token smaller than the largest it has seen):
+//
+//	c, err := client.New([]string{"10.0.0.1:7070", "10.0.0.2:7070"}, client.Options{})
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//	held, err := c.Hold(ctx, "deploy", 30*time.Second) // waits for the key
+//	if err != nil {
+//		return err
+//	}
+//	defer held.Release(context.Background())
+//	for _, step := range steps {
+//		select {
+//		case <-held.Done():
+//			return held.Err() // lost: another holder may have it now
+//		default:
+//		}
+//		if err := store.Write(step, held.Token()); err != nil { // fenced
+//			return err
+//		}
+//	}
+//
+// Acquire returns a Lock, which Release gives back; TryAcquire never
+// waits; NewElection elects a leader; Watch follows a key's holders and
+// waiters. Each has a runnable example (example_test.go,
+// example_election_test.go), which pkg.go.dev, or pkgsite run locally,
+// shows beside it; go doc in a terminal shows no examples.
+//
 // # Liveness
 //
 // A node whose process is frozen (SIGSTOP, a paused VM, a long stall) or
@@ -208,6 +242,8 @@ type Lock struct {
 	// ID is the id the acquire carried, as Q shows it: Options.Name, '#',
 	// and what makes it unique.
 	ID string
+
+	c *Client // the client that acquired it, for Release
 }
 
 // Client talks to the lockd nodes at a fixed list of addresses, plus any

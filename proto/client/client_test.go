@@ -285,7 +285,7 @@ func TestDropMidAcquireMovesToOtherConnectionWithRemainingWait(t *testing.T) {
 		t.Fatalf("moved request %q, want the remaining wait 6.75s and id %s", r2.line, id)
 	}
 	r2.sc.send("A k 5")
-	if got := await(t, res); got.err != nil || got.lock != (Lock{Key: "k", Token: 5, Lease: 30 * time.Second, Limit: 1, ID: id}) {
+	if got := await(t, res); got.err != nil || !sameLock(got.lock, Lock{Key: "k", Token: 5, Lease: 30 * time.Second, Limit: 1, ID: id}) {
 		t.Fatalf("acquire: %+v", got)
 	}
 }

@@ -198,7 +198,7 @@ func (c *Client) releaseLater(key string, token uint64, why string) {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		err := c.Release(c.ctx, key, token)
+		err := c.ReleaseToken(c.ctx, key, token)
 		c.log.Info(why, "key", key, "token", token, "err", err)
 	}()
 }
@@ -354,7 +354,7 @@ func (h *Held) Expires() time.Time {
 }
 
 // Release stops the renewals, closes Done and gives the lock back (see
-// Client.Release). A hold already lost returns its Err; one that
+// Client.ReleaseToken). A hold already lost returns its Err; one that
 // expired is released all the same, in case the node still counts it.
 // Later calls return what the first returned.
 func (h *Held) Release(ctx context.Context) error {
@@ -366,7 +366,7 @@ func (h *Held) Release(ctx context.Context) error {
 			h.relErr = prior
 			return
 		}
-		h.relErr = h.c.Release(ctx, h.lock.Key, h.lock.Token)
+		h.relErr = h.c.ReleaseToken(ctx, h.lock.Key, h.lock.Token)
 	})
 	return h.relErr
 }

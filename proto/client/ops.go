@@ -17,12 +17,13 @@ import (
 // moment the request is first sent, also when it has to move to another
 // connection: the time spent connecting first does not eat into it.
 //
-// It returns an error wrapping ErrTimeout when the wait elapses, a
-// *ServerError when the node refuses the request, one wrapping
-// ErrUnavailable when no node could be reached (with a wait: with none,
-// it waits through an outage, see "Outages" in the package comment),
-// and ctx.Err() when ctx ends first; a grant that arrives after that is
-// released at once.
+// It returns an error matching ErrTimeout when the wait runs out, be it
+// the wait's deadline or ctx's that ended it (the error matches
+// context.DeadlineExceeded too, in both cases), a *ServerError when the
+// node refuses the request, one wrapping ErrUnavailable when no node
+// could be reached (with a wait: with none, it waits through an outage,
+// see "Outages" in the package comment), and ctx.Err() when ctx is
+// cancelled first; a grant that arrives after that is released at once.
 func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (Lock, error) {
 	return c.AcquireWith(ctx, key, lease, wait)
 }
@@ -44,10 +45,13 @@ var ErrHeld = errors.New("the key is held by others")
 // TryAcquire takes key if it is free now, and never waits in its queue
 // (proto's try-lock, a wait of "-"): the node answers at once. When the
 // key is held, the error matches ErrHeld (and ErrTimeout). Limit(n)
-// takes one of n places, as for AcquireWith; other errors are those of
-// Acquire. One Client's TryAcquire is answered at once also while other
+// takes one of n places, as for AcquireWith; a Wait option is refused
+// (TryAcquire never waits); other errors are those of Acquire. One Client's TryAcquire is answered at once also while other
 // goroutines of it wait on the same key.
 func (c *Client) TryAcquire(ctx context.Context, key string, lease time.Duration, opts ...AcquireOption) (Lock, error) {
+	if o, err := gatherOptions("try-acquire", key, opts); err == nil && o.waitSet {
+		return Lock{}, fmt.Errorf("try-acquire %s: Wait(%s) is not for TryAcquire, which never waits: to wait up to a time, use AcquireWith(ctx, key, lease, 0, Wait(d))", key, o.wait)
+	}
 	return c.acquire(ctx, key, lease, 0, true, opts)
 }
 
@@ -104,6 +108,11 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 	if errors.Is(err, errWaitElapsed) || (err != nil && ctx.Err() == nil && rctx.Err() != nil) {
 		return Lock{}, timeoutErr(key, wait, limit)
 	}
+	if err != nil && !try && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// ctx's deadline ended the wait before the wait's own did: the
+		// same outcome, the same error.
+		return Lock{}, ctxTimeoutErr(key, limit)
+	}
 	if err != nil {
 		return Lock{}, callErr("acquire", key, err)
 	}
@@ -111,7 +120,7 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 	case proto.OpAcquire:
 		if len(a.Fields) == 1 {
 			if token, err := proto.ParseToken(a.Fields[0]); err == nil {
-				return Lock{Key: key, Token: token, Lease: lease, Limit: limit, ID: req.id}, nil
+				return Lock{Key: key, Token: token, Lease: lease, Limit: limit, ID: req.id, c: c}, nil
 			}
 		}
 	case proto.KindTimeout:
@@ -123,19 +132,39 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 	return Lock{}, badAnswer("acquire", key, cn, a)
 }
 
+// Release is ReleaseToken.
+//
+// Deprecated: use Lock.Release (as Held.Release, it takes only a ctx), or
+// ReleaseToken for a key and token kept elsewhere. Release had the name of
+// those methods and another shape.
+func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	return c.ReleaseToken(ctx, key, token)
+}
+
+// Release gives the lock back (Client.ReleaseToken), so the next waiter
+// is granted at once.
+func (l Lock) Release(ctx context.Context) error {
+	if l.c == nil {
+		return fmt.Errorf("release %s token %d: this Lock was not returned by a Client's acquire; use Client.ReleaseToken", l.Key, l.Token)
+	}
+	return l.c.ReleaseToken(ctx, l.Key, l.Token)
+}
+
 // acquireGrace is how long past its wait an acquire waits for the
 // server's own T before giving up on its side.
 const acquireGrace = 500 * time.Millisecond
 
-// Release gives the lock back, so the next waiter is granted at once. It
-// re-sends the release every Options.ReleaseEvery, on any live connection
-// and preferring the active node, until a node answers or
-// Options.ReleaseFor has passed. It returns nil when a node answers ok,
-// also to a re-send after a connection dropped under an earlier one, and
-// an error wrapping ErrNotHeld when the node answers that the token does
-// not hold the key: lockd answers ok again to a re-sent release it
-// applied, so notheld means the lock was not this token's to release.
-func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+// ReleaseToken gives back the lock that token holds on key, so the next
+// waiter is granted at once: Lock.Release for a key and token kept
+// elsewhere (a file, another process). It re-sends the release every
+// Options.ReleaseEvery, on any live connection and preferring the active
+// node, until a node answers or Options.ReleaseFor has passed. It
+// returns nil when a node answers ok, also to a re-send after a
+// connection dropped under an earlier one, and an error wrapping
+// ErrNotHeld when the node answers that the token does not hold the key:
+// lockd answers ok again to a re-sent release it applied, so notheld
+// means the lock was not this token's to release.
+func (c *Client) ReleaseToken(ctx context.Context, key string, token uint64) error {
 	if err := checkKey("release", key); err != nil {
 		return err
 	}
@@ -701,12 +730,31 @@ func callErr(op, key string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, key, err)
 }
 
-func timeoutErr(key string, wait time.Duration, limit int) error {
-	held := "another client holds the key"
+// waitTimeout is the error of an acquire whose wait ran out, whichever
+// deadline ended it: the wait's (Acquire's wait, Wait) or ctx's. It
+// matches ErrTimeout and context.DeadlineExceeded both, so a caller tests
+// one of them, whichever it set.
+type waitTimeout struct{ msg string }
+
+func (e *waitTimeout) Error() string { return e.msg }
+
+func (e *waitTimeout) Is(target error) bool {
+	return target == ErrTimeout || target == context.DeadlineExceeded
+}
+
+func heldWords(limit int) string {
 	if limit > 1 {
-		held = fmt.Sprintf("all %d places of the semaphore are taken", limit)
+		return fmt.Sprintf("all %d places of the semaphore are taken", limit)
 	}
-	return fmt.Errorf("acquire %s: %w after %s: %s; retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait, held)
+	return "another client holds the key"
+}
+
+func timeoutErr(key string, wait time.Duration, limit int) error {
+	return &waitTimeout{fmt.Sprintf("acquire %s: %s after %s: %s; retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait, heldWords(limit))}
+}
+
+func ctxTimeoutErr(key string, limit int) error {
+	return &waitTimeout{fmt.Sprintf("acquire %s: %s: the context's deadline passed: %s; retry later, or give the context longer", key, ErrTimeout, heldWords(limit))}
 }
 
 func notHeldErr(op, key string, token uint64) error {

@@ -43,7 +43,7 @@ func Limit(n int) AcquireOption {
 // the try-lock of TryAcquire, granted at once or failing at once with an
 // error matching ErrHeld (and ErrTimeout), queued never. Without Wait,
 // Hold waits until its ctx ends; AcquireWith takes Wait in place of its
-// wait argument; TryAcquire ignores it.
+// wait argument; TryAcquire refuses it.
 func Wait(d time.Duration) AcquireOption {
 	return AcquireOption{func(o *acquireOptions) { o.wait, o.waitSet = max(d, 0), true }}
 }

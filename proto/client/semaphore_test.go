@@ -36,7 +36,7 @@ func TestAcquireWithLimitSendsItOnEverySend(t *testing.T) {
 	}
 	r2.sc.send("A builds 9")
 	got := await(t, res)
-	if got.err != nil || got.lock != (Lock{Key: "builds", Token: 9, Lease: 30 * time.Second, Limit: 3, ID: id}) {
+	if got.err != nil || !sameLock(got.lock, Lock{Key: "builds", Token: 9, Lease: 30 * time.Second, Limit: 3, ID: id}) {
 		t.Fatalf("acquire: %+v", got)
 	}
 }

@@ -146,7 +146,7 @@ func (b *breaks) notFollowed(c *client.Client, given []string, key string, token
 	if active == "" || slices.Contains(given, active) {
 		return nil
 	}
-	c.Release(context.Background(), key, token)
+	c.ReleaseToken(context.Background(), key, token)
 	return errBroken(b.name, "a redirect is not followed", &client.ServerError{Op: proto.OpAcquire, Key: key, Msg: "not the active node: the active is at " + active})
 }
 

@@ -287,7 +287,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		defer cancel()
 		if cmd.Cmd == "release" {
 			drops := d.brk.drops.Load()
-			err := c.Release(ctx, cmd.Key, tok)
+			err := c.ReleaseToken(ctx, cmd.Key, tok)
 			if err == nil && d.brk.name == "lostrelease" && d.brk.drops.Load() > drops {
 				return nil, errBroken(d.brk.name, "a connection dropped under the release", client.ErrNotHeld)
 			}

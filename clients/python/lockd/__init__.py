@@ -5,10 +5,18 @@
         with client.hold("deploy", lease=30) as lock:
             lock.check()          # raises lockd.LockLost once the lock is lost
             write(resource, fence=lock.token)
+
+and for asyncio:
+
+    async with lockd.AsyncClient("127.0.0.1:7070") as client, client.hold("deploy", lease=30) as lock:
+        lock.check()
+        await write(resource, fence=lock.token)
 """
 
 from ._aio import to_thread
-from ._client import Client, Lock, Watch
+from ._aio_client import AsyncClient
+from ._aio_hold import Acquiring, AsyncElection, AsyncHold, AsyncLock, AsyncObserver, AsyncWatch
+from ._client import Client, Lock, TryLock, Watch
 from ._errors import (
     AuthError,
     Cancelled,
@@ -16,6 +24,7 @@ from ._errors import (
     Error,
     LimitMismatch,
     LockLost,
+    LostReason,
     NotHeld,
     Refused,
     Timeout,
@@ -27,6 +36,7 @@ from ._wire import Holder, Peer, Queue, Status, Waiter
 __all__ = [
     "Client",
     "Lock",
+    "TryLock",
     "Hold",
     "Election",
     "Observer",
@@ -38,6 +48,13 @@ __all__ = [
     "Status",
     "Peer",
     "to_thread",
+    "AsyncClient",
+    "Acquiring",
+    "AsyncLock",
+    "AsyncHold",
+    "AsyncElection",
+    "AsyncObserver",
+    "AsyncWatch",
     "Error",
     "Timeout",
     "NotHeld",
@@ -48,5 +65,6 @@ __all__ = [
     "Closed",
     "Cancelled",
     "LockLost",
+    "LostReason",
 ]
 __version__ = "0.1.0"

@@ -46,6 +46,10 @@ async def to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
     asyncio.to_thread(client.acquire, ...) cannot be interrupted: the
     thread waits on, and asyncio.run waits for the thread.
+
+    It is for a program that shares a lockd.Client between threads and
+    asyncio code; a program that is all asyncio uses lockd.AsyncClient,
+    whose calls are coroutines and need no thread.
     """
     cancel = threading.Event()
     if _takes_cancel(func) and "cancel" not in kwargs:

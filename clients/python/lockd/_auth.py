@@ -8,7 +8,7 @@ import hmac
 import os
 import socket
 import ssl
-from typing import Optional, Tuple
+from typing import Generator, List, Optional, Tuple
 
 from ._errors import AuthError, Error
 
@@ -61,10 +61,12 @@ class LineReader:
             self.buf += chunk
 
 
-def _handshake(sock: socket.socket, r: LineReader, role: str, secret: bytes, addr: str) -> None:
+def handshake(role: str, secret: bytes, addr: str) -> Generator[bytes, bytes, None]:
+    """The secret handshake (I) without I/O: it yields each line to send
+    and is sent each line read back; it returns once both sides proved
+    the secret, and raises AuthError when they did not."""
     cn = nonce()
-    sock.sendall(f"I {role} hello {cn} {addr}\n".encode())
-    f = _i_answer(r, role, addr)
+    f = _i_words((yield f"I {role} hello {cn} {addr}\n".encode()), role, addr)
     if len(f) >= 2 and f[0] == "ok":
         raise AuthError(
             f"{addr} asked for no proof of the secret and gave none of its own: it does not hold this secret "
@@ -73,16 +75,26 @@ def _handshake(sock: socket.socket, r: LineReader, role: str, secret: bytes, add
     if len(f) != 2 or f[0] != "challenge":
         raise AuthError(f"{addr} answered {' '.join(f)!r} to the secret handshake; check that client and server versions match")
     sn = f[1]
-    sock.sendall(f"I {role} proof {proof(secret, 'client', role, addr, sn, cn)}\n".encode())
-    f = _i_answer(r, role, addr)
+    f = _i_words((yield f"I {role} proof {proof(secret, 'client', role, addr, sn, cn)}\n".encode()), role, addr)
     if len(f) != 3 or f[0] != "ok":
         raise AuthError(f"{addr} answered {' '.join(f)!r} to the proof of the secret")
     if not hmac.compare_digest(f[2], proof(secret, "server", role, addr, cn, sn)):
         raise AuthError(f"{addr}'s proof does not match this secret: its secret differs, or it is not the lockd it claims to be")
 
 
-def _i_answer(r: LineReader, role: str, addr: str) -> list:
-    w = r.line().decode("utf-8", "replace").split()
+def _handshake(sock: socket.socket, r: LineReader, role: str, secret: bytes, addr: str) -> None:
+    steps = handshake(role, secret, addr)
+    out = next(steps)
+    while True:
+        sock.sendall(out)
+        try:
+            out = steps.send(r.line())
+        except StopIteration:
+            return
+
+
+def _i_words(line: bytes, role: str, addr: str) -> List[str]:
+    w = line.decode("utf-8", "replace").split()
     if len(w) >= 2 and w[0] == "I" and w[1] == role:
         return w[2:]
     if len(w) >= 2 and w[0] == "E":

@@ -25,6 +25,7 @@ from ._conn import (
     FAILURE_TIMEOUT,
     MAX_DROPS,
     MAX_MOVES,
+    READ_SIZE,
     REDIAL,
     RELEASE_EVERY,
     RELEASE_FOR,
@@ -39,7 +40,7 @@ from ._conn import (
 )
 from ._errors import Cancelled, Closed, Error, Refused, Unavailable
 from ._loop import _Loop
-from ._requests import Lock, _Requests
+from ._requests import Lock, TryLock, _Requests
 from ._watch import Watch, _Watches, _WatchState
 
 if TYPE_CHECKING:
@@ -67,6 +68,67 @@ def _default_name() -> str:
     except Exception:
         user = "unknown"
     return f"{user}@{socket.gethostname()}:{os.getpid()}"
+
+
+def _configure(
+    self: Any,
+    addrs: Union[None, str, List[str]],
+    secret: Union[None, str, bytes],
+    secret_file: Optional[str],
+    role: str,
+    tls: Union[None, bool, ssl.SSLContext],
+    tls_ca: Optional[str],
+    tls_cert: Optional[str],
+    tls_key: Optional[str],
+    tls_server_name: Optional[str],
+    failure_timeout: w.Seconds,
+    name: Optional[str],
+    conns_per_addr: int,
+    redial: w.Seconds,
+    release_every: w.Seconds,
+    release_for: w.Seconds,
+    dial_timeout: w.Seconds,
+) -> int:
+    """Reads a client's options (Client's and AsyncClient's) into its
+    fields; returns the connections to keep per address."""
+    if addrs is None:
+        addrs = os.environ.get("LOCKD_ADDR") or "127.0.0.1:7070"
+    self._addrs = w.split_addrs(addrs)
+    self._ft = _pos(failure_timeout, "failure_timeout")
+    self._redial = _pos(redial, "redial")
+    self._release_every = _pos(release_every, "release_every")
+    self._release_for = _pos(release_for, "release_for")
+    self._dial_timeout = _pos(dial_timeout, "dial_timeout")
+    if role not in ("client", "admin", "peer"):
+        raise ValueError(f"lockd: role {role!r} is not client, admin or peer")
+    self._role = role
+    if secret is None and secret_file is None:
+        secret_file = os.environ.get("LOCKD_SECRET_FILE") or None
+    self._secret = None
+    if secret is not None:
+        self._secret = check_secret(secret.encode() if isinstance(secret, str) else bytes(secret))
+    elif secret_file:
+        try:
+            with open(secret_file, "rb") as f:
+                self._secret = check_secret(f.read())
+        except OSError as e:
+            raise ValueError(f"lockd: secret_file {secret_file}: {e.strerror}") from None
+    self._tls, self._server_name = Client._tls_context(tls, tls_ca, tls_cert, tls_key, tls_server_name)
+    if name is None:
+        name = os.environ.get("LOCKD_NAME") or _default_name()
+    prefix = os.urandom(8).hex()
+    self._id_prefix = (w.clean_name(name) + "#" + prefix) if name else prefix
+    self._ids = itertools.count(1)
+    if conns_per_addr <= 0:
+        conns_per_addr = 2 if len(self._addrs) == 1 else 1
+    return conns_per_addr
+
+
+def _pos(d: w.Seconds, what: str) -> float:
+    s = w.seconds(d, what)
+    if s is None or s <= 0:
+        raise ValueError(f"lockd: {what} must be more than 0 seconds, got {d!r}")
+    return s
 
 
 class Client(_Requests, _Watches, _Loop):
@@ -97,36 +159,10 @@ class Client(_Requests, _Watches, _Loop):
         release_for: w.Seconds = RELEASE_FOR,
         dial_timeout: w.Seconds = DIAL_TIMEOUT,
     ) -> None:
-        if addrs is None:
-            addrs = os.environ.get("LOCKD_ADDR") or "127.0.0.1:7070"
-        self._addrs = w.split_addrs(addrs)
-        self._ft = self._pos(failure_timeout, "failure_timeout")
-        self._redial = self._pos(redial, "redial")
-        self._release_every = self._pos(release_every, "release_every")
-        self._release_for = self._pos(release_for, "release_for")
-        self._dial_timeout = self._pos(dial_timeout, "dial_timeout")
-        if role not in ("client", "admin", "peer"):
-            raise ValueError(f"lockd: role {role!r} is not client, admin or peer")
-        self._role = role
-        if secret is None and secret_file is None:
-            secret_file = os.environ.get("LOCKD_SECRET_FILE") or None
-        self._secret: Optional[bytes] = None
-        if secret is not None:
-            self._secret = check_secret(secret.encode() if isinstance(secret, str) else bytes(secret))
-        elif secret_file:
-            try:
-                with open(secret_file, "rb") as f:
-                    self._secret = check_secret(f.read())
-            except OSError as e:
-                raise ValueError(f"lockd: secret_file {secret_file}: {e.strerror}") from None
-        self._tls, self._server_name = self._tls_context(tls, tls_ca, tls_cert, tls_key, tls_server_name)
-        if name is None:
-            name = os.environ.get("LOCKD_NAME") or _default_name()
-        prefix = os.urandom(8).hex()
-        self._id_prefix = (w.clean_name(name) + "#" + prefix) if name else prefix
-        self._ids = itertools.count(1)
-        if conns_per_addr <= 0:
-            conns_per_addr = 2 if len(self._addrs) == 1 else 1
+        conns_per_addr = _configure(
+            self, addrs, secret, secret_file, role, tls, tls_ca, tls_cert, tls_key, tls_server_name,
+            failure_timeout, name, conns_per_addr, redial, release_every, release_for, dial_timeout,
+        )
 
         self._mu = threading.Lock()
         self._changed = threading.Condition(self._mu)
@@ -139,6 +175,7 @@ class Client(_Requests, _Watches, _Loop):
         self._last_err: Optional[BaseException] = None
         self._watches: Dict[str, "_WatchState"] = {}
         self._holds: Set[Any] = set()
+        self._rmem = memoryview(bytearray(READ_SIZE))
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -159,13 +196,6 @@ class Client(_Requests, _Watches, _Loop):
                     self._add_conn_locked(a, False)
         self._thread = threading.Thread(target=self._loop, name="lockd-io", daemon=True)
         self._thread.start()
-
-    @staticmethod
-    def _pos(d: w.Seconds, what: str) -> float:
-        s = w.seconds(d, what)
-        if s is None or s <= 0:
-            raise ValueError(f"lockd: {what} must be more than 0 seconds, got {d!r}")
-        return s
 
     @staticmethod
     def _tls_context(
@@ -226,30 +256,6 @@ class Client(_Requests, _Watches, _Loop):
         self._wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(5)
-
-    @property
-    def min_hold_lease(self) -> float:
-        """The shortest lease hold() and campaign() take, in seconds: twice
-        failure_timeout. A held lock stays held only while a renewal lands
-        within each lease; when the active node fails, the client notices
-        within about a failure timeout, the cluster promotes another node
-        within about one, and the renewal must reach it before the lease
-        ends. A shorter lease is lost in any failover."""
-        return 2 * self._ft
-
-    @property
-    def active(self) -> str:
-        """The address of the node last known to be active, '' until known."""
-        with self._mu:
-            return self._active
-
-    def _acquire_id(self, name: Optional[str] = None) -> str:
-        n = next(self._ids)  # atomic under the GIL: no lock to contend for
-        prefix = self._id_prefix
-        if name is not None:
-            prefix = name + "#" + prefix.rsplit("#", 1)[-1]
-        return prefix + "-" + w.base36(n)
-
 
     # ----------------------------------------------------------- round trip
 

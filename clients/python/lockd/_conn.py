@@ -19,6 +19,8 @@ ACQUIRE_GRACE = 0.5
 MAX_MOVES = 10
 MAX_DROPS = 8
 MAX_DYNAMIC = 16
+# The most one read takes off a socket: far more than a burst of answers.
+READ_SIZE = 65536
 
 # Ops whose requests an M answer may answer: every op the client sends but S.
 _MOVABLE = ("A", "R", "N", "Q", "K", "H", "X", "L", "U")
@@ -90,6 +92,8 @@ class _Conn:
 class _Attempt:
     """What one call remembers of the connections it tried."""
 
+    __slots__ = ("busy_key", "target", "failed", "fresh", "drops", "moves", "last_err", "stale", "stale_since")
+
     def __init__(self, busy_key: str = "") -> None:
         self.busy_key = busy_key
         self.target = ""
@@ -130,6 +134,13 @@ def _token(token: Any) -> int:
     if token < 0 or token >= 1 << 64:
         raise ValueError(f"lockd: token {token} is not an unsigned 64-bit integer")
     return token
+
+
+def _lease_seconds(lease: w.Seconds, op: str, key: str) -> float:
+    s = w.seconds(lease, "lease")
+    if s is None or s < 0.001 or s > w.MAX_SECONDS:
+        raise ValueError(f"{op} {key}: lease {lease!r} is out of range; give at least 0.001 and at most {w.MAX_SECONDS} seconds")
+    return s
 
 
 def _timeout(key: str, wait: Optional[float]) -> Timeout:

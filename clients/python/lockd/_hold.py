@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from . import _wire as w
-from ._errors import Closed, Error, LockLost, NotHeld, Refused, Unavailable
+from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Refused, Unavailable
 
 if TYPE_CHECKING:
     from ._client import Client, Lock, Watch
@@ -31,14 +31,14 @@ class Hold:
     was itself frozen past its lease from doing harm."""
 
     def __init__(self, client: "Client", lock: "Lock", lease: float, cap_at: Optional[float]) -> None:
-        self.client = client
-        self.key = lock.key
-        self.token = lock.token
-        self.limit = lock.limit
-        self.id = lock.id
-        self.lease = lease
-        self.lost = threading.Event()
-        self.reason = ""
+        self.client: Client = client
+        self.key: str = lock.key
+        self.token: int = lock.token
+        self.limit: int = lock.limit
+        self.id: str = lock.id
+        self.lease: float = lease
+        self.lost: threading.Event = threading.Event()
+        self.reason: Optional[LostReason] = None
         self.error: Optional[LockLost] = None
         self._cap_at = cap_at
         self._mu = threading.Lock()
@@ -136,7 +136,7 @@ class Hold:
             ),
         )
 
-    def _end(self, reason: str, err: LockLost) -> None:
+    def _end(self, reason: LostReason, err: LockLost) -> None:
         with self._mu:
             if self.lost.is_set():
                 return
@@ -199,23 +199,40 @@ class Hold:
 
     def check(self) -> None:
         """Raises LockLost when the lock is lost or no longer provably held:
-        call it between steps of the critical section."""
+        call it between steps of the critical section. It reads the clock
+        itself: once the lease the last acknowledged renewal started is
+        over, it raises, even if the renewing thread has not run since
+        (a busy or starved process), and sets lost."""
+        if not self.lost.is_set():
+            with self._mu:
+                over = time.monotonic() >= self._expires
+            if over:
+                self._expire()
         if self.lost.is_set():
             assert self.error is not None
             raise self.error
 
     def release(self) -> None:
         """Stops renewing and gives the lock back. Raises NotHeld when the
-        node says the token no longer held the key."""
+        node says the token no longer held the key, and Unavailable when no
+        node answered, but only while the hold counted as held: after a
+        loss (lost is set, reason says why) it raises nothing, so that a
+        finally block releasing it does not hide what ended the body. It
+        still sends the release then, which hands on sooner a lock whose
+        renewals only failed to reach a node."""
         with self._mu:
             if self._released:
                 return
             self._released = True
+        if not self.lost.is_set() and time.monotonic() >= self.expires:
+            self._expire()
         was_lost = self.lost.is_set()
         self._end("released", LockLost(f"hold {self.key} token {self.token}: the lock was released", "released"))
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(2)
-        if was_lost and self.reason in ("notheld", "closed"):
+        if was_lost:
+            if self.reason not in ("notheld", "closed"):
+                self.client._release_quietly(self.key, self.token)
             return
         self.client.release(self.key, self.token)
 
@@ -246,8 +263,8 @@ class Election:
     space, control character or '#'."""
 
     def __init__(self, client: "Client", key: str) -> None:
-        self.client = client
-        self.key = key
+        self.client: Client = client
+        self.key: str = key
         self._hold: Optional[Hold] = None
 
     @staticmethod
@@ -288,7 +305,8 @@ class Election:
         return Observer(self.client.watch(self.key))
 
     def resign(self) -> None:
-        """Gives leadership up, if this election object holds it."""
+        """Gives leadership up, if this election object holds it. After a
+        loss of leadership it raises nothing (Hold.release)."""
         h, self._hold = self._hold, None
         if h is not None:
             h.release()

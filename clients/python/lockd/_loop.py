@@ -12,15 +12,16 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from . import _wire as w
 from ._auth import NoAnswer, open_conn
-from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _Call, _Conn, _Dropped
+from ._choose import _Choose
+from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _bad_answer, _Call, _Conn, _Dropped, _not_held, _server_error
 from ._errors import AuthError, Closed, Error, Unavailable
 
 
-class _Loop:
+class _Loop(_Choose):
     """The connection pool and its I/O thread, a part of Client."""
 
     # ------------------------------------------------------------ I/O thread
@@ -170,9 +171,13 @@ class _Loop:
         if sock is None:
             return
         got = False
+        # One buffer for every read of the client: a fresh bytes object per
+        # recv costs an allocation (at 256 KiB, an mmap and munmap) for the
+        # few dozen bytes an answer usually is.
+        mem = self._rmem
         while True:
             try:
-                chunk = sock.recv(262144)
+                n = sock.recv_into(mem)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
                 break
             except ssl.SSLWantWriteError:
@@ -180,12 +185,12 @@ class _Loop:
             except OSError as e:
                 self._down_locked(cn, ConnectionError(f"connection to {cn.addr} lost: {e}"))
                 return
-            if not chunk:
+            if not n:
                 self._down_locked(cn, ConnectionError(f"connection to {cn.addr} lost: the node closed it"))
                 return
-            cn.rbuf += chunk
+            cn.rbuf += mem[:n]
             got = True
-            if not isinstance(sock, ssl.SSLSocket) and len(chunk) < 262144:
+            if not isinstance(sock, ssl.SSLSocket) and n < len(mem):
                 break
         if got:
             cn.last_read = time.monotonic()
@@ -345,6 +350,20 @@ class _Loop:
             pass
 
     def _queue_locked(self, cn: _Conn, cl: _Call, line: bytes) -> None:
+        self._enqueue_locked(cn, cl, line)
+        if threading.current_thread() is self._thread:
+            # Written once this round of the loop is over, with the rest.
+            self._dirty.add(cn)
+        elif not cn.want_write:
+            # The caller writes its own line: handing it to the I/O thread
+            # would cost a thread switch per request, which is most of
+            # what a request costs in Python. What the socket does not
+            # take now, the I/O thread writes when it can.
+            self._flush_locked(cn)
+
+    def _enqueue_locked(self, cn: _Conn, cl: _Call, line: bytes) -> None:
+        """Records cl as waiting for its answer on cn and adds its line to
+        what cn has to write."""
         cn.seq += 1
         cl.seq = cn.seq
         cl.conn = cn
@@ -357,15 +376,6 @@ class _Loop:
                 q = cn.pending[(cl.op, cl.key)] = collections.deque()
             q.append(cl)
         cn.wbuf += line
-        if threading.current_thread() is self._thread:
-            # Written once this round of the loop is over, with the rest.
-            self._dirty.add(cn)
-        elif not cn.want_write:
-            # The caller writes its own line: handing it to the I/O thread
-            # would cost a thread switch per request, which is most of
-            # what a request costs in Python. What the socket does not
-            # take now, the I/O thread writes when it can.
-            self._flush_locked(cn)
 
     def _flush_locked(self, cn: _Conn) -> None:
         sock = cn.sock
@@ -389,14 +399,7 @@ class _Loop:
         """Marks the connection unusable, then fails everything outstanding
         on it, so that each call moves on to another connection."""
         if cn.sock is not None:
-            try:
-                self._sel.unregister(cn.sock)
-            except (KeyError, ValueError):
-                pass
-            try:
-                cn.sock.close()
-            except OSError:
-                pass
+            self._close_sock_locked(cn)
             cn.sock = None
         was_up = cn.state == "up"
         cn.state = "down"
@@ -429,101 +432,77 @@ class _Loop:
             self._resubscribe_locked()
         self._changed.notify_all()
 
-    # ------------------------------------------------------ choosing a conn
+    def _close_sock_locked(self, cn: _Conn) -> None:
+        try:
+            self._sel.unregister(cn.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            cn.sock.close()
+        except OSError:
+            pass
 
-    def _stale_locked(self, addr: str) -> bool:
-        """Whether addr is dead (_dead_locked); if it is, its connections
-        are dialled at once instead of at the next redial: a node named by
-        an M answer is one the cluster says is active, so a node restarted
-        or resumed there is worth finding now."""
-        if not self._dead_locked(addr):
-            return False
-        for cn in self._conns:
-            if cn.addr == addr and cn.state == "down":
-                self._dial_locked(cn)
-        return True
+    @property
+    def min_hold_lease(self) -> float:
+        """The shortest lease hold() and campaign() take, in seconds: twice
+        failure_timeout. A held lock stays held only while a renewal lands
+        within each lease; when the active node fails, the client notices
+        within about a failure timeout, the cluster promotes another node
+        within about one, and the renewal must reach it before the lease
+        ends. A shorter lease is lost in any failover."""
+        return 2 * self._ft
 
-    def _silence_locked(self, addr: str) -> str:
-        """How long addr has not answered this client, in words."""
-        heard = max((cn.last_read for cn in self._conns if cn.addr == addr and cn.gen > 0), default=0.0)
-        if not heard:
-            return "which this client has never reached"
-        return f"which has not answered this client for {time.monotonic() - heard:.3f}s"
+    @property
+    def active(self) -> str:
+        """The address of the node last known to be active, '' until known."""
+        with self._mu:
+            return self._active
 
-    def _any_up_locked(self) -> bool:
-        return any(cn.state == "up" for cn in self._conns)
+    def _acquire_id(self, name: Optional[str] = None) -> str:
+        n = next(self._ids)  # atomic under the GIL: no lock to contend for
+        prefix = self._id_prefix
+        if name is not None:
+            prefix = name + "#" + prefix.rsplit("#", 1)[-1]
+        # Hex while it fits the 13 characters an id leaves it (4.5e15
+        # acquires), base 36 after: format() costs less than base36().
+        return prefix + "-" + (format(n, "x") if n < 0x10000000000000 else w.base36(n))
 
-    def _dead_locked(self, addr: str) -> bool:
-        found = False
-        for cn in self._conns:
-            if cn.addr != addr:
+    def _collect_release(
+        self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool], soon: Callable[[], None]
+    ) -> Any:
+        for cl in list(calls):
+            if cl.state != 1:
                 continue
-            if cn.state == "up" or cn.last_err is None:
-                return False
-            found = True
-        return found
-
-    def _pick_locked(self, addr: str, at: _Attempt) -> Tuple[Optional[_Conn], bool]:
-        def usable(cn: _Conn) -> bool:
-            if cn.state != "up" or (addr and cn.addr != addr):
-                return False
-            g = at.failed.get(cn)
-            return g is None or cn.gen > g
-
-        live = [cn for cn in self._conns if usable(cn)]
-        if at.busy_key and live:
-            free = [cn for cn in live if not (cn.no_refs and cn.acquiring(at.busy_key))]
-            if free:
-                live = free
-        if live:
-            cn = live[self._rr % len(live)]
-            self._rr += 1
-            return cn, False
-        wait = False
-        for cn in self._conns:
-            if addr and cn.addr != addr:
+            calls.remove(cl)
+            res = cl.result
+            if isinstance(res, _Dropped):
+                if isinstance(res.err, Closed):
+                    return Closed("the lockd client is closed")
+                at.fail(cl.conn, cl.gen, res.err)  # type: ignore[arg-type]
+                if not calls:
+                    send()
                 continue
-            if cn.state == "dialing":
-                at.fresh.add(cn)
-                wait = True
-            elif cn.state == "down" and cn not in at.fresh:
-                at.fresh.add(cn)
-                self._dial_locked(cn)
-                wait = True
-        return None, wait
-
-    def _choose_locked(self, at: _Attempt) -> Optional[_Conn]:
-        """The connection for the next send of a call, None to wait for a
-        change, or Unavailable when every connection has been tried."""
-        if self._closed:
-            raise Closed("the lockd client is closed")
-        target = at.target or self._active
-        if target and self._dead_locked(target):
-            target = ""
-        if target:
-            if self._dynamic < MAX_DYNAMIC and not any(c.addr == target for c in self._conns):
-                self._add_conn_locked(target, True)
-            cn, wait = self._pick_locked(target, at)
-            if cn is not None:
-                return cn
-            if wait:
-                return None
-        cn, wait = self._pick_locked("", at)
-        if cn is not None:
-            return cn
-        if wait:
-            return None
-        raise self._unavailable_locked(at.last_err)
-
-    def _unavailable_locked(self, last: Optional[BaseException]) -> Error:
-        if last is None:
-            last = self._last_err
-        if isinstance(last, AuthError):
-            return AuthError(str(last))
-        addrs: List[str] = []
-        for cn in self._conns:
-            if cn.addr not in addrs:
-                addrs.append(cn.addr)
-        hint = "check that lockd is running there and that the client's addresses (or LOCKD_ADDR) name it"
-        why = f" ({last})" if last is not None else ""
-        return Unavailable(f"no lockd node available: tried {', '.join(addrs)}{why}; {hint}")
+            a, _ = res
+            cn = cl.conn
+            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
+                with self._mu:
+                    self._active = cn.addr  # type: ignore[union-attr]
+                if a.fields[0] == "ok":
+                    return True
+                return _not_held("release", key, token)
+            if a.kind == "E":
+                return _server_error("R", key, a)
+            if a.kind == "M" and len(a.fields) == 1:
+                addr = a.fields[0]
+                with self._mu:
+                    if self._stale_locked(addr):
+                        soon()
+                        continue
+                    self._active = addr
+                at.target = addr
+                at.moves += 1
+                if at.moves <= 2:
+                    send()
+                continue
+            return _bad_answer("release", key, cn, a)
+        return None

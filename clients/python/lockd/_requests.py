@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import _wire as w
 from ._auth import NoAnswer
-from ._conn import ACQUIRE_GRACE, _Attempt, _Call, _Conn, _Deadline, _Dropped, _WaitElapsed, _bad_answer, _not_held, _server_error, _timeout, _token
+from ._conn import ACQUIRE_GRACE, _Attempt, _Call, _Conn, _Deadline, _Dropped, _WaitElapsed, _bad_answer, _lease_seconds, _not_held, _server_error, _timeout, _token
 from ._errors import Closed, Error, NotHeld, Timeout, Unavailable
 
 if TYPE_CHECKING:
@@ -21,12 +21,12 @@ class Lock:
     than the largest it has seen."""
 
     def __init__(self, client: "Client", key: str, token: int, lease: float, limit: int, id_: str) -> None:
-        self.client = client
-        self.key = key
-        self.token = token
-        self.lease = lease
-        self.limit = limit
-        self.id = id_
+        self.client: Client = client
+        self.key: str = key
+        self.token: int = token
+        self.lease: float = lease
+        self.limit: int = limit
+        self.id: str = id_
 
     def release(self) -> None:
         """Gives the lock back; the next waiter is granted at once."""
@@ -54,6 +54,64 @@ class Lock:
         return f"<lockd.Lock key={self.key!r} token={self.token}>"
 
 
+class TryLock:
+    """What try_acquire returns: the Lock when the key was free, or word
+    that it was busy. True when acquired. As a context manager it gives
+    the Lock, or None when the key was busy, and releases the lock at the
+    end of the block:
+
+        with client.try_acquire("report", lease=30) as lock:
+            if lock is None:
+                print("busy")           # nothing was queued
+            else:
+                write(fence=lock.token)
+
+    token, release() and renew() reach the lock, and raise Timeout when
+    there is none."""
+
+    def __init__(self, key: str, lock: Optional[Lock]) -> None:
+        self.key: str = key
+        self.lock: Optional[Lock] = lock
+
+    @property
+    def acquired(self) -> bool:
+        """Whether the key was free and is now held."""
+        return self.lock is not None
+
+    def __bool__(self) -> bool:
+        return self.lock is not None
+
+    def _held(self) -> Lock:
+        if self.lock is None:
+            raise Timeout(f"try_acquire {self.key}: the key was busy and nothing is held; test the result (if lock:, or lock.acquired) before using it")
+        return self.lock
+
+    @property
+    def token(self) -> int:
+        """The lock's fencing token."""
+        return self._held().token
+
+    def release(self) -> None:
+        """Gives the lock back (Lock.release)."""
+        self._held().release()
+
+    def renew(self, lease: Optional[w.Seconds] = None) -> None:
+        """Restarts the lease from now (Lock.renew)."""
+        self._held().renew(lease)
+
+    def __enter__(self) -> Optional[Lock]:
+        return self.lock
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.lock is not None:
+            self.lock.__exit__(exc_type, exc, tb)
+
+    def __repr__(self) -> str:
+        if self.lock is None:
+            return f"<lockd.TryLock key={self.key!r} busy>"
+        return f"<lockd.TryLock key={self.key!r} token={self.lock.token}>"
+
+
 class _Requests:
     """The requests of Client."""
 
@@ -75,13 +133,14 @@ class _Requests:
         Unavailable, Cancelled (cancel, a threading.Event, was set) or Closed."""
         return self._acquire(key, lease, w.seconds(wait, "wait") or 0.0, limit, cancel, None)
 
-    def try_acquire(self, key: str, lease: w.Seconds, limit: Optional[int] = None) -> Optional[Lock]:
-        """Takes key if nobody holds it, without queueing: the Lock, or None
-        when it is held by others."""
+    def try_acquire(self, key: str, lease: w.Seconds, limit: Optional[int] = None) -> TryLock:
+        """Takes key if nobody holds it, without queueing: a TryLock, true
+        and holding the Lock when the key was free, false when others hold
+        it. with client.try_acquire(...) as lock gives the Lock or None."""
         try:
-            return self._acquire(key, lease, None, limit, None, None)
+            return TryLock(key, self._acquire(key, lease, None, limit, None, None))
         except Timeout:
-            return None
+            return TryLock(key, None)
 
     def _acquire(
         self,
@@ -152,10 +211,7 @@ class _Requests:
 
     @staticmethod
     def _lease(lease: w.Seconds, op: str, key: str) -> float:
-        s = w.seconds(lease, "lease")
-        if s is None or s < 0.001 or s > w.MAX_SECONDS:
-            raise ValueError(f"{op} {key}: lease {lease!r} is out of range; give at least 0.001 and at most {w.MAX_SECONDS} seconds")
-        return s
+        return _lease_seconds(lease, op, key)
 
     def release(self, key: str, token: int) -> None:
         """Gives the lock back, so the next waiter is granted at once. The
@@ -249,46 +305,6 @@ class _Requests:
                 if done is True:
                     return
                 raise done
-
-    def _collect_release(
-        self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool], soon: Callable[[], None]
-    ) -> Any:
-        for cl in list(calls):
-            if cl.state != 1:
-                continue
-            calls.remove(cl)
-            res = cl.result
-            if isinstance(res, _Dropped):
-                if isinstance(res.err, Closed):
-                    return Closed("the lockd client is closed")
-                at.fail(cl.conn, cl.gen, res.err)  # type: ignore[arg-type]
-                if not calls:
-                    send()
-                continue
-            a, _ = res
-            cn = cl.conn
-            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
-                with self._mu:
-                    self._active = cn.addr  # type: ignore[union-attr]
-                if a.fields[0] == "ok":
-                    return True
-                return _not_held("release", key, token)
-            if a.kind == "E":
-                return _server_error("R", key, a)
-            if a.kind == "M" and len(a.fields) == 1:
-                addr = a.fields[0]
-                with self._mu:
-                    if self._stale_locked(addr):
-                        soon()
-                        continue
-                    self._active = addr
-                at.target = addr
-                at.moves += 1
-                if at.moves <= 2:
-                    send()
-                continue
-            return _bad_answer("release", key, cn, a)
-        return None
 
     def renew(self, key: str, token: int, lease: w.Seconds) -> None:
         """Restarts the lease of a held lock from now. Raises NotHeld when

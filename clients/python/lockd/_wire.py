@@ -56,6 +56,9 @@ def check_key(op: str, key: str) -> bytes:
     if not isinstance(key, str):
         raise TypeError(f"{op}: the key must be a str, not {type(key).__name__}")
     b = key.encode("utf-8")
+    if 0 < len(b) <= MAX_KEY_LEN and key.isprintable() and " " not in key:
+        # No control character and no space: the loop below would pass it.
+        return b
     if not b:
         raise ValueError(f"{op}: the key is empty; a key is 1 to {MAX_KEY_LEN} bytes without space, tab or control character")
     if len(b) > MAX_KEY_LEN:
@@ -99,14 +102,26 @@ def acquire_line(key: str, lease_ms: int, wait: Optional[int], limit: int, id_: 
     return (" ".join(parts) + "\n").encode("utf-8")
 
 
-@dataclass
 class Answer:
-    """One answer line: its kind, key and the words after the key."""
+    """One answer line: its kind, key and the words after the key, and the
+    ref= an answer to a ref'd acquire carries. One is made for every line
+    read: a plain class with slots costs less than a dataclass."""
 
-    kind: str
-    key: str
-    fields: List[str]
-    ref: Optional[str] = None  # the ref= an answer to a ref'd acquire carries
+    __slots__ = ("kind", "key", "fields", "ref")
+
+    def __init__(self, kind: str, key: str, fields: List[str], ref: Optional[str] = None) -> None:
+        self.kind = kind
+        self.key = key
+        self.fields = fields
+        self.ref = ref
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Answer):
+            return NotImplemented
+        return (self.kind, self.key, self.fields, self.ref) == (other.kind, other.key, other.fields, other.ref)
+
+    def __repr__(self) -> str:
+        return f"Answer(kind={self.kind!r}, key={self.key!r}, fields={self.fields!r}, ref={self.ref!r})"
 
     def req_op(self) -> str:
         """The op of the request this answer belongs to ('' for M: any op)."""
@@ -235,9 +250,14 @@ class Peer(TypedDict):
     token: int  # its token high-water mark
 
 
-class Status(TypedDict, total=False):
+class _StatusPeers(TypedDict):
+    peers: List[Peer]
+
+
+class Status(_StatusPeers, total=False):
     """A node's status (its S answer), typed; a field this client does not
-    know stays the text it was sent as."""
+    know stays the text it was sent as. peers is always there (empty when
+    the node has none)."""
 
     self: str
     role: str  # active, standby, joining or handoff
@@ -251,7 +271,6 @@ class Status(TypedDict, total=False):
     replication: str  # sync or async
     degraded: bool
     durability: str  # memory, or disk:MODE
-    peers: List[Peer]
 
 
 _STATUS_INT = ("token", "seq", "keys", "waiters")

@@ -203,7 +203,7 @@ class ClientTest(unittest.TestCase):
             c.renew("k", TOKEN, 5)
         with self.assertRaises(lockd.Timeout):
             c.acquire("busy", 5, wait=1)
-        self.assertIsNone(c.try_acquire("busy", 5))
+        self.assertFalse(c.try_acquire("busy", 5))
         self.assertTrue(any(words(l)[3] == "-" for l in n.sent("A busy")), "try-lock sends wait -")
         with self.assertRaises(lockd.LimitMismatch):
             c.acquire("sem", 5, limit=3)

@@ -2,11 +2,12 @@
 // clients' rules (clients/README.md, "Client behaviour"; the Go client, package
 // proto/client, is the reference), and every call on top of it.
 
+import { onAbort } from "./abort.js";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type * as tls from "node:tls";
 import type { Role } from "./auth.js";
-import { Call, Conn, type ConnHost, type LineSocket, type Result, asError, dial, splitHostPort } from "./conn.js";
+import { Call, Conn, type LineSocket, type Result, asError, dial, splitHostPort } from "./conn.js";
 import {
   AbortError,
   AuthError,
@@ -80,6 +81,14 @@ export interface ClientOptions {
   name?: string;
   /** Receives a line for each connection event; default: none. */
   logger?: (msg: string) => void;
+  /**
+   * Let an idle client not keep the process alive: its sockets and
+   * background timers (redials, keep-alives) are unref'd, so a program
+   * whose work is done exits without close(). A call in flight, an open
+   * watch or a hold still keeps the process alive until it ends.
+   * Default false: the client keeps the process alive until close().
+   */
+  unref?: boolean;
 }
 
 export interface TLSOptions {
@@ -92,21 +101,63 @@ export interface TLSOptions {
   serverName?: string;
 }
 
-/** A granted lock, or one place of a semaphore. */
-export interface Lock {
+/** What release() and renew() need of a lock: its key and token. */
+export interface LockRef {
   key: string;
+  token: bigint;
+  /** The lease to renew with, when renew() is given none. */
+  lease?: number;
+}
+
+/**
+ * A granted lock, or one place of a semaphore, as acquire() returns it.
+ * It releases itself: `await lock.release()`, or `await using lock =
+ * await client.acquire(...)`, which releases it at the end of the block.
+ */
+export class Lock implements AsyncDisposable {
   /**
    * The fencing token: an unsigned 64-bit integer, so a bigint (it does
    * not fit a number). Hand it to the protected resource, which refuses
    * tokens smaller than the last it saw.
    */
-  token: bigint;
-  /** The lease it was granted with, in milliseconds. */
-  lease: number;
-  /** How many may hold key at once: 1 for a lock. */
-  limit: number;
-  /** The id its acquire carried, as queue() shows it. */
-  id: string;
+  readonly token: bigint;
+
+  /** @internal */
+  constructor(
+    private readonly client: Client,
+    readonly key: string,
+    token: bigint,
+    /** The lease it was granted with, in milliseconds. */
+    readonly lease: number,
+    /** How many may hold key at once: 1 for a lock. */
+    readonly limit: number,
+    /** The id its acquire carried, as queue() shows it. */
+    readonly id: string,
+  ) {
+    this.token = token;
+  }
+
+  /** Gives the lock back (Client.release); the next waiter is granted at once. */
+  release(options?: CallOptions): Promise<void> {
+    return this.client.release(this.key, this.token, options);
+  }
+
+  /** Restarts its lease from now, by lease ms (default: the lease it was granted with). */
+  renew(lease?: number, options?: CallOptions): Promise<void> {
+    return this.client.renew(this.key, this.token, lease ?? this.lease, options);
+  }
+
+  /**
+   * Releases it, for `await using`: a lock the node no longer counts as
+   * held (released already, lease ran out) is no error here.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.release();
+    } catch (e) {
+      if (!(e instanceof NotHeldError)) throw e;
+    }
+  }
 }
 
 export interface AcquireOptions {
@@ -229,7 +280,7 @@ class WatchSub {
  * background and returns at once; share one Client in a process: every
  * call is pipelined on its connections.
  */
-export class Client implements ConnHost {
+export class Client {
   readonly addrs: string[];
   readonly failureTimeout: number;
   readonly redial: number;
@@ -254,6 +305,11 @@ export class Client implements ConnHost {
   private refs = 0;
   private readonly subs = new Map<string, WatchSub>();
   private readonly holds = new Set<Hold>();
+  /** ClientOptions.unref. */
+  readonly unrefIdle: boolean;
+  /** Calls in flight and open watches, while unrefIdle: the keeper runs while there is one. */
+  private inFlight = 0;
+  private keeper: NodeJS.Timeout | undefined;
 
   /**
    * @param addrs HOST:PORT of every node, an array or a comma-separated
@@ -278,6 +334,7 @@ export class Client implements ConnHost {
     this.secret = readSecret(o.secret, o.secretFile ?? (o.secret === undefined ? env.LOCKD_SECRET_FILE || undefined : undefined));
     this.tlsOpts = tlsOptions(o.tls);
     this.logger = o.logger;
+    this.unrefIdle = o.unref === true;
     this.idRand = randomBytes(8).toString("hex");
     const name = o.name ?? env.LOCKD_NAME ?? "";
     this.idPrefix = name === "" ? "" : cleanName(name) + "#";
@@ -289,6 +346,22 @@ export class Client implements ConnHost {
       for (const cn of this.conns) cn.checkLive(now);
       for (const sub of this.subs.values()) this.checkStale(sub, now);
     }, tick);
+    if (this.unrefIdle) this.liveness.unref();
+  }
+
+  /**
+   * Counts a call or watch starting (1) or ending (-1). With unrefIdle,
+   * whose sockets and timers keep nothing alive, a timer that does is
+   * running while any is: the process waits for what it asked.
+   */
+  private busy(d: number): void {
+    if (!this.unrefIdle) return;
+    this.inFlight += d;
+    if (this.inFlight > 0 && !this.keeper) this.keeper = setInterval(() => {}, 1 << 30);
+    else if (this.inFlight <= 0 && this.keeper) {
+      clearInterval(this.keeper);
+      this.keeper = undefined;
+    }
   }
 
   get closed(): boolean {
@@ -322,6 +395,7 @@ export class Client implements ConnHost {
       tls: this.tlsOpts,
       secret: this.secret,
       role: this.role,
+      unref: this.unrefIdle,
       // A node that took the connection was reached: a release sent to
       // it may have arrived, and is worth re-sending.
       onConnect: () => {
@@ -528,6 +602,15 @@ export class Client implements ConnHost {
    * node they name. The answer is never M; an E answer is thrown.
    */
   private async roundTrip(req: Req, o: TripOptions): Promise<{ a: Answer; cn: Conn }> {
+    this.busy(1);
+    try {
+      return await this.trip(req, o);
+    } finally {
+      this.busy(-1);
+    }
+  }
+
+  private async trip(req: Req, o: TripOptions): Promise<{ a: Answer; cn: Conn }> {
     let at = new Attempt();
     at.target = o.target ?? "";
     let outages = 0;
@@ -760,7 +843,7 @@ export class Client implements ConnHost {
       });
       if (a.kind === "A" && a.fields.length === 1) {
         const token = parseToken(a.fields[0]);
-        if (token !== undefined) return { key, token, lease, limit, id };
+        if (token !== undefined) return new Lock(this, key, token, lease, limit, id);
       }
       if (a.kind === "T") {
         if (tryOnly) return null;
@@ -790,9 +873,9 @@ export class Client implements ConnHost {
    * have passed. Rejects with NotHeldError when the token does not hold
    * the key.
    */
-  release(lock: Lock, options?: CallOptions): Promise<void>;
+  release(lock: LockRef, options?: CallOptions): Promise<void>;
   release(key: string, token: bigint, options?: CallOptions): Promise<void>;
-  release(a: string | Lock, b?: bigint | CallOptions, c?: CallOptions): Promise<void> {
+  release(a: string | LockRef, b?: bigint | CallOptions, c?: CallOptions): Promise<void> {
     const [key, token, o] = typeof a === "string" ? [a, b as bigint, c] : [a?.key, a?.token, b as CallOptions | undefined];
     try {
       keyOK("release", key);
@@ -816,14 +899,15 @@ export class Client implements ConnHost {
       const outstanding = new Set<Call>();
       let timer: NodeJS.Timeout | undefined;
       let soonT: NodeJS.Timeout | undefined;
-      const onAbort = () => finish(abortError(signal!));
-      signal?.addEventListener("abort", onAbort, { once: true });
+      const unwatch = signal ? onAbort(signal, () => finish(abortError(signal))) : undefined;
+      this.busy(1);
       const finish = (err?: Error) => {
         if (finished) return;
         finished = true;
+        this.busy(-1);
         clearTimeout(timer);
         clearTimeout(soonT);
-        signal?.removeEventListener("abort", onAbort);
+        unwatch?.();
         for (const cl of outstanding) cl.abandoned = true;
         if (err) reject(err);
         else resolve();
@@ -931,9 +1015,9 @@ export class Client implements ConnHost {
   }
 
   /** Restarts the lease of a held lock from now. Rejects with NotHeldError when the token no longer holds the key. */
-  renew(lock: Lock, lease?: number, options?: CallOptions): Promise<void>;
+  renew(lock: LockRef, lease?: number, options?: CallOptions): Promise<void>;
   renew(key: string, token: bigint, lease: number, options?: CallOptions): Promise<void>;
-  async renew(a: string | Lock, b?: bigint | number, c?: number | CallOptions, d?: CallOptions): Promise<void> {
+  async renew(a: string | LockRef, b?: bigint | number, c?: number | CallOptions, d?: CallOptions): Promise<void> {
     let key: string, token: bigint, lease: number | undefined, o: CallOptions | undefined;
     if (typeof a === "string") [key, token, lease, o] = [a, b as bigint, c as number, d];
     else [key, token, lease, o] = [a?.key, a?.token, (b as number | undefined) ?? a?.lease, c as CallOptions | undefined];
@@ -997,10 +1081,11 @@ export class Client implements ConnHost {
       this.subs.set(key, sub);
     }
     const w = new Watch(key, (x) => this.unwatch(sub!, x));
+    this.busy(1);
     sub.watchers.add(w);
     if (options?.signal) {
       if (options.signal.aborted) w.close();
-      else options.signal.addEventListener("abort", () => w.close(), { once: true });
+      else w.unwatchSignal = onAbort(options.signal, () => w.close());
     }
     if (sub.conn && sub.last) w.push(sub.last);
     else void this.subscribe(sub);
@@ -1008,6 +1093,7 @@ export class Client implements ConnHost {
   }
 
   private unwatch(sub: WatchSub, w: Watch): void {
+    this.busy(-1);
     sub.watchers.delete(w);
     if (sub.watchers.size > 0 || this.subs.get(sub.key) !== sub) return;
     this.subs.delete(sub.key);
@@ -1202,12 +1288,15 @@ export class Client implements ConnHost {
  * state there, `stale: false`: it is current again. `stale` on the watch
  * says the same of the state last yielded.
  */
-export class Watch implements AsyncIterable<QueueState> {
+export class Watch implements AsyncIterable<QueueState>, Disposable, AsyncDisposable {
+  /** @internal Stops listening to the signal watch() was given. */
+  unwatchSignal: (() => void) | undefined;
   private states: QueueState[] = [];
   private wake: (() => void) | undefined;
   private ended = false;
   private error: Error | undefined;
   private lastStale = false;
+  /** @internal */
   constructor(
     readonly key: string,
     private readonly onClose: (w: Watch) => void,
@@ -1227,6 +1316,7 @@ export class Watch implements AsyncIterable<QueueState> {
     if (this.ended) return;
     this.ended = true;
     if (err && !(err instanceof ClosedError)) this.error = err;
+    this.unwatchSignal?.();
     this.onClose(this);
     this.wake?.();
   }
@@ -1234,6 +1324,16 @@ export class Watch implements AsyncIterable<QueueState> {
   /** Ends the watch. */
   close(): void {
     this.end();
+  }
+
+  /** Ends the watch, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** Ends the watch, for `await using`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
   }
 
   /** Whether the state last yielded said the watch had lost the cluster. */
@@ -1422,15 +1522,14 @@ function raceAbort<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
   if (!signal) return p;
   if (signal.aborted) return Promise.reject(abortError(signal));
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal));
-    signal.addEventListener("abort", onAbort, { once: true });
+    const unwatch = onAbort(signal, () => reject(abortError(signal)));
     p.then(
       (v) => {
-        signal.removeEventListener("abort", onAbort);
+        unwatch();
         resolve(v);
       },
       (e) => {
-        signal.removeEventListener("abort", onAbort);
+        unwatch();
         reject(e);
       },
     );

@@ -38,6 +38,8 @@ export interface ConnHost {
   readonly closed: boolean;
   readonly failureTimeout: number;
   readonly redial: number;
+  /** Whether an idle client lets the process exit (ClientOptions.unref). */
+  readonly unrefIdle: boolean;
   open(addr: string): Promise<LineSocket>;
   connUp(cn: Conn): void;
   connDown(cn: Conn, err: Error): void;
@@ -111,6 +113,7 @@ export class Conn {
       if (this.host.closed) return;
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, this.host.redial);
+        if (this.host.unrefIdle) t.unref();
         this.wakeDial = () => {
           clearTimeout(t);
           resolve();
@@ -447,6 +450,8 @@ export interface DialOptions {
   role: "client" | "admin" | "peer";
   /** Runs once the TCP connection is open, before TLS and the rest. */
   onConnect?: () => void;
+  /** The socket and the dial's timers do not keep the process alive. */
+  unref?: boolean;
 }
 
 /**
@@ -465,6 +470,7 @@ export async function dial(addr: string, o: DialOptions): Promise<LineSocket> {
       s.destroy();
       reject(new LockdError(`dialling ${addr} took longer than ${o.dialTimeout} ms`, "ENOANSWER"));
     }, o.dialTimeout);
+    if (o.unref) t.unref();
     // Stays attached: an error emitted before the LineSocket listens
     // must not go unhandled.
     const fail = (e: Error) => {
@@ -487,6 +493,7 @@ export async function dial(addr: string, o: DialOptions): Promise<LineSocket> {
     } else {
       s = net.connect({ host, port }, ready);
     }
+    if (o.unref) s.unref();
     s.on("error", fail);
     s.once("connect", () => o.onConnect?.());
   });

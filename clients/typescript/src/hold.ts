@@ -1,7 +1,8 @@
 // A lock that keeps itself alive and says when it is lost, and leader
 // election built on it.
 
-import type { AcquireOptions, CallOptions, Client, Lock, Watch } from "./client.js";
+import { onAbort } from "./abort.js";
+import { type AcquireOptions, type CallOptions, type Client, Lock, type Watch } from "./client.js";
 import { ClosedError, HoldLostError, InvalidArgumentError, type LostReason, NotHeldError, RefusedError } from "./errors.js";
 import { checkID, idName } from "./wire.js";
 
@@ -73,15 +74,14 @@ export class Hold implements AsyncDisposable {
     }
     const user = options.signal;
     if (user) {
-      const onAbort = () => void this.release().catch(() => {});
-      user.addEventListener("abort", onAbort, { once: true });
-      this.signal.addEventListener("abort", () => user.removeEventListener("abort", onAbort), { once: true });
+      const unwatch = onAbort(user, () => void this.release().catch(() => {}));
+      this.signal.addEventListener("abort", unwatch, { once: true });
     }
   }
 
   /** The lock as acquire() returns it. */
   get lock(): Lock {
-    return { key: this.key, token: this.token, lease: this.lease, limit: this.limit, id: this.id };
+    return new Lock(this.client, this.key, this.token, this.lease, this.limit, this.id);
   }
 
   /** Why the lock is no longer held, undefined while it is. */
@@ -241,7 +241,7 @@ function leaderOf(holders: { token: bigint; id: string }[], stale = false): Lead
  * Leader; the next value, once it reaches the cluster again, has it
  * false.
  */
-export class Observation implements AsyncIterable<Leader | null> {
+export class Observation implements AsyncIterable<Leader | null>, Disposable, AsyncDisposable {
   private last: bigint | null | undefined;
   private lastStale = false;
   /** @internal */
@@ -268,6 +268,16 @@ export class Observation implements AsyncIterable<Leader | null> {
 
   close(): void {
     this.w.close();
+  }
+
+  /** Ends the observation, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** Ends the observation, for `await using`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
   }
 
   [Symbol.asyncIterator](): AsyncIterator<Leader | null, undefined> {

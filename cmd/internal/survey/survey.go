@@ -102,6 +102,10 @@ type View struct {
 	// Silent is the node its peers name active that took lockctl's
 	// connection and answered nothing (frozen, overloaded): not Active.
 	Silent string
+	// Changes are the last moves of the active role, oldest first, the
+	// newest MaxChanges of what the nodes that answered remember (see
+	// MergeChanges): a node that is down takes its own with it.
+	Changes []proto.RoleChange
 }
 
 // Node is one node, from its own answer when it gave one, else from
@@ -164,11 +168,14 @@ func Build(answers []Answer) View {
 	// The priority order: the peers lists, the active's first (they are
 	// the same list on a well configured cluster).
 	var reporters []proto.Status
+	var changes [][]proto.RoleChange
 	for _, a := range order {
 		if st, ok := own[a]; ok {
 			reporters = append(reporters, st)
+			changes = append(changes, st.Changes)
 		}
 	}
+	v.Changes = MergeChanges(changes, MaxChanges)
 	slices.SortStableFunc(reporters, func(a, b proto.Status) int {
 		return boolRank(a.Role == RoleActive) - boolRank(b.Role == RoleActive)
 	})

@@ -1,0 +1,567 @@
+"""lockd.AsyncClient: the client for asyncio programs. Its requests are
+coroutines on one event loop, its connections asyncio transports; the
+rules of the connections (round-robin, failover, redirects, liveness,
+release re-sends, watches) are the blocking client's, shared with it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import ssl
+import time
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+
+from . import _wire as w
+from ._aio_hold import Acquiring, AsyncElection, AsyncHold, AsyncLock, AsyncWatch
+from ._aio_pool import _DEADLINE, _ACall, _AsyncPool, _Changed, _settle
+
+# What a release's first send is completed with when it is time to re-send.
+_RESEND = object()
+from ._auth import NoAnswer
+from ._client import _configure
+from ._conn import (
+    ACQUIRE_GRACE,
+    DIAL_TIMEOUT,
+    FAILURE_TIMEOUT,
+    MAX_DROPS,
+    MAX_MOVES,
+    REDIAL,
+    RELEASE_EVERY,
+    RELEASE_FOR,
+    _OPS,
+    _Attempt,
+    _bad_answer,
+    _Call,
+    _Conn,
+    _Deadline,
+    _Dropped,
+    _lease_seconds,
+    _not_held,
+    _server_error,
+    _timeout,
+    _token,
+    _WaitElapsed,
+)
+from ._errors import Closed, Error, Refused, Timeout, Unavailable
+from ._watch import _WatchState
+
+
+class AsyncClient(_AsyncPool):
+    """A client of the lockd nodes at addrs for asyncio: every request is a
+    coroutine, and cancelling the task that awaits it gives it up (a
+    waiting acquire is withdrawn from the node's queue with X; a grant
+    that crosses it is released).
+
+        async with lockd.AsyncClient("10.0.0.1:7070,10.0.0.2:7070") as client:
+            async with client.hold("deploy", lease=30) as lock:
+                lock.check()
+                await write(fence=lock.token)
+
+    It takes the options of lockd.Client, and has its behaviour. It
+    belongs to the event loop it first runs on: use it from that loop's
+    tasks (as many as you like), not from other threads or loops. Its
+    connections are dialled at the first request (or async with), and
+    close() (or leaving async with) ends them."""
+
+    def __init__(
+        self,
+        addrs: Union[None, str, List[str]] = None,
+        *,
+        secret: Union[None, str, bytes] = None,
+        secret_file: Optional[str] = None,
+        role: str = "client",
+        tls: Union[None, bool, ssl.SSLContext] = None,
+        tls_ca: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
+        failure_timeout: w.Seconds = FAILURE_TIMEOUT,
+        name: Optional[str] = None,
+        conns_per_addr: int = 0,
+        redial: w.Seconds = REDIAL,
+        release_every: w.Seconds = RELEASE_EVERY,
+        release_for: w.Seconds = RELEASE_FOR,
+        dial_timeout: w.Seconds = DIAL_TIMEOUT,
+    ) -> None:
+        self._per_addr = _configure(
+            self, addrs, secret, secret_file, role, tls, tls_ca, tls_cert, tls_key, tls_server_name,
+            failure_timeout, name, conns_per_addr, redial, release_every, release_for, dial_timeout,
+        )
+        self._mu = contextlib.nullcontext()
+        self._changed = _Changed()
+        self._closed = False
+        self._started = False
+        self._conns: List[_Conn] = []
+        self._dynamic = 0
+        self._active = ""
+        self._rr = 0
+        self._ever_up = False
+        self._last_err: Optional[BaseException] = None
+        self._watches: Dict[str, _WatchState] = {}
+        self._holds: Set[AsyncHold] = set()
+        self._tasks: Set["asyncio.Task[Any]"] = set()
+        self._settling: Set[_Call] = set()
+        self._wakes = []
+        self._wake_seq = itertools.count()
+        self._wake_timer = None
+        self._wake_when = 0.0
+
+    def _start(self) -> None:
+        """Binds the client to the running loop and dials, the first time."""
+        if self._started:
+            return
+        loop = asyncio.get_running_loop()
+        if self._closed:
+            raise Closed("the lockd client is closed")
+        self._started = True
+        self._aloop = loop
+        for a in self._addrs:
+            for _ in range(self._per_addr):
+                self._add_conn_locked(a, False)
+        self._spawn(self._ticker())
+
+    async def __aenter__(self) -> "AsyncClient":
+        self._start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes every connection. Calls still waiting raise Closed; locks
+        still held stay held until their lease ends; holds end with reason
+        'closed'. It first waits, a failure timeout at most, for the
+        answers to withdrawals of acquires given up and to releases of the
+        grants that crossed them, so that the node has them."""
+        if not self._started:
+            self._closed = True
+            return
+        await self._shut()
+
+    # ----------------------------------------------------------- round trip
+
+    async def _trip(
+        self,
+        op: str,
+        key: str,
+        line: Callable[[_Conn, _Call], Optional[bytes]],
+        *,
+        resend: bool = True,
+        deadline: Optional[float] = None,
+        on_abandon: Optional[Callable[[_Call], None]] = None,
+        patient: bool = False,
+    ) -> Tuple[w.Answer, _Conn]:
+        """Sends a request and returns its answer, as Client._round_trip:
+        moved to another connection when one drops (if resend), M answers
+        followed, an outage waited through when patient. Cancelled, it
+        abandons the call (a waiting acquire is withdrawn)."""
+        self._start()
+        loop = self._aloop
+        at = _Attempt(key if op == "A" else "")
+        outages = 0
+        while True:
+            try:
+                cn = self._choose_locked(at)
+            except Unavailable:
+                if not (patient and self._ever_up):
+                    raise
+                await self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), True)
+                outages += 1
+                at = _Attempt(at.busy_key)
+                continue
+            if cn is None:
+                t = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+                if t <= 0:
+                    raise _Deadline()
+                await self._changed.wait(t)
+                continue
+            cl = _ACall(op, key)
+            b = line(cn, cl)
+            if b is None:
+                raise _WaitElapsed(at.last_err)
+            fut = cl.fut = loop.create_future()
+            if deadline is not None:
+                if op == "A":
+                    # A bound on a wait the node bounds already: the
+                    # ticker's check is soon enough, and costs less.
+                    cl.deadline = deadline
+                else:
+                    # A renewal given up at the end of a hold's lease: on time.
+                    self._wake_at(fut, deadline, _DEADLINE)
+            self._queue_locked(cn, cl, b)
+            if at.moves > 0:
+                self._probe_locked(cn, time.monotonic())
+            try:
+                res = await fut
+            except asyncio.CancelledError:
+                self._abandon_call(cl, on_abandon)
+                raise
+            if res is _DEADLINE:
+                if cl.state == 0:
+                    self._abandon_call(cl, on_abandon)
+                    raise _Deadline()
+                res = cl.result
+            if isinstance(res, _Dropped):
+                if isinstance(res.err, Closed):
+                    raise Closed("the lockd client is closed")
+                at.fail(cn, cl.gen, res.err)
+                if not resend:
+                    raise Unavailable(f"{res.err}, after the request was sent: it may or may not have been applied; check with lockctl status before retrying")
+                if at.drops >= MAX_DROPS:
+                    if patient and self._ever_up:
+                        await self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), False)
+                        outages += 1
+                        at = _Attempt(at.busy_key)
+                        continue
+                    raise self._unavailable_locked(Error(f"{at.drops} connections dropped during this request, last: {res.err}"))
+                continue
+            a, landed = res
+            outages = 0
+            if a.kind == "M":
+                pause = self._moved_locked(cn, a, at, landed, patient)
+                if pause:
+                    await asyncio.sleep(pause)
+                continue
+            if a.kind == "E":
+                if op == "A" and cl.ref is not None and a.ref is None:
+                    # An older lockd, which does not know ref=: ask again without.
+                    cn.no_refs = True
+                    continue
+                raise _server_error(op, key, a)
+            if op != "H":
+                self._active = cn.addr
+            return a, cn
+
+    # ------------------------------------------------------------ requests
+
+    def acquire(self, key: str, lease: w.Seconds, wait: Optional[w.Seconds] = None, limit: Optional[int] = None) -> Acquiring[AsyncLock]:
+        """Waits for key and gives the AsyncLock with its fencing token:
+        lock = await client.acquire(...), or async with client.acquire(...)
+        as lock, which releases it at the end. wait bounds the wait (None
+        or 0: forever); limit=N takes one of N places of a semaphore.
+        Raises Timeout, LimitMismatch, Refused, Unavailable or Closed;
+        cancelling the awaiting task withdraws the waiter."""
+        wait_s = w.seconds(wait, "wait") or 0.0
+        return Acquiring(lambda: self._acquire(key, lease, wait_s, limit, None), AsyncLock._exit)
+
+    def try_acquire(self, key: str, lease: w.Seconds, limit: Optional[int] = None) -> Acquiring[Optional[AsyncLock]]:
+        """Takes key if nobody holds it, without queueing: the AsyncLock, or
+        None when others hold it (also under async with, which releases a
+        lock it got at the end)."""
+        return Acquiring(lambda: self._try(key, lease, limit), AsyncLock._exit_optional)
+
+    async def _try(self, key: str, lease: w.Seconds, limit: Optional[int]) -> Optional[AsyncLock]:
+        try:
+            return await self._acquire(key, lease, None, limit, None)
+        except Timeout:
+            return None
+
+    async def _acquire(
+        self,
+        key: str,
+        lease: w.Seconds,
+        wait: Optional[float],
+        limit: Optional[int],
+        name: Optional[str],
+        first_lease: Optional[float] = None,
+    ) -> AsyncLock:
+        w.check_key("acquire", key)
+        lease_s = _lease_seconds(lease, "acquire", key) if first_lease is None else first_lease
+        if wait is not None and (wait < 0 or wait > w.MAX_SECONDS):
+            raise ValueError(f"acquire {key}: wait {wait:g}s is out of range; pass 0 or None to wait forever, or up to {w.MAX_SECONDS} seconds")
+        if limit is None:
+            limit = 1
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or limit > w.MAX_LIMIT:
+            raise ValueError(f"acquire {key}: limit {limit!r} is out of range; a key allows 1 (a lock) to {w.MAX_LIMIT} holders at once")
+        lease_ms = max(1, w.millis(lease_s, False))
+        id_ = self._acquire_id(name)
+        start: List[float] = []
+        # The line as acquire_line writes it, cut where the wait and the
+        # ref go: each send fills those in.
+        head = f"A {key} {w.format_ms(lease_ms)} "
+        tail = (f" limit={limit}" if limit > 1 else "") + f" id={id_}"
+
+        def line(cn: _Conn, cl: _Call) -> Optional[bytes]:
+            cl.acq_id = id_
+            if wait is None:
+                wait_s = "-"
+            elif wait > 0:
+                now = time.monotonic()
+                if not start:
+                    start.append(now)
+                wait_ms = w.millis(wait - (now - start[0]), True)
+                if wait_ms <= 0:
+                    return None
+                wait_s = w.format_ms(wait_ms)
+            else:
+                wait_s = "0"
+            if cn.no_refs:
+                return f"{head}{wait_s}{tail}\n".encode()
+            cn.ref_seq += 1
+            ref = cl.ref = str(cn.ref_seq % 10**16)
+            return f"{head}{wait_s}{tail} ref={ref}\n".encode()
+
+        def withdraw(cl: _Call) -> None:
+            cn = cl.conn
+            if cn is not None and cn.sock is not None and cn.gen == cl.gen and not cn.no_refs and wait is not None:
+                self._settle_locked(cn, _ACall("X", key, silent=True), f"X {key} {id_}\n".encode())
+
+        deadline = None
+        if wait:
+            deadline = time.monotonic() + wait + ACQUIRE_GRACE + self._ft + wait / 10
+        try:
+            a, cn = await self._trip("A", key, line, deadline=deadline, on_abandon=withdraw, patient=wait == 0.0)
+        except _WaitElapsed as e:
+            if isinstance(e.last, NoAnswer):
+                raise self._unavailable_locked(e.last) from None
+            raise _timeout(key, wait) from None
+        except _Deadline:
+            raise _timeout(key, wait) from None
+        if a.kind == "A" and len(a.fields) == 1:
+            try:
+                return AsyncLock(self, key, int(a.fields[0]), lease_s, limit, id_)
+            except ValueError:
+                pass
+        if a.kind == "T":
+            raise _timeout(key, wait)
+        raise _bad_answer("acquire", key, cn, a)
+
+    async def release(self, key: str, token: int) -> None:
+        """Gives the lock back, so the next waiter is granted at once,
+        re-sent every release_every on any live connection until a node
+        answers or release_for has passed. Raises NotHeld when the token
+        does not hold the key. A cancelled release goes on in the
+        background: the lock is handed on all the same."""
+        w.check_key("release", key)
+        token = _token(token)
+        if not self._started:
+            self._start()
+        line = f"R {key} {token}\n".encode()
+        start = time.monotonic()
+        at = _Attempt()
+        try:
+            cn = self._choose_locked(at)
+        except Error:
+            cn = None
+        if cn is None:
+            return await self._release(key, token, line, at, start, None)
+        # The usual case, one send answered at once: no closures, no
+        # bookkeeping of re-sends.
+        cl = _ACall("R", key)
+        fut = cl.fut = self._aloop.create_future()
+        self._queue_locked(cn, cl, line)
+        self._wake_at(fut, start + self._release_every, _RESEND)
+        try:
+            res = await fut
+        except asyncio.CancelledError:
+            if cl.state == 0:
+                cl.state = 2
+            self._spawn(self._release_quietly_async(key, token))
+            raise
+        if res is not _RESEND and not isinstance(res, _Dropped):
+            a = res[0]
+            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
+                self._active = cn.addr
+                if a.fields[0] == "ok":
+                    return
+                raise _not_held("release", key, token)
+        cl.fut = None
+        return await self._release(key, token, line, at, start, cl)
+
+    async def _release(self, key: str, token: int, line: bytes, at: _Attempt, start: float, first: Optional[_ACall]) -> None:
+        """release, from its first send on (first, if it was sent): re-sent
+        every release_every until a node answers or release_for passed."""
+        loop = self._aloop
+        calls: List[_Call] = []
+        kick: List[Optional["asyncio.Future[None]"]] = [None]
+        sends = 0
+        last: Optional[BaseException] = None
+        next_send = start + self._release_every
+        waiting = False
+
+        def answered(cl: _Call) -> None:
+            f = kick[0]
+            if f is not None:
+                _settle(f)
+
+        def send() -> bool:
+            nonlocal sends, last, waiting, next_send
+            try:
+                cn = self._choose_locked(at)
+            except Closed:
+                raise
+            except Error as e:
+                if not self._ever_up:
+                    raise
+                last = e
+                return False
+            if cn is None:
+                waiting = True
+                return False
+            waiting = False
+            cl = _ACall("R", key)
+            cl.on_result = answered
+            self._queue_locked(cn, cl, line)
+            calls.append(cl)
+            if sends == 0:
+                next_send = time.monotonic() + self._release_every
+            sends += 1
+            return True
+
+        def soon() -> None:
+            nonlocal next_send
+            next_send = min(next_send, time.monotonic() + 0.025)
+
+        def give_up() -> None:
+            for cl in calls:
+                if cl.state == 0:
+                    cl.state = 2
+
+        if first is None:
+            send()
+        else:
+            first.on_result = answered
+            calls.append(first)
+            sends = 1
+        try:
+            while True:
+                done = self._collect_release(key, token, calls, at, send, soon)
+                if done is not None:
+                    give_up()
+                    if done is True:
+                        return
+                    raise done
+                now = time.monotonic()
+                if now >= next_send:
+                    if now - start >= self._release_for:
+                        give_up()
+                        err = self._unavailable_locked(last)
+                        if sends == 0:
+                            raise Unavailable(f"release {key} token {token}: could not be sent within {self._release_for:g}s: {err}; the lock frees itself when its lease ends")
+                        raise Unavailable(f"release {key} token {token}: no node answered within {self._release_for:g}s (sent {sends} times): {err}; the lock frees itself when its lease ends")
+                    next_send = now + min(self._release_every, self._release_for - (now - start))
+                    at = _Attempt()
+                    send()
+                    continue
+                if self._closed:
+                    raise Closed("the lockd client is closed")
+                t = next_send - now
+                if waiting:
+                    t = min(t, 0.02)
+                f: "asyncio.Future[None]" = loop.create_future()
+                kick[0] = f
+                self._wake_at(f, now + t)
+                try:
+                    await f
+                finally:
+                    kick[0] = None
+                if waiting and not any(cl.state == 1 for cl in calls):
+                    send()
+        except asyncio.CancelledError:
+            give_up()
+            self._spawn(self._release_quietly_async(key, token))
+            raise
+
+    async def renew(self, key: str, token: int, lease: w.Seconds) -> None:
+        """Restarts the lease of a held lock from now. Raises NotHeld when
+        the token no longer holds the key."""
+        await self._renew(key, token, lease, None)
+
+    async def _renew(self, key: str, token: int, lease: w.Seconds, deadline: Optional[float]) -> None:
+        w.check_key("renew", key)
+        token = _token(token)
+        lease_ms = max(1, w.millis(_lease_seconds(lease, "renew", key), False))
+        b = f"N {key} {token} {w.format_ms(lease_ms)}\n".encode()
+        try:
+            a, cn = await self._trip("N", key, lambda cn, cl: b, deadline=deadline)
+        except _Deadline:
+            raise Unavailable(f"renew {key} token {token}: no node answered in time") from None
+        if a.kind == "N" and len(a.fields) == 1:
+            if a.fields[0] == "ok":
+                return
+            if a.fields[0] == "notheld":
+                raise _not_held("renew", key, token)
+        raise _bad_answer("renew", key, cn, a)
+
+    async def queue(self, key: str) -> w.Queue:
+        """The holders of key and its waiters, in queue order."""
+        w.check_key("queue", key)
+        b = f"Q {key}\n".encode()
+        a, cn = await self._trip("Q", key, lambda cn, cl: b)
+        try:
+            return w.parse_queue(key, a.fields)
+        except w.BadLine as e:
+            raise Error(f"queue {key}: {cn.addr} answered {e}; check that client and server versions match") from None
+
+    async def keys(self, pattern: str = "*") -> Tuple[List[str], int]:
+        """The keys held or waited on that pattern selects ('*' all, 'pre*'
+        a prefix, else that key), sorted, at most 1000; and how many match."""
+        w.check_key("keys", pattern)
+        b = f"K {pattern}\n".encode()
+        a, cn = await self._trip("K", pattern, lambda cn, cl: b)
+        if a.fields:
+            try:
+                return a.fields[1:], int(a.fields[0])
+            except ValueError:
+                pass
+        raise _bad_answer("keys", pattern, cn, a)
+
+    async def status(self) -> w.Status:
+        """How the node this client talks to sees itself and the cluster,
+        as Client.status."""
+        a, cn = await self._trip("S", "-", lambda cn, cl: b"S -\n")
+        try:
+            return w.parse_status(a.fields)
+        except w.BadLine as e:
+            raise Error(f"status: {cn.addr} answered {e}; check that client and server versions match") from None
+
+    async def handoff(self, to: str = "") -> str:
+        """Asks the active node to hand its role over (to its successor, or
+        to the node at to); returns the new active's address. Needs the
+        admin role. Not re-sent after a drop: it may have happened."""
+        b = (f"H - {to}\n" if to else "H -\n").encode()
+        a, cn = await self._trip("H", "-", lambda cn, cl: b, resend=False)
+        if len(a.fields) == 2 and a.fields[0] == "ok":
+            self._active = a.fields[1]
+            return a.fields[1]
+        raise _bad_answer("handoff", "", cn, a)
+
+    # --------------------------------------------- holds, elections, watches
+
+    def hold(
+        self,
+        key: str,
+        lease: w.Seconds,
+        wait: Optional[w.Seconds] = None,
+        limit: Optional[int] = None,
+        max_hold: Optional[w.Seconds] = None,
+    ) -> Acquiring[AsyncHold]:
+        """Acquires key and keeps it, renewing it every third of lease until
+        released, lost, max_hold reached or the client closed: async with
+        client.hold(...) as lock, or hold = await client.hold(...). The
+        body checks lock.check() (raises LockLost) or awaits lock.lost.
+        Cancelling the awaiting task withdraws the waiter."""
+        return Acquiring(lambda: AsyncHold._start(self, key, lease, wait, limit, max_hold, None), AsyncHold._exit)
+
+    def election(self, key: str) -> AsyncElection:
+        """An election on key: campaign, leader, observe, resign."""
+        w.check_key("election", key)
+        return AsyncElection(self, key)
+
+    def watch(self, key: str) -> AsyncWatch:
+        """Watches key's holders and waiters: async for over the AsyncWatch
+        yields a lockd.Queue now and after every change; close() ends it.
+        Call it from a coroutine of the client's loop."""
+        w.check_key("watch", key)
+        self._start()
+        wt = AsyncWatch(self, key)
+        ws = self._watches.get(key)
+        if ws is None:
+            ws = self._watches[key] = _WatchState(self, key)  # type: ignore[arg-type]
+        ws.watchers.append(wt)  # type: ignore[arg-type]
+        if ws.conn is not None and ws.conn.sock is not None:
+            self._send_l_locked(ws, ws.conn)
+        else:
+            self._subscribe_locked(ws, "")
+        return wt

@@ -1,0 +1,484 @@
+"""What AsyncClient's calls give: locks, holds that renew themselves and
+signal their loss, elections and watches, for asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Deque, Generator, Generic, Optional, TypeVar, Union
+
+from . import _wire as w
+from ._conn import _lease_seconds
+from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Refused, Unavailable
+from ._hold import Election, Leader, _renew_retry
+
+if TYPE_CHECKING:
+    from ._aio_client import AsyncClient
+
+T = TypeVar("T")
+
+
+class Acquiring(Generic[T]):
+    """An acquire under way: await it for its result, or use it with async
+    with, which gives the result and gives the lock back at the end of the
+    block. client.acquire, try_acquire, hold and Election.campaign return
+    one:
+
+        lock = await client.acquire("report", lease=30)
+        async with client.hold("deploy", lease=30) as lock:
+            ...
+
+    Nothing is sent until it is awaited or entered."""
+
+    __slots__ = ("_make", "_exit", "_res")
+
+    def __init__(
+        self,
+        make: Callable[[], Awaitable[T]],
+        exit: Callable[[T, Optional[BaseException]], Awaitable[None]],
+    ) -> None:
+        self._make = make
+        self._exit = exit
+        self._res: Optional[T] = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._make().__await__()
+
+    async def __aenter__(self) -> T:
+        res = await self._make()
+        self._res = res
+        return res
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        res, self._res = self._res, None
+        await self._exit(res, exc)  # type: ignore[arg-type]
+
+
+class AsyncLock:
+    """A granted lock, or one place of a semaphore, of an AsyncClient. token
+    is its fencing token: hand it to the protected resource, which refuses
+    tokens smaller than the largest it has seen."""
+
+    def __init__(self, client: "AsyncClient", key: str, token: int, lease: float, limit: int, id_: str) -> None:
+        self.client: AsyncClient = client
+        self.key: str = key
+        self.token: int = token
+        self.lease: float = lease
+        self.limit: int = limit
+        self.id: str = id_
+
+    async def release(self) -> None:
+        """Gives the lock back; the next waiter is granted at once."""
+        await self.client.release(self.key, self.token)
+
+    async def renew(self, lease: Optional[w.Seconds] = None) -> None:
+        """Restarts the lease from now (the lease it was acquired with by default)."""
+        await self.client.renew(self.key, self.token, self.lease if lease is None else lease)
+
+    async def __aenter__(self) -> "AsyncLock":
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        await AsyncLock._exit(self, exc)
+
+    @staticmethod
+    async def _exit(lock: "AsyncLock", exc: Optional[BaseException]) -> None:
+        try:
+            await lock.release()
+        except NotHeld:
+            pass
+        except Error:
+            # Unreachable nodes: the lease frees the lock. An exception
+            # already on its way out is the one the caller needs to see.
+            if exc is None:
+                raise
+
+    @staticmethod
+    async def _exit_optional(lock: Optional["AsyncLock"], exc: Optional[BaseException]) -> None:
+        if lock is not None:
+            await AsyncLock._exit(lock, exc)
+
+    def __repr__(self) -> str:
+        return f"<lockd.AsyncLock key={self.key!r} token={self.token}>"
+
+
+class AsyncHold:
+    """A lock held for a block of code, renewed by a task of the client
+    every third of its lease; as lockd.Hold, for asyncio.
+
+    lost is an asyncio.Event, set the moment the lock can no longer be
+    proven held; reason says why ('expired', 'notheld', 'max',
+    'released', 'closed'). check() raises LockLost once it is, reading the
+    clock itself. A body that waits for something waits on lost beside it
+    (asyncio.wait), or checks between steps."""
+
+    def __init__(self, client: "AsyncClient", lock: AsyncLock, lease: float, cap_at: Optional[float]) -> None:
+        self.client: AsyncClient = client
+        self.key: str = lock.key
+        self.token: int = lock.token
+        self.limit: int = lock.limit
+        self.id: str = lock.id
+        self.lease: float = lease
+        self.lost: asyncio.Event = asyncio.Event()
+        self.reason: Optional[LostReason] = None
+        self.error: Optional[LockLost] = None
+        self._cap_at = cap_at
+        self._expires = 0.0
+        self._task: Optional["asyncio.Task[Any]"] = None
+        self._released = False
+
+    @classmethod
+    async def _start(
+        cls,
+        client: "AsyncClient",
+        key: str,
+        lease: w.Seconds,
+        wait: Optional[w.Seconds],
+        limit: Optional[int],
+        max_hold: Optional[w.Seconds],
+        name: Optional[str],
+    ) -> "AsyncHold":
+        lease_s = _lease_seconds(lease, "hold", key)
+        least = client.min_hold_lease
+        if lease_s < least:
+            raise ValueError(
+                f"hold {key}: lease {lease_s:g} s is too short to be renewed across a failover: the shortest is {least:g} s "
+                f"(twice the failure timeout, {client._ft:g} s); give a lease of at least {least:g} seconds, or, if the cluster "
+                f"runs a shorter --failure-timeout, give the client the same failure_timeout"
+            )
+        cap = w.seconds(max_hold, "max_hold")
+        if cap is not None and cap < 0.001:
+            raise ValueError(f"hold {key}: max_hold {max_hold!r} is shorter than the shortest lease, 0.001 seconds")
+        first = lease_s if cap is None else min(lease_s, cap)
+        asked = time.monotonic()  # the lease cannot have started before
+        lock = await client._acquire(key, lease_s, w.seconds(wait, "wait") or 0.0, limit, name, first_lease=first)
+        h: Optional[AsyncHold] = None
+        try:
+            h = cls(client, lock, lease_s, None if cap is None else asked + cap)
+            start = asked
+            got = time.monotonic()
+            if got - asked > lease_s / 3:
+                # The grant may be as old as the request: confirm it with a
+                # renewal so that a fresh hold has most of a lease ahead.
+                start = await h._confirm(first, got)
+            if client._closed:
+                raise Closed("the lockd client is closed")
+            client._holds.add(h)
+            h._expires = start + first
+            h._task = client._spawn(h._renew_loop(start))
+            return h
+        except BaseException:
+            # No hold for the caller (an error, its task cancelled): the
+            # lock goes back rather than stay held for its lease.
+            if h is not None:
+                client._holds.discard(h)
+            client._spawn(client._release_quietly_async(key, lock.token))
+            raise
+
+    async def _confirm(self, lease: float, got: float) -> float:
+        end = got + lease
+        while True:
+            sent = time.monotonic()
+            if sent >= end:
+                raise LockLost(f"hold {self.key} token {self.token}: the grant came after a long wait and no renewal confirming it was acknowledged within its lease", "expired")
+            try:
+                await self.client._renew(self.key, self.token, lease, end)
+                return sent
+            except NotHeld as e:
+                raise LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld") from None
+            except (Unavailable, Refused):
+                await asyncio.sleep(_renew_retry(lease))
+
+    def _expire(self) -> None:
+        if time.monotonic() < self._expires:
+            return
+        if self._cap_at is not None and time.monotonic() >= self._cap_at - 0.0005:
+            self._end("max", LockLost(f"hold {self.key} token {self.token}: the hold reached its max_hold and its last lease ended", "max"))
+            return
+        self._end(
+            "expired",
+            LockLost(
+                f"hold {self.key} token {self.token}: the lease ended before a renewal was acknowledged; lockd may have given the lock to someone else: stop using it",
+                "expired",
+            ),
+        )
+
+    def _end(self, reason: LostReason, err: LockLost) -> None:
+        if self.lost.is_set():
+            return
+        self.reason = reason
+        self.error = err
+        self.lost.set()
+        t = self._task
+        if t is not None and t is not asyncio.current_task():
+            t.cancel()
+        self.client._holds.discard(self)
+
+    def _closed(self) -> None:
+        self._end("closed", LockLost(f"hold {self.key} token {self.token}: the client was closed", "closed"))
+
+    async def _renew_loop(self, start: float) -> None:
+        """Renews every third of the lease, retries a failed renewal soon,
+        and ends the hold the moment the lease the last acknowledged
+        renewal started is over; a renewal in flight is given up then."""
+        every, retry = self.lease / 3, _renew_retry(self.lease)
+        nxt = start + every
+        while True:
+            end = self._expires
+            await asyncio.sleep(max(0.0, min(nxt, end) - time.monotonic()))
+            now = time.monotonic()
+            if now >= end:
+                self._expire()
+                return
+            if now < nxt:
+                continue
+            lease = self.lease
+            if self._cap_at is not None:
+                left = self._cap_at - now
+                if left < 0.001:
+                    nxt = float("inf")  # no more renewals: the lease runs out at max_hold
+                    continue
+                lease = min(lease, left)
+            try:
+                await self.client._renew(self.key, self.token, lease, end)
+            except NotHeld as e:
+                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld"))
+                return
+            except Closed:
+                self._closed()
+                return
+            except Refused as e:
+                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: lockd refused the renewal: {e}", "notheld"))
+                return
+            except Error:
+                nxt = time.monotonic() + retry
+                continue
+            self._expires = now + lease
+            nxt = now + every
+
+    @property
+    def expires(self) -> float:
+        """When the lease the last acknowledged renewal started ends, on
+        time.monotonic()'s clock."""
+        return self._expires
+
+    def check(self) -> None:
+        """Raises LockLost when the lock is lost or no longer provably held,
+        reading the clock itself (as Hold.check)."""
+        if not self.lost.is_set() and time.monotonic() >= self._expires:
+            self._expire()
+        if self.error is not None:
+            raise self.error
+
+    async def release(self) -> None:
+        """Stops renewing and gives the lock back. Raises NotHeld or
+        Unavailable only while the hold counted as held: after a loss it
+        raises nothing (as Hold.release)."""
+        if self._released:
+            return
+        self._released = True
+        if not self.lost.is_set() and time.monotonic() >= self._expires:
+            self._expire()
+        was_lost = self.lost.is_set()
+        self._end("released", LockLost(f"hold {self.key} token {self.token}: the lock was released", "released"))
+        if was_lost:
+            if self.reason not in ("notheld", "closed"):
+                await self.client._release_quietly_async(self.key, self.token)
+            return
+        await self.client.release(self.key, self.token)
+
+    async def __aenter__(self) -> "AsyncHold":
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        await AsyncHold._exit(self, exc)
+
+    @staticmethod
+    async def _exit(h: "AsyncHold", exc: Optional[BaseException]) -> None:
+        was_lost = h.lost.is_set()
+        try:
+            await h.release()
+        except (NotHeld, Closed):
+            pass
+        except Error:
+            if exc is None and not was_lost:
+                raise
+
+    def __repr__(self) -> str:
+        return f"<lockd.AsyncHold key={self.key!r} token={self.token} lost={self.lost.is_set()}>"
+
+
+class AsyncElection:
+    """Leader election on one key, as lockd.Election, for asyncio."""
+
+    def __init__(self, client: "AsyncClient", key: str) -> None:
+        self.client: AsyncClient = client
+        self.key: str = key
+        self._hold: Optional[AsyncHold] = None
+
+    def campaign(self, value: str, lease: w.Seconds = 10.0) -> Acquiring[AsyncHold]:
+        """Waits until this client leads, then gives the leader's AsyncHold
+        (its lost event says leadership ended): await it, or async with it,
+        which resigns at the end. Cancelling the awaiting task withdraws
+        the candidate."""
+        Election._check_value(value)
+
+        async def run() -> AsyncHold:
+            h = await AsyncHold._start(self.client, self.key, lease, None, None, None, value)
+            self._hold = h
+            return h
+
+        return Acquiring(run, AsyncHold._exit)
+
+    async def leader(self) -> Leader:
+        """The current leader: (value, token), (None, None) when none."""
+        return Election._leader_of(await self.client.queue(self.key))
+
+    def observe(self) -> "AsyncObserver":
+        """The leader now and at every change of leader: async for over the
+        AsyncObserver for Leader pairs, as Election.observe."""
+        return AsyncObserver(self.client.watch(self.key))
+
+    async def resign(self) -> None:
+        """Gives leadership up, if this election object holds it; after a
+        loss of leadership it raises nothing."""
+        h, self._hold = self._hold, None
+        if h is not None:
+            await h.release()
+
+
+_END = object()
+
+
+class AsyncWatch:
+    """A watch of one key of an AsyncClient, as lockd.Watch: async for over
+    it yields lockd.Queue states, the current one first, then one after
+    every change, across failovers; stale ones (Queue.stale) when it lost
+    the cluster. Iteration ends when the watch or the client is closed; a
+    refusal ends it with its error raised."""
+
+    def __init__(self, client: "AsyncClient", key: str) -> None:
+        self.client: AsyncClient = client
+        self.key: str = key
+        self.error: Optional[BaseException] = None
+        self._q: Deque[Union[w.Queue, object]] = collections.deque()
+        self._waiter: Optional["asyncio.Future[None]"] = None
+        self._ended = False
+        self._primed = False
+        self._stale = False
+
+    @property
+    def stale(self) -> bool:
+        """Whether the state last returned said the watch had lost the
+        cluster (Queue.stale)."""
+        return self._stale
+
+    def _put(self, q: w.Queue) -> None:
+        if not self._ended:
+            self._q.append(q)
+            self._wake()
+
+    def _end(self, err: Optional[BaseException]) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if not isinstance(err, Closed):
+            self.error = err
+        self._q.append(_END)
+        self._wake()
+
+    def _wake(self) -> None:
+        f = self._waiter
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    async def get(self, timeout: Optional[w.Seconds] = None) -> Optional[w.Queue]:
+        """The next state, waiting up to timeout seconds (None: forever);
+        None on timeout or when the watch ended."""
+        t = w.seconds(timeout, "timeout")
+        loop = asyncio.get_running_loop()
+        end = None if t is None else loop.time() + t
+        while not self._q:
+            f: "asyncio.Future[None]" = loop.create_future()
+            self._waiter = f
+            h = None if end is None else loop.call_later(max(0.0, end - loop.time()), _wake_future, f)
+            try:
+                await f
+            finally:
+                self._waiter = None
+                if h is not None:
+                    h.cancel()
+            if not self._q and end is not None and loop.time() >= end:
+                return None
+        item = self._q[0]
+        if not isinstance(item, w.Queue):
+            if self.error is not None:
+                raise self.error
+            return None
+        self._q.popleft()
+        self._stale = item.stale
+        return item
+
+    def __aiter__(self) -> "AsyncWatch":
+        return self
+
+    async def __anext__(self) -> w.Queue:
+        q = await self.get()
+        if q is None:
+            raise StopAsyncIteration
+        return q
+
+    def close(self) -> None:
+        """Ends the watch: U is sent when it was the client's last of key."""
+        self.client._unwatch_locked(self)  # type: ignore[arg-type]
+        self._end(None)
+
+    async def __aenter__(self) -> "AsyncWatch":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _wake_future(f: "asyncio.Future[None]") -> None:
+    if not f.done():
+        f.set_result(None)
+
+
+class AsyncObserver:
+    """Leaders of an election as they change, for async for; see
+    AsyncElection.observe."""
+
+    def __init__(self, watch: AsyncWatch) -> None:
+        self._watch = watch
+        self._last: Optional[Leader] = None
+        self._stale = False
+
+    @property
+    def stale(self) -> bool:
+        """Whether the leader last yielded said the observer had lost the
+        cluster (Leader.stale)."""
+        return self._stale
+
+    def __aiter__(self) -> "AsyncObserver":
+        return self
+
+    async def __anext__(self) -> Leader:
+        async for q in self._watch:
+            cur = Election._leader_of(q)
+            if cur.stale or self._stale or self._last is None or cur != self._last:
+                self._stale = cur.stale
+                if not cur.stale:
+                    self._last = cur
+                return cur
+        raise StopAsyncIteration
+
+    def close(self) -> None:
+        self._watch.close()
+
+    async def __aenter__(self) -> "AsyncObserver":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
