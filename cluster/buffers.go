@@ -227,35 +227,34 @@ var outBufs = sync.Pool{New: func() any { return new([outBufSize]byte) }}
 // outBuf returns an empty output buffer of the pool.
 func outBuf() []byte { return outBufs.Get().(*[outBufSize]byte)[:0] }
 
-// idleOut gives c's output buffers back to the pool once it has nothing
-// queued nor being written. A buffer that grew past the pool's size
-// stays with its connection while it is busy (it needed it, and would
-// grow it again), until its reader rests (shedOut). c.outMu is held.
-func (c *conn) idleOut() {
-	if len(c.out) > 0 || c.writing {
+// idleOut gives the buffers back to the pool once nothing is queued nor
+// being written. A buffer that grew past the pool's size stays while
+// the connection is busy (it needed it, and would grow it again), until
+// its reader rests (shedOut). mu is held.
+func (w *outWriter) idleOut() {
+	if len(w.out) > 0 || w.writing {
 		return
 	}
-	c.out = putOut(c.out)
-	c.spare = putOut(c.spare)
-	if c.shed {
-		c.shed = false
-		if shed := cap(c.out) + cap(c.spare); shed > 0 {
-			c.n.shed.Add(uint64(shed))
-			c.out, c.spare = nil, nil
+	w.out = putOut(w.out)
+	w.spare = putOut(w.spare)
+	if w.shed {
+		w.shed = false
+		if shed := cap(w.out) + cap(w.spare); shed > 0 {
+			w.at.shed.Add(uint64(shed))
+			w.out, w.spare = nil, nil
 		}
 	}
 }
 
-// shedOut drops the output buffers of c, whose reader rests, that a
-// backlog of answers grew: an idle connection holds no output buffer,
-// however many answers it once had waiting (over TLS, where every answer
-// is queued, a backlog grows them to a MiB or more). If a write is in
-// flight, the writer drops them once it is done.
-func (c *conn) shedOut() {
-	c.outMu.Lock()
-	c.shed = true
-	c.idleOut()
-	c.outMu.Unlock()
+// shedOut drops the buffers a backlog grew, as the reader rests: an idle
+// connection holds none, however many answers it once had waiting (over
+// TLS, where every answer is queued, a backlog grows them to a MiB or
+// more). If a write is in flight, its writer drops them once it is done.
+func (w *outWriter) shedOut() {
+	w.mu.Lock()
+	w.shed = true
+	w.idleOut()
+	w.mu.Unlock()
 }
 
 // putOut returns b's array to the pool if it is one of the pool's size,

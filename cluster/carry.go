@@ -33,7 +33,7 @@ type carry struct {
 	by   *conn
 	scan bool
 	// direct collects the connections whose answers this goroutine
-	// writes itself once the Ready is carried out (direct.go).
+	// writes itself once the Ready is carried out (outwriter.go).
 	direct *flushList
 	// atOnce counts the answers to by's requests given by the events
 	// that took them up, for the request duration.
@@ -150,7 +150,7 @@ func (n *Node) carryOut(a *core.Action, k *carry) {
 				f.stop()
 				return
 			}
-			f.reply(a.Line)
+			f.reply(a.Line, k.direct)
 		}
 	case core.ActStreamEnd:
 		if f := n.follow; f != nil && f.target == a.Peer {
@@ -186,7 +186,7 @@ func (n *Node) send(s core.Send, k *carry) {
 	c := n.conns[uint64(s.Conn)]
 	if c != nil {
 		n.countAnswer(c, &s, k)
-		if c.queue(s.Line, k.direct) {
+		if c.out.queue(s.Line, k.direct) {
 			return
 		}
 	}
@@ -260,4 +260,24 @@ func (d *duty) busy() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.running
+}
+
+// watchDrain carries out ActWatchDrain: c was sent watch news, and the
+// core is told (WatchSlice) once c has written what it holds, to send the
+// latest state of what changed meanwhile (outWriter.watchWhenDrained).
+// applyMu is held.
+func (n *Node) watchDrain(id core.ConnID) {
+	c := n.conns[uint64(id)]
+	if c != nil && c.out.watchWhenDrained() {
+		n.feedback = append(n.feedback, feedback{watch: c})
+	}
+}
+
+// watchSlice has the core send c the watch news that waited for room.
+func (n *Node) watchSlice(c *conn) {
+	n.mu.Lock()
+	if !c.gone {
+		n.core.WatchSlice(n.now(), core.ConnID(c.id))
+	}
+	n.unlock(nil)
 }

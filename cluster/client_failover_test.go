@@ -25,7 +25,7 @@ func (tn *testNode) crash() {
 	tn.mu.Unlock()
 	tn.ln.Close()
 	for _, c := range conns {
-		c.closeSocket() // a reader inside its read holds the socket (rawio_linux.go)
+		c.out.closeSocket() // a reader inside its read holds the socket (rawIO.close)
 	}
 	tn.stop()
 	<-tn.done

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
@@ -132,4 +133,17 @@ func (l *Limits) fill() {
 	if l.DeferAccept == 0 {
 		l.DeferAccept = DefaultLimits.DeferAccept
 	}
+}
+
+// byteSize writes a size the way the flags take it: 8MiB, 512MiB, 1GiB.
+func byteSize(b int64) string {
+	switch {
+	case b >= 1<<30 && b%(1<<30) == 0:
+		return strconv.FormatInt(b>>30, 10) + "GiB"
+	case b >= 1<<20:
+		return strconv.FormatInt(b>>20, 10) + "MiB"
+	case b >= 1<<10:
+		return strconv.FormatInt(b>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(b, 10) + "B"
 }

@@ -5,9 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lockd-io/lockd/cluster/core"
@@ -60,36 +58,11 @@ type conn struct {
 	timed   bool
 	readAt  time.Duration
 
-	outMu  sync.Mutex
-	queued int // bytes accepted and not yet written: out and the write in flight
-	// drained is closed, and forgotten, when queued falls below
-	// readResumeAt or the connection finishes: every goroutine waiting
-	// for room wakes. Made when one is to wait (drainedLocked).
-	drained chan struct{}
-	out     []byte
-	spare   []byte // the other buffer: out and spare swap on each write
-	shed    bool   // drop out and spare once idle, grown or not (shedOut)
-	// watchDue: watch news waits for c to write what it has (WatchRoom).
-	watchDue bool
-	// inline counts the goroutines that will flush c after the batch
-	// they apply (direct.go): while one will, the writer is not woken.
-	inline int
-	raw    *rawIO // c.nc's socket, for raw reads and writes; nil: none
-	// direct, set by the reader only while it applies a batch (to
-	// flushes), collects the other connections it writes the batch's
-	// answers to (direct.go).
-	direct  *flushList
-	flushes flushList
-	wr      writerState // the writer goroutine, if one runs (writer.go)
-	writing bool        // a goroutine is writing: the others leave it to it
-	// holding: the reader holds back its own answers, to write them
-	// with those of the batches it reads next (direct.go, writeHeld); it
-	// counts in inline. Only the reader uses it.
-	holding bool
-	closed  bool // no more writes
-	// stream: a replication stream, whose snapshot may be larger than
-	// the flood limit of client connections.
-	stream bool
+	// out owns what is written to c (outwriter.go).
+	out outWriter
+	// raw: the socket for raw reads and writes, on Linux (over TLS, only
+	// for hasSpoken's look at what waits unread).
+	raw *rawIO
 }
 
 func newConn(n *Node, id uint64, nc net.Conn) *conn {
@@ -98,11 +71,10 @@ func newConn(n *Node, id uint64, nc net.Conn) *conn {
 	if h, _, err := net.SplitHostPort(c.remote); err == nil {
 		c.ip = h
 	}
-	if sc, ok := nc.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			c.raw = newRawIO(rc)
-		}
-	}
+	c.raw = rawOf(nc)
+	c.tls = n.tlsConfig != nil
+	sock, direct := socketOf(nc, c.raw, c.tls)
+	c.out.init(&n.output, c, sock, direct)
 	c.role = n.gate.open
 	c.authed.Store(c.role >= auth.Client)
 	c.accepted = time.Now()
@@ -145,7 +117,6 @@ func (n *Node) acceptLoop() {
 			nc.Close()
 			continue
 		}
-		c.tls = n.tlsConfig != nil
 		n.applyMu.Lock() // the Readies carried out read n.conns
 		n.conns[c.id] = c
 		n.applyMu.Unlock()
@@ -176,6 +147,7 @@ func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 	}
 	n.mu.Lock()
 	c.nc = tc
+	c.out.useSocket(netSocket{tc})
 	if r := auth.CertRole(tc.ConnectionState()); r > c.role {
 		c.role = r
 		c.authed.Store(r >= auth.Client)
@@ -190,40 +162,28 @@ func (c *conn) handshakeTLS(cfg *tls.Config) bool {
 	return true
 }
 
-// closeSocket closes c's socket. Its reader may be inside a raw read of
-// it (push, rawio_linux.go), holding the socket's read lock, and a close
-// waits until the lock is let go: called by the reader itself, or by a
-// goroutine holding the node mutex the reader waits for, it would wait
-// for ever. So on such a connection the close goes to a goroutine of its
-// own; the close wakes the reader, whose read then returns.
-func (c *conn) closeSocket() {
-	if c.raw != nil && !c.tls {
-		go c.nc.Close()
-		return
-	}
-	c.nc.Close()
-}
-
 // isClosed reports whether nothing more can be written to c: an answer
 // for it would be lost.
-func (c *conn) isClosed() bool {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	return c.closed
-}
+func (c *conn) isClosed() bool { return c.out.isClosed() }
 
 // flushAndClose writes what is queued, then closes.
-func (c *conn) flushAndClose() {
-	c.outMu.Lock()
-	if !c.closed {
-		c.closed = true
-		c.wakeDrained()
-	}
-	c.outMu.Unlock()
-	// Always signal the writer: whichever goroutine closed the
-	// connection first, a writer writes what is queued and closes c.nc.
-	c.signal()
+func (c *conn) flushAndClose() { c.out.flushAndClose() }
+
+// write queues b, and reports false when c is closed: b is lost.
+func (c *conn) write(b []byte) bool { return c.out.queue(b, nil) }
+
+// send queues the line fn writes: for the shell's own answers (limits,
+// authentication); the core's come through carry.go's send.
+func (c *conn) send(fn func([]byte) []byte) { c.write(fn(nil)) }
+
+// limitClosed: c's writer closed it over a limit.
+func (c *conn) limitClosed(hit int, why string) {
+	c.n.limitHit(hit)
+	c.n.refusedLog.log(c.n.log, "connection closed", "remote", c.remote, "why", why)
 }
+
+// watchRoom: c wrote what it held when watch news waited for it.
+func (c *conn) watchRoom() { c.n.watchSlice(c) }
 
 // dropConn forgets c: its waiters leave their queues.
 func (n *Node) dropConn(c *conn) {

@@ -149,17 +149,14 @@ func (s spokeConn) Read(p []byte) (int, error) {
 // at once), and a TLS connection, which cannot be told anything, is
 // closed at once, which ends its handshake. n.mu is held.
 func (c *conn) closeUnauthed(msg string) {
-	c.outMu.Lock()
-	ready := c.wr.ready
-	c.outMu.Unlock()
 	line := proto.AppendError(nil, proto.WordNone, '?', msg)
-	if !ready {
+	if !c.out.isReady() {
 		c.flushAndClose()
 		if !c.tls {
 			c.nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
 			c.nc.Write(line)
 		}
-		c.closeSocket()
+		c.out.closeSocket()
 		return
 	}
 	c.write(line)

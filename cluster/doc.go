@@ -5,8 +5,9 @@
 // replication stream the core follows, runs the one-off requests the core
 // asks for (settling a handoff, a take-back), and hands every one of
 // these events to the core under one mutex, with the time. What the core
-// decides comes back through core.Out: answers and stream records to
-// write, heartbeats to send, streams to open or close.
+// decides comes back as a core.Ready, carried out once the mutex is let
+// go: answers and stream records to write, heartbeats to send, streams
+// to open or close.
 //
 // It knows no cluster rule (roles, promotion, handoff, replication are
 // package core's) and no lock rule (package engine's); it knows the wire
@@ -17,24 +18,28 @@
 //
 // Each connection has a reader goroutine, which parses lines outside any
 // lock and applies every complete line it has buffered under one
-// acquisition of the node mutex, and, only while it has answers nobody
-// else writes, a writer goroutine, which flushes the connection's answer
-// buffer with one write however many answers piled up meanwhile
-// (writer.go). The reader that applied a batch writes what the batch
-// produced itself once it let go of the mutex, the other connections'
-// answers first (a release's grant to a waiter) and then its own, each
-// with one non-blocking write; the writer goroutine takes over whatever a
-// socket does not accept at once (direct.go). On Linux a plain TCP
-// connection's reader reads inside one RawRead: after a read that emptied
-// the socket it waits on the poller without reading again, and after a
-// read of several requests it reads again at once, writing the answers
-// of both reads together (push, rawio_linux.go). No goroutine is started per
-// request (but over TLS, where the writer writes every answer: one
-// starts for an answer to an idle connection), and no lock is held
-// across I/O. A waiting acquire registers in the engine and costs
-// nothing until it is answered, so it never delays later requests on its
-// connection. A key listing and a new standby's snapshot are scanned a
-// slice at a time, so no client waits behind them for more than a slice.
+// acquisition of the node mutex, and a writer (outWriter, outwriter.go)
+// that owns everything written to it: the bytes queued, their limits,
+// the reader's pause while its client reads too little, and the close;
+// the replication stream a standby follows (followstream.go) writes its
+// replies through one too, never while a Ready is carried out.
+// The reader that applied a batch writes what the batch produced itself
+// once it let go of the mutex, the other connections' answers first (a
+// release's grant to a waiter) and then its own, each with one
+// non-blocking write; only while a connection has bytes nobody else
+// writes (what a socket did not accept at once, an answer outside any
+// batch, every answer over TLS) does a writer goroutine run, which
+// writes them with one write however many piled up meanwhile. On Linux
+// a plain TCP connection's reader reads inside one RawRead: after a read
+// that emptied the socket it waits on the poller without reading again,
+// and after a read of several requests it reads again at once, writing
+// the answers of both reads together (push, rawio_linux.go). No
+// goroutine is started per request (but over TLS: one starts for an
+// answer to an idle connection), and no lock is held across I/O. A
+// waiting acquire registers in the engine and costs nothing until it is
+// answered, so it never delays later requests on its connection. A key
+// listing and a new standby's snapshot are scanned a slice at a time, so
+// no client waits behind them for more than a slice.
 //
 // # Consistency
 //

@@ -20,7 +20,7 @@ import (
 // everything buffered with one Sync, however many batches of however many
 // connections appended meanwhile (group commit), then tells the core with
 // Logged: the answers that waited for those records are written (as
-// applyDirect writes a batch's, after letting go of the mutex), and a
+// a reader writes a batch's, after letting go of the mutex), and a
 // standby acknowledges them on its stream. While it fsyncs, the next
 // records pile up for the next Sync, so the cost is one fsync per batch,
 // not per request.

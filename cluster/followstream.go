@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"time"
 
@@ -21,10 +20,16 @@ type followStream struct {
 	cancel context.CancelFunc
 
 	mu sync.Mutex
-	nc net.Conn // the open stream, nil between two
-	// ended: why the core ended the stream (ActStreamEnd), or why a
-	// reply could not be written: the reader feeds it no more lines.
+	// out writes the open stream, nil between two: the replies are
+	// queued as the Ready that holds them is carried out, and written
+	// once it is, as a connection's answers are (outwriter.go).
+	out *outWriter
+	// ended: why the core ended the stream (ActStreamEnd), or why its
+	// replies could not be queued: the reader feeds it no more lines.
 	ended error
+	// flushes: the writers the stream's reader writes after the records
+	// it fed the core (its own replies among them).
+	flushes flushList
 }
 
 func newFollowStream(n *Node, target string) *followStream {
@@ -35,21 +40,30 @@ func newFollowStream(n *Node, target string) *followStream {
 // stop ends the stream.
 func (f *followStream) stop() { f.cancel() }
 
-// reply writes b, what the core replied on the stream (a hello, an
+// reply queues b, what the core replied on the stream (a hello, an
 // acknowledgement per batch, a handoff's confirmation), as the Ready that
-// holds it is carried out, in the order the core replied. The lines are
-// short and the socket's buffer takes them.
-func (f *followStream) reply(b []byte) {
+// holds it is carried out, in the order the core replied; direct, when
+// the goroutine carrying it out writes after it.
+func (f *followStream) reply(b []byte, direct *flushList) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.nc == nil || f.ended != nil {
-		return
+	w := f.out
+	if f.ended != nil {
+		w = nil
 	}
-	f.nc.SetWriteDeadline(time.Now().Add(f.n.cfg.FailureTimeout))
-	if _, err := f.nc.Write(b); err != nil {
-		f.ended = err
+	f.mu.Unlock()
+	if w != nil && !w.queue(b, direct) {
+		f.end(errors.New("stream to " + f.target + " closed"))
 	}
 }
+
+// limitClosed: the active read too little of the replies.
+func (f *followStream) limitClosed(hit int, why string) {
+	f.n.limitHit(hit)
+	f.end(errors.New(why))
+}
+
+// watchRoom: a stream carries no watch news.
+func (f *followStream) watchRoom() {}
 
 // end records why the core ended the stream.
 func (f *followStream) end(err error) {
@@ -87,20 +101,28 @@ func (f *followStream) once() error {
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	stop := context.AfterFunc(f.ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// The replies are written as a connection's answers are: by this
+	// reader after the records it fed (f.unlock), or by the writer
+	// goroutine; none while a Ready is carried out. At the end the
+	// writer writes what is left (a handoff's confirmation), then closes.
+	w := &outWriter{}
+	sock, direct := socketOf(nc, rawOf(nc), false)
+	w.init(&n.output, f, sock, direct)
+	w.ready()
 	f.mu.Lock()
-	f.nc, f.ended = nc, nil
+	f.out, f.ended = w, nil
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
-		f.nc = nil
+		f.out = nil
 		f.mu.Unlock()
+		w.flushAndClose()
 	}()
+	stop := context.AfterFunc(f.ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
 	n.mu.Lock()
 	n.core.StreamOpened(n.now(), f.target)
-	n.unlock(nil)
+	f.unlock()
 	if err := f.endedBy(); err != nil {
 		return err
 	}
@@ -131,7 +153,7 @@ func (f *followStream) once() error {
 		for _, l := range lines {
 			a, err := proto.ParseAnswer(l)
 			if err != nil {
-				n.unlock(nil)
+				f.unlock()
 				return err
 			}
 			// A record the core cannot apply ends the stream: it
@@ -140,7 +162,7 @@ func (f *followStream) once() error {
 		}
 		// Acknowledged in a batch: one line however many records.
 		n.core.StreamAck(now, f.target)
-		n.unlock(nil)
+		f.unlock()
 		if err := f.endedBy(); err != nil {
 			return err
 		}
@@ -148,6 +170,13 @@ func (f *followStream) once() error {
 			return nil
 		}
 	}
+}
+
+// unlock lets go of the node mutex, carries out what the stream's
+// events asked, and writes the replies (and any answers) they queued.
+func (f *followStream) unlock() {
+	f.n.unlock(&carry{direct: &f.flushes})
+	f.flushes.flush()
 }
 
 func containsNL(b []byte) bool {

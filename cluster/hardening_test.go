@@ -184,9 +184,9 @@ func lateReaderGrowth(t *testing.T, secured bool, conns int) int64 {
 		// The socket buffers take the first answers, the node's queue
 		// the rest. The previous connection's answers have all been
 		// read; once the node sees them written, it holds none.
-		waitFor(t, "no answers unread", func() bool { return tn.outBytes.Load() == 0 })
+		waitFor(t, "no answers unread", func() bool { return tn.output.bytes.Load() == 0 })
 		sent := 0
-		for tn.outBytes.Load() < target {
+		for tn.output.bytes.Load() < target {
 			if _, err := nc.Write(chunk); err != nil {
 				t.Fatal(err)
 			}
@@ -282,7 +282,7 @@ func TestMalformedLinesBeforeAuthAreRefusalsToo(t *testing.T) {
 			go func() {
 				defer close(sampled)
 				for {
-					if b := tn.outBytes.Load(); b > peak.Load() {
+					if b := tn.output.bytes.Load(); b > peak.Load() {
 						peak.Store(b)
 					}
 					select {

@@ -85,9 +85,9 @@ func (b *backlogNode) backlog() {
 	chunk := strings.Repeat("S -\n", 1<<10)
 	total := answered()
 	for _, c := range b.conns {
-		waitFor(t, "no answers unread", func() bool { return tn.outBytes.Load() == 0 })
+		waitFor(t, "no answers unread", func() bool { return tn.output.bytes.Load() == 0 })
 		sent := 0
-		for tn.outBytes.Load() < target {
+		for tn.output.bytes.Load() < target {
 			c.WriteString(chunk)
 			if err := c.Flush(); err != nil {
 				t.Fatal(err)
@@ -139,9 +139,9 @@ func TestIdleConnectionsAfterABacklogShedTheirBuffers(t *testing.T) {
 	for i, b := range nodes {
 		b.tn.mu.Lock()
 		for _, c := range b.tn.conns {
-			c.outMu.Lock()
-			held := cap(c.out) + cap(c.spare)
-			c.outMu.Unlock()
+			c.out.mu.Lock()
+			held := cap(c.out.out) + cap(c.out.spare)
+			c.out.mu.Unlock()
 			if held > 0 {
 				t.Errorf("node %d: an idle connection holds %d B of output buffers", i, held)
 			}

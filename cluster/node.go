@@ -38,15 +38,16 @@ type Node struct {
 	gate gate
 	// tlsConfig serves TLS on accepted connections; nil: plain TCP.
 	tlsConfig  *tls.Config
-	outBytes   atomic.Int64 // unread answers of every connection
-	refusedLog rateLog      // refused connections and requests
-	running    atomic.Bool  // serving: Run started and shutdown has not
+	refusedLog rateLog     // refused connections and requests
+	running    atomic.Bool // serving: Run started and shutdown has not
 	limits     limitCounters
 
-	// rests counts the readers that rested (rest.go), shed the bytes of
-	// output buffers dropped as they did (conn.shedOut), for trimLoop.
+	// output is what the connections' writers share: the bytes they
+	// hold unwritten, and those of the buffers dropped as their readers
+	// rested (outWriter.shedOut), for trimLoop.
+	output outShared
+	// rests counts the readers that rested (rest.go), for trimLoop.
 	rests atomic.Uint64
-	shed  atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -118,6 +119,7 @@ func New(cfg Config) (*Node, error) {
 		links:   make(map[string]*link),
 	}
 	n.stats.init()
+	n.output.lim, n.output.wg = &n.cfg.Limits, &n.wg
 	c, err := core.New(core.Config{
 		Self:            self,
 		Peers:           cfg.Peers,

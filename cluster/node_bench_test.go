@@ -119,7 +119,7 @@ func BenchmarkNodeCycle(b *testing.B) {
 // BenchmarkHandoff measures one hot key over loopback TCP: conns
 // connections each acquire the key, release it at once and acquire it
 // again, so every release hands the key to the oldest waiter, whose
-// grant the releasing connection's reader writes itself (direct.go). One
+// grant the releasing connection's reader writes itself (outwriter.go). One
 // op is one handoff.
 func BenchmarkHandoff(b *testing.B) {
 	const conns = 8
@@ -190,12 +190,13 @@ func BenchmarkApply(b *testing.B) {
 	batch := make([]item, 0, depth)
 	var releases [][]byte
 	take := func() []byte {
-		c.outMu.Lock()
-		defer c.outMu.Unlock()
-		out := c.out
-		c.account(-len(out))
-		c.out = c.spare[:0]
-		c.spare = out[:0]
+		w := &c.out
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		out := w.out
+		w.account(-len(out))
+		w.out = w.spare[:0]
+		w.spare = out[:0]
 		return out
 	}
 	b.ReportAllocs()
@@ -208,7 +209,7 @@ func BenchmarkApply(b *testing.B) {
 			req, err := proto.Parse(l)
 			batch = append(batch, item{req, err})
 		}
-		n.apply(c, batch)
+		n.apply(c, batch, nil)
 		// What the client does in between is not the node's work.
 		b.StopTimer()
 		releases = releases[:0]
@@ -227,7 +228,7 @@ func BenchmarkApply(b *testing.B) {
 			req, err := proto.Parse(l)
 			batch = append(batch, item{req, err})
 		}
-		n.apply(c, batch)
+		n.apply(c, batch, nil)
 		if out := take(); bytes.Count(out, []byte(" ok\n")) != depth {
 			b.Fatalf("releases: %q", out)
 		}

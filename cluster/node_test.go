@@ -383,7 +383,7 @@ func TestClientThatNeverReadsIsPaused(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	var last int64 = -1
 	for {
-		q := tn.outBytes.Load()
+		q := tn.output.bytes.Load()
 		if q > readPauseAt && q == last {
 			break
 		}
@@ -393,7 +393,7 @@ func TestClientThatNeverReadsIsPaused(t *testing.T) {
 		last = q
 		time.Sleep(200 * time.Millisecond)
 	}
-	if q := tn.outBytes.Load(); q > readPauseAt+2<<20 {
+	if q := tn.output.bytes.Load(); q > readPauseAt+2<<20 {
 		t.Fatalf("%d bytes queued for one client, want about %d", q, readPauseAt)
 	}
 	h := dialWire(t, addr)

@@ -4,13 +4,14 @@ package cluster
 
 import (
 	"io"
+	"net"
 	"syscall"
 	"unsafe"
 )
 
-// newRawIO prepares raw reads and writes on rc.
-func newRawIO(rc syscall.RawConn) *rawIO {
-	r := &rawIO{conn: rc}
+// newRawIO prepares raw reads and writes on rc, nc's socket.
+func newRawIO(nc net.Conn, rc syscall.RawConn) *rawIO {
+	r := &rawIO{nc: nc, conn: rc}
 	r.wr.fn = func(fd uintptr) bool {
 		r.wr.n, r.wr.err = rawWrite(fd, r.wr.buf)
 		if r.wr.err == syscall.EAGAIN {
@@ -62,17 +63,17 @@ func rawRW(trap, fd uintptr, b []byte) (int, error) {
 // first: a pipelining client has most often sent more meanwhile, and a
 // read is cheaper than going to sleep and being woken; the answers of
 // such reads go out together, in one write before the reader waits
-// (applyDirect's hold).
+// (outWriter.holdBack).
 //
 // While it is inside RawRead the reader holds the socket's read lock,
-// and a close of the socket waits for that lock: closeSocket closes from
+// and a close of the socket waits for that lock: rawIO.close closes from
 // a goroutine of its own.
 func (b *batcher) push() bool {
 	c, dr, r := b.c, b.dr, b.dr.br
 	b.hold = true
 	// The lines the wait for the first bytes (await) left buffered.
 	ok := b.drain()
-	c.writeHeld()
+	c.out.writeHeld()
 	if !ok {
 		return false
 	}
@@ -112,7 +113,7 @@ func (b *batcher) readable(fd uintptr) bool {
 		n, err := rawRead(fd, p)
 		if err == syscall.EAGAIN {
 			b.c.raw.empty.Add(1)
-			b.c.writeHeld()
+			b.c.out.writeHeld()
 			b.dr.arm()
 			return false
 		}
@@ -135,7 +136,7 @@ func (b *batcher) readable(fd uintptr) bool {
 		// rather than go to sleep and be woken for them, and write the
 		// answers of both reads together.
 		if n < len(p) && b.lines-lines <= 1 {
-			b.c.writeHeld()
+			b.c.out.writeHeld()
 			b.dr.arm()
 			return false
 		}

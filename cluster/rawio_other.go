@@ -2,11 +2,14 @@
 
 package cluster
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // newRawIO: raw reads and writes are for Linux; elsewhere a connection
 // reads and writes through net.Conn.
-func newRawIO(syscall.RawConn) *rawIO { return nil }
+func newRawIO(net.Conn, syscall.RawConn) *rawIO { return nil }
 
 // push: elsewhere the reader pulls its lines through net.Conn.
 func (b *batcher) push() bool { return b.pull() }

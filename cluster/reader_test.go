@@ -53,7 +53,7 @@ func TestReaderTakesLinesHoweverCut(t *testing.T) {
 }
 
 // A connection whose reader holds back its answers while it reads on
-// (a pipelining client, direct.go) still gets a grant another
+// (a pipelining client, outwriter.go) still gets a grant another
 // connection's release hands it, and every answer of its own, in order.
 func TestPipeliningReaderGetsItsGrant(t *testing.T) {
 	addr := freeAddrs(t, 1)[0]

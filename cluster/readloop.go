@@ -20,7 +20,7 @@ func (c *conn) readLoop() {
 		return
 	}
 	// A writer starts once c.nc is the connection it writes to.
-	c.writerReady()
+	c.out.ready()
 	dr := &deadlineReader{c: c, nc: c.nc, start: c.accepted}
 	dr.br = &lineReader{rd: dr}
 	c.readOn(dr)
@@ -39,7 +39,7 @@ func (c *conn) readOn(dr *deadlineReader) {
 		dr.br.await(spokeConn{dr.nc, c})
 	}
 	if c.serve(dr) {
-		c.shedOut()
+		c.out.shedOut()
 		go c.readOn(dr)
 		return
 	}
@@ -102,7 +102,7 @@ func (b *batcher) drain() bool {
 
 // done writes the answers held back and gives the batch slice back.
 func (b *batcher) done() {
-	b.c.writeHeld()
+	b.c.out.writeHeld()
 	if b.bb != nil {
 		clear(b.bb.items[:cap(b.bb.items)])
 		putBatch(b.bb)
@@ -152,9 +152,10 @@ func (b *batcher) line(line []byte, more bool) bool {
 	}
 	c.batches++
 	if c.tls {
-		c.n.apply(c, b.batch)
+		c.n.apply(c, b.batch, nil)
 	} else {
-		c.applyDirect(b.batch, b.hold)
+		c.n.apply(c, b.batch, c.out.holdBack())
+		c.out.afterBatch(b.hold)
 	}
 	clear(b.batch)
 	b.batch = b.batch[:0]
@@ -163,10 +164,10 @@ func (b *batcher) line(line []byte, more bool) bool {
 		putBatch(b.bb)
 		b.bb, b.batch = nil, nil
 	}
-	if b.hold && c.holdsMuch() {
-		c.writeHeld()
+	if b.hold && c.out.holdsMuch() {
+		c.out.writeHeld()
 	}
-	return c.waitDrained()
+	return c.out.waitDrained(c.n.ctx)
 }
 
 // tooLong answers a line longer than the grammar allows and closes c.
@@ -175,12 +176,22 @@ func (b *batcher) tooLong() bool {
 	return false
 }
 
+// closeLineTooLong ends c, whose client sent a line longer than the
+// grammar allows.
+func (c *conn) closeLineTooLong() {
+	c.n.limitHit(limLineLength)
+	c.send(func(b []byte) []byte {
+		return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
+	})
+	c.flushAndClose()
+}
+
 // end is what a read that failed with err means, rest being the bytes
 // it left unfinished: true for a reader to rest, false once the
 // connection is finished.
 func (b *batcher) end(err error, rest []byte) bool {
 	c := b.c
-	c.writeHeld()
+	c.out.writeHeld()
 	if err == errRest {
 		return true
 	}
@@ -198,7 +209,7 @@ func (b *batcher) end(err error, rest []byte) bool {
 	// be a cut one. (A batch is applied before every read; this one is
 	// for safety.)
 	if len(b.batch) > 0 {
-		c.n.apply(c, b.batch)
+		c.n.apply(c, b.batch, nil)
 	}
 	return false
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/lockd-io/lockd/proto"
 )
 
 // deadlineReader is a connection's read side, bounding how long a client
@@ -124,4 +126,20 @@ func readBound(err error) (errReadBound, bool) {
 	var bound errReadBound
 	ok := errors.As(err, &bound)
 	return bound, ok
+}
+
+// closeOverBound ends c, whose client overran a read bound, after
+// applying the lines it had sent whole.
+func (c *conn) closeOverBound(bound errReadBound, batch []item) {
+	if bound.lim == limAuthTimeout {
+		c.authExpired()
+	} else {
+		c.n.limitHit(bound.lim)
+	}
+	if len(batch) > 0 {
+		c.n.apply(c, batch, nil)
+	}
+	c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
+	c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
+	c.flushAndClose()
 }

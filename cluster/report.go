@@ -73,7 +73,7 @@ func (n *Node) Metrics() Metrics {
 	for i, name := range LimitNames {
 		m.Limits[name] = n.limits[i].Load()
 	}
-	m.OutputBytes = n.outBytes.Load()
+	m.OutputBytes = n.output.bytes.Load()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.now()

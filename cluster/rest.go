@@ -3,8 +3,6 @@ package cluster
 import (
 	"errors"
 	"time"
-
-	"github.com/lockd-io/lockd/proto"
 )
 
 // A connection's reader applies its requests itself, deep in the core
@@ -13,7 +11,7 @@ import (
 // a reader that has been idle for restAfter, with nothing buffered, goes
 // on in a new goroutine, whose stack starts at the smallest size (see
 // below), and the old one ends (readOn). An idle connection then holds
-// one smallest stack (and no writer: writer.go).
+// one smallest stack (and no writer goroutine: outwriter.go).
 //
 // The cost is one timer per restAfter per connection that was active in
 // it (the read deadline, armed lazily, as the bounds are), and one new
@@ -79,35 +77,10 @@ func (d *deadlineReader) restDue(now time.Time) bool {
 // the runtime starts a goroutine (a rested reader's among them) with a
 // stack the size of what the goroutines it last scanned used on average,
 // plus a guard, rounded up to a power of two. With no idle writer
-// goroutines (writer.go) to bring that average down, a large serve frame
+// goroutines (outwriter.go) to bring that average down, a large serve frame
 // would double the stack of every rested reader. So what serve does for
-// a line (appendParsed, buffers.go) and its rare ends are functions of
-// their own, as is the timeout handling of deadlineReader.Read: serve's
-// frame stays small, a blocked reader's stack leaves the start at the
-// smallest size, and applying a request grows fewer readers' stacks.
-
-// closeLineTooLong ends c, whose client sent a line longer than the
-// grammar allows.
-func (c *conn) closeLineTooLong() {
-	c.n.limitHit(limLineLength)
-	c.send(func(b []byte) []byte {
-		return proto.AppendError(b, proto.WordNone, '?', "line longer than 4096 bytes; closing this connection")
-	})
-	c.flushAndClose()
-}
-
-// closeOverBound ends c, whose client overran a read bound, after
-// applying the lines it had sent whole.
-func (c *conn) closeOverBound(bound errReadBound, batch []item) {
-	if bound.lim == limAuthTimeout {
-		c.authExpired()
-	} else {
-		c.n.limitHit(bound.lim)
-	}
-	if len(batch) > 0 {
-		c.n.apply(c, batch)
-	}
-	c.n.log.Debug("connection closed", "remote", c.remote, "why", bound.msg)
-	c.send(func(b []byte) []byte { return proto.AppendError(b, proto.WordNone, '?', bound.msg) })
-	c.flushAndClose()
-}
+// a line (appendParsed, buffers.go) and its rare ends (closeLineTooLong,
+// closeOverBound) are functions of their own, as is the timeout handling
+// of deadlineReader.Read: serve's frame stays small, a blocked reader's
+// stack leaves the start at the smallest size, and applying a request
+// grows fewer readers' stacks.

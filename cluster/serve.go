@@ -17,11 +17,11 @@ type item struct {
 // apply hands a batch of parsed lines from c to the core under one
 // acquisition of the node mutex, and carries out what they asked once it
 // lets go (carry.go); a key listing (K) is scanned, a slice per hold of
-// the mutex, before the requests after it.
-func (n *Node) apply(c *conn, batch []item) {
-	// Answers for other connections are written by c's reader after the
-	// batch (direct.go), if it asked to.
-	k := carry{by: c, direct: c.direct}
+// the mutex, before the requests after it. With direct, the answers for
+// other connections are written by c's reader after the batch
+// (outwriter.go).
+func (n *Node) apply(c *conn, batch []item, direct *flushList) {
+	k := carry{by: c, direct: direct}
 	timed := c.timed
 	c.timed = false
 	n.mu.Lock()
@@ -40,10 +40,10 @@ func (n *Node) apply(c *conn, batch []item) {
 			// A key listing: c's reader scans it, a slice at a time,
 			// before it reads on, so it is answered before the
 			// requests that follow it. The answers c's reader held
-			// back (direct.go) go before a scan that may wait for
-			// others'.
+			// back (outWriter.holdBack) go before a scan that may wait
+			// for others'.
 			k.scan = false
-			c.writeHeld()
+			c.out.writeHeld()
 			n.scanKeys(c)
 		}
 		if i < len(batch) {
@@ -132,13 +132,11 @@ func (n *Node) applyOne(c *conn, id core.ConnID, now time.Time, it *item, k *car
 // own, a slice per hold of the mutex, never running ahead of what the
 // standby reads, for as long as the core asks for more (ActFeed).
 func (n *Node) startSnapshot(c *conn) {
-	c.outMu.Lock()
-	c.stream = true
-	c.outMu.Unlock()
+	c.out.setStream()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		for c.waitRoom() {
+		for c.out.waitRoom(n.ctx) {
 			if !c.feed.next() {
 				return
 			}

@@ -230,7 +230,7 @@ func TestClosedDuringTLSHandshakeLeavesNothingQueued(t *testing.T) {
 			// A connection is forgotten while its writer may still be
 			// writing its last line; a line no writer takes stays
 			// counted for good.
-			waitFor(t, "no bytes of answers counted as buffered with no connection open", func() bool { return tn.outBytes.Load() == 0 })
+			waitFor(t, "no bytes of answers counted as buffered with no connection open", func() bool { return tn.output.bytes.Load() == 0 })
 			if got := tn.limits[limAuthTimeout].Load(); got != tc.timeout {
 				t.Fatalf("limit_hits{auth_timeout} %d, want %d", got, tc.timeout)
 			}

@@ -30,7 +30,7 @@ import (
 // rests goes on, and none within restAfter of the last.
 //
 // So do the output buffers that a backlog of answers grew, which a
-// connection drops as its reader rests (conn.shedOut): once trimShed
+// connection drops as its reader rests (outWriter.shedOut): once trimShed
 // bytes of them were dropped since the last trim, on the same terms.
 const (
 	trimEvery = 250 * time.Millisecond
@@ -52,7 +52,7 @@ func (n *Node) trimLoop() {
 			n.mu.Lock()
 			keys, waiters := n.core.Engine().Stats()
 			n.mu.Unlock()
-			if why := tr.tick(now, keys+waiters, n.rests.Load(), n.shed.Load()); why != "" {
+			if why := tr.tick(now, keys+waiters, n.rests.Load(), n.output.shed.Load()); why != "" {
 				n.log.Debug("returning memory to the OS", "after", why)
 				debug.FreeOSMemory()
 			}
@@ -66,8 +66,8 @@ type trimmer struct {
 	peak      int       // keys and waiters: the most since the last trim
 	rests     uint64    // Node.rests at the last trim
 	lastRests uint64    // Node.rests at the last tick
-	shed      uint64    // Node.shed at the last trim
-	lastShed  uint64    // Node.shed at the last tick
+	shed      uint64    // Node.output.shed at the last trim
+	lastShed  uint64    // Node.output.shed at the last tick
 	trimmed   time.Time // the last trim that rests made
 }
 
