@@ -115,6 +115,7 @@ type Core struct {
 	lastTick    time.Time
 	lastEvent   time.Time // the time of the event being served
 	pausedSince time.Time
+	stoppedAt   time.Time // when it last ran before the pause
 	// deferSince: since when this standby, with no active, has left the
 	// role to another candidate that has not taken it (see candidate).
 	deferSince time.Time
@@ -303,6 +304,9 @@ func (c *Core) noteTime(now time.Time) {
 		// the pause anew, since what it heard before it is stale too.)
 		return
 	}
+	if c.pausedSince.IsZero() {
+		c.stoppedAt = c.lastTick
+	}
 	c.pausedSince = now
 	c.pauseRound = c.round + 1 // the first heartbeat sent from now on
 	for _, p := range c.peers {
@@ -338,6 +342,7 @@ func (c *Core) maybeResume(now time.Time) {
 	if !fresh && now.Sub(c.pausedSince) < c.cfg.FailureTimeout {
 		return
 	}
+	stopped := now.Sub(c.stoppedAt)
 	c.pausedSince = time.Time{}
 	c.log.Info("peers heard again after the pause", "self", c.self, "role", string(c.role), "all_answered", fresh)
 	if c.role == Active {
@@ -396,6 +401,9 @@ func (c *Core) maybeResume(now time.Time) {
 		// active is met, and this node yields, before a change it made
 		// is answered.
 		c.expectLive(now)
+		// The places kept for the last active's waiters kept no time
+		// for their clients while this node did not serve.
+		c.eng.DelayGhosts(stopped)
 		c.advance(now)
 		c.replayParked(now)
 	}
