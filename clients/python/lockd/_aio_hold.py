@@ -374,12 +374,13 @@ class AsyncElection:
 
     async def proclaim(self, value: str) -> None:
         """Changes the leader's value without giving leadership up, as
-        Election.proclaim: raises LockLost when this election does not
-        lead, Refused when the node does not take values."""
+        Election.proclaim: raises NotHeld when this election does not
+        lead, LockLost when leadership was lost, Refused when the node
+        does not take values."""
         enc = w.encode_value(f"proclaim {self.key}", value)
         h = self._hold
         if h is None:
-            raise LockLost(f"proclaim {self.key}: this election does not lead; campaign first", None)
+            raise NotHeld(f"proclaim {self.key}: this election does not lead; campaign first")
         h.check()
         sent = time.monotonic()
         try:

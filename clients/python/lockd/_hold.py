@@ -326,13 +326,13 @@ class Election:
     def proclaim(self, value: str) -> None:
         """Changes the leader's value without giving leadership up: the
         observers see the new one at once. It renews the lease as it goes.
-        Raises LockLost when this election does not lead (it never
-        campaigned, resigned, or lost leadership), Refused when the node
-        does not take values (an older lockd)."""
+        Raises NotHeld when this election does not lead (it never
+        campaigned, or resigned), LockLost when leadership was lost,
+        Refused when the node does not take values (an older lockd)."""
         enc = self._check_value("proclaim", value)
         h = self._hold
         if h is None:
-            raise LockLost(f"proclaim {self.key}: this election does not lead; campaign first", None)
+            raise NotHeld(f"proclaim {self.key}: this election does not lead; campaign first")
         h.check()
         sent = time.monotonic()
         try:

@@ -208,7 +208,7 @@ class SyncKindsTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             c.election("other").campaign("")
         e.resign()
-        with self.assertRaises(lockd.LockLost):
+        with self.assertRaises(lockd.NotHeld):
             e.proclaim("again")
 
     def test_proclaim_notheld_is_a_lost_leadership(self):
