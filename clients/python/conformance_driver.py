@@ -62,12 +62,24 @@ def ms(v: Any) -> Optional[float]:
     return None if v is None else float(v) / 1000.0
 
 
+def holder_json(h: lockd.Holder) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"token": str(h.token), "lease_left_ms": round(h.lease_left * 1000.0, 3), "id": h.id, "shared": h.shared}
+    if h.set_id is not None:
+        out["set"] = str(h.set_id)
+    if h.place is not None:
+        out["place"] = h.place
+    if h.value is not None:
+        out["value"] = h.value
+    return out
+
+
 def queue_json(q: lockd.Queue) -> Dict[str, Any]:
     return {
-        "holders": [{"token": str(h.token), "lease_left_ms": round(h.lease_left * 1000.0, 3), "id": h.id} for h in q.holders],
-        "waiters": [{"waited_ms": round(wt.waited * 1000.0, 3), "addr": wt.addr, "id": wt.id} for wt in q.waiters],
+        "holders": [holder_json(h) for h in q.holders],
+        "waiters": [{"waited_ms": round(wt.waited * 1000.0, 3), "addr": wt.addr, "id": wt.id, "shared": wt.shared, "set_keys": wt.set_keys} for wt in q.waiters],
         "nwaiters": q.nwaiters,
         "limit": q.limit,
+        "shared": q.shared,
     }
 
 
@@ -78,6 +90,7 @@ class Driver:
         self.handles = 0
         self.holds: Dict[int, lockd.Hold] = {}
         self.watches: Dict[int, lockd.Watch] = {}
+        self.elections: Dict[int, lockd.Election] = {}
 
     def handle(self) -> int:
         with self.mu:
@@ -136,12 +149,43 @@ class Driver:
 
     def c_acquire(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
         lock = self.need().acquire(
-            cmd["key"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), limit=cmd.get("limit"), cancel=self.cancel_event(cmd)
+            cmd["key"],
+            ms(cmd["lease_ms"]),
+            wait=ms(cmd.get("wait_ms")),
+            limit=cmd.get("limit"),
+            cancel=self.cancel_event(cmd),
+            shared=bool(cmd.get("shared")),
         )
-        return {"token": str(lock.token), "limit": lock.limit}
+        return {"token": str(lock.token), "limit": lock.limit, "place": lock.place}
+
+    def c_acquire_all(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
+        s = self.need().acquire_all(cmd["keys"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), cancel=self.cancel_event(cmd), shared=bool(cmd.get("shared")))
+        return {"tokens": [str(t) for t in s.tokens.values()]}
+
+    def c_hold_all(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
+        hs = self.need().hold_all(
+            cmd["keys"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), cancel=self.cancel_event(cmd), max_hold=ms(cmd.get("max_ms")), shared=bool(cmd.get("shared"))
+        )
+        n = self.handle()
+        with self.mu:
+            self.holds[n] = hs  # type: ignore[assignment]
+
+        def wait_lost() -> None:
+            hs.lost.wait()
+            emit({"event": "lost", "hold": n, "reason": hs.reason, "key": hs.lost_key, "message": str(hs.error or ""), "ms_since_open": since_open()})
+
+        return {"hold": n, "tokens": [str(t) for t in hs.tokens.values()], "_after": lambda: threading.Thread(target=wait_lost, daemon=True).start()}
+
+    def c_proclaim(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
+        with self.mu:
+            e = self.elections.get(int(cmd["hold"]))
+        if e is None:
+            raise ValueError(f"no campaign {cmd.get('hold')!r}")
+        e.proclaim(cmd["value"])
+        return {}
 
     def c_try(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
-        lock = self.need().try_acquire(cmd["key"], ms(cmd["lease_ms"]), limit=cmd.get("limit"))
+        lock = self.need().try_acquire(cmd["key"], ms(cmd["lease_ms"]), limit=cmd.get("limit"), shared=bool(cmd.get("shared")))
         if not lock:
             return {"acquired": False}
         return {"acquired": True, "token": str(lock.token)}
@@ -174,8 +218,11 @@ class Driver:
             limit=cmd.get("limit"),
             cancel=self.cancel_event(cmd),
             max_hold=ms(cmd.get("max_ms")),
+            shared=bool(cmd.get("shared")),
         )
-        return self.watch_hold(h)
+        res = self.watch_hold(h)
+        res["place"] = h.place
+        return res
 
     def get_hold(self, cmd: Dict[str, Any]) -> lockd.Hold:
         with self.mu:
@@ -279,8 +326,12 @@ class Driver:
 
     def c_campaign(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
         lease = ms(cmd.get("lease_ms")) or 10.0
-        h = self.need().election(cmd["key"]).campaign(cmd["value"], lease=lease)
-        return self.watch_hold(h)
+        e = self.need().election(cmd["key"])
+        h = e.campaign(cmd["value"], lease=lease)
+        res = self.watch_hold(h)
+        with self.mu:
+            self.elections[res["hold"]] = e
+        return res
 
     def c_leader(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
         value, token = self.need().election(cmd["key"]).leader()

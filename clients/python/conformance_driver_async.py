@@ -36,6 +36,7 @@ class Driver:
         self.handles = 0
         self.holds: Dict[int, lockd.AsyncHold] = {}
         self.watches: Dict[int, Union[lockd.AsyncWatch, lockd.AsyncObserver]] = {}
+        self.elections: Dict[int, lockd.AsyncElection] = {}
         self.tasks: Set["asyncio.Task[Any]"] = set()
 
     def spawn(self, coro: Awaitable[Any]) -> None:
@@ -95,11 +96,36 @@ class Driver:
         return {}
 
     async def c_acquire(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
-        lock = await self.cancellable(cmd, self.need().acquire(cmd["key"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), limit=cmd.get("limit")))
-        return {"token": str(lock.token), "limit": lock.limit}
+        acq = self.need().acquire(cmd["key"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), limit=cmd.get("limit"), shared=bool(cmd.get("shared")))
+        lock = await self.cancellable(cmd, acq)
+        return {"token": str(lock.token), "limit": lock.limit, "place": lock.place}
+
+    async def c_acquire_all(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
+        acq = self.need().acquire_all(cmd["keys"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), shared=bool(cmd.get("shared")))
+        s = await self.cancellable(cmd, acq)
+        return {"tokens": [str(t) for t in s.tokens.values()]}
+
+    async def c_hold_all(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
+        acq = self.need().hold_all(cmd["keys"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), max_hold=ms(cmd.get("max_ms")), shared=bool(cmd.get("shared")))
+        hs = await self.cancellable(cmd, acq)
+        n = self.handle()
+        self.holds[n] = hs  # type: ignore[assignment]
+
+        async def wait_lost() -> None:
+            await hs.lost.wait()
+            emit({"event": "lost", "hold": n, "reason": hs.reason, "key": hs.lost_key, "message": str(hs.error or ""), "ms_since_open": since_open()})
+
+        return {"hold": n, "tokens": [str(t) for t in hs.tokens.values()], "_after": lambda: self.spawn(wait_lost())}
+
+    async def c_proclaim(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
+        e = self.elections.get(int(cmd["hold"]))
+        if e is None:
+            raise ValueError(f"no campaign {cmd.get('hold')!r}")
+        await e.proclaim(cmd["value"])
+        return {}
 
     async def c_try(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
-        lock = await self.need().try_acquire(cmd["key"], ms(cmd["lease_ms"]), limit=cmd.get("limit"))
+        lock = await self.need().try_acquire(cmd["key"], ms(cmd["lease_ms"]), limit=cmd.get("limit"), shared=bool(cmd.get("shared")))
         if lock is None:
             return {"acquired": False}
         return {"acquired": True, "token": str(lock.token)}
@@ -126,9 +152,13 @@ class Driver:
     async def c_hold(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
         h = await self.cancellable(
             cmd,
-            self.need().hold(cmd["key"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), limit=cmd.get("limit"), max_hold=ms(cmd.get("max_ms"))),
+            self.need().hold(
+                cmd["key"], ms(cmd["lease_ms"]), wait=ms(cmd.get("wait_ms")), limit=cmd.get("limit"), max_hold=ms(cmd.get("max_ms")), shared=bool(cmd.get("shared"))
+            ),
         )
-        return self.watch_hold(h)
+        res = self.watch_hold(h)
+        res["place"] = h.place
+        return res
 
     def get_hold(self, cmd: Dict[str, Any]) -> lockd.AsyncHold:
         h = self.holds.get(int(cmd["hold"]))
@@ -221,8 +251,11 @@ class Driver:
 
     async def c_campaign(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
         lease = ms(cmd.get("lease_ms")) or 10.0
-        h = await self.cancellable(cmd, self.need().election(cmd["key"]).campaign(cmd["value"], lease=lease))
-        return self.watch_hold(h)
+        e = self.need().election(cmd["key"])
+        h = await self.cancellable(cmd, e.campaign(cmd["value"], lease=lease))
+        res = self.watch_hold(h)
+        self.elections[res["hold"]] = e
+        return res
 
     async def c_leader(self, cmd: Dict[str, Any]) -> Dict[str, Any]:
         value, token = await self.need().election(cmd["key"]).leader()

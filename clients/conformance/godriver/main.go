@@ -240,7 +240,8 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		if err := d.open(cmd); err != nil {
 			return nil, err
 		}
-		return map[string]any{"unsupported": []string{}}, nil
+		// The lock kinds (DRIVER.md) wait for the Go client to take them.
+		return map[string]any{"unsupported": []string{"shared", "sets", "values", "place"}}, nil
 	case "close":
 		d.mu.Lock()
 		c := d.c

@@ -14,6 +14,7 @@ and for asyncio:
 """
 
 from ._aio import to_thread
+from ._aio_acquire import AsyncHoldSet, AsyncLockSet
 from ._aio_client import AsyncClient
 from ._aio_hold import Acquiring, AsyncElection, AsyncHold, AsyncLock, AsyncObserver, AsyncWatch
 from ._client import Client, Lock, TryLock, Watch
@@ -31,6 +32,7 @@ from ._errors import (
     Unavailable,
 )
 from ._hold import Election, Hold, Leader, Observer
+from ._sets import HoldSet, LockSet, TrySet
 from ._wire import Holder, Peer, Queue, Status, Waiter
 
 __all__ = [
@@ -38,6 +40,9 @@ __all__ = [
     "Lock",
     "TryLock",
     "Hold",
+    "LockSet",
+    "TrySet",
+    "HoldSet",
     "Election",
     "Observer",
     "Leader",
@@ -52,6 +57,8 @@ __all__ = [
     "Acquiring",
     "AsyncLock",
     "AsyncHold",
+    "AsyncLockSet",
+    "AsyncHoldSet",
     "AsyncElection",
     "AsyncObserver",
     "AsyncWatch",

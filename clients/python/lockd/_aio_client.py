@@ -13,15 +13,14 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from . import _wire as w
-from ._aio_hold import Acquiring, AsyncElection, AsyncHold, AsyncLock, AsyncWatch
+from ._aio_acquire import _AsyncAcquires
+from ._aio_hold import Acquiring, AsyncElection, AsyncHold, AsyncWatch
 from ._aio_pool import _DEADLINE, _ACall, _AsyncPool, _Changed, _settle
 
 # What a release's first send is completed with when it is time to re-send.
 _RESEND = object()
-from ._auth import NoAnswer
 from ._client import _configure
 from ._conn import (
-    ACQUIRE_GRACE,
     DIAL_TIMEOUT,
     FAILURE_TIMEOUT,
     MAX_DROPS,
@@ -39,15 +38,14 @@ from ._conn import (
     _lease_seconds,
     _not_held,
     _server_error,
-    _timeout,
     _token,
     _WaitElapsed,
 )
-from ._errors import Closed, Error, Refused, Timeout, Unavailable
+from ._errors import Closed, Error, Refused, Unavailable
 from ._watch import _WatchState
 
 
-class AsyncClient(_AsyncPool):
+class AsyncClient(_AsyncAcquires, _AsyncPool):
     """A client of the lockd nodes at addrs for asyncio: every request is a
     coroutine, and cancelling the task that awaits it gives it up (a
     waiting acquire is withdrawn from the node's queue with X; a grant
@@ -235,98 +233,6 @@ class AsyncClient(_AsyncPool):
 
     # ------------------------------------------------------------ requests
 
-    def acquire(self, key: str, lease: w.Seconds, wait: Optional[w.Seconds] = None, limit: Optional[int] = None) -> Acquiring[AsyncLock]:
-        """Waits for key and gives the AsyncLock with its fencing token:
-        lock = await client.acquire(...), or async with client.acquire(...)
-        as lock, which releases it at the end. wait bounds the wait (None
-        or 0: forever); limit=N takes one of N places of a semaphore.
-        Raises Timeout, LimitMismatch, Refused, Unavailable or Closed;
-        cancelling the awaiting task withdraws the waiter."""
-        wait_s = w.seconds(wait, "wait") or 0.0
-        return Acquiring(lambda: self._acquire(key, lease, wait_s, limit, None), AsyncLock._exit)
-
-    def try_acquire(self, key: str, lease: w.Seconds, limit: Optional[int] = None) -> Acquiring[Optional[AsyncLock]]:
-        """Takes key if nobody holds it, without queueing: the AsyncLock, or
-        None when others hold it (also under async with, which releases a
-        lock it got at the end)."""
-        return Acquiring(lambda: self._try(key, lease, limit), AsyncLock._exit_optional)
-
-    async def _try(self, key: str, lease: w.Seconds, limit: Optional[int]) -> Optional[AsyncLock]:
-        try:
-            return await self._acquire(key, lease, None, limit, None)
-        except Timeout:
-            return None
-
-    async def _acquire(
-        self,
-        key: str,
-        lease: w.Seconds,
-        wait: Optional[float],
-        limit: Optional[int],
-        name: Optional[str],
-        first_lease: Optional[float] = None,
-    ) -> AsyncLock:
-        w.check_key("acquire", key)
-        lease_s = _lease_seconds(lease, "acquire", key) if first_lease is None else first_lease
-        if wait is not None and (wait < 0 or wait > w.MAX_SECONDS):
-            raise ValueError(f"acquire {key}: wait {wait:g}s is out of range; pass 0 or None to wait forever, or up to {w.MAX_SECONDS} seconds")
-        if limit is None:
-            limit = 1
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or limit > w.MAX_LIMIT:
-            raise ValueError(f"acquire {key}: limit {limit!r} is out of range; a key allows 1 (a lock) to {w.MAX_LIMIT} holders at once")
-        lease_ms = max(1, w.millis(lease_s, False))
-        id_ = self._acquire_id(name)
-        start: List[float] = []
-        # The line as acquire_line writes it, cut where the wait and the
-        # ref go: each send fills those in.
-        head = f"A {key} {w.format_ms(lease_ms)} "
-        tail = (f" limit={limit}" if limit > 1 else "") + f" id={id_}"
-
-        def line(cn: _Conn, cl: _Call) -> Optional[bytes]:
-            cl.acq_id = id_
-            if wait is None:
-                wait_s = "-"
-            elif wait > 0:
-                now = time.monotonic()
-                if not start:
-                    start.append(now)
-                wait_ms = w.millis(wait - (now - start[0]), True)
-                if wait_ms <= 0:
-                    return None
-                wait_s = w.format_ms(wait_ms)
-            else:
-                wait_s = "0"
-            if cn.no_refs:
-                return f"{head}{wait_s}{tail}\n".encode()
-            cn.ref_seq += 1
-            ref = cl.ref = str(cn.ref_seq % 10**16)
-            return f"{head}{wait_s}{tail} ref={ref}\n".encode()
-
-        def withdraw(cl: _Call) -> None:
-            cn = cl.conn
-            if cn is not None and cn.sock is not None and cn.gen == cl.gen and not cn.no_refs and wait is not None:
-                self._settle_locked(cn, _ACall("X", key, silent=True), f"X {key} {id_}\n".encode())
-
-        deadline = None
-        if wait:
-            deadline = time.monotonic() + wait + ACQUIRE_GRACE + self._ft + wait / 10
-        try:
-            a, cn = await self._trip("A", key, line, deadline=deadline, on_abandon=withdraw, patient=wait == 0.0)
-        except _WaitElapsed as e:
-            if isinstance(e.last, NoAnswer):
-                raise self._unavailable_locked(e.last) from None
-            raise _timeout(key, wait) from None
-        except _Deadline:
-            raise _timeout(key, wait) from None
-        if a.kind == "A" and len(a.fields) == 1:
-            try:
-                return AsyncLock(self, key, int(a.fields[0]), lease_s, limit, id_)
-            except ValueError:
-                pass
-        if a.kind == "T":
-            raise _timeout(key, wait)
-        raise _bad_answer("acquire", key, cn, a)
-
     async def release(self, key: str, token: int) -> None:
         """Gives the lock back, so the next waiter is granted at once,
         re-sent every release_every on any live connection until a node
@@ -468,11 +374,11 @@ class AsyncClient(_AsyncPool):
         the token no longer holds the key."""
         await self._renew(key, token, lease, None)
 
-    async def _renew(self, key: str, token: int, lease: w.Seconds, deadline: Optional[float]) -> None:
+    async def _renew(self, key: str, token: int, lease: w.Seconds, deadline: Optional[float], value: str = "") -> None:
         w.check_key("renew", key)
         token = _token(token)
         lease_ms = max(1, w.millis(_lease_seconds(lease, "renew", key), False))
-        b = f"N {key} {token} {w.format_ms(lease_ms)}\n".encode()
+        b = f"N {key} {token} {w.format_ms(lease_ms)}{' value=' + value if value else ''}\n".encode()
         try:
             a, cn = await self._trip("N", key, lambda cn, cl: b, deadline=deadline)
         except _Deadline:
@@ -536,13 +442,16 @@ class AsyncClient(_AsyncPool):
         wait: Optional[w.Seconds] = None,
         limit: Optional[int] = None,
         max_hold: Optional[w.Seconds] = None,
+        *,
+        shared: bool = False,
     ) -> Acquiring[AsyncHold]:
         """Acquires key and keeps it, renewing it every third of lease until
         released, lost, max_hold reached or the client closed: async with
         client.hold(...) as lock, or hold = await client.hold(...). The
         body checks lock.check() (raises LockLost) or awaits lock.lost.
-        Cancelling the awaiting task withdraws the waiter."""
-        return Acquiring(lambda: AsyncHold._start(self, key, lease, wait, limit, max_hold, None), AsyncHold._exit)
+        Cancelling the awaiting task withdraws the waiter. shared=True
+        holds key as a reader (see acquire)."""
+        return Acquiring(lambda: AsyncHold._start(self, key, lease, wait, limit, max_hold, None, shared=shared), AsyncHold._exit)
 
     def election(self, key: str) -> AsyncElection:
         """An election on key: campaign, leader, observe, resign."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Deque, Generator, Generic, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Deque, Generator, Generic, List, Optional, Tuple, TypeVar, Union
 
 from . import _wire as w
 from ._conn import _lease_seconds
@@ -58,15 +58,21 @@ class Acquiring(Generic[T]):
 class AsyncLock:
     """A granted lock, or one place of a semaphore, of an AsyncClient. token
     is its fencing token: hand it to the protected resource, which refuses
-    tokens smaller than the largest it has seen."""
+    tokens smaller than the largest it has seen. shared says it is held
+    as a reader; place is the semaphore place the node granted (None when
+    it named none)."""
 
-    def __init__(self, client: "AsyncClient", key: str, token: int, lease: float, limit: int, id_: str) -> None:
+    def __init__(
+        self, client: "AsyncClient", key: str, token: int, lease: float, limit: int, id_: str, place: Optional[int] = None, shared: bool = False
+    ) -> None:
         self.client: AsyncClient = client
         self.key: str = key
         self.token: int = token
         self.lease: float = lease
         self.limit: int = limit
         self.id: str = id_
+        self.place: Optional[int] = place
+        self.shared: bool = shared
 
     async def release(self) -> None:
         """Gives the lock back; the next waiter is granted at once."""
@@ -119,11 +125,15 @@ class AsyncHold:
         self.token: int = lock.token
         self.limit: int = lock.limit
         self.id: str = lock.id
+        self.place: Optional[int] = lock.place
+        self.shared: bool = lock.shared
         self.lease: float = lease
         self.lost: asyncio.Event = asyncio.Event()
         self.reason: Optional[LostReason] = None
         self.error: Optional[LockLost] = None
         self._cap_at = cap_at
+        # Called once the hold ends (a set's).
+        self._on_end: Optional[Callable[["AsyncHold"], None]] = None
         self._expires = 0.0
         self._task: Optional["asyncio.Task[Any]"] = None
         self._released = False
@@ -138,7 +148,17 @@ class AsyncHold:
         limit: Optional[int],
         max_hold: Optional[w.Seconds],
         name: Optional[str],
+        shared: bool = False,
+        value: str = "",
     ) -> "AsyncHold":
+        lease_s, cap, first = cls._terms(client, key, lease, max_hold)
+        asked = time.monotonic()  # the lease cannot have started before
+        lock = await client._acquire(key, lease_s, w.seconds(wait, "wait") or 0.0, limit, name, first_lease=first, shared=shared, value=value)
+        return (await cls._begin(client, [lock], lease_s, cap, first, asked))[0]
+
+    @staticmethod
+    def _terms(client: "AsyncClient", key: str, lease: w.Seconds, max_hold: Optional[w.Seconds]) -> Tuple[float, Optional[float], float]:
+        """A hold's lease and max_hold in seconds, checked, and its first lease."""
         lease_s = _lease_seconds(lease, "hold", key)
         least = client.min_hold_lease
         if lease_s < least:
@@ -150,30 +170,39 @@ class AsyncHold:
         cap = w.seconds(max_hold, "max_hold")
         if cap is not None and cap < 0.001:
             raise ValueError(f"hold {key}: max_hold {max_hold!r} is shorter than the shortest lease, 0.001 seconds")
-        first = lease_s if cap is None else min(lease_s, cap)
-        asked = time.monotonic()  # the lease cannot have started before
-        lock = await client._acquire(key, lease_s, w.seconds(wait, "wait") or 0.0, limit, name, first_lease=first)
-        h: Optional[AsyncHold] = None
+        return lease_s, cap, (lease_s if cap is None else min(lease_s, cap))
+
+    @classmethod
+    async def _begin(
+        cls, client: "AsyncClient", locks: List[AsyncLock], lease_s: float, cap: Optional[float], first: float, asked: float
+    ) -> List["AsyncHold"]:
+        """Holds for locks granted together (one, or a set's), renewing.
+        Without them for the caller (an error, its task cancelled), every
+        lock goes back rather than stay held for its lease."""
+        holds: List[AsyncHold] = []
         try:
-            h = cls(client, lock, lease_s, None if cap is None else asked + cap)
-            start = asked
             got = time.monotonic()
-            if got - asked > lease_s / 3:
-                # The grant may be as old as the request: confirm it with a
-                # renewal so that a fresh hold has most of a lease ahead.
-                start = await h._confirm(first, got)
+            starts: List[float] = []
+            for lock in locks:
+                h = cls(client, lock, lease_s, None if cap is None else asked + cap)
+                holds.append(h)
+                start = asked
+                if time.monotonic() - asked > lease_s / 3:
+                    # The grant may be as old as the request: confirm it with a
+                    # renewal so that a fresh hold has most of a lease ahead.
+                    start = await h._confirm(first, got)
+                starts.append(start)
             if client._closed:
                 raise Closed("the lockd client is closed")
-            client._holds.add(h)
-            h._expires = start + first
-            h._task = client._spawn(h._renew_loop(start))
-            return h
+            client._holds.update(holds)
+            for h, start in zip(holds, starts):
+                h._expires = start + first
+                h._task = client._spawn(h._renew_loop(start))
+            return holds
         except BaseException:
-            # No hold for the caller (an error, its task cancelled): the
-            # lock goes back rather than stay held for its lease.
-            if h is not None:
-                client._holds.discard(h)
-            client._spawn(client._release_quietly_async(key, lock.token))
+            client._holds.difference_update(holds)
+            for lock in locks:
+                client._spawn(client._release_quietly_async(lock.key, lock.token))
             raise
 
     async def _confirm(self, lease: float, got: float) -> float:
@@ -214,6 +243,8 @@ class AsyncHold:
         if t is not None and t is not asyncio.current_task():
             t.cancel()
         self.client._holds.discard(self)
+        if self._on_end is not None:
+            self._on_end(self)
 
     def _closed(self) -> None:
         self._end("closed", LockLost(f"hold {self.key} token {self.token}: the client was closed", "closed"))
@@ -318,18 +349,46 @@ class AsyncElection:
         self._hold: Optional[AsyncHold] = None
 
     def campaign(self, value: str, lease: w.Seconds = 10.0) -> Acquiring[AsyncHold]:
-        """Waits until this client leads, then gives the leader's AsyncHold
-        (its lost event says leadership ended): await it, or async with it,
-        which resigns at the end. Cancelling the awaiting task withdraws
-        the candidate."""
-        Election._check_value(value)
+        """Waits until this client leads with value (1 to 1024 bytes of
+        UTF-8), then gives the leader's AsyncHold (its lost event says
+        leadership ended): await it, or async with it, which resigns at
+        the end. Cancelling the awaiting task withdraws the candidate."""
+        enc = w.encode_value(f"campaign {self.key}", value)
 
         async def run() -> AsyncHold:
-            h = await AsyncHold._start(self.client, self.key, lease, None, None, None, value)
+            c = self.client
+            h: Optional[AsyncHold] = None
+            if not c._values_refused:
+                try:
+                    h = await AsyncHold._start(c, self.key, lease, None, None, None, None, value=enc)
+                except Refused as e:
+                    if not Election._old_server(e, value):
+                        raise
+                    c._values_refused = True
+            if h is None:
+                h = await AsyncHold._start(c, self.key, lease, None, None, None, value)
             self._hold = h
             return h
 
         return Acquiring(run, AsyncHold._exit)
+
+    async def proclaim(self, value: str) -> None:
+        """Changes the leader's value without giving leadership up, as
+        Election.proclaim: raises NotHeld when this election does not
+        lead, LockLost when leadership was lost, Refused when the node
+        does not take values."""
+        enc = w.encode_value(f"proclaim {self.key}", value)
+        h = self._hold
+        if h is None:
+            raise NotHeld(f"proclaim {self.key}: this election does not lead; campaign first")
+        h.check()
+        sent = time.monotonic()
+        try:
+            await self.client._renew(self.key, h.token, h.lease, h.expires, enc)
+        except NotHeld as e:
+            h._end("notheld", LockLost(f"hold {self.key} token {h.token}: the lock was lost: {e}", "notheld"))
+            h.check()
+        h._expires = max(h._expires, sent + h.lease)
 
     async def leader(self) -> Leader:
         """The current leader: (value, token), (None, None) when none."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set,
 
 from . import _wire as w
 from ._auth import NoAnswer, handshake
-from ._conn import _Call, _Conn, _Dropped
+from ._conn import _Call, _Conn, _Dropped, _orphan_grants
 from ._conn import MAX_MOVES, _Attempt
 from ._errors import AuthError, Closed, Error, Refused, Unavailable
 from ._loop import _Loop
@@ -46,6 +46,7 @@ class _ACall(_Call):
         self.kick = None
         self.acq_id = ""
         self.answered = False
+        self.more: Tuple[str, ...] = ()
         self.fut: Optional["asyncio.Future[Any]"] = None
         self.on_result: Optional[Callable[[_Call], None]] = None
         # When the caller stops waiting for the answer (time.monotonic()):
@@ -339,16 +340,13 @@ class _AsyncPool(_Watches, _Loop):
         """A grant whose caller is gone (its task cancelled) goes back at
         once: a release on the connection it came on, then one of its own
         that is re-sent if that is lost."""
-        if cl.op != "A" or a.kind != "A" or len(a.fields) != 1 or self._closed:
-            return
-        try:
-            token = int(a.fields[0])
-        except ValueError:
+        if self._closed:
             return
         cn = cl.conn
-        if cn is not None and cn.sock is not None:
-            self._settle_locked(cn, _ACall("R", cl.key, silent=True), f"R {cl.key} {token}\n".encode())
-        self._spawn(self._release_quietly_async(cl.key, token))
+        for key, token in _orphan_grants(cl, a):
+            if cn is not None and cn.sock is not None:
+                self._settle_locked(cn, _ACall("R", key, silent=True), f"R {key} {token}\n".encode())
+            self._spawn(self._release_quietly_async(key, token))
 
     async def _release_quietly_async(self, key: str, token: int) -> None:
         with contextlib.suppress(Error):

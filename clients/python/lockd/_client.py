@@ -41,6 +41,7 @@ from ._conn import (
 from ._errors import Cancelled, Closed, Error, Refused, Unavailable
 from ._loop import _Loop
 from ._requests import Lock, TryLock, _Requests
+from ._sets import _Sets
 from ._watch import Watch, _Watches, _WatchState
 
 if TYPE_CHECKING:
@@ -119,6 +120,9 @@ def _configure(
     prefix = os.urandom(8).hex()
     self._id_prefix = (w.clean_name(name) + "#" + prefix) if name else prefix
     self._ids = itertools.count(1)
+    # A node refused value= (an older lockd): campaigns carry their value
+    # in the acquire's id, as such a node shows it.
+    self._values_refused = False
     if conns_per_addr <= 0:
         conns_per_addr = 2 if len(self._addrs) == 1 else 1
     return conns_per_addr
@@ -131,7 +135,7 @@ def _pos(d: w.Seconds, what: str) -> float:
     return s
 
 
-class Client(_Requests, _Watches, _Loop):
+class Client(_Requests, _Sets, _Watches, _Loop):
     """A client of the lockd nodes at addrs, safe to share between threads.
 
     addrs is a list of HOST:PORT or a comma-separated string; None reads
@@ -493,14 +497,17 @@ class Client(_Requests, _Watches, _Loop):
         limit: Optional[int] = None,
         cancel: Optional[threading.Event] = None,
         max_hold: Optional[w.Seconds] = None,
+        *,
+        shared: bool = False,
     ) -> "Hold":
         """Acquires key and keeps it, renewing it in the background every
         third of lease until released, lost, max_hold reached or the client
         closed. Use it as a context manager; the body checks lock.lost (a
-        threading.Event) or calls lock.check(), which raises LockLost."""
+        threading.Event) or calls lock.check(), which raises LockLost.
+        shared=True holds key as a reader (see acquire)."""
         from ._hold import Hold
 
-        return Hold._start(self, key, lease, wait, limit, cancel, max_hold, None)
+        return Hold._start(self, key, lease, wait, limit, cancel, max_hold, None, shared=shared)
 
     def election(self, key: str) -> "Election":
         """An election on key: campaign, leader, observe, resign."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Any, Deque, Dict, Optional, Set, Tuple
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from . import _wire as w
 from ._errors import AuthError, Error, LimitMismatch, NotHeld, Refused, Timeout
@@ -36,7 +36,7 @@ class _Dropped:
 
 
 class _Call:
-    __slots__ = ("op", "key", "ref", "seq", "conn", "gen", "done", "result", "state", "silent", "kick", "acq_id", "answered")
+    __slots__ = ("op", "key", "ref", "seq", "conn", "gen", "done", "result", "state", "silent", "kick", "acq_id", "answered", "more")
 
     def __init__(self, op: str, key: str, silent: bool = False, kick: Optional[threading.Event] = None) -> None:
         self.op = op
@@ -55,6 +55,7 @@ class _Call:
         self.kick = kick
         self.acq_id = ""
         self.answered = False  # a line answered it (whoever waits for it)
+        self.more: Tuple[str, ...] = ()  # an acquire's keys after key, for a set
 
 
 class _Conn:
@@ -161,6 +162,18 @@ def _server_error(op: str, key: str, a: w.Answer) -> Error:
     if w.AUTH_FIRST in words or "needs the admin role" in words:
         return AuthError(msg)
     return Refused(msg, op, key, words)
+
+
+def _orphan_grants(cl: _Call, a: w.Answer) -> List[Tuple[str, int]]:
+    """The (key, token) pairs an A answer granted to the acquire cl, which
+    its caller gave up: one per key of a set. Empty when a is no grant."""
+    if cl.op != "A" or a.kind != "A":
+        return []
+    keys = (cl.key,) + cl.more
+    g = w.parse_grant(a.fields, len(keys))
+    if g is None:
+        return []
+    return list(zip(keys, g.tokens))
 
 
 def _bad_answer(op: str, key: str, cn: Optional[_Conn], a: w.Answer) -> Error:

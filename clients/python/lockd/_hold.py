@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import _wire as w
 from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Refused, Unavailable
@@ -36,11 +36,15 @@ class Hold:
         self.token: int = lock.token
         self.limit: int = lock.limit
         self.id: str = lock.id
+        self.place: Optional[int] = lock.place
+        self.shared: bool = lock.shared
         self.lease: float = lease
         self.lost: threading.Event = threading.Event()
         self.reason: Optional[LostReason] = None
         self.error: Optional[LockLost] = None
         self._cap_at = cap_at
+        # Called once the hold ends, from the thread that ends it (a set's).
+        self._on_end: Optional[Callable[["Hold"], None]] = None
         self._mu = threading.Lock()
         self._expires = 0.0
         self._stop = threading.Event()
@@ -58,7 +62,17 @@ class Hold:
         cancel: Optional[threading.Event],
         max_hold: Optional[w.Seconds],
         name: Optional[str],
+        shared: bool = False,
+        value: str = "",
     ) -> "Hold":
+        lease_s, cap, first = cls._terms(client, key, lease, max_hold)
+        asked = time.monotonic()  # the lease cannot have started before
+        lock = client._acquire(key, lease_s, w.seconds(wait, "wait") or 0.0, limit, cancel, name, first_lease=first, shared=shared, value=value)
+        return cls._begin(client, [lock], lease_s, cap, first, asked)[0]
+
+    @staticmethod
+    def _terms(client: "Client", key: str, lease: w.Seconds, max_hold: Optional[w.Seconds]) -> Tuple[float, Optional[float], float]:
+        """A hold's lease and max_hold in seconds, checked, and its first lease."""
         lease_s = client._lease(lease, "hold", key)
         least = client.min_hold_lease
         if lease_s < least:
@@ -70,37 +84,45 @@ class Hold:
         cap = w.seconds(max_hold, "max_hold")
         if cap is not None and cap < 0.001:
             raise ValueError(f"hold {key}: max_hold {max_hold!r} is shorter than the shortest lease, 0.001 seconds")
-        first = lease_s if cap is None else min(lease_s, cap)
-        asked = time.monotonic()  # the lease cannot have started before
-        lock = client._acquire(key, lease_s, w.seconds(wait, "wait") or 0.0, limit, cancel, name, first_lease=first)
-        h: Optional[Hold] = None
+        return lease_s, cap, (lease_s if cap is None else min(lease_s, cap))
+
+    @classmethod
+    def _begin(cls, client: "Client", locks: List["Lock"], lease_s: float, cap: Optional[float], first: float, asked: float) -> List["Hold"]:
+        """Holds for locks granted together (one, or a set's), renewing in
+        the background. Without them for the caller (an error, an
+        interrupt), every lock goes back rather than stay held for its
+        lease; after an interrupt the process may be on its way out, so it
+        is released now."""
+        holds: List[Hold] = []
         try:
-            h = cls(client, lock, lease_s, None if cap is None else asked + cap)
-            start = asked
             got = time.monotonic()
-            if got - asked > lease_s / 3:
-                # The grant may be as old as the request: confirm it with a
-                # renewal so that a fresh hold has most of a lease ahead.
-                start = h._confirm(first, got)
+            starts: List[float] = []
+            for lock in locks:
+                h = cls(client, lock, lease_s, None if cap is None else asked + cap)
+                holds.append(h)
+                start = asked
+                if time.monotonic() - asked > lease_s / 3:
+                    # The grant may be as old as the request: confirm it with a
+                    # renewal so that a fresh hold has most of a lease ahead.
+                    start = h._confirm(first, got)
+                starts.append(start)
             with client._mu:
                 if client._closed:
                     raise Closed("the lockd client is closed")
-                client._holds.add(h)
-            h._extend(start + first)
-            h._thread = threading.Thread(target=h._renew_loop, args=(start,), name="lockd-hold", daemon=True)
-            h._thread.start()
-            return h
+                client._holds.update(holds)
+            for h, start in zip(holds, starts):
+                h._extend(start + first)
+                h._thread = threading.Thread(target=h._renew_loop, args=(start,), name="lockd-hold", daemon=True)
+                h._thread.start()
+            return holds
         except BaseException as e:
-            # No Hold for the caller (an error, or an interrupt): the lock
-            # goes back rather than stay held for its lease. After an
-            # interrupt the process may be on its way out: release now.
-            if h is not None:
-                with client._mu:
-                    client._holds.discard(h)
-            if isinstance(e, Exception):
-                threading.Thread(target=client._release_quietly, args=(key, lock.token), daemon=True).start()
-            else:
-                client._release_quietly(key, lock.token)
+            with client._mu:
+                client._holds.difference_update(holds)
+            for lock in locks:
+                if isinstance(e, Exception):
+                    threading.Thread(target=client._release_quietly, args=(lock.key, lock.token), daemon=True).start()
+                else:
+                    client._release_quietly(lock.key, lock.token)
             raise
 
     def _confirm(self, lease: float, got: float) -> float:
@@ -146,6 +168,8 @@ class Hold:
         self._stop.set()
         with self.client._mu:
             self.client._holds.discard(self)
+        if self._on_end is not None:
+            self._on_end(self)
 
     def _renew_loop(self, start: float) -> None:
         """Renews every third of the lease, retries a failed renewal soon,
@@ -258,31 +282,65 @@ class Hold:
 
 class Election:
     """Leader election on one key. The leader holds the key, renewing it;
-    its value is the name part of its acquire's id, which lockd shows
-    to everyone who looks at the key, so a value is 1 to 33 bytes without
-    space, control character or '#'."""
+    its value, 1 to 1024 bytes of UTF-8 text (spaces included), travels
+    with its hold, so everyone who looks at the key sees it, and the
+    leader can change it without giving the key up (proclaim)."""
 
     def __init__(self, client: "Client", key: str) -> None:
         self.client: Client = client
         self.key: str = key
         self._hold: Optional[Hold] = None
 
+    def _check_value(self, op: str, value: str) -> str:
+        """value encoded for the wire, or ValueError saying why it cannot be one."""
+        return w.encode_value(f"{op} {self.key}", value)
+
     @staticmethod
-    def _check_value(value: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise ValueError("election: the value must be a non-empty str")
-        b = value.encode()
-        if len(b) > w.MAX_NAME_LEN or "#" in value or any(c <= 0x20 or c == 0x7F for c in b):
-            raise ValueError(f"election: value {value!r} must be 1 to {w.MAX_NAME_LEN} bytes without space, control character or '#'")
-        return value
+    def _old_server(e: Refused, value: str) -> bool:
+        """Whether e is a node refusing value=, as one older than values
+        does, and value can go in the acquire's id instead, as such a node
+        shows a leader's value."""
+        b = value.encode("utf-8")
+        fits = len(b) <= w.MAX_NAME_LEN and "#" not in value and not any(c <= 0x20 or c == 0x7F for c in b)
+        return fits and '"value=' in e.words
 
     def campaign(self, value: str, lease: w.Seconds = 10.0, cancel: Optional[threading.Event] = None) -> Hold:
-        """Waits until this client leads, then returns the leader's Hold
-        (renewed in the background; its lost event says leadership ended)."""
-        self._check_value(value)
-        h = Hold._start(self.client, self.key, lease, None, None, cancel, None, value)
+        """Waits until this client leads with value (1 to 1024 bytes of
+        UTF-8), then returns the leader's Hold (renewed in the background;
+        its lost event says leadership ended)."""
+        enc = self._check_value("campaign", value)
+        c = self.client
+        h: Optional[Hold] = None
+        if not c._values_refused:
+            try:
+                h = Hold._start(c, self.key, lease, None, None, cancel, None, None, value=enc)
+            except Refused as e:
+                if not self._old_server(e, value):
+                    raise
+                c._values_refused = True
+        if h is None:
+            h = Hold._start(c, self.key, lease, None, None, cancel, None, value)
         self._hold = h
         return h
+
+    def proclaim(self, value: str) -> None:
+        """Changes the leader's value without giving leadership up: the
+        observers see the new one at once. It renews the lease as it goes.
+        Raises NotHeld when this election does not lead (it never
+        campaigned, or resigned), LockLost when leadership was lost,
+        Refused when the node does not take values (an older lockd)."""
+        enc = self._check_value("proclaim", value)
+        h = self._hold
+        if h is None:
+            raise NotHeld(f"proclaim {self.key}: this election does not lead; campaign first")
+        h.check()
+        sent = time.monotonic()
+        try:
+            self.client._renew(self.key, h.token, h.lease, h.expires, enc)
+        except NotHeld as e:
+            h._end("notheld", LockLost(f"hold {self.key} token {h.token}: the lock was lost: {e}", "notheld"))
+            h.check()
+        h._extend(max(h.expires, sent + h.lease))
 
     def leader(self) -> "Leader":
         """The current leader: (value, token), (None, None) when none."""
@@ -293,6 +351,8 @@ class Election:
         if not q.holders:
             return Leader(None, None, q.stale)
         h = q.holders[0]
+        if h.value is not None:
+            return Leader(h.value, h.token, q.stale)
         return Leader((w.id_name(h.id) if h.id else None), h.token, q.stale)
 
     def observe(self) -> "Observer":

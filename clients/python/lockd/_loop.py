@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Optional, Tuple
 from . import _wire as w
 from ._auth import NoAnswer, open_conn
 from ._choose import _Choose
-from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _bad_answer, _Call, _Conn, _Dropped, _not_held, _server_error
+from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _bad_answer, _Call, _Conn, _Dropped, _not_held, _orphan_grants, _server_error
 from ._errors import AuthError, Closed, Error, Unavailable
 
 
@@ -314,16 +314,13 @@ class _Loop(_Choose):
         it came on, from this thread, which is written before anything the
         caller does next (its process may be exiting: a KeyboardInterrupt);
         then by a release of its own, which re-sends it if that is lost."""
-        if cl.op != "A" or a.kind != "A" or len(a.fields) != 1 or self._closed:
-            return
-        try:
-            token = int(a.fields[0])
-        except ValueError:
+        if self._closed:
             return
         cn = cl.conn
-        if cn is not None and cn.sock is not None:
-            self._settle_locked(cn, _Call("R", cl.key, silent=True), f"R {cl.key} {token}\n".encode())
-        threading.Thread(target=self._release_quietly, args=(cl.key, token), daemon=True).start()
+        for key, token in _orphan_grants(cl, a):
+            if cn is not None and cn.sock is not None:
+                self._settle_locked(cn, _Call("R", key, silent=True), f"R {key} {token}\n".encode())
+            threading.Thread(target=self._release_quietly, args=(key, token), daemon=True).start()
 
     def _settle_locked(self, cn: _Conn, cl: _Call, line: bytes) -> None:
         """Sends a request that puts the node right after a caller gave up

@@ -18,15 +18,21 @@ if TYPE_CHECKING:
 class Lock:
     """A granted lock, or one place of a semaphore. token is its fencing
     token: hand it to the protected resource, which refuses tokens smaller
-    than the largest it has seen."""
+    than the largest it has seen. shared says it is held as a reader;
+    place is the semaphore place (1 to limit) the node granted, None when
+    it named none."""
 
-    def __init__(self, client: "Client", key: str, token: int, lease: float, limit: int, id_: str) -> None:
+    def __init__(
+        self, client: "Client", key: str, token: int, lease: float, limit: int, id_: str, place: Optional[int] = None, shared: bool = False
+    ) -> None:
         self.client: Client = client
         self.key: str = key
         self.token: int = token
         self.lease: float = lease
         self.limit: int = limit
         self.id: str = id_
+        self.place: Optional[int] = place
+        self.shared: bool = shared
 
     def release(self) -> None:
         """Gives the lock back; the next waiter is granted at once."""
@@ -124,21 +130,26 @@ class _Requests:
         wait: Optional[w.Seconds] = None,
         limit: Optional[int] = None,
         cancel: Optional[threading.Event] = None,
+        *,
+        shared: bool = False,
     ) -> Lock:
         """Waits for key and returns the Lock with its fencing token. The
         node keeps it for lease seconds unless renewed or released. wait
         bounds the wait (None or 0: forever), counted from the first send,
         also when the request moves to another connection. limit=N takes one
-        of N places of a semaphore. Raises Timeout, LimitMismatch, Refused,
+        of N places of a semaphore. shared=True takes key as a reader: any
+        number of readers hold it at once, never beside a writer (an
+        acquire without it). Raises Timeout, LimitMismatch, Refused,
         Unavailable, Cancelled (cancel, a threading.Event, was set) or Closed."""
-        return self._acquire(key, lease, w.seconds(wait, "wait") or 0.0, limit, cancel, None)
+        return self._acquire(key, lease, w.seconds(wait, "wait") or 0.0, limit, cancel, None, shared=shared)
 
-    def try_acquire(self, key: str, lease: w.Seconds, limit: Optional[int] = None) -> TryLock:
-        """Takes key if nobody holds it, without queueing: a TryLock, true
-        and holding the Lock when the key was free, false when others hold
-        it. with client.try_acquire(...) as lock gives the Lock or None."""
+    def try_acquire(self, key: str, lease: w.Seconds, limit: Optional[int] = None, *, shared: bool = False) -> TryLock:
+        """Takes key if nobody holds it (shared=True: if no writer holds it
+        or waits), without queueing: a TryLock, true and holding the Lock
+        when the key was free, false when others hold it. with
+        client.try_acquire(...) as lock gives the Lock or None."""
         try:
-            return TryLock(key, self._acquire(key, lease, None, limit, None, None))
+            return TryLock(key, self._acquire(key, lease, None, limit, None, None, shared=shared))
         except Timeout:
             return TryLock(key, None)
 
@@ -151,23 +162,42 @@ class _Requests:
         cancel: Optional[threading.Event],
         name: Optional[str],
         first_lease: Optional[float] = None,
+        shared: bool = False,
+        value: str = "",
     ) -> Lock:
+        g, lease_s, lim, id_ = self._grant([key], lease, wait, limit, cancel, name, first_lease, shared, value)
+        return Lock(self, key, g.tokens[0], lease_s, lim, id_, g.place, shared)
+
+    def _grant(
+        self,
+        keys: List[str],
+        lease: w.Seconds,
+        wait: Optional[float],
+        limit: Optional[int],
+        cancel: Optional[threading.Event],
+        name: Optional[str],
+        first_lease: Optional[float],
+        shared: bool,
+        value: str,
+    ) -> Tuple[w.Grant, float, int, str]:
+        """Acquires keys (one, or a set: all or none) and returns the grant,
+        the lease in seconds, the limit and the acquire's id. value is
+        encoded already."""
+        key, more = keys[0], keys[1:]
         w.check_key("acquire", key)
         lease_s = self._lease(lease, "acquire", key)
         if first_lease is not None:
             lease_s = first_lease
         if wait is not None and (wait < 0 or wait > w.MAX_SECONDS):
             raise ValueError(f"acquire {key}: wait {wait:g}s is out of range; pass 0 or None to wait forever, or up to {w.MAX_SECONDS} seconds")
-        if limit is None:
-            limit = 1
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or limit > w.MAX_LIMIT:
-            raise ValueError(f"acquire {key}: limit {limit!r} is out of range; a key allows 1 (a lock) to {w.MAX_LIMIT} holders at once")
+        limit = w.check_limit("acquire", key, limit, shared)
         lease_ms = max(1, w.millis(lease_s, False))
         id_ = self._acquire_id(name)
         start: List[float] = []
 
         def line(cn: _Conn, cl: _Call) -> Optional[bytes]:
             cl.acq_id = id_
+            cl.more = tuple(more)
             if not cn.no_refs:
                 cn.ref_seq += 1
                 cl.ref = w.base36(cn.ref_seq % (36**16))
@@ -181,7 +211,7 @@ class _Requests:
                 wait_ms = w.millis(wait - (now - start[0]), True)
                 if wait_ms <= 0:
                     return None
-            return w.acquire_line(key, lease_ms, wait_ms, limit, id_, cl.ref)  # type: ignore[arg-type]
+            return w.acquire_line(key, lease_ms, wait_ms, limit, id_, cl.ref, more, shared, value)
 
         def withdraw(cl: _Call) -> None:
             cn = cl.conn
@@ -200,11 +230,10 @@ class _Requests:
             raise _timeout(key, wait) from None
         except _Deadline:
             raise _timeout(key, wait) from None
-        if a.kind == "A" and len(a.fields) == 1:
-            try:
-                return Lock(self, key, int(a.fields[0]), lease_s, limit, id_)
-            except ValueError:
-                pass
+        if a.kind == "A":
+            g = w.parse_grant(a.fields, len(keys))
+            if g is not None:
+                return g, lease_s, limit, id_
         if a.kind == "T":
             raise _timeout(key, wait)
         raise _bad_answer("acquire", key, cn, a)
@@ -311,11 +340,11 @@ class _Requests:
         the token no longer holds the key."""
         self._renew(key, token, lease, None)
 
-    def _renew(self, key: str, token: int, lease: w.Seconds, deadline: Optional[float]) -> None:
+    def _renew(self, key: str, token: int, lease: w.Seconds, deadline: Optional[float], value: str = "") -> None:
         w.check_key("renew", key)
         token = _token(token)
         lease_ms = max(1, w.millis(self._lease(lease, "renew", key), False))
-        b = f"N {key} {token} {w.format_ms(lease_ms)}\n".encode()
+        b = f"N {key} {token} {w.format_ms(lease_ms)}{' value=' + value if value else ''}\n".encode()
         try:
             a, cn = self._round_trip("N", key, lambda cn, cl: b, deadline=deadline)
         except _Deadline:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, TypedDict, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypedDict, Union
 
 Seconds = Union[float, int, datetime.timedelta]
 
@@ -16,6 +17,8 @@ MAX_ID_LEN = 64
 MAX_SECONDS = 315360000
 MAX_LIMIT = 65535
 MAX_ANSWER_LEN = 1 << 20
+MAX_VALUE_LEN = 1024
+MAX_SET_KEYS = 16
 ID_SUFFIX_LEN = 1 + 16 + 1 + 13
 MAX_NAME_LEN = MAX_ID_LEN - ID_SUFFIX_LEN
 _REF_RE = re.compile(r"^[0-9A-Za-z]{1,16}$")
@@ -90,16 +93,123 @@ def base36(n: int) -> str:
     return "".join(reversed(s))
 
 
-def acquire_line(key: str, lease_ms: int, wait: Optional[int], limit: int, id_: str, ref: Optional[str]) -> bytes:
-    """A key lease wait [limit=N] [id=ID] [ref=R]; wait None is the try-lock's '-'."""
-    parts = ["A", key, format_ms(lease_ms), "-" if wait is None else format_ms(wait)]
+def check_keys(op: str, keys: Sequence[str]) -> List[str]:
+    """The keys of a set as a list: 1 to MAX_SET_KEYS distinct keys, or
+    ValueError (TypeError) saying why not."""
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, (list, tuple)):
+        raise TypeError(f"{op}: keys must be a list (or tuple) of str keys, not {type(keys).__name__}")
+    out: List[str] = list(keys)
+    if not out or len(out) > MAX_SET_KEYS:
+        raise ValueError(f"{op}: {len(out)} keys given; a set is 1 to {MAX_SET_KEYS} keys")
+    for k in out:
+        check_key(op, k)
+    seen: Dict[str, int] = {}
+    for i, k in enumerate(out):
+        if k in seen:
+            raise ValueError(f"{op}: key {k!r} is given twice (keys {seen[k] + 1} and {i + 1}); name each key once")
+        seen[k] = i
+    return out
+
+
+def check_limit(op: str, key: str, limit: Optional[int], shared: bool) -> int:
+    """The limit to send (1: a lock), or ValueError: out of range, or
+    shared=True beside a semaphore's limit."""
+    if limit is None:
+        limit = 1
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or limit > MAX_LIMIT:
+        raise ValueError(f"{op} {key}: limit {limit!r} is out of range; a key allows 1 (a lock) to {MAX_LIMIT} holders at once")
+    if not isinstance(shared, bool):
+        raise TypeError(f"{op} {key}: shared must be True or False, not {shared!r}")
+    if shared and limit > 1:
+        raise ValueError(
+            f"{op} {key}: shared=True and limit={limit} cannot go together: a semaphore's places are all alike, "
+            f"so none is shared; pass shared=True for a reader of a lock, or limit for a semaphore"
+        )
+    return limit
+
+
+def encode_value(op: str, value: str) -> str:
+    """value percent-encoded for the wire (every byte but A-Z a-z 0-9 - .
+    _ ~ written %XX), or ValueError (TypeError) when it is not 1 to
+    MAX_VALUE_LEN bytes of UTF-8 text."""
+    if not isinstance(value, str):
+        raise TypeError(f"{op}: the value must be a str, not {type(value).__name__}")
+    try:
+        b = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{op}: the value is not UTF-8 text (it holds a lone surrogate)") from None
+    if not b:
+        raise ValueError(f"{op}: the value is empty; a value is 1 to {MAX_VALUE_LEN} bytes of UTF-8 text, spaces allowed")
+    if len(b) > MAX_VALUE_LEN:
+        raise ValueError(f"{op}: the value is {len(b)} bytes of UTF-8, more than {MAX_VALUE_LEN}")
+    return urllib.parse.quote_from_bytes(b, safe="")
+
+
+def decode_value(v: str) -> str:
+    """A value= word's value as text (bytes that are not UTF-8 replaced)."""
+    return urllib.parse.unquote(v, errors="replace")
+
+
+def acquire_tail(more: Sequence[str], shared: bool, limit: int, id_: str, value: str) -> str:
+    """The words of an acquire after its wait, ref= aside: [key=KEY]...
+    [mode=shared] [limit=N] [id=ID] [value=V], each with a space before it;
+    value is already encoded."""
+    parts = [f" key={k}" for k in more]
+    if shared:
+        parts.append(" mode=shared")
     if limit > 1:
-        parts.append(f"limit={limit}")
+        parts.append(f" limit={limit}")
     if id_:
-        parts.append(f"id={id_}")
+        parts.append(f" id={id_}")
+    if value:
+        parts.append(f" value={value}")
+    return "".join(parts)
+
+
+def acquire_line(
+    key: str,
+    lease_ms: int,
+    wait: Optional[int],
+    limit: int,
+    id_: str,
+    ref: Optional[str],
+    more: Sequence[str] = (),
+    shared: bool = False,
+    value: str = "",
+) -> bytes:
+    """A key lease wait [key=KEY]... [mode=shared] [limit=N] [id=ID]
+    [value=V] [ref=R]; wait None is the try-lock's '-'."""
+    line = f"A {key} {format_ms(lease_ms)} {'-' if wait is None else format_ms(wait)}" + acquire_tail(more, shared, limit, id_, value)
     if ref:
-        parts.append(f"ref={ref}")
-    return (" ".join(parts) + "\n").encode("utf-8")
+        line += f" ref={ref}"
+    return (line + "\n").encode("utf-8")
+
+
+class Grant(NamedTuple):
+    """What an A answer grants: a token per key asked, in order, and the
+    semaphore place (None when the answer names none)."""
+
+    tokens: List[int]
+    place: Optional[int]
+
+
+def parse_grant(fields: List[str], nkeys: int) -> Optional[Grant]:
+    """Reads the words of an A answer after its key (ref= taken off):
+    nkeys tokens, then name=value words (place=P read, others skipped).
+    None when it is not that."""
+    tokens: List[int] = []
+    place: Optional[int] = None
+    for f in fields:
+        name, eq, val = f.partition("=")
+        if not eq:
+            if place is not None or not f.isdigit():
+                return None
+            tokens.append(int(f))
+        elif name == "place" and val.isdigit():
+            place = int(val)
+    if len(tokens) != nkeys:
+        return None
+    return Grant(tokens, place)
 
 
 class Answer:
@@ -167,21 +277,38 @@ def valid_ref(r: str) -> bool:
 
 @dataclass
 class Holder:
+    """One holder of a key. shared: a reader (the key is held shared);
+    set_id: it was granted as one key of a set, whose id is the token of
+    the set's first key (None when alone); place: the semaphore place it
+    holds (None when the answer names none); value: its value (an
+    election's leader's), None when it has none."""
+
     token: int
     lease_left: float
     id: str = ""
+    shared: bool = False
+    set_id: Optional[int] = None
+    place: Optional[int] = None
+    value: Optional[str] = None
 
 
 @dataclass
 class Waiter:
+    """One waiter of a key, in queue order. shared: it waits as a reader;
+    set_keys: the keys of the set it waits for, in order (empty when it
+    waits for this key alone)."""
+
     waited: float
     addr: str
     id: str = ""
+    shared: bool = False
+    set_keys: List[str] = field(default_factory=list)
 
 
 @dataclass
 class Queue:
-    """A key's holders and waiters, as Q (and L) answer them."""
+    """A key's holders and waiters, as Q (and L) answer them. shared: the
+    key is held by readers."""
 
     key: str
     holders: List[Holder] = field(default_factory=list)
@@ -191,6 +318,7 @@ class Queue:
     # stale, from a Watch: the watch had lost the cluster, and this, the
     # last state it read, may be out of date.
     stale: bool = False
+    shared: bool = False
 
     @property
     def token(self) -> Optional[int]:
@@ -203,16 +331,18 @@ def _secs(w: str) -> float:
 
 
 def parse_queue(key: str, body: List[str]) -> Queue:
-    """Reads the words of a Q (or L) answer after its key."""
+    """Reads the words of a Q (or L) answer after its key; name=value
+    words it does not know are skipped."""
     if len(body) < 3:
         raise BadLine(f"a queue answer wants TOKEN LEASELEFT NWAITERS, got {' '.join(body)!r}")
     q = Queue(key)
+    # Words about one holder (by token) or one waiter (by its place from 1).
+    by_token: Dict[str, Dict[int, str]] = {"id": {}, "set": {}, "place": {}, "value": {}}
+    by_waiter: Dict[str, Dict[int, str]] = {"wid": {}, "wmode": {}, "wset": {}}
     try:
         if body[0] != "-":
             q.holders.append(Holder(int(body[0]), _secs(body[1]) if body[1] != "-" else 0.0))
         q.nwaiters = int(body[2])
-        ids: Dict[int, str] = {}
-        wids: Dict[int, str] = {}
         for w in body[3:]:
             name, eq, val = w.partition("=")
             if eq:
@@ -221,21 +351,33 @@ def parse_queue(key: str, body: List[str]) -> Queue:
                 elif name == "holder":
                     t, _, left = val.partition(",")
                     q.holders.append(Holder(int(t), _secs(left)))
-                elif name == "id":
+                elif name == "mode":
+                    q.shared = val == "shared"
+                elif name in by_token:
                     t, _, i = val.partition(",")
-                    ids[int(t)] = i
-                elif name == "wid":
+                    by_token[name][int(t)] = i
+                elif name in by_waiter:
                     n, _, i = val.partition(",")
-                    wids[int(n)] = i
+                    by_waiter[name][int(n)] = i
                 continue
             waited, _, addr = w.partition(",")
             q.waiters.append(Waiter(_secs(waited), addr))
+        for h in q.holders:
+            h.id = by_token["id"].get(h.token, "")
+            h.shared = q.shared
+            s = by_token["set"].get(h.token)
+            h.set_id = int(s) if s else None
+            p = by_token["place"].get(h.token)
+            h.place = int(p) if p else None
+            v = by_token["value"].get(h.token)
+            h.value = None if v is None else decode_value(v)
     except ValueError as e:
         raise BadLine(f"a queue answer this client cannot read ({e}): {' '.join(body)[:80]!r}") from None
-    for h in q.holders:
-        h.id = ids.get(h.token, "")
     for i, wt in enumerate(q.waiters, 1):
-        wt.id = wids.get(i, "")
+        wt.id = by_waiter["wid"].get(i, "")
+        wt.shared = by_waiter["wmode"].get(i) == "shared"
+        ks = by_waiter["wset"].get(i)
+        wt.set_keys = ks.split("+") if ks else []
     return q
 
 

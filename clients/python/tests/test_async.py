@@ -264,12 +264,15 @@ class AsyncClientTest(unittest.TestCase):
 
         run(main())
 
-    def test_election(self):
+    def test_election_on_an_older_node(self):
         ids = [""]
 
         def h(c, line):
             w = words(line)
             if w[0] == "A":
+                m = re.search(r" (value=\S+)", line)
+                if m:
+                    return [f'E {w[1]} A: ref={ref_of(line)} "{m.group(1)}": want limit=N, id=ID or ref=R after the wait']
                 ids[0] = re.search(r" id=(\S+)", line).group(1)
                 return [f"A {w[1]} {TOKEN} ref={ref_of(line)}"]
             if w[0] == "Q":

@@ -437,10 +437,15 @@ class ClientTest(unittest.TestCase):
         first.close()
         self.assertTrue(n.wait_for(lambda: any(l == "U w" for _, l in n.lines), 2))
 
-    def test_election_value_is_the_holders_id_name(self):
+    def test_election_on_an_older_node_carries_the_value_in_the_id(self):
+        # A node older than values refuses value= as it refuses any word it
+        # does not know; the value then goes in the acquire's id.
         def h(c, line):
             w = words(line)
             if w[0] == "A":
+                m = re.search(r" (value=\S+)", line)
+                if m:
+                    return [f'E {w[1]} A: ref={ref_of(line)} "{m.group(1)}": want limit=N, id=ID or ref=R after the wait']
                 ids[0] = re.search(r" id=(\S+)", line).group(1)
                 return [f"A {w[1]} {TOKEN} ref={ref_of(line)}"]
             if w[0] == "Q":
@@ -458,8 +463,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(e.leader(), ("node-a", TOKEN))
         e.resign()
         self.assertEqual(lead.reason, "released")
-        with self.assertRaises(ValueError):
-            e.campaign("has space")
+        # The client remembers: the next campaign does not try value= again.
+        e.campaign("node-b", lease=5)
+        self.assertEqual(len([l for l in n.sent("A ") if "value=" in l]), 1)
+        e.resign()
+        # A value that does not fit an id is refused as the node refused it.
+        c2 = self.client(n.addr)
+        with self.assertRaises(lockd.Refused):
+            c2.election("lead").campaign("has space")
 
     def test_close_fails_waiting_calls(self):
         n = self.node(lambda c, l: None)

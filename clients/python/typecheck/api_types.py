@@ -80,5 +80,36 @@ if TYPE_CHECKING:
         task: asyncio.Task[Optional[lockd.AsyncLock]] = asyncio.ensure_future(client.try_acquire("k", 30))
         reveal_type(await task)
 
+    def kinds(client: lockd.Client) -> None:
+        reveal_type(client.acquire("k", 30, shared=True).place)
+        with client.hold("k", 30, shared=True) as h:
+            reveal_type(h.place)
+        with client.hold_all(["a", "b"], 30, shared=True) as hs:
+            reveal_type(hs)
+            reveal_type(hs.tokens)
+            reveal_type(hs.lost_key)
+            hs.check()
+        with client.acquire_all(["a", "b"], 30) as ls:
+            reveal_type(ls.tokens)
+        with client.try_acquire_all(["a", "b"], 30) as maybe:
+            reveal_type(maybe)
+        e = client.election("e")
+        e.campaign("node 1 (10.0.0.1)")
+        e.proclaim("node 2")
+        q = client.queue("k")
+        reveal_type(q.shared)
+        reveal_type(q.holders[0].value)
+        reveal_type(q.holders[0].set_id)
+        reveal_type(q.waiters[0].set_keys)
+
+    async def async_kinds(client: lockd.AsyncClient) -> None:
+        async with client.hold_all(["a", "b"], 30) as hs:
+            reveal_type(hs)
+            reveal_type(hs.tokens)
+        reveal_type(await client.acquire_all(["a", "b"], 30, shared=True))
+        reveal_type(await client.try_acquire_all(["a", "b"], 30))
+        reveal_type((await client.acquire("k", 30, shared=True)).place)
+        await client.election("e").proclaim("v")
+
     async def threads(client: lockd.Client) -> None:
         reveal_type(await lockd.to_thread(client.acquire, "k", 30))

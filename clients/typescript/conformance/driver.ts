@@ -13,6 +13,7 @@ import {
   type Election,
   type Hold,
   HoldLostError,
+  type HoldSet,
   InvalidArgumentError,
   LimitMismatchError,
   NotHeldError,
@@ -30,7 +31,7 @@ const opened = { at: 0 };
 let client: Client | undefined;
 let closed = false;
 let handles = 0;
-const holds = new Map<number, { hold: Hold; election?: Election }>();
+const holds = new Map<number, { hold: Hold | HoldSet; election?: Election }>();
 const watches = new Map<number, Watch | Observation>();
 const inflight = new Set<Promise<void>>();
 
@@ -64,10 +65,19 @@ function callSignal(c: Cmd): { signal?: AbortSignal; done: () => void } {
 
 function queueJSON(q: QueueState): Record<string, unknown> {
   return {
-    holders: q.holders.map((h) => ({ token: h.token.toString(), lease_left_ms: h.leaseLeft, id: h.id })),
-    waiters: q.waiters.map((w) => ({ waited_ms: w.waited, addr: w.addr, id: w.id })),
+    holders: q.holders.map((h) => ({
+      token: h.token.toString(),
+      lease_left_ms: h.leaseLeft,
+      id: h.id,
+      shared: h.shared,
+      set: h.setId?.toString(),
+      place: h.place,
+      value: h.value,
+    })),
+    waiters: q.waiters.map((w) => ({ waited_ms: w.waited, addr: w.addr, id: w.id, shared: w.shared, set_keys: w.setKeys })),
     nwaiters: q.nwaiters,
     limit: q.limit,
+    shared: q.shared,
   };
 }
 
@@ -86,7 +96,7 @@ function classify(e: unknown): [string, string] {
   return ["other", msg];
 }
 
-function addHold(hold: Hold, election?: Election): number {
+function addHold(hold: Hold | HoldSet, election?: Election): number {
   const h = ++handles;
   holds.set(h, { hold, election });
   hold.signal.addEventListener(
@@ -94,7 +104,8 @@ function addHold(hold: Hold, election?: Election): number {
     () => {
       const r = hold.signal.reason;
       const reason = r instanceof HoldLostError ? r.reason : "other";
-      write({ event: "lost", hold: h, reason, message: r instanceof Error ? r.message : String(r), ms_since_open: sinceOpen() });
+      const key = "lostKey" in hold ? hold.lostKey : undefined;
+      write({ event: "lost", hold: h, reason, key, message: r instanceof Error ? r.message : String(r), ms_since_open: sinceOpen() });
     },
     { once: true },
   );
@@ -164,8 +175,26 @@ async function run(c: Cmd): Promise<Record<string, unknown> | undefined> {
     case "acquire": {
       const s = callSignal(c);
       try {
-        const l = await need().acquire(c.key, { lease: c.lease_ms, wait: c.wait_ms ?? 0, limit: c.limit || undefined, signal: s.signal });
-        return { token: l.token.toString(), limit: l.limit };
+        const l = await need().acquire(c.key, { lease: c.lease_ms, wait: c.wait_ms ?? 0, limit: c.limit || undefined, shared: c.shared === true, signal: s.signal });
+        return { token: l.token.toString(), limit: l.limit, place: l.place ?? null };
+      } finally {
+        s.done();
+      }
+    }
+    case "acquire_all": {
+      const s = callSignal(c);
+      try {
+        const l = await need().acquireAll(c.keys, { lease: c.lease_ms, wait: c.wait_ms ?? 0, shared: c.shared === true, signal: s.signal });
+        return { tokens: [...l.tokens.values()].map(String) };
+      } finally {
+        s.done();
+      }
+    }
+    case "hold_all": {
+      const s = callSignal(c);
+      try {
+        const hs = await need().holdAll(c.keys, { lease: c.lease_ms, wait: c.wait_ms ?? 0, max: c.max_ms || undefined, shared: c.shared === true, signal: s.signal });
+        return { hold: addHold(hs), tokens: [...hs.tokens.values()].map(String) };
       } finally {
         s.done();
       }
@@ -173,7 +202,7 @@ async function run(c: Cmd): Promise<Record<string, unknown> | undefined> {
     case "try": {
       const s = callSignal(c);
       try {
-        const l = await need().tryAcquire(c.key, { lease: c.lease_ms, limit: c.limit || undefined, signal: s.signal });
+        const l = await need().tryAcquire(c.key, { lease: c.lease_ms, limit: c.limit || undefined, shared: c.shared === true, signal: s.signal });
         return l ? { acquired: true, token: l.token.toString() } : { acquired: false };
       } finally {
         s.done();
@@ -205,9 +234,10 @@ async function run(c: Cmd): Promise<Record<string, unknown> | undefined> {
           wait: c.wait_ms ?? 0,
           limit: c.limit || undefined,
           max: c.max_ms || undefined,
+          shared: c.shared === true,
           signal: s.signal,
         });
-        return { hold: addHold(hold), token: hold.token.toString() };
+        return { hold: addHold(hold), token: hold.token.toString(), place: hold.place ?? null };
       } finally {
         s.done();
       }
@@ -278,6 +308,12 @@ async function run(c: Cmd): Promise<Record<string, unknown> | undefined> {
       const e = need().election(c.key);
       const hold = await e.campaign(c.value, { lease: c.lease_ms || undefined });
       return { hold: addHold(hold, e), token: hold.token.toString() };
+    }
+    case "proclaim": {
+      const h = holds.get(c.hold);
+      if (!h?.election) throw new InvalidArgumentError(`hold ${c.hold} is not a campaign's handle this driver gave`);
+      await h.election.proclaim(c.value);
+      return undefined;
     }
     case "leader": {
       const l = await need().election(c.key).leader();

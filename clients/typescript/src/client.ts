@@ -24,21 +24,23 @@ import {
   UnavailableError,
   opName,
 } from "./errors.js";
-import { Election, Hold, type HoldOptions } from "./hold.js";
+import { Election, Hold, type HoldAllOptions, type HoldOptions, HoldSet } from "./hold.js";
 import {
   type Answer,
   MAX_ID_LEN,
   MAX_LIMIT,
   MAX_MS,
+  MAX_SET_KEYS,
   MAX_TOKEN,
+  type Grant,
   type QueueState,
   type Status,
   checkKey,
   errorText,
   formatSeconds,
+  parseGrant,
   parseQueue,
   parseStatus,
-  parseToken,
   withoutRef,
 } from "./wire.js";
 
@@ -133,6 +135,10 @@ export class Lock implements AsyncDisposable {
     readonly limit: number,
     /** The id its acquire carried, as queue() shows it. */
     readonly id: string,
+    /** The semaphore place (1 to limit) the node granted, undefined when it named none. */
+    readonly place: number | undefined = undefined,
+    /** It is held as a reader ({ shared: true }). */
+    readonly shared: boolean = false,
   ) {
     this.token = token;
   }
@@ -167,6 +173,12 @@ export interface AcquireOptions {
   wait?: number;
   /** Take one of limit places of a semaphore; 1 (default) is a lock. */
   limit?: number;
+  /**
+   * Take the key as a reader: any number of readers hold it at once,
+   * never beside a writer (an acquire without it). Not with a limit
+   * above 1: a semaphore's places are all alike.
+   */
+  shared?: boolean;
   /** Aborts the wait; the waiter leaves the node's queue at once. */
   signal?: AbortSignal;
 }
@@ -174,7 +186,48 @@ export interface AcquireOptions {
 export interface TryAcquireOptions {
   lease: number;
   limit?: number;
+  /** Take the key as a reader (AcquireOptions.shared). */
+  shared?: boolean;
   signal?: AbortSignal;
+}
+
+/** Options of acquireAll and holdAll: those of an acquire, but a set has no limit. */
+export type AcquireAllOptions = Omit<AcquireOptions, "limit">;
+export type TryAcquireAllOptions = Omit<TryAcquireOptions, "limit">;
+
+/**
+ * Locks on several keys, granted together (all or none), each key with
+ * its own fencing token: `tokens` maps each key to its token in the order
+ * the keys were asked, `locks` are the keys' Lock objects in that order.
+ * `await using` releases every key at the end of the block.
+ */
+export class LockSet implements AsyncDisposable {
+  readonly keys: string[];
+  readonly tokens: Map<string, bigint>;
+  /** @internal */
+  constructor(readonly locks: Lock[]) {
+    this.keys = locks.map((l) => l.key);
+    this.tokens = new Map(locks.map((l) => [l.key, l.token]));
+  }
+
+  /** Gives every key back; rejects with the first error once every key was tried. */
+  async release(options?: CallOptions): Promise<void> {
+    const rs = await Promise.allSettled(this.locks.map((l) => l.release(options)));
+    for (const r of rs) if (r.status === "rejected") throw r.reason;
+  }
+
+  /** Restarts every key's lease from now: one renewal per key. */
+  async renew(lease?: number, options?: CallOptions): Promise<void> {
+    await Promise.all(this.locks.map((l) => l.renew(lease, options)));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.release();
+    } catch (e) {
+      if (!(e instanceof NotHeldError)) throw e;
+    }
+  }
 }
 
 export interface CallOptions {
@@ -223,6 +276,8 @@ class Attempt {
 interface Req {
   op: string;
   key: string;
+  /** An acquire's keys after key, for a set. */
+  more?: string[];
   /** The line of the next send; throws when an acquire's wait has run out. */
   line(now: number): string;
   /** A fresh ref for each send of an acquire, "" for other ops. */
@@ -307,6 +362,11 @@ export class Client {
   private readonly holds = new Set<Hold>();
   /** ClientOptions.unref. */
   readonly unrefIdle: boolean;
+  /**
+   * @internal A node refused value= (an older lockd): campaigns carry
+   * their value in the acquire's id, as such a node shows it.
+   */
+  valuesRefused = false;
   /** Calls in flight and open watches, while unrefIdle: the keeper runs while there is one. */
   private inFlight = 0;
   private keeper: NodeJS.Timeout | undefined;
@@ -439,13 +499,16 @@ export class Client {
   orphan(cl: Call, a: Answer): void {
     if (cl.op !== "A") return;
     const b = withoutRef(a);
-    if (b.kind !== "A" || b.fields.length !== 1) return;
-    const token = parseToken(b.fields[0]);
-    if (token === undefined || this.isClosed) return;
-    this.release(cl.key, token).then(
-      () => this.log(`released ${cl.key} token ${token}, granted after its acquire gave up`),
-      (e) => this.log(`release of ${cl.key} token ${token}, granted after its acquire gave up: ${asError(e).message}`),
-    );
+    const keys = [cl.key, ...cl.more];
+    const g = b.kind === "A" ? parseGrant(b.fields, keys.length) : undefined;
+    if (g === undefined || this.isClosed) return;
+    keys.forEach((key, i) => {
+      const token = g.tokens[i];
+      this.release(key, token).then(
+        () => this.log(`released ${key} token ${token}, granted after its acquire gave up`),
+        (e) => this.log(`release of ${key} token ${token}, granted after its acquire gave up: ${asError(e).message}`),
+      );
+    });
   }
 
   /** @internal */
@@ -663,6 +726,7 @@ export class Client {
         false,
         o.onAnswer,
       );
+      if (req.more) cl.more = req.more;
       if (!cn.send(cl)) {
         at.fail(cn, gen, new Error(`connection to ${cn.addr} is down`));
         continue;
@@ -787,9 +851,25 @@ export class Client {
     return this.acquireAs(key, { ...options, wait: 0 }, true, "");
   }
 
-  /** @internal acquire whose id names `name` (an election's value) instead of the client's name. */
-  async acquireAs(key: string, options: AcquireOptions, tryOnly: boolean, name: string): Promise<Lock | null> {
+  /** @internal acquire whose id names `name` (an election's value, on an older node) instead of the client's name. */
+  async acquireAs(key: string, options: AcquireOptions, tryOnly: boolean, name: string, value = ""): Promise<Lock | null> {
+    const g = await this.grant([key], options, tryOnly, name, value);
+    return g && new Lock(this, key, g.tokens[0], g.lease, g.limit, g.id, g.place, options.shared === true);
+  }
+
+  /**
+   * Acquires keys (one, or a set: all or none) and returns the grant, or
+   * null when a try found a key busy. value is encoded already.
+   */
+  private async grant(
+    keys: string[],
+    options: AcquireOptions,
+    tryOnly: boolean,
+    name: string,
+    value: string,
+  ): Promise<(Grant & { lease: number; limit: number; id: string }) | null> {
     const what = tryOnly ? "tryAcquire" : "acquire";
+    const key = keys[0];
     keyOK(what, key);
     if (typeof options !== "object" || options === null) throw new InvalidArgumentError(`${what} ${key}: pass options with a lease, for example { lease: 30000 }`);
     const lease = leaseOK(what, key, options.lease);
@@ -801,16 +881,31 @@ export class Client {
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
       throw new InvalidArgumentError(`${what} ${key}: limit ${limit} is out of range; a key allows 1 (a lock) to ${MAX_LIMIT} holders at once`);
     }
+    const shared = options.shared ?? false;
+    if (typeof shared !== "boolean") throw new InvalidArgumentError(`${what} ${key}: shared ${String(shared)}: want true or false`);
+    if (shared && limit > 1) {
+      throw new InvalidArgumentError(
+        `${what} ${key}: { shared: true } and { limit: ${limit} } cannot go together: a semaphore's places are all alike, so none is shared; pass shared for a reader of a lock, or limit for a semaphore`,
+      );
+    }
     throwIfAborted(options.signal);
+    const more = keys.slice(1);
     const prefix = name !== "" ? name + "#" : this.idPrefix;
     const id = prefix + this.idRand + "-" + (++this.ids).toString(36);
     const waitMs = Math.ceil(wait);
     let start = 0;
     const head = `A ${key} ${formatSeconds(lease)} `;
-    const tail = (limit > 1 ? ` limit=${limit}` : "") + ` id=${id}\n`;
+    const tail =
+      more.map((k) => ` key=${k}`).join("") +
+      (shared ? " mode=shared" : "") +
+      (limit > 1 ? ` limit=${limit}` : "") +
+      ` id=${id}` +
+      (value !== "" ? ` value=${value}` : "") +
+      "\n";
     const req: Req = {
       op: "A",
       key,
+      more: more.length > 0 ? more : undefined,
       line: (now) => {
         if (tryOnly) return head + "-" + tail;
         if (waitMs === 0) return head + "0" + tail;
@@ -841,9 +936,9 @@ export class Client {
         patient: !tryOnly && waitMs === 0,
         onAbandon: (cl) => this.withdraw(cl, id),
       });
-      if (a.kind === "A" && a.fields.length === 1) {
-        const token = parseToken(a.fields[0]);
-        if (token !== undefined) return new Lock(this, key, token, lease, limit, id);
+      if (a.kind === "A") {
+        const g = parseGrant(a.fields, keys.length);
+        if (g) return { ...g, lease, limit, id };
       }
       if (a.kind === "T") {
         if (tryOnly) return null;
@@ -857,6 +952,62 @@ export class Client {
     } finally {
       clearTimeout(t);
     }
+  }
+
+  /**
+   * Waits until every one of keys (1 to 16 distinct keys) can be granted
+   * together, and returns the LockSet, a token per key. It waits in every
+   * key's queue meanwhile; two such acquires over the same keys in any
+   * order never deadlock. Rejects as acquire(); a TimeoutError leaves
+   * none of the keys held.
+   */
+  async acquireAll(keys: string[], options: AcquireAllOptions): Promise<LockSet> {
+    return (await this.setOf("acquireAll", keys, options, false)) as LockSet;
+  }
+
+  /** Takes every one of keys if all are free right now; null (nothing held) when one is busy. Never queues. */
+  async tryAcquireAll(keys: string[], options: TryAcquireAllOptions): Promise<LockSet | null> {
+    return this.setOf("tryAcquireAll", keys, { ...options, wait: 0 }, true);
+  }
+
+  private async setOf(what: string, keys: string[], options: AcquireAllOptions, tryOnly: boolean): Promise<LockSet | null> {
+    const ks = keysOK(what, keys);
+    const o = { ...options, limit: undefined };
+    const g = await this.grant(ks, o, tryOnly, "", "");
+    return g && new LockSet(ks.map((k, i) => new Lock(this, k, g.tokens[i], g.lease, 1, g.id, undefined, o.shared === true)));
+  }
+
+  /**
+   * Acquires every one of keys together (as acquireAll) and keeps them,
+   * each renewed in the background as hold() renews its key. The loss
+   * of any key is the loss of the set: its signal aborts with a
+   * HoldLostError naming the key, and the other keys are released.
+   */
+  async holdAll(keys: string[], options: HoldAllOptions): Promise<HoldSet> {
+    const ks = keysOK("holdAll", keys);
+    this.holdTerms(ks[0], options);
+    const asked = Date.now();
+    const o = { ...options, limit: undefined };
+    const g = (await this.grant(ks, o, false, "", ""))!;
+    const locks = ks.map((k, i) => new Lock(this, k, g.tokens[i], g.lease, 1, g.id, undefined, o.shared === true));
+    const holds: Hold[] = [];
+    try {
+      for (const lock of locks) holds.push(await this.holdOf(lock, options, asked));
+    } catch (e) {
+      for (const h of holds) void h.release().catch(() => {});
+      for (const lock of locks.slice(holds.length)) void this.release(lock).catch(() => {});
+      throw e;
+    }
+    return new HoldSet(holds);
+  }
+
+  /** @internal renew carrying value=V (encoded): an election's proclaim. */
+  async renewValue(key: string, token: bigint, lease: number, value: string, signal?: AbortSignal): Promise<void> {
+    const line = `N ${key} ${token} ${formatSeconds(leaseOK("proclaim", key, lease))} value=${value}\n`;
+    const { a: ans, cn } = await this.roundTrip({ op: "N", key, line: () => line }, { resend: true, signal });
+    if (ans.fields.length === 1 && ans.fields[0] === "ok") return;
+    if (ans.fields.length === 1 && ans.fields[0] === "notheld") throw notHeld("proclaim", key, token);
+    throw badAnswer("proclaim", key, cn, ans);
   }
 
   /** Takes an abandoned acquire out of the node's queue (X key ID), on the connection it waits on. */
@@ -1189,13 +1340,21 @@ export class Client {
    * Acquires key and keeps it: the lease is renewed in the background
    * (every third of it) until release(). Its signal aborts, with a
    * HoldLostError, when the lock is lost or no longer provably held.
+   * `{ shared: true }` holds it as a reader.
    */
   async hold(key: string, options: HoldOptions): Promise<Hold> {
     return this.holdAs(key, options, "");
   }
 
   /** @internal */
-  async holdAs(key: string, options: HoldOptions, name: string): Promise<Hold> {
+  async holdAs(key: string, options: HoldOptions, name: string, value = ""): Promise<Hold> {
+    this.holdTerms(key, options);
+    const asked = Date.now(); // the lease cannot have started before
+    const lock = (await this.acquireAs(key, options, false, name, value)) as Lock;
+    return this.holdOf(lock, options, asked);
+  }
+
+  private holdTerms(key: string, options: HoldOptions): void {
     const least = this.minHoldLease;
     if (typeof options?.lease === "number" && options.lease < least) {
       throw new InvalidArgumentError(
@@ -1206,8 +1365,10 @@ export class Client {
     if (options?.renewEvery !== undefined && !(options.renewEvery > 0)) {
       throw new InvalidArgumentError(`hold ${key}: renewEvery ${options.renewEvery} must be more than 0 ms`);
     }
-    const asked = Date.now(); // the lease cannot have started before
-    const lock = (await this.acquireAs(key, options, false, name)) as Lock;
+  }
+
+  /** The hold of a lock granted after an acquire sent at asked. */
+  private async holdOf(lock: Lock, options: HoldOptions, asked: number): Promise<Hold> {
     let start = asked;
     const got = Date.now();
     if (got - asked > lock.lease / 3) {
@@ -1473,6 +1634,18 @@ export function cleanName(name: string): string {
 function keyOK(op: string, key: string): void {
   const msg = checkKey(key);
   if (msg !== "") throw new InvalidArgumentError(`${op} ${JSON.stringify(key)}: ${msg}; a key is 1 to 255 bytes without space, tab or control character`);
+}
+
+function keysOK(op: string, keys: string[]): string[] {
+  if (!Array.isArray(keys)) throw new InvalidArgumentError(`${op}: keys must be an array of keys, not ${typeof keys}`);
+  if (keys.length === 0 || keys.length > MAX_SET_KEYS) throw new InvalidArgumentError(`${op}: ${keys.length} keys given; a set is 1 to ${MAX_SET_KEYS} keys`);
+  const seen = new Set<string>();
+  for (const k of keys) {
+    keyOK(op, k);
+    if (seen.has(k)) throw new InvalidArgumentError(`${op}: key ${JSON.stringify(k)} is given twice; name each key once`);
+    seen.add(k);
+  }
+  return [...keys];
 }
 
 function leaseOK(op: string, key: string, lease: number | undefined): number {

@@ -20,6 +20,8 @@ export class Call {
   /** The caller gave up: the answer, when it comes, goes to Client.orphan. */
   abandoned = false;
   done = false;
+  /** An acquire's keys after key, for a set: a grant nobody took goes back key by key. */
+  more: string[] = [];
   constructor(
     readonly op: string,
     readonly key: string,

@@ -4,7 +4,7 @@
 import { onAbort } from "./abort.js";
 import { type AcquireOptions, type CallOptions, type Client, Lock, type Watch } from "./client.js";
 import { ClosedError, HoldLostError, InvalidArgumentError, type LostReason, NotHeldError, RefusedError } from "./errors.js";
-import { checkID, idName } from "./wire.js";
+import { type Holder, checkID, encodeValue, idName } from "./wire.js";
 
 export interface HoldOptions extends AcquireOptions {
   /** Renew this often, in ms; default: a third of the lease. */
@@ -35,6 +35,10 @@ export class Hold implements AsyncDisposable {
   readonly lease: number;
   readonly limit: number;
   readonly id: string;
+  /** The semaphore place (1 to limit) the node granted, undefined when it named none. */
+  readonly place: number | undefined;
+  /** It is held as a reader ({ shared: true }). */
+  readonly shared: boolean;
   /** Aborts when the lock is lost; its reason is a HoldLostError. */
   readonly signal: AbortSignal;
   private readonly ctl = new AbortController();
@@ -58,6 +62,8 @@ export class Hold implements AsyncDisposable {
     this.lease = lock.lease;
     this.limit = lock.limit;
     this.id = lock.id;
+    this.place = lock.place;
+    this.shared = lock.shared;
     this.signal = this.ctl.signal;
     this.every = options.renewEvery ?? Math.max(Math.floor(this.lease / 3), 1);
     // The lease began at the grant, which came after the acquire (or the
@@ -81,7 +87,7 @@ export class Hold implements AsyncDisposable {
 
   /** The lock as acquire() returns it. */
   get lock(): Lock {
-    return new Lock(this.client, this.key, this.token, this.lease, this.limit, this.id);
+    return new Lock(this.client, this.key, this.token, this.lease, this.limit, this.id, this.place, this.shared);
   }
 
   /** Why the lock is no longer held, undefined while it is. */
@@ -126,6 +132,13 @@ export class Hold implements AsyncDisposable {
     this.renewT = setTimeout(() => void this.renewOnce(), retry);
   }
 
+  /** @internal The lease is proven to last until at least start + lease (a proclaim renewed it). */
+  renewed(start: number): void {
+    if (this.signal.aborted || start <= this.base) return;
+    this.base = start;
+    this.armExpiry();
+  }
+
   /** @internal Ends the hold: stops renewing and aborts the signal. */
   lose(reason: LostReason, message: string, cause?: unknown): void {
     if (this.signal.aborted) return;
@@ -162,6 +175,80 @@ export class Hold implements AsyncDisposable {
   }
 }
 
+/** Options of holdAll: those of a hold, but a set has no limit. */
+export type HoldAllOptions = Omit<HoldOptions, "limit">;
+
+/**
+ * Several keys held together, each renewed in the background as a Hold
+ * is (`holds`, one per key in order; `tokens` maps each key to its
+ * token). The set is lost when any of its keys is: `signal` aborts with
+ * a HoldLostError whose message names the key (`lostKey` says it too),
+ * and the other keys are released. `await using` releases every key.
+ */
+export class HoldSet implements AsyncDisposable {
+  readonly keys: string[];
+  readonly tokens: Map<string, bigint>;
+  /** Aborts when any key is lost; its reason is a HoldLostError. */
+  readonly signal: AbortSignal;
+  private readonly ctl = new AbortController();
+  private lostAt: string | undefined;
+  private releasing: Promise<void> | undefined;
+
+  /** @internal */
+  constructor(readonly holds: Hold[]) {
+    this.keys = holds.map((h) => h.key);
+    this.tokens = new Map(holds.map((h) => [h.key, h.token]));
+    this.signal = this.ctl.signal;
+    for (const h of holds) {
+      if (h.signal.aborted) this.memberLost(h);
+      else h.signal.addEventListener("abort", () => this.memberLost(h), { once: true });
+    }
+  }
+
+  private memberLost(h: Hold): void {
+    if (this.signal.aborted) return;
+    const r = h.signal.reason as HoldLostError;
+    this.lostAt = h.key;
+    this.ctl.abort(new HoldLostError(r.reason, `the hold of ${this.keys.join(" ")}: key ${h.key} is no longer held, so neither is the set: ${r.message}`, r));
+    for (const o of this.holds) if (o !== h) void o.release().catch(() => {});
+  }
+
+  /** The key whose loss lost the set, undefined while it is held (or when it was released). */
+  get lostKey(): string | undefined {
+    return this.lostAt;
+  }
+
+  /** Why the set is no longer held, undefined while it is. */
+  get lost(): HoldLostError | undefined {
+    return this.signal.aborted ? (this.signal.reason as HoldLostError) : undefined;
+  }
+
+  /** Throws the HoldLostError when the set is lost. */
+  throwIfLost(): void {
+    if (this.signal.aborted) throw this.signal.reason;
+  }
+
+  /** Stops renewing, aborts the signal (reason "released") and gives every key back. */
+  release(): Promise<void> {
+    if (!this.releasing) {
+      const wasHeld = !this.signal.aborted;
+      if (wasHeld) this.ctl.abort(new HoldLostError("released", `the hold of ${this.keys.join(" ")} was released`));
+      this.releasing = Promise.allSettled(this.holds.map((h) => h.release())).then((rs) => {
+        for (const r of rs) if (r.status === "rejected" && wasHeld) throw r.reason;
+      });
+    }
+    return this.releasing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.release();
+    } catch (e) {
+      if (!(e instanceof NotHeldError) && !(e instanceof ClosedError)) throw e;
+    }
+  }
+}
+
 /** Who leads an election: the value it campaigned with, and its fencing token. */
 export interface Leader {
   value: string;
@@ -175,9 +262,9 @@ export interface Leader {
 
 /**
  * An election on one key: the leader is the holder of the key's lock,
- * its value the name part of its acquire's id (VALUE#SUFFIX, as queue()
- * and lockctl queues show it), so any client that reads the key's queue
- * sees who leads.
+ * and its value (1 to 1024 bytes of UTF-8 text, spaces included)
+ * travels with its hold, so any client that reads the key's queue sees
+ * who leads; proclaim() changes it without giving the key up.
  */
 export class Election {
   private held: Hold | undefined;
@@ -188,20 +275,64 @@ export class Election {
     private readonly lease = 10_000,
   ) {}
 
+  private encode(op: string, value: string): string {
+    try {
+      return encodeValue(value);
+    } catch (m) {
+      throw new InvalidArgumentError(`${op} ${this.key}: ${String(m)}`);
+    }
+  }
+
   /**
    * Waits to lead (FIFO among the candidates), through an outage too,
    * and returns the leader's hold: it renews itself, and its signal
    * aborts when leadership is lost. Its lease is at least
-   * client.minHoldLease, as a hold's. value says who leads: 1 to 33 bytes, no space, control
-   * character or '#'.
+   * client.minHoldLease, as a hold's. value says who leads: 1 to 1024
+   * bytes of UTF-8 text.
    */
   async campaign(value: string, options: { lease?: number; signal?: AbortSignal } = {}): Promise<Hold> {
-    if (typeof value !== "string" || checkID(value) !== "" || Buffer.byteLength(value) > 33 || value.includes("#")) {
-      throw new InvalidArgumentError(`campaign ${this.key}: value ${JSON.stringify(value)}: want 1 to 33 bytes without space, control character or '#'`);
+    const enc = this.encode("campaign", value);
+    const o = { lease: options.lease ?? this.lease, wait: 0, signal: options.signal };
+    let h: Hold | undefined;
+    if (!this.client.valuesRefused) {
+      try {
+        h = await this.client.holdAs(this.key, o, "", enc);
+      } catch (e) {
+        // A node older than values refuses value= as any word it does not
+        // know; a value that fits an id goes there instead, where such a
+        // node shows it.
+        if (!(e instanceof RefusedError && e.words.includes('"value=') && fitsID(value))) throw e;
+        this.client.valuesRefused = true;
+      }
     }
-    const h = await this.client.holdAs(this.key, { lease: options.lease ?? this.lease, wait: 0, signal: options.signal }, value);
+    h ??= await this.client.holdAs(this.key, o, value);
     this.held = h;
     return h;
+  }
+
+  /**
+   * Changes the leader's value without giving leadership up: observers
+   * see the new one at once. It renews the lease as it goes. Rejects with
+   * NotHeldError when this election does not lead (it never campaigned,
+   * or resigned), the HoldLostError when leadership was lost, and
+   * RefusedError when the node does not take values (an older lockd).
+   */
+  async proclaim(value: string, options?: CallOptions): Promise<void> {
+    const enc = this.encode("proclaim", value);
+    const h = this.held;
+    if (!h) throw new NotHeldError(`proclaim ${this.key}: this election does not lead; campaign first`);
+    h.throwIfLost();
+    const sent = Date.now();
+    try {
+      await this.client.renewValue(this.key, h.token, h.lease, enc, options?.signal);
+    } catch (e) {
+      if (e instanceof NotHeldError) {
+        h.lose("notheld", `the lock on ${this.key} is lost: ${e.message}`, e);
+        h.throwIfLost();
+      }
+      throw e;
+    }
+    h.renewed(sent);
   }
 
   /** The leader now, null when nobody leads. */
@@ -229,9 +360,14 @@ export class Election {
   }
 }
 
-function leaderOf(holders: { token: bigint; id: string }[], stale = false): Leader | null {
+function leaderOf(holders: Holder[], stale = false): Leader | null {
   const h = holders[0];
-  return h ? { value: idName(h.id), token: h.token, stale } : null;
+  return h ? { value: h.value ?? idName(h.id), token: h.token, stale } : null;
+}
+
+/** Whether value fits the name part of an acquire id, where a node older than values shows it. */
+function fitsID(value: string): boolean {
+  return checkID(value) === "" && Buffer.byteLength(value) <= 33 && !value.includes("#");
 }
 
 /**
@@ -242,7 +378,7 @@ function leaderOf(holders: { token: bigint; id: string }[], stale = false): Lead
  * false.
  */
 export class Observation implements AsyncIterable<Leader | null>, Disposable, AsyncDisposable {
-  private last: bigint | null | undefined;
+  private last: string | null | undefined;
   private lastStale = false;
   /** @internal */
   constructor(private readonly w: Watch) {}
@@ -258,7 +394,7 @@ export class Observation implements AsyncIterable<Leader | null>, Disposable, As
       if (r.done) return r;
       const stale = r.value.stale;
       const l = leaderOf(r.value.holders, stale);
-      const t = l ? l.token : null;
+      const t = l ? `${l.token} ${l.value}` : null;
       if (!stale && !this.lastStale && this.last !== undefined && t === this.last) continue;
       if (!stale) this.last = t;
       this.lastStale = stale;

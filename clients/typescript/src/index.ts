@@ -9,14 +9,17 @@ export {
   type ClientOptions,
   type TLSOptions,
   Lock,
+  LockSet,
   type LockRef,
   type AcquireOptions,
   type TryAcquireOptions,
+  type AcquireAllOptions,
+  type TryAcquireAllOptions,
   type CallOptions,
   type Status,
   type PeerStatus,
 } from "./client.js";
-export { Hold, Election, Observation, type HoldOptions, type Leader } from "./hold.js";
+export { Hold, HoldSet, Election, Observation, type HoldOptions, type HoldAllOptions, type Leader } from "./hold.js";
 export {
   LockdError,
   TimeoutError,

@@ -12,6 +12,10 @@ export const MAX_LIMIT = 65535;
 export const MAX_ID_LEN = 64;
 /** The largest token: tokens are unsigned 64-bit integers. */
 export const MAX_TOKEN = (1n << 64n) - 1n;
+/** The longest value (an election's), in bytes of UTF-8. */
+export const MAX_VALUE_LEN = 1024;
+/** The most keys one acquire takes. */
+export const MAX_SET_KEYS = 16;
 /** An answer longer than this is not lockd's (a K answer of 1000 keys of 255 bytes fits). */
 export const MAX_ANSWER_LEN = 1 << 20;
 
@@ -143,6 +147,59 @@ export function errorText(a: Answer): string {
   return f.join(" ");
 }
 
+/**
+ * A value percent-encoded for the wire: every byte of its UTF-8 but
+ * A-Z a-z 0-9 - . _ ~ written %XX. Throws a string saying why when it is
+ * not 1 to MAX_VALUE_LEN bytes of UTF-8 text.
+ */
+export function encodeValue(v: string): string {
+  if (typeof v !== "string") throw `the value must be a string, not ${typeof v}`;
+  if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(v)) throw "the value is not UTF-8 text (it holds a lone surrogate)";
+  const b = Buffer.from(v, "utf8");
+  if (b.length === 0) throw `the value is empty; a value is 1 to ${MAX_VALUE_LEN} bytes of UTF-8 text, spaces allowed`;
+  if (b.length > MAX_VALUE_LEN) throw `the value is ${b.length} bytes of UTF-8, more than ${MAX_VALUE_LEN}`;
+  let out = "";
+  for (const c of b) {
+    const ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x2d || c === 0x2e || c === 0x5f || c === 0x7e;
+    out += ok ? String.fromCharCode(c) : "%" + c.toString(16).toUpperCase().padStart(2, "0");
+  }
+  return out;
+}
+
+/** A value= word's value as text (bytes that are not UTF-8 replaced, a % without two hex digits kept). */
+export function decodeValue(v: string): string {
+  const bytes: number[] = [];
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if (c === 0x25 && /^[0-9A-Fa-f]{2}$/.test(v.slice(i + 1, i + 3))) {
+      bytes.push(parseInt(v.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else for (const x of Buffer.from(v[i], "utf8")) bytes.push(x);
+  }
+  return Buffer.from(bytes).toString("utf8");
+}
+
+/** What an A answer grants: a token per key asked, in order, and the semaphore place when it names one. */
+export interface Grant {
+  tokens: bigint[];
+  place: number | undefined;
+}
+
+/** Reads the words of an A answer after its key (ref= taken off): n tokens, then name=value words. */
+export function parseGrant(f: string[], n: number): Grant | undefined {
+  const tokens: bigint[] = [];
+  let place: number | undefined;
+  for (const w of f) {
+    const eq = w.indexOf("=");
+    if (eq < 0) {
+      const t = parseToken(w);
+      if (t === undefined || place !== undefined) return undefined;
+      tokens.push(t);
+    } else if (w.slice(0, eq) === "place" && /^[0-9]{1,9}$/.test(w.slice(eq + 1))) place = Number(w.slice(eq + 1));
+  }
+  return tokens.length === n ? { tokens, place } : undefined;
+}
+
 /** The name part of an acquire id NAME#SUFFIX: what comes before its last '#', or the whole id. */
 export function idName(id: string): string {
   const i = id.lastIndexOf("#");
@@ -156,6 +213,14 @@ export interface Holder {
   leaseLeft: number;
   /** The id its acquire carried, "" when none. */
   id: string;
+  /** It holds the key as a reader (the key is held shared). */
+  shared: boolean;
+  /** It was granted as one key of a set, whose id this is (the token of the set's first key). */
+  setId?: bigint;
+  /** The semaphore place it holds, when the answer names it. */
+  place?: number;
+  /** Its value (an election's leader's), decoded, when it has one. */
+  value?: string;
 }
 
 /** One waiter of a key, in queue order. */
@@ -166,6 +231,10 @@ export interface Waiter {
   addr: string;
   /** The id its acquire carried, "" when none. */
   id: string;
+  /** It waits as a reader. */
+  shared: boolean;
+  /** The keys of the set it waits for, in order; empty when it waits for this key alone. */
+  setKeys: string[];
 }
 
 /** A key's holders and waiters: the answer to queue(), and each state a watch delivers. */
@@ -179,6 +248,8 @@ export interface QueueState {
   waiters: Waiter[];
   /** How many may hold the key at once: 1 for a lock. */
   limit: number;
+  /** The key is held by readers. */
+  shared: boolean;
   /**
    * From a watch: it had lost the cluster (no node served it for the
    * client's failureTimeout), and this, the last state it read, may be
@@ -192,12 +263,12 @@ export function parseQueue(key: string, f: string[]): QueueState | undefined {
   if (f.length < 3) return undefined;
   let extra = f.length;
   while (extra > 3 && f[extra - 1].includes("=")) extra--;
-  const q: QueueState = { key, holders: [], nwaiters: 0, waiters: [], limit: 1, stale: false };
+  const q: QueueState = { key, holders: [], nwaiters: 0, waiters: [], limit: 1, shared: false, stale: false };
   if (f[0] !== "-") {
     const token = parseToken(f[0]);
     const left = parseSeconds(f[1]);
     if (token === undefined || Number.isNaN(left)) return undefined;
-    q.holders.push({ token, leaseLeft: left, id: "" });
+    q.holders.push({ token, leaseLeft: left, id: "", shared: false });
   }
   if (!/^[0-9]+$/.test(f[2])) return undefined;
   q.nwaiters = Number(f[2]);
@@ -207,7 +278,7 @@ export function parseQueue(key: string, f: string[]): QueueState | undefined {
     if (Number.isNaN(waited)) return undefined;
     let addr = c < 0 ? "" : w.slice(c + 1);
     if (addr === "-") addr = "";
-    q.waiters.push({ waited, addr, id: "" });
+    q.waiters.push({ waited, addr, id: "", shared: false, setKeys: [] });
   }
   if (q.nwaiters < q.waiters.length) return undefined;
   for (const w of f.slice(extra)) {
@@ -228,11 +299,15 @@ export function parseQueue(key: string, f: string[]): QueueState | undefined {
         const token = parseToken(which);
         const left = parseSeconds(rest);
         if (token === undefined || Number.isNaN(left)) return undefined;
-        q.holders.push({ token, leaseLeft: left, id: "" });
+        q.holders.push({ token, leaseLeft: left, id: "", shared: false });
         break;
       }
+      case "mode":
+        q.shared = val === "shared";
+        break;
     }
   }
+  for (const h of q.holders) h.shared = q.shared;
   for (const w of f.slice(extra)) {
     const eq = w.indexOf("=");
     const name = w.slice(0, eq);
@@ -241,13 +316,21 @@ export function parseQueue(key: string, f: string[]): QueueState | undefined {
     if (c < 0) continue;
     const which = val.slice(0, c);
     const id = val.slice(c + 1);
-    if (name === "id") {
+    if (name === "id" || name === "set" || name === "place" || name === "value") {
       const token = parseToken(which);
       const h = q.holders.find((h) => h.token === token);
-      if (h) h.id = id;
-    } else if (name === "wid") {
+      if (!h) continue;
+      if (name === "id") h.id = id;
+      else if (name === "set") h.setId = parseToken(id);
+      else if (name === "place" && /^[0-9]{1,9}$/.test(id)) h.place = Number(id);
+      else if (name === "value") h.value = decodeValue(id);
+    } else if (name === "wid" || name === "wmode" || name === "wset") {
       const i = Number(which);
-      if (Number.isInteger(i) && i >= 1 && i <= q.waiters.length) q.waiters[i - 1].id = id;
+      if (!Number.isInteger(i) || i < 1 || i > q.waiters.length) continue;
+      const wt = q.waiters[i - 1];
+      if (name === "wid") wt.id = id;
+      else if (name === "wmode") wt.shared = id === "shared";
+      else wt.setKeys = id.split("+");
     }
   }
   return q;

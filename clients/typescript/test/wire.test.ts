@@ -63,11 +63,11 @@ test("queue answers: holders, waiters, limit and ids", () => {
     ],
   );
   assert.deepEqual(q.waiters, [
-    { waited: 3200, addr: "127.0.0.1:51234", id: "" },
-    { waited: 400, addr: "", id: "bob@ci-2:811#0c-1" },
+    { waited: 3200, addr: "127.0.0.1:51234", id: "", shared: false, setKeys: [] },
+    { waited: 400, addr: "", id: "bob@ci-2:811#0c-1", shared: false, setKeys: [] },
   ]);
   const none = parseQueue("nothing", ["-", "-", "0"])!;
-  assert.deepEqual(none, { key: "nothing", holders: [], nwaiters: 0, waiters: [], limit: 1, stale: false });
+  assert.deepEqual(none, { key: "nothing", holders: [], nwaiters: 0, waiters: [], limit: 1, shared: false, stale: false });
   assert.equal(parseQueue("k", ["-", "-"]), undefined);
 });
 
