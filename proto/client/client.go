@@ -242,6 +242,13 @@ type Lock struct {
 	// ID is the id the acquire carried, as Q shows it: Options.Name, '#',
 	// and what makes it unique.
 	ID string
+	// Shared says the lock is held as a reader (the Shared option).
+	Shared bool
+	// Place is which place of a semaphore (Limit > 1) the grant holds,
+	// 1 to Limit, the lowest that was free: a resource may fence by
+	// place and token. It is 0 for a lock, a reader, a key of a set,
+	// and from a node that does not say.
+	Place int
 
 	c *Client // the client that acquired it, for Release
 }
