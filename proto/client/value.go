@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -56,16 +57,10 @@ var errBadEscape = errors.New("a % not followed by two hex digits")
 // decodeValue reads a percent-encoded value: %XX (either case) is the
 // byte XX, any other byte itself.
 func decodeValue(s string) (string, error) {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' {
-			n++
-		}
-	}
-	if n == 0 {
+	if !strings.Contains(s, "%") {
 		return s, nil
 	}
-	b := make([]byte, 0, len(s)-2*n)
+	b := make([]byte, 0, len(s))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c != '%' {
