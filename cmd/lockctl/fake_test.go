@@ -27,10 +27,12 @@ type fakeLockd struct {
 	next      uint64
 	held      map[string]uint64
 	queue     map[string][]*fakeWaiter
-	busy      map[string]bool // acquire answers T at once
-	renewGone bool            // renew answers notheld
-	mute      bool            // answers nothing at all: a hung server
-	renewGate chan struct{}   // when set, renew answers wait for openGate
+	busy      map[string]bool   // acquire answers T at once
+	readers   map[uint64]string // the key each reader's token holds
+	renewGone bool              // renew answers notheld
+	lose      map[string]bool   // renew of these keys answers notheld
+	mute      bool              // answers nothing at all: a hung server
+	renewGate chan struct{}     // when set, renew answers wait for openGate
 	gateOnce  sync.Once
 	log       []string
 	wg        sync.WaitGroup
@@ -66,13 +68,15 @@ func startFake(t *testing.T) *fakeLockd {
 		t.Fatal(err)
 	}
 	f := &fakeLockd{
-		addr:  ln.Addr().String(),
-		ln:    ln,
-		next:  7360982537641984001, // a realistic token: wider than 2^53
-		held:  make(map[string]uint64),
-		queue: make(map[string][]*fakeWaiter),
-		busy:  make(map[string]bool),
-		conns: make(map[net.Conn]bool),
+		addr:    ln.Addr().String(),
+		ln:      ln,
+		next:    7360982537641984001, // a realistic token: wider than 2^53
+		held:    make(map[string]uint64),
+		queue:   make(map[string][]*fakeWaiter),
+		busy:    make(map[string]bool),
+		readers: make(map[uint64]string),
+		lose:    make(map[string]bool),
+		conns:   make(map[net.Conn]bool),
 	}
 	f.changed = sync.NewCond(&f.mu)
 	f.wg.Add(1)
@@ -135,9 +139,12 @@ func (f *fakeLockd) serve(fc *fakeConn) {
 		if err != nil {
 			return
 		}
+		line, more, shared := setWords(line)
 		req, perr := proto.Parse([]byte(line))
 		var out []byte
-		if perr != nil {
+		if perr == nil && req.Op == proto.OpAcquire && (len(more) > 0 || shared) {
+			out = f.answerSet(req, more, shared)
+		} else if perr != nil {
 			var pe *proto.ParseError
 			errors.As(perr, &pe)
 			out = proto.AppendError(nil, pe.Key, pe.Op, pe.Msg)
@@ -172,7 +179,7 @@ func (f *fakeLockd) answer(fc *fakeConn, req proto.Request) []byte {
 	defer f.mu.Unlock()
 	switch req.Op {
 	case proto.OpAcquire:
-		if f.busy[req.Key] {
+		if f.busy[req.Key] || f.readersLocked(req.Key) > 0 {
 			return proto.AppendTimeout(nil, req.Key)
 		}
 		if _, taken := f.held[req.Key]; !taken {
@@ -185,6 +192,10 @@ func (f *fakeLockd) answer(fc *fakeConn, req proto.Request) []byte {
 		f.queue[req.Key] = append(f.queue[req.Key], w)
 		return nil
 	case proto.OpRelease:
+		if f.readers[req.Token] == req.Key {
+			delete(f.readers, req.Token)
+			return proto.AppendWord(nil, proto.OpRelease, req.Key, proto.WordOK)
+		}
 		if tok, ok := f.held[req.Key]; ok && tok == req.Token {
 			delete(f.held, req.Key)
 			f.handOnLocked(req.Key)
@@ -192,7 +203,7 @@ func (f *fakeLockd) answer(fc *fakeConn, req proto.Request) []byte {
 		}
 		return proto.AppendWord(nil, proto.OpRelease, req.Key, proto.WordNotHeld)
 	case proto.OpRenew:
-		if tok, ok := f.held[req.Key]; ok && tok == req.Token && !f.renewGone {
+		if tok, ok := f.held[req.Key]; ((ok && tok == req.Token) || f.readers[req.Token] == req.Key) && !f.renewGone && !f.lose[req.Key] {
 			return proto.AppendWord(nil, proto.OpRenew, req.Key, proto.WordOK)
 		}
 		return proto.AppendWord(nil, proto.OpRenew, req.Key, proto.WordNotHeld)
@@ -365,3 +376,67 @@ func (f *fakeLockd) holder(key string) (uint64, bool) {
 	return tok, ok
 }
 
+// setWords takes the key= and mode= words of an acquire out of line,
+// for proto.Parse, which does not read them yet.
+func setWords(line string) (rest string, more []string, shared bool) {
+	var kept []string
+	for _, w := range strings.Fields(line) {
+		switch {
+		case strings.HasPrefix(w, "key="):
+			more = append(more, w[4:])
+		case w == "mode=shared":
+			shared = true
+		case strings.HasPrefix(w, "mode="):
+		default:
+			kept = append(kept, w)
+		}
+	}
+	return strings.Join(kept, " ") + "\n", more, shared
+}
+
+// answerSet answers an acquire of several keys, or of a reader: granted
+// at once when every key is free (a reader: free of writers), T at once
+// otherwise; it never queues. The log has the request's set and mode.
+func (f *fakeLockd) answerSet(req proto.Request, more []string, shared bool) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	line := fmt.Sprintf("%s %s %s", req.Op, req.Key, argsOf(req))
+	for _, k := range more {
+		line += " key=" + k
+	}
+	if shared {
+		line += " mode=shared"
+	}
+	f.log = append(f.log, line)
+	f.changed.Broadcast()
+	keys := append([]string{req.Key}, more...)
+	for _, k := range keys {
+		if _, taken := f.held[k]; taken || f.busy[k] || (!shared && f.readersLocked(k) > 0) {
+			return proto.AppendTimeout(nil, req.Key)
+		}
+	}
+	b := []byte("A " + req.Key)
+	for _, k := range keys {
+		tok := f.next
+		f.next++
+		if shared {
+			f.readers[tok] = k
+		} else {
+			f.held[k] = tok
+		}
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, tok, 10)
+	}
+	return append(b, '\n')
+}
+
+// readersLocked counts the readers of key.
+func (f *fakeLockd) readersLocked(key string) int {
+	n := 0
+	for _, k := range f.readers {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
