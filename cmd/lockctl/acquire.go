@@ -25,8 +25,8 @@ type acquireCommand struct {
 
 func (c *acquireCommand) Command() *cli.Command {
 	return &cli.Command{
-		Name:      "acquire",
-		Usage:     "take a lock and print its fencing token",
+		Name:  "acquire",
+		Usage: "take a lock and print its fencing token",
 		UsageText: "lockctl acquire --key KEY [--key KEY]... [--shared] [--lease 30s]\n" +
 			"       [-w DURATION | -n] [--limit N]",
 		Description: "Waits in the key's FIFO queue until the lock is granted, prints the token\n" +

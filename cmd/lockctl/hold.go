@@ -24,8 +24,8 @@ type holdCommand struct {
 
 func (c *holdCommand) Command() *cli.Command {
 	return &cli.Command{
-		Name:      "hold",
-		Usage:     "take a lock and keep it until Ctrl-C or SIGTERM",
+		Name:  "hold",
+		Usage: "take a lock and keep it until Ctrl-C or SIGTERM",
 		UsageText: "lockctl hold --key KEY [--key KEY]... [--shared] [--lease 30s]\n" +
 			"       [-w DURATION | -n] [--limit N]",
 		Description: "Acquires KEY, prints the token as acquire does, then renews the lease every\n" +

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
 )
 
 func TestExecSeveralKeysExportsEveryToken(t *testing.T) {
@@ -135,5 +140,52 @@ func TestKeysUsageErrors(t *testing.T) {
 	}
 	if reqs := f.requests(); len(reqs) != 0 {
 		t.Errorf("a usage error sent %q", reqs)
+	}
+}
+
+// queues shows a reader key's mode and the sets that hold and wait, in
+// columns of their own that show only when a key listed has them.
+func TestQueuesShowsModesAndSets(t *testing.T) {
+	list := []client.QueueInfo{
+		{Queue: proto.Queue{Key: "a", Held: true, Token: 7, LeaseLeft: 20 * time.Second,
+			Holders: []proto.QueueHolder{{Token: 7, LeaseLeft: 20 * time.Second}},
+			Waiting: 1, Waiters: []proto.QueueWaiter{{Waited: time.Second}}},
+			HolderInfo: []client.HolderInfo{{Set: 7}},
+			WaiterInfo: []client.WaiterInfo{{Shared: true, Set: []string{"a", "c"}}}},
+		{Queue: proto.Queue{Key: "b", Held: true, Token: 8, LeaseLeft: 20 * time.Second,
+			Holders: []proto.QueueHolder{{Token: 8, LeaseLeft: 20 * time.Second}}},
+			HolderInfo: []client.HolderInfo{{Set: 7}}},
+		{Queue: proto.Queue{Key: "cfg", Held: true, Token: 9, LeaseLeft: 20 * time.Second, Limit: 1,
+			Holders: []proto.QueueHolder{{Token: 9, LeaseLeft: 20 * time.Second}, {Token: 10, LeaseLeft: 21 * time.Second}}},
+			Shared: true, HolderInfo: make([]client.HolderInfo, 2)},
+	}
+	var b bytes.Buffer
+	if err := renderQueues(&b, list, 3, renderStyle{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"MODE", "SET", "WMODE", "WSET", "a+b", "a+c", "shared"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("queues lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if cfg := lines[len(lines)-1]; !strings.HasPrefix(cfg, "cfg") || !strings.Contains(cfg, "shared") || !strings.HasPrefix(strings.Join(strings.Fields(cfg)[:2], " "), "cfg 2") {
+		t.Errorf("the second reader's row %q", cfg)
+	}
+	var j bytes.Buffer
+	printJSON(&j, queuesJSONOf(list, 3))
+	for _, want := range []string{`"mode":"shared"`, `"set":["a","b"],"set_id":"7"`, `"set":["a","c"]`} {
+		if !strings.Contains(j.String(), want) {
+			t.Errorf("--json lacks %s: %s", want, j.String())
+		}
+	}
+	// Without readers or sets, the columns stay away.
+	b.Reset()
+	renderQueues(&b, list[:0:0], 0, renderStyle{})
+	b.Reset()
+	renderQueues(&b, infos([]proto.Queue{list[0].Queue}), 1, renderStyle{})
+	if strings.Contains(b.String(), "MODE") || strings.Contains(b.String(), "SET") {
+		t.Errorf("columns of readers and sets for a plain lock:\n%s", b.String())
 	}
 }
