@@ -44,8 +44,11 @@
 //	}
 //
 // Acquire returns a Lock, which Release gives back; TryAcquire never
-// waits; NewElection elects a leader; Watch follows a key's holders and
-// waiters. Each has a runnable example (example_test.go,
+// waits; the Shared option takes a key as a reader; AcquireAll and
+// HoldAll take up to MaxSetKeys keys at once, all or none; NewElection
+// elects a leader, whose value Proclaim changes; Watch follows a key's
+// holders and waiters, and QueueInfo reads them with their modes, sets,
+// places and values. Each has a runnable example (example_test.go,
 // example_election_test.go), which pkg.go.dev, or pkgsite run locally,
 // shows beside it; go doc in a terminal shows no examples.
 //
