@@ -93,7 +93,7 @@ _lockctl_complete() {
         flags="--addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h --version -v"
         words="acquire release renew hold exec bench status queues watch handoff drill completion version help" ;;
     lockctl_acquire)
-        flags="--key --lease --wait -w --nonblock -n --limit --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --shared --lease --wait -w --nonblock -n --limit --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_release)
         flags="--key --token --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
@@ -102,10 +102,10 @@ _lockctl_complete() {
         flags="--key --token --lease --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_hold)
-        flags="--key --lease --wait -w --nonblock -n --limit --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --shared --lease --wait -w --nonblock -n --limit --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_exec)
-        flags="--key --lease --wait -w --nonblock -n --limit --grace --timeout-code -E --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
+        flags="--key --shared --lease --wait -w --nonblock -n --limit --grace --timeout-code -E --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"
         words="" ;;
     lockctl_bench)
         flags="--workers --conns --duration --keys --lease --wait -w --mode --limit --addr --output -o --json --no-headers --color --timeout --failure-timeout --name --tls --tls-ca --tls-cert --tls-key --tls-server-name --secret-file --help -h"

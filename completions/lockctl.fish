@@ -113,6 +113,7 @@ complete -c lockctl -n '__lockctl_is lockctl' -l help -s h -d 'show help'
 complete -c lockctl -n '__lockctl_is lockctl' -l version -s v -d 'print the version'
 
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
+complete -c lockctl -n '__lockctl_is lockctl_acquire' -l shared -d 'take the key as a reader: readers hold it together, never beside a writer'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l lease -x -d 'how long lockd keeps the lock unless it is renewed, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_acquire' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
@@ -171,6 +172,7 @@ complete -c lockctl -n '__lockctl_is lockctl_renew' -l secret-file -x -d 'prove 
 complete -c lockctl -n '__lockctl_is lockctl_renew' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
+complete -c lockctl -n '__lockctl_is lockctl_hold' -l shared -d 'take the key as a reader: readers hold it together, never beside a writer'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l lease -x -d 'how long lockd keeps the lock if renewals stop, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'
@@ -192,6 +194,7 @@ complete -c lockctl -n '__lockctl_is lockctl_hold' -l secret-file -x -d 'prove t
 complete -c lockctl -n '__lockctl_is lockctl_hold' -l help -s h -d 'show help'
 
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l key -x -d 'the lock\'s name, any KEY of 1 to 255 bytes without spaces or control characters'
+complete -c lockctl -n '__lockctl_is lockctl_exec' -l shared -d 'take the key as a reader: readers hold it together, never beside a writer'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l lease -x -d 'how long lockd keeps the lock if renewals stop, a DURATION or seconds'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l wait -s w -x -d 'longest to wait in the key\'s queue for the lock, a DURATION or seconds, as...'
 complete -c lockctl -n '__lockctl_is lockctl_exec' -l nonblock -s n -d 'fail at once if the lock is held, as flock -n'

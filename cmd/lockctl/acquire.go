@@ -15,7 +15,8 @@ import (
 // acquireCommand takes a lock once and prints its token. The lock outlives
 // lockctl: `lockctl release` frees it, or lockd does when the lease ends.
 type acquireCommand struct {
-	key      string
+	keys     keyList
+	shared   bool
 	lease    time.Duration
 	wait     lockWait
 	nonblock bool
@@ -24,17 +25,19 @@ type acquireCommand struct {
 
 func (c *acquireCommand) Command() *cli.Command {
 	return &cli.Command{
-		Name:      "acquire",
-		Usage:     "take a lock and print its fencing token",
-		UsageText: "lockctl acquire --key KEY [--lease 30s] [-w DURATION | -n] [--limit N]",
+		Name:  "acquire",
+		Usage: "take a lock and print its fencing token",
+		UsageText: "lockctl acquire --key KEY [--key KEY]... [--shared] [--lease 30s]\n" +
+			"       [-w DURATION | -n] [--limit N]",
 		Description: "Waits in the key's FIFO queue until the lock is granted, prints the token\n" +
 			"(a number that grows with every grant) and exits, leaving the lock held.\n" +
 			"Release it with that token, or let the lease end. With --json it prints\n" +
 			"{\"key\":...,\"token\":\"...\",\"lease_seconds\":...,\"limit\":...,\"id\":...}: in JSON\n" +
 			"a token is a string of decimal digits, because a token is a 64-bit number\n" +
 			"that jq 1.6 and JavaScript, reading numbers as doubles, would round;\n" +
-			"--token takes it back with or without its quotes.\n\n" +
-			waitHelp + limitHelp +
+			"--token takes it back with or without its quotes. Several --key print one\n" +
+			"token a line, in the order of --key (with --json, an array of objects).\n\n" +
+			waitHelp + limitHelp + keysHelp +
 			"Examples:\n" +
 			"   token=$(lockctl acquire --key deploy --lease 5m --wait 1m) || exit\n" +
 			"   ./deploy.sh --fencing-token \"$token\"\n" +
@@ -43,7 +46,8 @@ func (c *acquireCommand) Command() *cli.Command {
 			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
 				helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
 		Flags: append(append([]cli.Flag{
-			keyFlag(&c.key),
+			keysFlag(&c.keys),
+			sharedFlag(&c.shared),
 			leaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
 		Action: c.Run,
@@ -56,7 +60,7 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKeys(name, c.keys, c.shared, c.limit), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	shortLeaseWarning(g.Stderr, c.lease, g.FailureTimeout)
@@ -68,31 +72,65 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	lock, err := acquireShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
+	locks, err := acquireShowingWait(ctx, g, cl, newAsk(c.keys, c.shared, c.lease, c.wait, c.limit))
 	if err != nil {
 		return err
 	}
-	return printLock(g, lock)
+	return printLocks(g, locks)
 }
 
 // lockAsk is what acquire, hold and exec ask lockd for.
 type lockAsk struct {
-	key   string
-	lease time.Duration
-	wait  lockWait
-	limit int // --limit: 1 for a lock
+	key    string // the first of keys
+	lease  time.Duration
+	wait   lockWait
+	limit  int // --limit: 1 for a lock
+	keys   []string
+	shared bool
 }
+
+func newAsk(keys keyList, shared bool, lease time.Duration, wait lockWait, limit int) lockAsk {
+	return lockAsk{key: keys[0], lease: lease, wait: wait, limit: limit, keys: keys, shared: shared}
+}
+
+// options are the client options of the ask, but for its wait.
+func (a lockAsk) options() []client.AcquireOption {
+	opts := []client.AcquireOption{client.Limit(a.limit)}
+	if a.shared {
+		opts = append(opts, client.Shared())
+	}
+	return opts
+}
+
+// names are the keys asked for, for messages.
+func (a lockAsk) names() string {
+	if len(a.keys) == 0 {
+		return keysText([]string{a.key})
+	}
+	return keysText(a.keys)
+}
+
+// set reports whether the ask is for several keys at once.
+func (a lockAsk) set() bool { return len(a.keys) > 1 }
 
 // acquireShowingWait asks for the lock with the wait indicator shown on a
 // terminal, and maps a failure to its exit code.
-func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (client.Lock, error) {
+func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (client.Locks, error) {
 	waiting := startWaiting(ctx, g, ask.key)
-	lock, err := cl.AcquireWith(ctx, ask.key, ask.lease, ask.wait.wire(), client.Limit(ask.limit))
+	var locks client.Locks
+	var err error
+	if ask.set() {
+		locks, err = cl.AcquireAll(ctx, ask.keys, ask.lease, ask.wait.wire(), ask.options()...)
+	} else {
+		var lock client.Lock
+		lock, err = cl.AcquireWith(ctx, ask.key, ask.lease, ask.wait.wire(), ask.options()...)
+		locks = client.Locks{lock}
+	}
 	waiting()
 	if err != nil {
-		return lock, acquireFailure(ctx, g, cl, ask, err)
+		return nil, acquireFailure(ctx, g, cl, ask, err)
 	}
-	return lock, nil
+	return locks, nil
 }
 
 // acquireFailure explains a failed acquire; hold and exec share it.
@@ -100,6 +138,18 @@ func acquireFailure(ctx context.Context, g *globals, cl queuer, ask lockAsk, err
 	key, wait := ask.key, ask.wait
 	if errors.Is(err, client.ErrLimitMismatch) {
 		return limitMismatch(ctx, g, cl, ask, err)
+	}
+	if errors.Is(err, client.ErrTimeout) && ask.set() {
+		if wait.atOnce() {
+			return &exitError{code: exitTimeout,
+				what: fmt.Sprintf("one of %s at least is held by another client, and none was taken (not waiting: --nonblock)", keysText(ask.keys)),
+				try:  "wait for them with --wait DURATION, or see who holds them with `lockctl queues`",
+				err:  err}
+		}
+		return &exitError{code: exitTimeout,
+			what: fmt.Sprintf("one of %s at least was still held after waiting %s, and none was taken", keysText(ask.keys), wait.d),
+			try:  "wait longer with --wait (leave it out to wait forever), or see who holds them with `lockctl queues`",
+			err:  err}
 	}
 	if errors.Is(err, client.ErrTimeout) {
 		if ask.limit > 1 {
@@ -125,7 +175,7 @@ func acquireFailure(ctx context.Context, g *globals, cl queuer, ask lockAsk, err
 			try:  "wait longer with --wait (leave it out to wait forever), or see who holds it with `lockctl queues`",
 			err:  err}
 	}
-	return clientFailure(ctx, g, fmt.Sprintf("acquiring %q", key), err)
+	return clientFailure(ctx, g, "acquiring "+ask.names(), err)
 }
 
 // limitMismatch explains an acquire refused because the key exists with
@@ -193,14 +243,28 @@ type lockJSON struct {
 	LeaseSeconds float64 `json:"lease_seconds"`
 	Limit        int     `json:"limit,omitempty"`
 	ID           string  `json:"id,omitempty"`
+	Shared       bool    `json:"shared,omitempty"`
+	Place        int     `json:"place,omitempty"`
 }
 
-// printLock writes a granted lock: the bare token, so that
-// token=$(lockctl acquire ...) works, or one JSON object.
-func printLock(g *globals, lock client.Lock) error {
+// printLocks writes granted locks: the bare token, so that
+// token=$(lockctl acquire ...) works, or one JSON object; several keys'
+// tokens one a line, in order, or a JSON array.
+func printLocks(g *globals, locks client.Locks) error {
 	if g.JSON {
-		return printJSON(g.Stdout, lockJSON{Key: lock.Key, Token: lock.Token, LeaseSeconds: seconds(lock.Lease), Limit: lock.Limit, ID: lock.ID})
+		out := make([]lockJSON, len(locks))
+		for i, l := range locks {
+			out[i] = lockJSON{Key: l.Key, Token: l.Token, LeaseSeconds: seconds(l.Lease), Limit: l.Limit, ID: l.ID, Shared: l.Shared, Place: l.Place}
+		}
+		if len(out) == 1 {
+			return printJSON(g.Stdout, out[0])
+		}
+		return printJSON(g.Stdout, out)
 	}
-	_, err := fmt.Fprintln(g.Stdout, lock.Token)
-	return err
+	for _, l := range locks {
+		if _, err := fmt.Fprintln(g.Stdout, l.Token); err != nil {
+			return err
+		}
+	}
+	return nil
 }

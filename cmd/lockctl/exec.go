@@ -25,7 +25,8 @@ import (
 // for a local file: acquire, run, release, and pass on the command's exit
 // status.
 type execCommand struct {
-	key         string
+	keys        keyList
+	shared      bool
 	lease       time.Duration
 	wait        lockWait
 	nonblock    bool
@@ -38,14 +39,18 @@ func (c *execCommand) Command() *cli.Command {
 	return &cli.Command{
 		Name:  "exec",
 		Usage: "run a command while holding a lock",
-		UsageText: "lockctl exec --key KEY [--lease 30s] [-w DURATION | -n] [--limit N]\n" +
-			"       [-E CODE] [--grace 10s] -- COMMAND [ARGS...]",
+		UsageText: "lockctl exec --key KEY [--key KEY]... [--shared] [--lease 30s]\n" +
+			"       [-w DURATION | -n] [--limit N] [-E CODE] [--grace 10s]\n" +
+			"       -- COMMAND [ARGS...]",
 		ArgsUsage: "-- COMMAND [ARGS...]",
 		Description: "Acquires KEY, runs COMMAND with stdin, stdout and stderr passed through,\n" +
 			"renews the lease every third of it while COMMAND runs, and releases the lock\n" +
 			"when COMMAND exits. COMMAND sees LOCKD_KEY, LOCKD_TOKEN (the fencing token\n" +
 			"to hand to whatever the lock protects), LOCKD_LIMIT (--limit, 1 for a lock),\n" +
-			"LOCKD_NAME (--name) and LOCKD_ADDR in its environment.\n\n" +
+			"LOCKD_NAME (--name) and LOCKD_ADDR in its environment; with several --key,\n" +
+			"LOCKD_KEY and LOCKD_TOKEN are the first key's, and every key n (from 1, in\n" +
+			"the order of --key) is LOCKD_KEY_n with its token LOCKD_TOKEN_n (set for\n" +
+			"one key too).\n\n" +
 			"SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to COMMAND (those a\n" +
 			"terminal sends to its whole foreground group, like Ctrl-C, already reach it\n" +
 			"and are not sent twice). If the lock is lost while COMMAND runs, lockctl\n" +
@@ -54,14 +59,16 @@ func (c *execCommand) Command() *cli.Command {
 			"on Linux the kernel then sends COMMAND SIGKILL (a parent-death signal), so\n" +
 			"it does not run on unlocked; only COMMAND gets it, so a script that starts\n" +
 			"others should exec its last command or stop its children itself.\n\n" +
-			waitHelp + limitHelp +
+			waitHelp + limitHelp + keysHelp +
 			"A lock still held when the wait ends exits 3, or -E/--timeout-code CODE (as\n" +
 			"flock -E); with -E 0, a busy lock skips COMMAND silently.\n\n" +
 			"Examples:\n" +
 			"   lockctl exec --key nightly-backup -- ./backup.sh --full\n" +
 			"   lockctl exec --key deploy -w 10m -- sh -c 'deploy --fence \"$LOCKD_TOKEN\"'\n" +
 			"   lockctl exec -n -E 0 --key cron-job -- ./job   # skip the run if busy\n" +
-			"   lockctl exec --key builds --limit 3 -- make   # at most 3 builds at once\n\n" +
+			"   lockctl exec --key builds --limit 3 -- make   # at most 3 builds at once\n" +
+			"   lockctl exec --key cfg --shared -- ./read-config   # readers together\n" +
+			"   lockctl exec --key acct/1 --key acct/2 -- ./transfer   # both, or neither\n\n" +
 			exitCodesHelp(
 				exitLine("N", "COMMAND's own exit code, 0 when it succeeded"),
 				exitLine("1", "lockd refused the request"),
@@ -76,7 +83,8 @@ func (c *execCommand) Command() *cli.Command {
 				exitLine("", "COMMAND may exit 1 to 6 itself: -E tells a busy lock apart"),
 				exitLine("", "130/143 also when a signal stops lockctl before COMMAND starts")),
 		Flags: append(append([]cli.Flag{
-			keyFlag(&c.key),
+			keysFlag(&c.keys),
+			sharedFlag(&c.shared),
 			heldLeaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...),
 			limitFlag(&c.limit),
@@ -95,7 +103,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(checkKey(name, c.key), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(checkKeys(name, c.keys, c.shared, c.limit), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
 	if c.grace < 0 {
@@ -132,12 +140,10 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	token := held.Token()
-
 	cmd := &exec.Cmd{
 		Path:   path,
 		Args:   args,
-		Env:    commandEnv(g, c.key, token, c.limit),
+		Env:    commandEnv(g, locksOf(held), c.limit),
 		Stdin:  g.Stdin,
 		Stdout: g.Stdout,
 		Stderr: g.Stderr,
@@ -209,7 +215,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 
 // acquire waits for the lock; the first signal cancels the wait. A signal
 // that lands as the lock is granted still stops exec, lock released.
-func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Client, sigs <-chan os.Signal) (*client.Held, error) {
+func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Client, sigs <-chan os.Signal) (keeper, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	watched := make(chan struct{})
@@ -221,7 +227,7 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 		case <-ctx.Done():
 		}
 	}()
-	held, err := holdShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
+	held, err := holdShowingWait(ctx, g, cl, newAsk(c.keys, c.shared, c.lease, c.wait, c.limit))
 	cancel(nil)
 	<-watched
 	if err != nil {
@@ -246,16 +252,16 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 
 // release frees the lock after the command; failing to is worth a warning
 // but does not hide the command's exit status.
-func (c *execCommand) release(g *globals, held *client.Held) {
+func (c *execCommand) release(g *globals, held keeper) {
 	token := held.Token()
 	err := releaseHeld(g, held)
 	switch {
 	case err == nil:
 	case errors.Is(err, client.ErrNotHeld):
-		warn(g.Stderr, fmt.Sprintf("token %d no longer held %q when the command ended", token, c.key),
+		warn(g.Stderr, fmt.Sprintf("token %d no longer held %q when the command ended", token, held.Key()),
 			"the lock was lost at some point after its last renewal (a failover may have dropped it)")
 	default:
-		warn(g.Stderr, fmt.Sprintf("could not release %q: %s", c.key, renewTrouble(err)),
+		warn(g.Stderr, fmt.Sprintf("could not release %s: %s", keysText(c.keys), renewTrouble(err)),
 			fmt.Sprintf("lockd frees it when its lease ends, within %s", c.lease))
 	}
 }
@@ -263,14 +269,23 @@ func (c *execCommand) release(g *globals, held *client.Held) {
 // commandEnv is lockctl's environment plus what the command needs to
 // fence its writes or renew the lock itself. A later entry wins in
 // exec.Cmd.Env, so inherited LOCKD_* values are replaced.
-func commandEnv(g *globals, key string, token uint64, limit int) []string {
-	env := append(os.Environ(),
-		"LOCKD_KEY="+key,
-		"LOCKD_TOKEN="+strconv.FormatUint(token, 10),
+func commandEnv(g *globals, locks client.Locks, limit int) []string {
+	// LOCKD_KEY_n and LOCKD_TOKEN_n of an outer exec with more keys would
+	// not be replaced: leave them all out.
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "LOCKD_KEY_") && !strings.HasPrefix(e, "LOCKD_TOKEN_") {
+			env = append(env, e)
+		}
+	}
+	env = append(env,
+		"LOCKD_KEY="+locks[0].Key,
+		"LOCKD_TOKEN="+strconv.FormatUint(locks[0].Token, 10),
 		"LOCKD_LIMIT="+strconv.Itoa(limit),
 		"LOCKD_NAME="+g.Name,
 		"LOCKD_ADDR="+g.AddrList,
 	)
+	env = append(env, setEnv(locks)...)
 	return append(env, g.SecurityEnv...)
 }
 

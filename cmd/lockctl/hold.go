@@ -14,7 +14,8 @@ import (
 // holdCommand takes a lock and keeps it, renewing the lease, until it is
 // told to stop; then it gives the lock back.
 type holdCommand struct {
-	key      string
+	keys     keyList
+	shared   bool
 	lease    time.Duration
 	wait     lockWait
 	nonblock bool
@@ -23,16 +24,18 @@ type holdCommand struct {
 
 func (c *holdCommand) Command() *cli.Command {
 	return &cli.Command{
-		Name:      "hold",
-		Usage:     "take a lock and keep it until Ctrl-C or SIGTERM",
-		UsageText: "lockctl hold --key KEY [--lease 30s] [-w DURATION | -n] [--limit N]",
+		Name:  "hold",
+		Usage: "take a lock and keep it until Ctrl-C or SIGTERM",
+		UsageText: "lockctl hold --key KEY [--key KEY]... [--shared] [--lease 30s]\n" +
+			"       [-w DURATION | -n] [--limit N]",
 		Description: "Acquires KEY, prints the token as acquire does, then renews the lease every\n" +
 			"third of it. SIGINT (Ctrl-C) or SIGTERM releases the lock and exits 0. If\n" +
 			"lockd says the token no longer holds the key, or no renewal gets through\n" +
 			"before the lease ends, hold exits 5: from then on someone else may hold it.\n\n" +
-			waitHelp + limitHelp +
+			waitHelp + limitHelp + keysHelp +
 			"Examples:\n" +
 			"   lockctl hold --key maintenance      # in one terminal; Ctrl-C lets go\n" +
+			"   lockctl hold --key config --shared  # a reader: others read beside it\n" +
 			"   lockctl hold --key db-migrate --lease 10s > token & holder=$!\n" +
 			"   ...; kill $holder; wait $holder\n\n" +
 			exitCodesHelp(
@@ -42,7 +45,8 @@ func (c *holdCommand) Command() *cli.Command {
 				helpExitLost, helpExitNoAnswer,
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM) while still waiting for the lock")),
 		Flags: append(append([]cli.Flag{
-			keyFlag(&c.key),
+			keysFlag(&c.keys),
+			sharedFlag(&c.shared),
 			heldLeaseFlag(&c.lease, defaultLease),
 		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
 		Action: c.Run,
@@ -55,9 +59,10 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKey(name, c.key), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(noArgs(cCtx), checkKeys(name, c.keys, c.shared, c.limit), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
 		return err
 	}
+	ask := newAsk(c.keys, c.shared, c.lease, c.wait, c.limit)
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 	cl, err := g.lockClient()
@@ -66,7 +71,7 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	held, err := holdShowingWait(ctx, g, cl, lockAsk{c.key, c.lease, c.wait, c.limit})
+	held, err := holdShowingWait(ctx, g, cl, ask)
 	if err != nil {
 		return err
 	}
@@ -78,14 +83,17 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 		defer cancel()
 		_ = held.Release(ctx)
 	}()
-	lock := held.Lock()
-	if err := printLock(g, lock); err != nil {
+	lock, locks := held.Lock(), locksOf(held)
+	if err := printLocks(g, locks); err != nil {
 		return err
 	}
 	if g.TTY && !g.JSON {
-		what := fmt.Sprintf("%q", c.key)
-		if c.limit > 1 {
-			what = fmt.Sprintf("one of the %d places of %q", c.limit, c.key)
+		what := ask.names()
+		switch {
+		case c.limit > 1:
+			what = fmt.Sprintf("one of the %d places of %s", c.limit, what)
+		case c.shared:
+			what += " as a reader"
 		}
 		fmt.Fprintf(g.Stderr, "lockctl: holding %s, renewing every %s; Ctrl-C releases it\n", what, roundedDuration(c.lease/3))
 	}
@@ -104,26 +112,32 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 		// with --json as a last object (a script may be reading).
 		switch {
 		case g.JSON:
-			return printJSON(g.Stdout, struct {
-				Key      string `json:"key"`
-				Token    uint64 `json:"token,string"`
-				Released bool   `json:"released"`
-			}{c.key, lock.Token, true})
+			for _, l := range locks {
+				if err := printJSON(g.Stdout, struct {
+					Key      string `json:"key"`
+					Token    uint64 `json:"token,string"`
+					Released bool   `json:"released"`
+				}{l.Key, l.Token, true}); err != nil {
+					return err
+				}
+			}
+		case g.TTY && len(locks) > 1:
+			fmt.Fprintf(g.Stderr, "lockctl: released %s\n", ask.names())
 		case g.TTY:
-			fmt.Fprintf(g.Stderr, "lockctl: released %q (token %d)\n", c.key, lock.Token)
+			fmt.Fprintf(g.Stderr, "lockctl: released %q (token %d)\n", ask.key, lock.Token)
 		}
 		return nil
 	case errors.Is(err, client.ErrNotHeld):
-		return (&lostError{key: c.key, token: lock.Token, err: err,
+		return (&lostError{key: ask.key, token: lock.Token, err: err,
 			reason: "lockd no longer knew the token when hold released it (a failover may have dropped the grant)"}).
 			exit("take it again with `lockctl hold`")
 	case errors.Is(err, client.ErrUnavailable):
 		e := unreachable(g, err)
-		e.what = fmt.Sprintf("could not release %q: %s", c.key, e.what)
+		e.what = fmt.Sprintf("could not release %s: %s", ask.names(), e.what)
 		e.try = fmt.Sprintf("lockd frees it when its lease ends, within %s", c.lease)
 		return e
 	default:
-		return clientFailure(context.Background(), g, fmt.Sprintf("releasing %q", c.key), err)
+		return clientFailure(context.Background(), g, "releasing "+ask.names(), err)
 	}
 }
 
@@ -134,13 +148,19 @@ const releaseTimeout = 6 * time.Second
 // holdShowingWait is Client.Hold with the wait indicator of acquire, and
 // acquire's explanations when the lock cannot be taken; hold and exec
 // share it, so that both renew through the client's one implementation.
-func holdShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (*client.Held, error) {
+func holdShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (keeper, error) {
 	waiting := startWaiting(ctx, g, ask.key)
-	opts := []client.AcquireOption{client.Limit(ask.limit)}
+	opts := ask.options()
 	if ask.wait.set {
 		opts = append(opts, client.Wait(ask.wait.d))
 	}
-	held, err := cl.Hold(ctx, ask.key, ask.lease, opts...)
+	var held keeper
+	var err error
+	if ask.set() {
+		held, err = cl.HoldAll(ctx, ask.keys, ask.lease, opts...)
+	} else {
+		held, err = cl.Hold(ctx, ask.key, ask.lease, opts...)
+	}
 	waiting()
 	if err != nil {
 		return nil, acquireFailure(ctx, g, cl, ask, err)
@@ -152,7 +172,7 @@ func holdShowingWait(ctx context.Context, g *globals, cl *client.Client, ask loc
 // its own context: the one whose cancel announced the end is already
 // done. The client re-sends the release for up to --timeout; a second
 // more lets it say why it gave up.
-func releaseHeld(g *globals, held *client.Held) error {
+func releaseHeld(g *globals, held keeper) error {
 	ctx, cancel := context.WithTimeout(context.Background(), g.Timeout+time.Second)
 	defer cancel()
 	return held.Release(ctx)
@@ -164,18 +184,21 @@ type lostError struct {
 	token  uint64
 	reason string
 	err    error
+	of     string // " (one of ...)" for a key of a set
 }
 
 func (l *lostError) exit(try string) *exitError {
 	return &exitError{code: exitLost,
-		what: fmt.Sprintf("lost the lock on %q (token %d): %s", l.key, l.token, l.reason),
+		what: fmt.Sprintf("lost the lock on %q (token %d)%s: %s", l.key, l.token, l.of, l.reason),
 		try:  try, err: l.err}
 }
 
-// heldLost says in lockctl's words why a Held is done.
-func heldLost(held *client.Held) *lostError {
+// heldLost says in lockctl's words why a hold is done; of a set, which
+// key ended it.
+func heldLost(held keeper) *lostError {
 	err := held.Err()
-	l := &lostError{key: held.Key(), token: held.Token(), err: err}
+	key, token, of := setLost(held)
+	l := &lostError{key: key, token: token, err: err, of: of}
 	var srv *client.ServerError
 	switch {
 	case errors.As(err, &srv):

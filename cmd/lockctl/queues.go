@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
 )
 
 // queuesCommand shows who holds which key and who waits for it.
@@ -42,7 +43,10 @@ func (c *queuesCommand) Command() *cli.Command {
 			"i-th holder beside the i-th waiter. A table on a terminal leaves the tokens\n" +
 			"out to fit; piped output has them, one line per row with the key (and a\n" +
 			"lock's holder) repeated, so grep and awk work line by line; -o wide adds the\n" +
-			"waiters' names.\n\n" +
+			"waiters' names. When a key listed is held or waited on by readers (--shared)\n" +
+			"or by sets (several --key), MODE and WMODE say which holder and waiter is a\n" +
+			"reader (HELD is then the readers' count), and SET and WSET the keys taken\n" +
+			"together; --json adds mode, set, set_id, place and value where they apply.\n\n" +
 			"--json prints one object:\n" +
 			"   {\"keys\":[{\"key\":\"deploy\",\"held\":true,\"token\":\"123\",\n" +
 			"    \"lease_left_seconds\":29.5,\n" +
@@ -135,18 +139,18 @@ func (c *queuesCommand) Run(cCtx *cli.Context) error {
 // queueSource is what fetchQueues needs of a client.
 type queueSource interface {
 	Keys(ctx context.Context, pattern string) ([]string, int, error)
-	Queue(ctx context.Context, key string) (proto.Queue, error)
+	QueueInfo(ctx context.Context, key string) (client.QueueInfo, error)
 }
 
 // fetchQueues lists the keys pattern selects, then asks for each one's
 // queue, pipelining the requests on the client's connections. Keys freed
 // in between are left out. The result is sorted by key.
-func fetchQueues(ctx context.Context, cl queueSource, pattern string) ([]proto.Queue, int, error) {
+func fetchQueues(ctx context.Context, cl queueSource, pattern string) ([]client.QueueInfo, int, error) {
 	keys, total, err := cl.Keys(ctx, pattern)
 	if err != nil {
 		return nil, 0, err
 	}
-	got := make([]proto.Queue, len(keys))
+	got := make([]client.QueueInfo, len(keys))
 	errs := make([]error, len(keys))
 	sem := make(chan struct{}, queuesInFlight)
 	var wg sync.WaitGroup
@@ -154,11 +158,11 @@ func fetchQueues(ctx context.Context, cl queueSource, pattern string) ([]proto.Q
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			got[i], errs[i] = cl.Queue(ctx, k)
+			got[i], errs[i] = cl.QueueInfo(ctx, k)
 		})
 	}
 	wg.Wait()
-	var list []proto.Queue
+	var list []client.QueueInfo
 	for i, q := range got {
 		if errs[i] != nil {
 			return nil, 0, errs[i]
@@ -167,7 +171,7 @@ func fetchQueues(ctx context.Context, cl queueSource, pattern string) ([]proto.Q
 			list = append(list, q)
 		}
 	}
-	slices.SortFunc(list, func(a, b proto.Queue) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(list, func(a, b client.QueueInfo) int { return strings.Compare(a.Key, b.Key) })
 	if total <= len(keys) {
 		// Every match was listed: count what is still there.
 		total = len(list)
@@ -191,36 +195,54 @@ type queueKeyJSON struct {
 	Token            *uint64           `json:"token,string"`
 	LeaseLeftSeconds *float64          `json:"lease_left_seconds"`
 	Limit            int               `json:"limit"`
+	Mode             string            `json:"mode,omitempty"`
 	Holders          []queueHolderJSON `json:"holders"`
 	Waiters          []queueWaiterJSON `json:"waiters"`
 }
 
 type queueHolderJSON struct {
-	Token            uint64  `json:"token,string"`
-	LeaseLeftSeconds float64 `json:"lease_left_seconds"`
-	Name             *string `json:"name"`
-	ID               *string `json:"id"`
+	Token            uint64   `json:"token,string"`
+	LeaseLeftSeconds float64  `json:"lease_left_seconds"`
+	Name             *string  `json:"name"`
+	ID               *string  `json:"id"`
+	Set              []string `json:"set,omitempty"`
+	SetID            uint64   `json:"set_id,omitempty,string"`
+	Place            int      `json:"place,omitempty"`
+	Value            *string  `json:"value,omitempty"`
 }
 
 type queueWaiterJSON struct {
-	Position      int     `json:"position"`
-	WaitedSeconds float64 `json:"waited_seconds"`
-	Addr          *string `json:"addr"`
-	Name          *string `json:"name"`
-	ID            *string `json:"id"`
+	Position      int      `json:"position"`
+	WaitedSeconds float64  `json:"waited_seconds"`
+	Addr          *string  `json:"addr"`
+	Name          *string  `json:"name"`
+	ID            *string  `json:"id"`
+	Mode          string   `json:"mode,omitempty"`
+	Set           []string `json:"set,omitempty"`
 }
 
-func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
+func queuesJSONOf(list []client.QueueInfo, total int) queuesJSON {
 	out := queuesJSON{Keys: []queueKeyJSON{}, Total: total}
+	sets := setsOf(list)
 	for _, q := range list {
-		k := queueKeyJSON{Key: q.Key, Held: q.Held, Limit: limitOf(q), Holders: []queueHolderJSON{}, Waiters: []queueWaiterJSON{}}
+		k := queueKeyJSON{Key: q.Key, Held: q.Held, Limit: limitOf(q.Queue), Holders: []queueHolderJSON{}, Waiters: []queueWaiterJSON{}}
+		if q.Shared {
+			k.Mode = "shared"
+		}
 		if q.Held {
 			k.Token = ptrTo(q.Token)
 			k.LeaseLeftSeconds = ptrTo(seconds(q.LeaseLeft))
 		}
-		for _, h := range holdersOf(q) {
+		for i, h := range holdersOf(q.Queue) {
 			hj := queueHolderJSON{Token: h.Token, LeaseLeftSeconds: seconds(h.LeaseLeft)}
 			hj.Name, hj.ID = nameAndID(h.Name(), h.ID)
+			if hi := holderInfo(q, i); hi.Set != 0 {
+				hj.Set, hj.SetID = sets[hi.Set], hi.Set
+			}
+			hj.Place = holderInfo(q, i).Place
+			if v := holderInfo(q, i).Value; v != "" {
+				hj.Value = ptrTo(v)
+			}
 			k.Holders = append(k.Holders, hj)
 		}
 		for i, w := range q.Waiters {
@@ -229,6 +251,10 @@ func queuesJSONOf(list []proto.Queue, total int) queuesJSON {
 				wj.Addr = ptrTo(w.Addr)
 			}
 			wj.Name, wj.ID = nameAndID(w.Name(), w.ID)
+			if wi := waiterInfo(q, i); wi.Shared {
+				wj.Mode = "shared"
+			}
+			wj.Set = waiterInfo(q, i).Set
 			k.Waiters = append(k.Waiters, wj)
 		}
 		out.Keys = append(out.Keys, k)
@@ -282,20 +308,28 @@ func nameCell(name string) string {
 // A person's table leaves the tokens out, to fit the terminal; plain
 // text has them, and wide adds the waiter's name. An empty list draws
 // nothing: the caller says so on a terminal.
-func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) error {
+func renderQueues(w io.Writer, list []client.QueueInfo, total int, s renderStyle) error {
 	if len(list) == 0 {
 		return nil
 	}
 	p := newPalette(w, s.Color)
-	// Every column; show picks those of this style.
-	const colToken, colFrom, colWaiterName = 2, 7, 8
-	header := []string{"KEY", "HELD", "TOKEN", "HOLDER", "LEASE", "WAITER", "WAITED", "FROM", "WAITER-NAME"}
+	// Every column; show picks those of this style. MODE and SET (the
+	// holder's), WMODE and WSET (the waiter's) show only when a key
+	// listed has readers or sets.
+	const colToken, colFrom, colWaiterName, colMode, colSet, colWMode, colWSet = 2, 7, 8, 9, 10, 11, 12
+	header := []string{"KEY", "HELD", "TOKEN", "HOLDER", "LEASE", "WAITER", "WAITED", "FROM", "WAITER-NAME", "MODE", "SET", "WMODE", "WSET"}
+	modes, hasSets := kinds(list)
+	sets := setsOf(list)
 	show := func(col int) bool {
 		switch col {
 		case colToken:
 			return !s.Table || s.Wide
 		case colWaiterName:
 			return s.Wide
+		case colMode, colWMode:
+			return modes
+		case colSet, colWSet:
+			return hasSets
 		}
 		return true
 	}
@@ -318,13 +352,17 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 	for _, q := range list {
 		// Escaped before anything measures it.
 		key := printable(q.Key)
-		hs := holdersOf(q)
+		hs := holdersOf(q.Queue)
 		if len(hs) > 0 {
 			held++
 		}
-		count := strconv.Itoa(len(hs)) + "/" + strconv.Itoa(limitOf(q))
+		count := strconv.Itoa(len(hs)) + "/" + strconv.Itoa(limitOf(q.Queue))
+		if q.Shared {
+			// Readers have no limit of their own: their count alone.
+			count = strconv.Itoa(len(hs))
+		}
 		for i := range max(len(hs), len(q.Waiters), 1) {
-			row := []string{key, count, blank, blank, blank, blank, blank, blank, blank}
+			row := []string{key, count, blank, blank, blank, blank, blank, blank, blank, blank, blank, blank, blank}
 			if s.Table && i > 0 {
 				row[0], row[1] = "", ""
 			}
@@ -332,11 +370,18 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 			switch {
 			case i < len(hs):
 				h = i
-			case !s.Table && len(hs) == 1 && limitOf(q) == 1:
+			case !s.Table && len(hs) == 1 && limitOf(q.Queue) == 1 && !q.Shared:
 				h = 0 // a lock's holder stands beside each of its waiters
 			}
 			if h >= 0 {
 				row[2], row[3], row[4] = strconv.FormatUint(hs[h].Token, 10), nameCell(hs[h].Name()), humanDuration(hs[h].LeaseLeft)
+				row[9] = "exclusive"
+				if q.Shared {
+					row[9] = "shared"
+				}
+				if id := holderInfo(q, h).Set; id != 0 {
+					row[10] = setCell(sets[id], id)
+				}
 			}
 			var waited func(string) string
 			if i < len(q.Waiters) {
@@ -346,6 +391,13 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 					pos = "#" + pos
 				}
 				row[5], row[6], row[7], row[8] = pos, humanDuration(wt.Waited), addrOrNone(wt.Addr), nameCell(wt.Name())
+				row[11] = "exclusive"
+				if waiterInfo(q, i).Shared {
+					row[11] = "shared"
+				}
+				if set := waiterInfo(q, i).Set; len(set) > 0 {
+					row[12] = printable(strings.Join(set, "+"))
+				}
 				waiters++
 				if wt.Waited > longest {
 					longest, longestKey = wt.Waited, key
@@ -354,7 +406,7 @@ func renderQueues(w io.Writer, list []proto.Queue, total int, s renderStyle) err
 					waited = warn
 				}
 			}
-			t.add(pick(row), pickColumns([]func(string) string{strong, nil, nil, nil, nil, nil, waited, faint, faint}, show)...)
+			t.add(pick(row), pickColumns([]func(string) string{strong, nil, nil, nil, nil, nil, waited, faint, faint, nil, nil, nil, nil}, show)...)
 		}
 	}
 	if err := t.draw(w, s, p); err != nil || !s.Table {
@@ -408,4 +460,58 @@ func countOf(n int, one, many string) string {
 		return "1 " + one
 	}
 	return strconv.Itoa(n) + " " + many
+}
+
+// kinds reports whether any key listed is held or waited on by readers,
+// and whether any by sets: the columns that say so show only then.
+func kinds(list []client.QueueInfo) (modes, sets bool) {
+	for _, q := range list {
+		modes = modes || q.Shared
+		for _, h := range q.HolderInfo {
+			sets = sets || h.Set != 0
+		}
+		for _, w := range q.WaiterInfo {
+			modes = modes || w.Shared
+			sets = sets || len(w.Set) > 0
+		}
+	}
+	return modes, sets
+}
+
+// setsOf maps each set held among the keys listed to its keys listed.
+func setsOf(list []client.QueueInfo) map[uint64][]string {
+	sets := make(map[uint64][]string)
+	for _, q := range list {
+		for _, h := range q.HolderInfo {
+			if h.Set != 0 {
+				sets[h.Set] = append(sets[h.Set], q.Key)
+			}
+		}
+	}
+	return sets
+}
+
+// setCell names a holder's set: its keys listed, or, when only this one
+// is, the set's id.
+func setCell(keys []string, id uint64) string {
+	if len(keys) > 1 {
+		return printable(strings.Join(keys, "+"))
+	}
+	return "set " + strconv.FormatUint(id, 10)
+}
+
+// holderInfo and waiterInfo are what q says of its i-th holder or
+// waiter beyond proto.Queue; zero when it says nothing.
+func holderInfo(q client.QueueInfo, i int) client.HolderInfo {
+	if i < len(q.HolderInfo) {
+		return q.HolderInfo[i]
+	}
+	return client.HolderInfo{}
+}
+
+func waiterInfo(q client.QueueInfo, i int) client.WaiterInfo {
+	if i < len(q.WaiterInfo) {
+		return q.WaiterInfo[i]
+	}
+	return client.WaiterInfo{}
 }

@@ -29,6 +29,20 @@ func (f fakeQueues) Keys(ctx context.Context, pattern string) ([]string, int, er
 	return keys, len(keys), nil
 }
 
+func (f fakeQueues) QueueInfo(ctx context.Context, key string) (client.QueueInfo, error) {
+	q, err := f.Queue(ctx, key)
+	return client.QueueInfo{Queue: q}, err
+}
+
+// infos reads queues as the client's QueueInfo, saying nothing more.
+func infos(qs []proto.Queue) []client.QueueInfo {
+	out := make([]client.QueueInfo, len(qs))
+	for i, q := range qs {
+		out[i] = client.QueueInfo{Queue: q}
+	}
+	return out
+}
+
 func (f fakeQueues) Queue(ctx context.Context, key string) (proto.Queue, error) {
 	if q, ok := f[key]; ok {
 		return q, nil
@@ -191,7 +205,7 @@ func TestQueuesNeverPrintAHostileRune(t *testing.T) {
 		{"", renderStyle{Table: true, Wide: true}},
 	} {
 		var b bytes.Buffer
-		if err := renderQueues(&b, hostileQueues(), 7, tc.style); err != nil {
+		if err := renderQueues(&b, infos(hostileQueues()), 7, tc.style); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()
@@ -234,7 +248,7 @@ func TestQueuesNeverPrintAHostileRune(t *testing.T) {
 
 	// JSON keeps the keys and addresses exact, and still prints none raw.
 	var b bytes.Buffer
-	if err := printJSON(&b, queuesJSONOf(hostileQueues(), 7)); err != nil {
+	if err := printJSON(&b, queuesJSONOf(infos(hostileQueues()), 7)); err != nil {
 		t.Fatal(err)
 	}
 	assertNoHostileBytes(t, "JSON", b.String(), false)

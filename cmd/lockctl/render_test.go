@@ -142,7 +142,7 @@ func TestGoldenQueues(t *testing.T) {
 		{"queues_wide.golden", renderStyle{Wide: true}},
 	} {
 		var b bytes.Buffer
-		if err := renderQueues(&b, sampleQueues(), 4, tc.style); err != nil {
+		if err := renderQueues(&b, infos(sampleQueues()), 4, tc.style); err != nil {
 			t.Fatal(err)
 		}
 		if !tc.style.Color && bytes.Contains(b.Bytes(), []byte("\x1b[")) {
@@ -151,7 +151,7 @@ func TestGoldenQueues(t *testing.T) {
 		golden(t, tc.file, b.Bytes())
 	}
 	var b bytes.Buffer
-	if err := printJSON(&b, queuesJSONOf(sampleQueues(), 4)); err != nil {
+	if err := printJSON(&b, queuesJSONOf(infos(sampleQueues()), 4)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "queues.json.golden", b.Bytes())
@@ -197,7 +197,7 @@ func TestPlainOutputIsAwkSafe(t *testing.T) {
 	}{
 		{"status", func(b *bytes.Buffer, s renderStyle) { renderStatus(b, sampleCluster(), s) }, 7,
 			[]string{"NODE", "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"}},
-		{"queues", func(b *bytes.Buffer, s renderStyle) { renderQueues(b, sampleQueues(), 4, s) }, 8,
+		{"queues", func(b *bytes.Buffer, s renderStyle) { renderQueues(b, infos(sampleQueues()), 4, s) }, 8,
 			[]string{"KEY", "backup", "builds", "builds", "deploy", "deploy", "jobs/nightly"}},
 	} {
 		for _, noHeaders := range []bool{false, true} {
@@ -242,7 +242,7 @@ func TestTablesFitTheWidth(t *testing.T) {
 			s := renderStyle{Table: true, Width: width, ASCII: ascii}
 			for name, draw := range map[string]func(*bytes.Buffer){
 				"status": func(b *bytes.Buffer) { renderStatus(b, long, s) },
-				"queues": func(b *bytes.Buffer) { renderQueues(b, queues, len(queues), s) },
+				"queues": func(b *bytes.Buffer) { renderQueues(b, infos(queues), len(queues), s) },
 			} {
 				var b bytes.Buffer
 				draw(&b)
@@ -331,7 +331,7 @@ func TestCutsKeepBothEnds(t *testing.T) {
 		Holders: []proto.QueueHolder{{Token: tokA, LeaseLeft: 30 * time.Second, ID: "root@build-vm-eu-west-1:31234#0c1d2e3f40516273-1"}},
 		Waiters: []proto.QueueWaiter{{Waited: time.Second, Addr: "10.200.100.7:51234"}}}}
 	b.Reset()
-	renderQueues(&b, q, 1, renderStyle{Table: true, Width: 64})
+	renderQueues(&b, infos(q), 1, renderStyle{Table: true, Width: 64})
 	for _, want := range []string{`roo[^ ]*…[^ ]*:31234 `, `job[^ ]*…[^ ]*-42 `} {
 		if !regexpMatch(want, b.String()) {
 			t.Errorf("queues at 64 columns: no cell matches %s:\n%s", want, b.String())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
+	"github.com/lockd-io/lockd/proto/client"
 )
 
 // The wait indicator: while an acquire waits in a key's queue, a person at
@@ -273,7 +274,9 @@ func queueOnce(ctx context.Context, addrs []string, key string) (proto.Queue, er
 			}
 			switch a.Kind {
 			case proto.OpQueue:
-				return proto.ParseQueue(a)
+				// Read as the client reads it: a reader key has many holders.
+				qi, err := client.ParseQueueInfo(a)
+				return qi.Queue, err
 			case proto.KindMoved:
 				addr = ""
 				if len(a.Fields) == 1 {

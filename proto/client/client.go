@@ -44,8 +44,11 @@
 //	}
 //
 // Acquire returns a Lock, which Release gives back; TryAcquire never
-// waits; NewElection elects a leader; Watch follows a key's holders and
-// waiters. Each has a runnable example (example_test.go,
+// waits; the Shared option takes a key as a reader; AcquireAll and
+// HoldAll take up to MaxSetKeys keys at once, all or none; NewElection
+// elects a leader, whose value Proclaim changes; Watch follows a key's
+// holders and waiters, and QueueInfo reads them with their modes, sets,
+// places and values. Each has a runnable example (example_test.go,
 // example_election_test.go), which pkg.go.dev, or pkgsite run locally,
 // shows beside it; go doc in a terminal shows no examples.
 //
@@ -242,6 +245,13 @@ type Lock struct {
 	// ID is the id the acquire carried, as Q shows it: Options.Name, '#',
 	// and what makes it unique.
 	ID string
+	// Shared says the lock is held as a reader (the Shared option).
+	Shared bool
+	// Place is which place of a semaphore (Limit > 1) the grant holds,
+	// 1 to Limit, the lowest that was free: a resource may fence by
+	// place and token. It is 0 for a lock, a reader, a key of a set,
+	// and from a node that does not say.
+	Place int
 
 	c *Client // the client that acquired it, for Release
 }

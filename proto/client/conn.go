@@ -649,8 +649,9 @@ func (cl *call) abandon() (result, bool) {
 
 // request is one request line to send.
 type request struct {
-	op  proto.Op
-	try bool // A: wait "-", never queue
+	op     proto.Op
+	try    bool // A: wait "-", never queue
+	shared bool // A: mode=shared, a reader
 	// limit (A) is how many may hold the key at once (0 and 1: a lock).
 	// Beside op it fills padding, so a semaphore's limit costs a lock's
 	// request no memory.
@@ -664,6 +665,11 @@ type request struct {
 	// granted it, or queued it, before the request had to move answers
 	// that grant again, or keeps its place, instead of granting twice.
 	id string
+	// more (A) are the keys of a set after key, sent as key=K.
+	more []string
+	// value (A, N) is the holder's value, sent percent-encoded as
+	// value=V; "" sends none.
+	value string
 
 	// A: the whole wait and when the request was first sent, to send
 	// what is left of it when the request moves to another connection.
@@ -711,6 +717,13 @@ func (r *request) appendTo(b []byte, ref uint64) []byte {
 		} else {
 			b = proto.AppendSeconds(b, r.wait)
 		}
+		for _, k := range r.more {
+			b = append(b, " key="...)
+			b = append(b, k...)
+		}
+		if r.shared {
+			b = append(b, " mode=shared"...)
+		}
 		if r.limit > 1 {
 			b = append(b, " limit="...)
 			b = strconv.AppendInt(b, int64(r.limit), 10)
@@ -718,6 +731,10 @@ func (r *request) appendTo(b []byte, ref uint64) []byte {
 		if r.id != "" {
 			b = append(b, " id="...)
 			b = append(b, r.id...)
+		}
+		if r.value != "" {
+			b = append(b, " value="...)
+			b = appendValue(b, r.value)
 		}
 		if ref != 0 {
 			b = append(b, " ref="...)
@@ -734,6 +751,10 @@ func (r *request) appendTo(b []byte, ref uint64) []byte {
 		b = strconv.AppendUint(b, r.token, 10)
 		b = append(b, ' ')
 		b = proto.AppendSeconds(b, r.lease)
+		if r.value != "" {
+			b = append(b, " value="...)
+			b = appendValue(b, r.value)
+		}
 	case proto.OpHandoff:
 		if r.addr != "" {
 			b = append(b, ' ')

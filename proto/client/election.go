@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,15 +17,6 @@ import (
 // DefaultElectionLease is an Election's lease when Election.Lease is 0:
 // how long a leader that died without resigning keeps the role.
 const DefaultElectionLease = 10 * time.Second
-
-// MaxValueLen is the longest value a candidate may campaign with, in
-// bytes: the value travels as the name part of its acquire's id
-// (VALUE#SUFFIX, see proto's A), beside a random suffix that makes the
-// id unique.
-const MaxValueLen = proto.MaxIDLen - electionSuffixLen
-
-// electionSuffixLen is '#' and a 64-bit random number in base 36.
-const electionSuffixLen = 1 + 13
 
 // ErrNoLeader: nobody leads the election now (Election.Leader).
 var ErrNoLeader = errors.New("no leader")
@@ -79,13 +71,14 @@ func (e *Election) Key() string { return e.key }
 
 // Campaign blocks until this candidate leads, or ctx ends (the candidate
 // then leaves the queue), waiting through an outage too (see "Outages"
-// in the package comment). value, up to MaxValueLen bytes without spaces
-// or control characters, is what observers see of this leader (an
-// address, a hostname). The returned Held is the leadership: it renews
-// itself, its Done closes when leadership is lost, and Resign (or its
-// Release) hands the role to the next candidate.
+// in the package comment). value is what observers see of this leader
+// (an address, a hostname, a document): 1 to MaxValueLen bytes of UTF-8
+// text, spaces included; "" is refused, as observers read it as no
+// leader. Proclaim changes it. The returned Held is the leadership: it
+// renews itself, its Done closes when leadership is lost, and Resign (or
+// its Release) hands the role to the next candidate.
 func (e *Election) Campaign(ctx context.Context, value string) (*Held, error) {
-	if err := checkValue(e.key, value); err != nil {
+	if err := checkValue("campaign", e.key, value); err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
@@ -98,10 +91,17 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Held, error) {
 	if lease <= 0 {
 		lease = DefaultElectionLease
 	}
-	var r [8]byte
-	rand.Read(r[:])
-	id := value + string(proto.IDSep) + strconv.FormatUint(binary.BigEndian.Uint64(r[:]), 36)
-	h, err := e.c.Hold(ctx, e.key, lease, AcquireOption{func(o *acquireOptions) { o.id = id }})
+	h, err := e.c.Hold(ctx, e.key, lease, AcquireOption{func(o *acquireOptions) { o.value = value }})
+	if refusedValue(err) {
+		// A node that does not read value= yet: observers of it read the
+		// value from the name the acquire's id leads with, which carries
+		// a value of one short word.
+		if id, ok := idValue(value); ok {
+			h, err = e.c.Hold(ctx, e.key, lease, AcquireOption{func(o *acquireOptions) { o.id = id }})
+		} else {
+			err = fmt.Errorf("campaign %s: the node does not read value= yet, and carries only a value of at most %d bytes without spaces in its stead: %w", e.key, maxIDValueLen, err)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -111,16 +111,53 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Held, error) {
 	return h, nil
 }
 
-func checkValue(key, value string) error {
-	if len(value) > MaxValueLen {
-		return fmt.Errorf("campaign %s: a value of %d bytes is too long: at most %d bytes (an address, a name); keep more elsewhere under that name", key, len(value), MaxValueLen)
+// maxIDValueLen is the longest value an acquire's id carries, beside
+// '#' and a 64-bit random number in base 36 that make it unique.
+const maxIDValueLen = proto.MaxIDLen - 1 - 13
+
+// idValue is the id that carries value to a node that does not read
+// value=, when value fits in one: VALUE#SUFFIX.
+func idValue(value string) (string, bool) {
+	if len(value) > maxIDValueLen {
+		return "", false
 	}
 	for i := 0; i < len(value); i++ {
 		if b := value[i]; b <= ' ' || b == 0x7f {
-			return fmt.Errorf("campaign %s: value %q has a space or control character at byte %d: a value is one word", key, value, i)
+			return "", false
 		}
 	}
-	return nil
+	var r [8]byte
+	rand.Read(r[:])
+	return value + string(proto.IDSep) + strconv.FormatUint(binary.BigEndian.Uint64(r[:]), 36), true
+}
+
+// refusedValue reports whether err is a node's refusal of the value=
+// word: a node older than the word.
+func refusedValue(err error) bool {
+	var se *ServerError
+	return errors.As(err, &se) && strings.Contains(se.Msg, `"value=`)
+}
+
+// ErrNotLeader: Proclaim was called on an Election that does not lead.
+var ErrNotLeader = errors.New("this Election does not lead")
+
+// Proclaim changes the value observers see of this leader, without
+// giving the role up (etcd's Proclaim): Leader and Observe see the new
+// value at once. value is as for Campaign. It also renews the lease. It
+// fails with an error matching ErrNotLeader when this Election does not
+// lead, and one matching ErrLost (and ErrNotHeld) when lockd says it no
+// longer does: the Held that Campaign returned is then done too.
+func (e *Election) Proclaim(ctx context.Context, value string) error {
+	if err := checkValue("proclaim", e.key, value); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	h := e.held
+	e.mu.Unlock()
+	if h == nil || h.Err() != nil {
+		return fmt.Errorf("proclaim %s: %w; Campaign first", e.key, ErrNotLeader)
+	}
+	return h.proclaim(ctx, value)
 }
 
 // Resign gives up the role, if this Election leads: the next candidate
@@ -144,7 +181,7 @@ func (e *Election) Resign(ctx context.Context) error {
 // Leader returns who leads now, or an error matching ErrNoLeader when
 // nobody does.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	q, err := e.c.Queue(ctx, e.key)
+	q, err := e.c.QueueInfo(ctx, e.key)
 	if err != nil {
 		return Leader{}, err
 	}
@@ -155,21 +192,28 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	return l, nil
 }
 
-func leaderOf(q proto.Queue) Leader {
+// leaderOf reads who leads from a key's state: the holder's value=, or,
+// from a node that does not say it, the name its id leads with (where
+// older clients put the value).
+func leaderOf(q QueueInfo) Leader {
 	if !q.Held {
 		return Leader{}
 	}
 	l := Leader{Token: q.Token, LeaseLeft: q.LeaseLeft}
-	for _, h := range q.Holders {
-		if h.Token == q.Token {
-			l.Value = h.Name()
+	for i, h := range q.Holders {
+		if h.Token != q.Token {
+			continue
+		}
+		l.Value = h.Name()
+		if i < len(q.HolderInfo) && q.HolderInfo[i].Value != "" {
+			l.Value = q.HolderInfo[i].Value
 		}
 	}
 	return l
 }
 
-// Observe sends who leads now, then every change of leader (a zero
-// Leader while nobody leads), until ctx ends; then it closes the
+// Observe sends who leads now, then every change of leader or of its
+// value (Proclaim; a zero Leader while nobody leads), until ctx ends; then it closes the
 // channel. It follows the key with WatchEvents, which the node pushes on
 // every change: nothing polls. A reader that falls behind gets the
 // latest leader, not every one in between. When the watch loses the
@@ -199,12 +243,12 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 				continue
 			}
 			for ev := range events {
-				l := leaderOf(ev.Queue)
+				l := leaderOf(ev.Info)
 				switch {
 				case ev.Stale:
 					l, stale = last, true
 					l.Stale = true
-				case !first && !stale && l.Token == last.Token:
+				case !first && !stale && l.Token == last.Token && l.Value == last.Value:
 					continue
 				default:
 					first, stale, last = false, false, l

@@ -35,7 +35,8 @@ type fakeServer struct {
 
 	mu     sync.Mutex
 	conns  []*serverConn
-	closed bool // a connection accepted after close is closed at once
+	closed bool     // a connection accepted after close is closed at once
+	lines  []string // every request line but the keep-alives, in arrival order
 }
 
 type fakeReq struct {
@@ -116,6 +117,9 @@ func (f *fakeServer) serve(sc *serverConn) {
 			continue
 		}
 		sc.reqs.Add(1)
+		f.mu.Lock()
+		f.lines = append(f.lines, r.line)
+		f.mu.Unlock()
 		if f.auto != nil && f.auto(sc, r) {
 			continue
 		}

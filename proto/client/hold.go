@@ -94,25 +94,50 @@ func (c *Client) Hold(ctx context.Context, key string, lease time.Duration, opts
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLease("hold", key, lease); err != nil {
+	if err := c.checkHoldLease(key, lease); err != nil {
 		return nil, err
 	}
-	if least := c.MinHoldLease(); lease < least {
-		return nil, fmt.Errorf("hold %s: lease %s is %w: the shortest is %s (twice the failure timeout, %s); give a lease of at least %s, or, if the cluster runs a shorter --failure-timeout, give Options.FailureTimeout the same",
-			key, lease, ErrLeaseTooShort, least, c.opts.FailureTimeout, least)
-	}
-	first := lease
-	if o.maxHold > 0 {
-		if o.maxHold < time.Millisecond {
-			return nil, fmt.Errorf("hold %s: MaxHold %s is shorter than the shortest lease, 1ms", key, o.maxHold)
-		}
-		first = min(lease, o.maxHold)
+	first, err := firstLease(key, lease, o)
+	if err != nil {
+		return nil, err
 	}
 	asked := time.Now() // the lease cannot have started before
 	lock, err := c.AcquireWith(ctx, key, first, 0, opts...)
 	if err != nil {
 		return nil, err
 	}
+	return c.keep(ctx, lock, lease, first, asked, o)
+}
+
+// firstLease is the lease the acquire of a hold asks for: lease, or less
+// when MaxHold ends sooner.
+func firstLease(key string, lease time.Duration, o acquireOptions) (time.Duration, error) {
+	if o.maxHold <= 0 {
+		return lease, nil
+	}
+	if o.maxHold < time.Millisecond {
+		return 0, fmt.Errorf("hold %s: MaxHold %s is shorter than the shortest lease, 1ms", key, o.maxHold)
+	}
+	return min(lease, o.maxHold), nil
+}
+
+// checkHoldLease refuses a lease Hold could not keep through a failover.
+func (c *Client) checkHoldLease(key string, lease time.Duration) error {
+	if err := checkLease("hold", key, lease); err != nil {
+		return err
+	}
+	if least := c.MinHoldLease(); lease < least {
+		return fmt.Errorf("hold %s: lease %s is %w: the shortest is %s (twice the failure timeout, %s); give a lease of at least %s, or, if the cluster runs a shorter --failure-timeout, give Options.FailureTimeout the same",
+			key, lease, ErrLeaseTooShort, least, c.opts.FailureTimeout, least)
+	}
+	return nil
+}
+
+// keep starts renewing lock, granted for first by an acquire sent at
+// asked, every third of lease: the Held of Hold.
+func (c *Client) keep(ctx context.Context, lock Lock, lease, first time.Duration, asked time.Time, o acquireOptions) (*Held, error) {
+	key := lock.Key
+	var err error
 	lock.Lease = lease
 	h := &Held{c: c, lock: lock, lease: lease, loopDone: make(chan struct{})}
 	if o.maxHold > 0 {
@@ -269,6 +294,37 @@ func (h *Held) renew(start time.Time) {
 		h.mu.Unlock()
 		t.Reset(retry)
 	}
+}
+
+// proclaim renews the lock with a new value (Election.Proclaim). lockd
+// saying the token no longer holds the key ends the hold; a refusal
+// (of the value, by a node that does not read value=) does not, and the
+// renewal loop goes on.
+func (h *Held) proclaim(ctx context.Context, value string) error {
+	key, token := h.lock.Key, h.lock.Token
+	sent := time.Now()
+	lease := h.lease
+	if !h.capAt.IsZero() {
+		lease = min(lease, h.capAt.Sub(sent))
+	}
+	if lease < time.Millisecond {
+		return fmt.Errorf("proclaim %s: %w: the hold reached its MaxHold", key, ErrNotLeader)
+	}
+	err := h.c.renew(ctx, key, token, lease, value)
+	switch {
+	case err == nil:
+		h.extend(sent.Add(lease), lease < h.lease)
+		return nil
+	case errors.Is(err, ErrNotHeld):
+		lost := fmt.Errorf("hold %s token %d: %w: lockd says the token no longer holds the key", key, token, ErrLost)
+		h.end(lost)
+		return fmt.Errorf("proclaim %s: %w", key, lost)
+	}
+	var se *ServerError
+	if errors.As(err, &se) {
+		return err
+	}
+	return fmt.Errorf("proclaim %s: %w", key, err)
 }
 
 // extend moves the expiry to end after an acknowledged renewal.

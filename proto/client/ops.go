@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
@@ -57,6 +58,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, lease time.Duration
 
 // heldError is a TryAcquire's answer T.
 type heldError struct {
+	op    string // the call that asked: "acquire", "acquire-all"
 	key   string
 	limit int
 }
@@ -65,6 +67,9 @@ func (e *heldError) Error() string {
 	held := ErrHeld.Error()
 	if e.limit > 1 {
 		held += fmt.Sprintf(" (all %d places of the semaphore are taken)", e.limit)
+	}
+	if e.op != "acquire" {
+		return "try-" + e.op + " " + e.key + ": " + held + " (one of the keys at least); nothing was queued or taken: try again later, or wait with AcquireAll"
 	}
 	return "try-acquire " + e.key + ": " + held + "; nothing was queued: try again later, or wait with Acquire"
 }
@@ -75,22 +80,35 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 	if err := checkKey("acquire", key); err != nil {
 		return Lock{}, err
 	}
-	if err := checkLease("acquire", key, lease); err != nil {
-		return Lock{}, err
-	}
-	o, err := gatherOptions("acquire", key, opts)
+	locks, err := c.acquireKeys(ctx, "acquire", []string{key}, lease, wait, try, opts)
 	if err != nil {
 		return Lock{}, err
+	}
+	return locks[0], nil
+}
+
+// acquireKeys sends one acquire of keys (a set when more than one: the
+// first on the line, the others as key=K) and reads its grant, one token
+// per key in order. The keys were checked.
+func (c *Client) acquireKeys(ctx context.Context, op string, keys []string, lease, wait time.Duration, try bool, opts []AcquireOption) (Locks, error) {
+	key, label := keys[0], setLabel(keys)
+	if err := checkLease(op, label, lease); err != nil {
+		return nil, err
+	}
+	o, err := gatherOptions(op, label, opts)
+	if err != nil {
+		return nil, err
 	}
 	if o.waitSet && !try {
 		// Wait(0) is "do not wait": the try-lock, which never queues.
 		wait, try = o.wait, o.wait <= 0
 	}
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
-		return Lock{}, fmt.Errorf("acquire %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", key, wait, proto.MaxSeconds)
+		return nil, fmt.Errorf("%s %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", op, label, wait, proto.MaxSeconds)
 	}
 	limit := o.limit
-	req := request{op: proto.OpAcquire, key: key, lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit), id: c.idFor(o), try: try}
+	req := request{op: proto.OpAcquire, key: key, more: keys[1:], lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit),
+		shared: o.shared, id: c.idFor(o), value: o.value, try: try}
 	rctx := ctx
 	if wait > 0 && !try {
 		// The server answers T when the wait ends, but holds that answer
@@ -106,30 +124,72 @@ func (c *Client) acquire(ctx context.Context, key string, lease, wait time.Durat
 	}
 	a, cn, err := c.roundTrip(rctx, &req, true)
 	if errors.Is(err, errWaitElapsed) || (err != nil && ctx.Err() == nil && rctx.Err() != nil) {
-		return Lock{}, timeoutErr(key, wait, limit)
+		return nil, timeoutErr(op, label, wait, limit)
 	}
 	if err != nil && !try && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		// ctx's deadline ended the wait before the wait's own did: the
 		// same outcome, the same error.
-		return Lock{}, ctxTimeoutErr(key, limit)
+		return nil, ctxTimeoutErr(op, label, limit)
 	}
 	if err != nil {
-		return Lock{}, callErr("acquire", key, err)
+		return nil, callErr(op, label, err)
 	}
 	switch a.Kind {
 	case proto.OpAcquire:
-		if len(a.Fields) == 1 {
-			if token, err := proto.ParseToken(a.Fields[0]); err == nil {
-				return Lock{Key: key, Token: token, Lease: lease, Limit: limit, ID: req.id, c: c}, nil
+		if g, ok := parseGrant(a, len(keys)); ok {
+			locks := make(Locks, len(keys))
+			for i, k := range keys {
+				locks[i] = Lock{Key: k, Token: g.tokens[i], Lease: lease, Limit: limit, ID: req.id, Shared: o.shared, c: c}
 			}
+			locks[0].Place = g.place
+			return locks, nil
 		}
 	case proto.KindTimeout:
 		if try {
-			return Lock{}, &heldError{key, limit}
+			return nil, &heldError{op, label, limit}
 		}
-		return Lock{}, timeoutErr(key, wait, limit)
+		return nil, timeoutErr(op, label, wait, limit)
 	}
-	return Lock{}, badAnswer("acquire", key, cn, a)
+	return nil, badAnswer(op, label, cn, a)
+}
+
+// grant is what an A answer grants: a token per key asked, in order, and
+// a semaphore's place.
+type grant struct {
+	tokens []uint64
+	place  int // 0 when the answer does not say
+}
+
+// parseGrant reads "A key TOKEN [TOKEN]... [place=P]", n tokens; words
+// name=value it does not know are skipped, as the grammar asks.
+func parseGrant(a proto.Answer, n int) (grant, bool) {
+	var g grant
+	f := a.Fields
+	if len(f) < n {
+		return g, false
+	}
+	g.tokens = make([]uint64, n)
+	for i := range n {
+		t, err := proto.ParseToken(f[i])
+		if err != nil {
+			return g, false
+		}
+		g.tokens[i] = t
+	}
+	for _, w := range f[n:] {
+		name, val, ok := strings.Cut(w, "=")
+		if !ok {
+			return g, false // a token too many
+		}
+		if name == "place" {
+			p, err := strconv.Atoi(val)
+			if err != nil || p < 1 || p > proto.MaxLimit {
+				return g, false
+			}
+			g.place = p
+		}
+	}
+	return g, true
 }
 
 // Release is ReleaseToken.
@@ -352,13 +412,18 @@ func (r *releaser) collect() (bool, error) {
 // wrapping ErrNotHeld when the token no longer holds the key (the lease
 // ran out, or it was released).
 func (c *Client) Renew(ctx context.Context, key string, token uint64, lease time.Duration) error {
+	return c.renew(ctx, key, token, lease, "")
+}
+
+// renew is Renew that also sets the holder's value when value is not "".
+func (c *Client) renew(ctx context.Context, key string, token uint64, lease time.Duration, value string) error {
 	if err := checkKey("renew", key); err != nil {
 		return err
 	}
 	if err := checkLease("renew", key, lease); err != nil {
 		return err
 	}
-	req := request{op: proto.OpRenew, key: key, token: token, lease: lease}
+	req := request{op: proto.OpRenew, key: key, token: token, lease: lease, value: value}
 	a, cn, err := c.roundTrip(ctx, &req, true)
 	if err != nil {
 		return callErr("renew", key, err)
@@ -394,14 +459,11 @@ func (c *Client) Queue(ctx context.Context, key string) (proto.Queue, error) {
 }
 
 // parseQueue reads a Q or L answer as Queue and Watch deliver it: Limit
-// 1 for a lock, where the wire leaves it out.
+// 1 for a lock, where the wire leaves it out, and a reader key's many
+// holders read (see ParseQueueInfo).
 func parseQueue(a proto.Answer) (proto.Queue, error) {
-	q, err := proto.ParseQueue(a)
-	if err != nil {
-		return q, err
-	}
-	q.Limit = max(q.Limit, 1)
-	return q, nil
+	qi, err := ParseQueueInfo(a)
+	return qi.Queue, err
 }
 
 // Keys lists the keys held or waited on that pattern selects: "*" all,
@@ -711,14 +773,17 @@ func moveBackoff(n int) time.Duration {
 // orphan deals with an answer that came after its caller gave up. A grant
 // is released at once, so that an abandoned acquire leaks no lock.
 func (c *Client) orphan(cl *call, a proto.Answer) {
-	if cl.req.op != proto.OpAcquire || a.Kind != proto.OpAcquire || len(a.Fields) != 1 {
+	if cl.req.op != proto.OpAcquire || a.Kind != proto.OpAcquire {
 		return
 	}
-	token, err := proto.ParseToken(a.Fields[0])
-	if err != nil {
+	keys := append([]string{cl.req.key}, cl.req.more...)
+	g, ok := parseGrant(a, len(keys))
+	if !ok {
 		return
 	}
-	c.releaseLater(cl.req.key, token, "lockd released a lock granted after its acquire gave up")
+	for i, k := range keys {
+		c.releaseLater(k, g.tokens[i], "lockd released a lock granted after its acquire gave up")
+	}
 }
 
 // movedTo reads the address of an M answer.
@@ -789,19 +854,22 @@ func (e *waitTimeout) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
-func heldWords(limit int) string {
-	if limit > 1 {
+func heldWords(op string, limit int) string {
+	switch {
+	case op != "acquire":
+		return "another client holds one of the keys at least, and none of them was taken"
+	case limit > 1:
 		return fmt.Sprintf("all %d places of the semaphore are taken", limit)
 	}
 	return "another client holds the key"
 }
 
-func timeoutErr(key string, wait time.Duration, limit int) error {
-	return &waitTimeout{fmt.Sprintf("acquire %s: %s after %s: %s; retry later, or wait longer (a wait of 0 waits forever)", key, ErrTimeout, wait, heldWords(limit))}
+func timeoutErr(op, key string, wait time.Duration, limit int) error {
+	return &waitTimeout{fmt.Sprintf("%s %s: %s after %s: %s; retry later, or wait longer (a wait of 0 waits forever)", op, key, ErrTimeout, wait, heldWords(op, limit))}
 }
 
-func ctxTimeoutErr(key string, limit int) error {
-	return &waitTimeout{fmt.Sprintf("acquire %s: %s: the context's deadline passed: %s; retry later, or give the context longer", key, ErrTimeout, heldWords(limit))}
+func ctxTimeoutErr(op, key string, limit int) error {
+	return &waitTimeout{fmt.Sprintf("%s %s: %s: the context's deadline passed: %s; retry later, or give the context longer", op, key, ErrTimeout, heldWords(op, limit))}
 }
 
 func notHeldErr(op, key string, token uint64) error {

@@ -25,6 +25,8 @@ type acquireOptions struct {
 	nameSet  bool
 	id       string // a whole id, set by Election
 	maxHold  time.Duration
+	shared   bool
+	value    string // the holder's value (value=V), set by Election
 }
 
 // Limit makes an acquire take one of n places of key, a semaphore: up to
@@ -56,6 +58,17 @@ func Name(s string) AcquireOption {
 	return AcquireOption{func(o *acquireOptions) { o.name, o.nameSet = s, true }}
 }
 
+// Shared makes an acquire take the key as a reader (proto's
+// mode=shared): any number of readers hold a key at once, never beside a
+// writer (an acquire without Shared). The queue is FIFO-fair: a reader
+// never passes a writer queued before it, and when a writer releases,
+// the readers queued behind it are granted together, each with a token
+// of its own. Shared with Limit(n), n > 1, is refused: a semaphore's
+// places are all alike.
+func Shared() AcquireOption {
+	return AcquireOption{func(o *acquireOptions) { o.shared = true }}
+}
+
 // MaxHold caps how long Hold keeps renewing the lock: d after the grant
 // the lock's last lease ends (the last renewal asks for no more than
 // what is left of d) and the Held is done with an error matching
@@ -75,6 +88,9 @@ func gatherOptions(op, key string, opts []AcquireOption) (acquireOptions, error)
 	}
 	if o.limit < 1 || o.limit > proto.MaxLimit {
 		return o, fmt.Errorf("%s %s: limit %d is out of range: a key allows 1 (a lock) to %d holders at once", op, key, o.limit, proto.MaxLimit)
+	}
+	if o.shared && o.limit > 1 {
+		return o, fmt.Errorf("%s %s: Shared and Limit(%d) do not go together: a semaphore's places are all alike; take Shared for a reader of a lock, or Limit alone for a semaphore", op, key, o.limit)
 	}
 	if o.waitSet && o.wait > proto.MaxSeconds*time.Second {
 		return o, fmt.Errorf("%s %s: wait %s is out of range: at most %d seconds (leave Wait out to wait forever)", op, key, o.wait, proto.MaxSeconds)

@@ -50,6 +50,9 @@ type WatchEvent struct {
 	// Queue is the key's holders and waiters: the state just read from
 	// the active node, or, in a Stale event, the last state read.
 	Queue proto.Queue
+	// Info is Queue with what the node said beyond it: the key's mode,
+	// sets, places and values (see QueueInfo). Info.Queue is Queue.
+	Info QueueInfo
 	// Addr is the node Queue was read from.
 	Addr string
 	// Stale says that the watch lost the cluster: no node has served it
@@ -98,9 +101,9 @@ func (c *Client) watch(ctx context.Context, key string, w *watcher) error {
 	g.mu.Lock()
 	g.subs = append(g.subs, w)
 	if g.have {
-		w.send(WatchEvent{Queue: g.last, Addr: g.lastAddr})
+		w.send(WatchEvent{Queue: g.last.Queue, Info: g.last, Addr: g.lastAddr})
 		if g.stale {
-			w.send(WatchEvent{Queue: g.last, Addr: g.lastAddr, Stale: true, Err: g.staleErr})
+			w.send(WatchEvent{Queue: g.last.Queue, Info: g.last, Addr: g.lastAddr, Stale: true, Err: g.staleErr})
 		}
 	}
 	g.mu.Unlock()
@@ -196,7 +199,7 @@ type watchGroup struct {
 	mu       sync.Mutex
 	subs     []*watcher
 	cn       *conn // where the subscription lives now, nil while it moves
-	last     proto.Queue
+	last     QueueInfo
 	lastAddr string // where last was read
 	have     bool
 	ended    bool
@@ -242,7 +245,7 @@ func (g *watchGroup) remove(w *watcher) {
 
 // deliver hands an L answer read on cn to every watcher.
 func (g *watchGroup) deliver(cn *conn, a proto.Answer) {
-	q, err := parseQueue(a)
+	q, err := ParseQueueInfo(a)
 	if err != nil {
 		g.c.log.Warn("lockd watch answer unreadable", "addr", cn.addr, "key", a.Key, "err", err)
 		return
@@ -259,7 +262,7 @@ func (g *watchGroup) deliver(cn *conn, a proto.Answer) {
 		g.staleT = nil
 	}
 	for _, w := range g.subs {
-		w.send(WatchEvent{Queue: q, Addr: cn.addr})
+		w.send(WatchEvent{Queue: q.Queue, Info: q, Addr: cn.addr})
 	}
 }
 
@@ -304,7 +307,7 @@ func (g *watchGroup) goStale() {
 	}
 	g.stale, g.staleErr = true, err
 	for _, w := range g.subs {
-		w.send(WatchEvent{Queue: g.last, Addr: g.lastAddr, Stale: true, Err: err})
+		w.send(WatchEvent{Queue: g.last.Queue, Info: g.last, Addr: g.lastAddr, Stale: true, Err: err})
 	}
 }
 

@@ -20,7 +20,7 @@ type handles struct {
 }
 
 type holdState struct {
-	h *client.Held
+	h holding
 	// e is the election a campaign's hold leads, nil for a plain hold.
 	e      *client.Election
 	mu     sync.Mutex
@@ -165,6 +165,9 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	if cmd.MaxMS != nil {
 		opts = append(opts, client.MaxHold(ms(*cmd.MaxMS)))
 	}
+	if cmd.Shared {
+		opts = append(opts, client.Shared())
+	}
 	h, err := c.Hold(ctx, cmd.Key, ms(cmd.LeaseMS), opts...)
 	if err != nil {
 		return nil, err
@@ -172,9 +175,17 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	return map[string]any{"hold": d.addHold(h, nil), "token": fmt.Sprint(h.Token())}, nil
 }
 
+// holding is a hold of one key (*client.Held) or of a set of keys
+// (*client.HeldSet).
+type holding interface {
+	Done() <-chan struct{}
+	Err() error
+	Release(ctx context.Context) error
+}
+
 // addHold numbers h and writes its loss as an event when it comes; e is
 // the election h leads, if any.
-func (d *driver) addHold(h *client.Held, e *client.Election) int {
+func (d *driver) addHold(h holding, e *client.Election) int {
 	id := d.newHandle()
 	st := &holdState{h: h, e: e}
 	d.h.mu.Lock()
@@ -192,7 +203,13 @@ func (d *driver) addHold(h *client.Held, e *client.Election) int {
 		if err := h.Err(); err != nil {
 			msg = err.Error()
 		}
-		d.write(map[string]any{"event": "lost", "hold": id, "reason": reason, "message": msg, "ms_since_open": d.sinceOpen()})
+		ev := map[string]any{"event": "lost", "hold": id, "reason": reason, "message": msg, "ms_since_open": d.sinceOpen()}
+		if s, ok := h.(*client.HeldSet); ok {
+			if l, by := s.EndedBy(); by {
+				ev["key"] = l.Key // the key whose loss ended the set
+			}
+		}
+		d.write(ev)
 	}()
 	return id
 }

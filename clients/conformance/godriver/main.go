@@ -80,6 +80,8 @@ type command struct {
 	Hold        int      `json:"hold"`
 	Watch       int      `json:"watch"`
 	Value       string   `json:"value"`
+	Keys        []string `json:"keys"`
+	Shared      bool     `json:"shared"`
 }
 
 type tlsConfig struct {
@@ -340,6 +342,15 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		return d.observe(cmd)
 	case "resign":
 		return d.resign(cmd)
+	case "hold_shared":
+		cmd.Shared = true
+		return d.hold(cmd)
+	case "hold_all":
+		return d.holdAll(cmd)
+	case "proclaim":
+		return d.proclaim(cmd)
+	case "place":
+		return d.place(cmd)
 	}
 	return nil, errUnsupported
 }

@@ -1,0 +1,94 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxValueLen is the longest value a holder may carry (Campaign,
+// Proclaim), in bytes of UTF-8 before it is encoded for the wire.
+const MaxValueLen = 1024
+
+// checkValue refuses a value the wire cannot carry: empty (an observer
+// reads "" as no leader), longer than MaxValueLen bytes, or not UTF-8.
+// Spaces and any other character are fine: the value travels
+// percent-encoded.
+func checkValue(op, key, value string) error {
+	switch {
+	case value == "":
+		return fmt.Errorf("%s %s: the value is empty: give what observers should see of this leader (an address, a name); \"\" reads as no leader", op, key)
+	case len(value) > MaxValueLen:
+		return fmt.Errorf("%s %s: a value of %d bytes is too long: at most %d bytes; keep more elsewhere under that name", op, key, len(value), MaxValueLen)
+	case !utf8.ValidString(value):
+		return fmt.Errorf("%s %s: value %q is not UTF-8 text", op, key, value)
+	}
+	return nil
+}
+
+// unreserved reports whether b stands for itself in an encoded value:
+// A-Z a-z 0-9 - . _ ~, as RFC 3986 has it. Every other byte is written
+// %XX.
+func unreserved(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-' || b == '.' || b == '_' || b == '~'
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// appendValue writes v percent-encoded, as value=V carries it.
+func appendValue(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if unreserved(c) {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', upperHex[c>>4], upperHex[c&15])
+	}
+	return b
+}
+
+// encodeValue is v as value=V carries it.
+func encodeValue(v string) string { return string(appendValue(nil, v)) }
+
+var errBadEscape = errors.New("a % not followed by two hex digits")
+
+// decodeValue reads a percent-encoded value: %XX (either case) is the
+// byte XX, any other byte itself.
+func decodeValue(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '%' {
+			b = append(b, c)
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", errBadEscape
+		}
+		hi, ok1 := unhex(s[i+1])
+		lo, ok2 := unhex(s[i+2])
+		if !ok1 || !ok2 {
+			return "", errBadEscape
+		}
+		b = append(b, hi<<4|lo)
+		i += 2
+	}
+	return string(b), nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
