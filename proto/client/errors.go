@@ -38,7 +38,29 @@ var (
 	// *ServerError, which matches ErrLimitMismatch with errors.Is; Queue
 	// tells the key's limit.
 	ErrLimitMismatch = errors.New("the key exists with another limit")
+	// ErrInvalidArgument: the call's arguments were refused before
+	// anything was sent: a key that is not one, a lease, wait or limit
+	// out of range, options that do not go together, a set's key named
+	// twice, a value the wire cannot carry, a hold's lease too short
+	// (ErrLeaseTooShort). The error's words say which, and what to give
+	// instead.
+	ErrInvalidArgument = errors.New("invalid argument")
 )
+
+// argError is a refusal of a call's arguments: err's words, matching
+// ErrInvalidArgument as well as what err wraps.
+type argError struct{ err error }
+
+func (e *argError) Error() string { return e.err.Error() }
+
+func (e *argError) Unwrap() error { return e.err }
+
+func (e *argError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// argErrorf is fmt.Errorf for a refusal of a call's arguments.
+func argErrorf(format string, a ...any) error {
+	return &argError{fmt.Errorf(format, a...)}
+}
 
 // ServerError is an E answer: the node refused the request and said why.
 type ServerError struct {

@@ -83,8 +83,8 @@ func TestSharedWithLimitIsRefused(t *testing.T) {
 		},
 	} {
 		err := call()
-		if err == nil || !strings.Contains(err.Error(), "Shared and Limit") {
-			t.Errorf("%s: %v, want a refusal of Shared with a Limit", name, err)
+		if err == nil || !strings.Contains(err.Error(), "Shared and Limit") || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v, want a refusal of Shared with a Limit, matching ErrInvalidArgument", name, err)
 		}
 	}
 	// Limit(1) is a lock: a reader of it is fine.
@@ -197,8 +197,8 @@ func TestSetsRefusedBeforeSending(t *testing.T) {
 		{[]string{"a", "b", "a"}, `key "a" is given twice (keys 1 and 3 of 3)`},
 		{[]string{"a", "b c"}, "without space"},
 	} {
-		if _, err := c.AcquireAll(ctx, tc.keys, time.Second, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("AcquireAll %q: %v, want %q", tc.keys, err, tc.want)
+		if _, err := c.AcquireAll(ctx, tc.keys, time.Second, 0); err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("AcquireAll %q: %v, want %q, matching ErrInvalidArgument", tc.keys, err, tc.want)
 		}
 		if _, err := c.HoldAll(ctx, tc.keys, time.Second); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("HoldAll %q: %v, want %q", tc.keys, err, tc.want)
@@ -459,8 +459,8 @@ func TestCampaignSendsValueAndProclaimRenewsWithIt(t *testing.T) {
 		{long + "x", "too long"},
 		{"\xff", "UTF-8"},
 	} {
-		if err := e.Proclaim(ctx, bad.value); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("Proclaim %.10q: %v, want %q", bad.value, err, bad.want)
+		if err := e.Proclaim(ctx, bad.value); err == nil || !strings.Contains(err.Error(), bad.want) || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Proclaim %.10q: %v, want %q, matching ErrInvalidArgument", bad.value, err, bad.want)
 		}
 		if _, err := NewElection(c, "x").Campaign(ctx, bad.value); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Campaign %.10q: %v, want %q", bad.value, err, bad.want)

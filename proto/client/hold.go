@@ -116,7 +116,7 @@ func firstLease(key string, lease time.Duration, o acquireOptions) (time.Duratio
 		return lease, nil
 	}
 	if o.maxHold < time.Millisecond {
-		return 0, fmt.Errorf("hold %s: MaxHold %s is shorter than the shortest lease, 1ms", key, o.maxHold)
+		return 0, argErrorf("hold %s: MaxHold %s is shorter than the shortest lease, 1ms", key, o.maxHold)
 	}
 	return min(lease, o.maxHold), nil
 }
@@ -127,7 +127,7 @@ func (c *Client) checkHoldLease(key string, lease time.Duration) error {
 		return err
 	}
 	if least := c.MinHoldLease(); lease < least {
-		return fmt.Errorf("hold %s: lease %s is %w: the shortest is %s (twice the failure timeout, %s); give a lease of at least %s, or, if the cluster runs a shorter --failure-timeout, give Options.FailureTimeout the same",
+		return argErrorf("hold %s: lease %s is %w: the shortest is %s (twice the failure timeout, %s); give a lease of at least %s, or, if the cluster runs a shorter --failure-timeout, give Options.FailureTimeout the same",
 			key, lease, ErrLeaseTooShort, least, c.opts.FailureTimeout, least)
 	}
 	return nil

@@ -229,8 +229,8 @@ func TestHoldOptionErrors(t *testing.T) {
 		{client.MaxHold(-time.Second), "MaxHold -1s is negative"},
 	} {
 		_, err := c.Hold(ctx, "jobs", time.Second, tc.opt)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Hold: %v, want %q", err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, client.ErrInvalidArgument) {
+			t.Errorf("Hold: %v, want %q, matching ErrInvalidArgument", err, tc.want)
 		}
 		_, err = c.AcquireWith(ctx, "jobs", time.Second, 0, tc.opt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -51,7 +51,7 @@ var ErrHeld = errors.New("the key is held by others")
 // goroutines of it wait on the same key.
 func (c *Client) TryAcquire(ctx context.Context, key string, lease time.Duration, opts ...AcquireOption) (Lock, error) {
 	if o, err := gatherOptions("try-acquire", key, opts); err == nil && o.waitSet {
-		return Lock{}, fmt.Errorf("try-acquire %s: Wait(%s) is not for TryAcquire, which never waits: to wait up to a time, use AcquireWith(ctx, key, lease, 0, Wait(d))", key, o.wait)
+		return Lock{}, argErrorf("try-acquire %s: Wait(%s) is not for TryAcquire, which never waits: to wait up to a time, use AcquireWith(ctx, key, lease, 0, Wait(d))", key, o.wait)
 	}
 	return c.acquire(ctx, key, lease, 0, true, opts)
 }
@@ -104,7 +104,7 @@ func (c *Client) acquireKeys(ctx context.Context, op string, keys []string, leas
 		wait, try = o.wait, o.wait <= 0
 	}
 	if wait < 0 || wait > proto.MaxSeconds*time.Second {
-		return nil, fmt.Errorf("%s %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", op, label, wait, proto.MaxSeconds)
+		return nil, argErrorf("%s %s: wait %s is out of range; pass 0 to wait forever, or up to %d seconds", op, label, wait, proto.MaxSeconds)
 	}
 	limit := o.limit
 	req := request{op: proto.OpAcquire, key: key, more: keys[1:], lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit),
@@ -817,14 +817,14 @@ func (c *Client) unavailable(last error) error {
 
 func checkKey(op, key string) error {
 	if msg := proto.CheckKey([]byte(key)); msg != "" {
-		return fmt.Errorf("%s %q: %s; a key is 1 to %d bytes without space, tab or control character", op, key, msg, proto.MaxKeyLen)
+		return argErrorf("%s %q: %s; a key is 1 to %d bytes without space, tab or control character", op, key, msg, proto.MaxKeyLen)
 	}
 	return nil
 }
 
 func checkLease(op, key string, lease time.Duration) error {
 	if lease < time.Millisecond || lease > proto.MaxSeconds*time.Second {
-		return fmt.Errorf("%s %s: lease %s is out of range; give at least 1ms and at most %d seconds", op, key, lease, proto.MaxSeconds)
+		return argErrorf("%s %s: lease %s is out of range; give at least 1ms and at most %d seconds", op, key, lease, proto.MaxSeconds)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -87,16 +86,16 @@ func gatherOptions(op, key string, opts []AcquireOption) (acquireOptions, error)
 		}
 	}
 	if o.limit < 1 || o.limit > proto.MaxLimit {
-		return o, fmt.Errorf("%s %s: limit %d is out of range: a key allows 1 (a lock) to %d holders at once", op, key, o.limit, proto.MaxLimit)
+		return o, argErrorf("%s %s: limit %d is out of range: a key allows 1 (a lock) to %d holders at once", op, key, o.limit, proto.MaxLimit)
 	}
 	if o.shared && o.limit > 1 {
-		return o, fmt.Errorf("%s %s: Shared and Limit(%d) do not go together: a semaphore's places are all alike; take Shared for a reader of a lock, or Limit alone for a semaphore", op, key, o.limit)
+		return o, argErrorf("%s %s: Shared and Limit(%d) do not go together: a semaphore's places are all alike; take Shared for a reader of a lock, or Limit alone for a semaphore", op, key, o.limit)
 	}
 	if o.waitSet && o.wait > proto.MaxSeconds*time.Second {
-		return o, fmt.Errorf("%s %s: wait %s is out of range: at most %d seconds (leave Wait out to wait forever)", op, key, o.wait, proto.MaxSeconds)
+		return o, argErrorf("%s %s: wait %s is out of range: at most %d seconds (leave Wait out to wait forever)", op, key, o.wait, proto.MaxSeconds)
 	}
 	if o.maxHold < 0 {
-		return o, fmt.Errorf("%s %s: MaxHold %s is negative: give how long the hold may renew itself, or leave MaxHold out", op, key, o.maxHold)
+		return o, argErrorf("%s %s: MaxHold %s is negative: give how long the hold may renew itself, or leave MaxHold out", op, key, o.maxHold)
 	}
 	return o, nil
 }

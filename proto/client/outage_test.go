@@ -199,7 +199,7 @@ func TestHoldRefusesALeaseTooShortForAFailover(t *testing.T) {
 		t.Fatalf("MinHoldLease %s, want twice the failure timeout", c.MinHoldLease())
 	}
 	_, err := c.Hold(bg, "k", 30*time.Millisecond)
-	if !errors.Is(err, ErrLeaseTooShort) || !strings.Contains(err.Error(), "800ms") {
+	if !errors.Is(err, ErrLeaseTooShort) || !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "800ms") {
 		t.Fatalf("Hold of 30ms: %v, want ErrLeaseTooShort naming 800ms", err)
 	}
 	e := NewElection(c, "k")

@@ -61,7 +61,7 @@ func (c *Client) TryAcquireAll(ctx context.Context, keys []string, lease time.Du
 		return nil, err
 	}
 	if o, err := gatherOptions("try-acquire-all", setLabel(keys), opts); err == nil && o.waitSet {
-		return nil, fmt.Errorf("try-acquire-all %s: Wait(%s) is not for TryAcquireAll, which never waits: to wait up to a time, use AcquireAll(ctx, keys, lease, 0, Wait(d))", setLabel(keys), o.wait)
+		return nil, argErrorf("try-acquire-all %s: Wait(%s) is not for TryAcquireAll, which never waits: to wait up to a time, use AcquireAll(ctx, keys, lease, 0, Wait(d))", setLabel(keys), o.wait)
 	}
 	return c.acquireKeys(ctx, "acquire-all", keys, lease, 0, true, opts)
 }
@@ -71,9 +71,9 @@ func (c *Client) TryAcquireAll(ctx context.Context, keys []string, lease time.Du
 func checkKeys(op string, keys []string) error {
 	switch {
 	case len(keys) == 0:
-		return fmt.Errorf("%s: no key given: give 1 to %d keys", op, MaxSetKeys)
+		return argErrorf("%s: no key given: give 1 to %d keys", op, MaxSetKeys)
 	case len(keys) > MaxSetKeys:
-		return fmt.Errorf("%s: %d keys are too many: one request takes at most %d", op, len(keys), MaxSetKeys)
+		return argErrorf("%s: %d keys are too many: one request takes at most %d", op, len(keys), MaxSetKeys)
 	}
 	for i, k := range keys {
 		if err := checkKey(op, k); err != nil {
@@ -81,7 +81,7 @@ func checkKeys(op string, keys []string) error {
 		}
 		for j := range i {
 			if keys[j] == k {
-				return fmt.Errorf("%s: key %q is given twice (keys %d and %d of %d): name each key once", op, k, j+1, i+1, len(keys))
+				return argErrorf("%s: key %q is given twice (keys %d and %d of %d): name each key once", op, k, j+1, i+1, len(keys))
 			}
 		}
 	}

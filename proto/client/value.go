@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -18,11 +17,11 @@ const MaxValueLen = 1024
 func checkValue(op, key, value string) error {
 	switch {
 	case value == "":
-		return fmt.Errorf("%s %s: the value is empty: give what observers should see of this leader (an address, a name); \"\" reads as no leader", op, key)
+		return argErrorf("%s %s: the value is empty: give what observers should see of this leader (an address, a name); \"\" reads as no leader", op, key)
 	case len(value) > MaxValueLen:
-		return fmt.Errorf("%s %s: a value of %d bytes is too long: at most %d bytes; keep more elsewhere under that name", op, key, len(value), MaxValueLen)
+		return argErrorf("%s %s: a value of %d bytes is too long: at most %d bytes; keep more elsewhere under that name", op, key, len(value), MaxValueLen)
 	case !utf8.ValidString(value):
-		return fmt.Errorf("%s %s: value %q is not UTF-8 text", op, key, value)
+		return argErrorf("%s %s: value %q is not UTF-8 text", op, key, value)
 	}
 	return nil
 }
