@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
 )
 
@@ -40,11 +39,7 @@ func (d *driver) try(cmd command) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []client.AcquireOption
-	if cmd.Limit != 0 {
-		opts = append(opts, client.Limit(cmd.Limit))
-	}
-	l, err := c.TryAcquire(context.Background(), cmd.Key, ms(cmd.LeaseMS), opts...)
+	l, err := c.TryAcquire(context.Background(), cmd.Key, ms(cmd.LeaseMS), d.acquireOpts(cmd)...)
 	if errors.Is(err, client.ErrTimeout) {
 		// The client's "held by others" also matches ErrTimeout.
 		return map[string]any{"acquired": false}, nil
@@ -55,23 +50,45 @@ func (d *driver) try(cmd command) (map[string]any, error) {
 	return map[string]any{"acquired": true, "token": fmt.Sprint(l.Token)}, nil
 }
 
-func queueFields(q proto.Queue) map[string]any {
+// queueFields is a key's state as DRIVER.md's queue writes it: each
+// holder's set, place and value when the answer names them, each
+// waiter's mode and set.
+func queueFields(qi client.QueueInfo) map[string]any {
+	q := qi.Queue
 	holders := []map[string]any{}
-	for _, h := range q.Holders {
-		holders = append(holders, map[string]any{"token": fmt.Sprint(h.Token), "lease_left_ms": msOf(h.LeaseLeft), "id": h.ID})
+	for i, h := range q.Holders {
+		hf := map[string]any{"token": fmt.Sprint(h.Token), "lease_left_ms": msOf(h.LeaseLeft), "id": h.ID, "shared": qi.Shared}
+		if i < len(qi.HolderInfo) {
+			info := qi.HolderInfo[i]
+			if info.Set != 0 {
+				hf["set"] = fmt.Sprint(info.Set)
+			}
+			if info.Place != 0 {
+				hf["place"] = info.Place
+			}
+			if info.Value != "" {
+				hf["value"] = info.Value
+			}
+		}
+		holders = append(holders, hf)
 	}
 	if len(q.Holders) == 0 && q.Held {
-		holders = append(holders, map[string]any{"token": fmt.Sprint(q.Token), "lease_left_ms": msOf(q.LeaseLeft), "id": ""})
+		holders = append(holders, map[string]any{"token": fmt.Sprint(q.Token), "lease_left_ms": msOf(q.LeaseLeft), "id": "", "shared": qi.Shared})
 	}
 	waiters := []map[string]any{}
-	for _, w := range q.Waiters {
-		waiters = append(waiters, map[string]any{"waited_ms": msOf(w.Waited), "addr": w.Addr, "id": w.ID})
+	for i, w := range q.Waiters {
+		shared, set := false, []string{}
+		if i < len(qi.WaiterInfo) {
+			shared = qi.WaiterInfo[i].Shared
+			set = append(set, qi.WaiterInfo[i].Set...)
+		}
+		waiters = append(waiters, map[string]any{"waited_ms": msOf(w.Waited), "addr": w.Addr, "id": w.ID, "shared": shared, "set_keys": set})
 	}
 	limit := q.Limit
 	if limit == 0 {
 		limit = 1
 	}
-	return map[string]any{"holders": holders, "waiters": waiters, "nwaiters": max(q.Waiting, len(q.Waiters)), "limit": limit}
+	return map[string]any{"holders": holders, "waiters": waiters, "nwaiters": max(q.Waiting, len(q.Waiters)), "limit": limit, "shared": qi.Shared}
 }
 
 func (d *driver) watch(cmd command) (map[string]any, error) {
@@ -86,7 +103,9 @@ func (d *driver) watch(cmd command) (map[string]any, error) {
 		return nil, err
 	}
 	return stream(d, ctx, cancel, ch, "watch", func(ev client.WatchEvent) (map[string]any, bool, error) {
-		return queueFields(ev.Queue), ev.Stale, ev.Err
+		info := ev.Info
+		info.Queue = ev.Queue
+		return queueFields(info), ev.Stale, ev.Err
 	}), nil
 }
 
@@ -155,24 +174,18 @@ func (d *driver) hold(cmd command) (map[string]any, error) {
 	}
 	ctx, cancel := callCtx(cmd)
 	defer cancel()
-	var opts []client.AcquireOption
+	opts := d.acquireOpts(cmd)
 	if wait := d.brk.wait(ms(cmd.WaitMS)); wait > 0 {
 		opts = append(opts, client.Wait(wait))
 	}
-	if cmd.Limit != 0 {
-		opts = append(opts, client.Limit(cmd.Limit))
-	}
 	if cmd.MaxMS != nil {
 		opts = append(opts, client.MaxHold(ms(*cmd.MaxMS)))
-	}
-	if cmd.Shared {
-		opts = append(opts, client.Shared())
 	}
 	h, err := c.Hold(ctx, cmd.Key, ms(cmd.LeaseMS), opts...)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"hold": d.addHold(h, nil), "token": fmt.Sprint(h.Token())}, nil
+	return map[string]any{"hold": d.addHold(h, nil), "token": fmt.Sprint(h.Token()), "place": placeOf(h.Lock())}, nil
 }
 
 // holding is a hold of one key (*client.Held) or of a set of keys

@@ -184,7 +184,7 @@ func classify(err error) (string, string) {
 	switch {
 	case errors.Is(err, errUnsupported):
 		return "unsupported", "the Go client has no API for this command"
-	case errors.As(err, &inv), errors.Is(err, client.ErrLeaseTooShort):
+	case errors.As(err, &inv), errors.Is(err, client.ErrInvalidArgument):
 		return "invalid", err.Error()
 	case errors.Is(err, context.Canceled):
 		return "cancelled", err.Error()
@@ -242,8 +242,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		if err := d.open(cmd); err != nil {
 			return nil, err
 		}
-		// The lock kinds (DRIVER.md) wait for the Go client to take them.
-		return map[string]any{"unsupported": []string{"shared", "sets", "values", "place"}}, nil
+		return nil, nil
 	case "close":
 		d.mu.Lock()
 		c := d.c
@@ -261,12 +260,8 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		}
 		ctx, cancel := callCtx(cmd)
 		defer cancel()
-		var opts []client.AcquireOption
-		if cmd.Limit != 0 {
-			opts = append(opts, client.Limit(cmd.Limit))
-		}
 		actx, dropped := d.brk.acquireCtx(ctx)
-		l, err := c.AcquireWith(actx, cmd.Key, ms(cmd.LeaseMS), d.brk.wait(ms(cmd.WaitMS)), opts...)
+		l, err := c.AcquireWith(actx, cmd.Key, ms(cmd.LeaseMS), d.brk.wait(ms(cmd.WaitMS)), d.acquireOpts(cmd)...)
 		if dropped() && err != nil {
 			return nil, errBroken(d.brk.name, "the acquire's connection dropped", client.ErrUnavailable)
 		}
@@ -276,7 +271,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		if err := d.brk.notFollowed(c, d.addrs, cmd.Key, l.Token); err != nil {
 			return nil, err
 		}
-		return map[string]any{"token": strconv.FormatUint(l.Token, 10), "limit": l.Limit}, nil
+		return map[string]any{"token": strconv.FormatUint(l.Token, 10), "limit": l.Limit, "place": placeOf(l)}, nil
 	case "release", "renew":
 		c, err := d.client()
 		if err != nil {
@@ -302,7 +297,7 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		q, err := c.Queue(context.Background(), cmd.Key)
+		q, err := c.QueueInfo(context.Background(), cmd.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -342,15 +337,12 @@ func (d *driver) run(cmd command) (map[string]any, error) {
 		return d.observe(cmd)
 	case "resign":
 		return d.resign(cmd)
-	case "hold_shared":
-		cmd.Shared = true
-		return d.hold(cmd)
+	case "acquire_all":
+		return d.acquireAll(cmd)
 	case "hold_all":
 		return d.holdAll(cmd)
 	case "proclaim":
 		return d.proclaim(cmd)
-	case "place":
-		return d.place(cmd)
 	}
 	return nil, errUnsupported
 }
