@@ -23,11 +23,11 @@ func (n *Node) maxWatchesPerIP() int {
 	return max(total/10, 1)
 }
 
-// watchRefusalLocked is the answer to req, from c, when it is an L that
-// would take c's address over its budget of watches; "" when it may go
-// on. n.mu is held.
+// watchRefusalLocked is the answer to req, an L from c, when it would
+// take c's address over its budget of watches; "" when it may go on.
+// n.mu is held.
 func (n *Node) watchRefusalLocked(c *conn, req *proto.Request) string {
-	if req.Op != proto.OpWatch || n.cfg.Limits.MaxConnsPerIP <= 0 {
+	if n.cfg.Limits.MaxConnsPerIP <= 0 {
 		return ""
 	}
 	n.resyncWatchesLocked()

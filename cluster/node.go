@@ -46,7 +46,7 @@ type Node struct {
 	// hold unwritten, and those of the buffers dropped as their readers
 	// rested (outWriter.shedOut), for trimLoop.
 	output outShared
-	// rests counts the readers that rested (rest.go), for trimLoop.
+	// rests counts the readers that rested (readtimeout.go), for trimLoop.
 	rests atomic.Uint64
 
 	ctx    context.Context

@@ -10,7 +10,7 @@ import (
 
 // The reader takes a client's bytes however they are cut: lines split
 // across writes, many lines in one write, writes of one byte, reads that
-// cross the small array an idle connection reads into (buffers.go). Each
+// cross the small array an idle connection reads into (readloop.go). Each
 // request is answered, in order, for several ways of cutting the same
 // stream of 400.
 func TestReaderTakesLinesHoweverCut(t *testing.T) {

@@ -116,9 +116,11 @@ func (n *Node) applyOne(c *conn, id core.ConnID, now time.Time, it *item, k *car
 		if need == auth.Peer || opIndex[req.Op] < 0 {
 			c.peer.Store(true)
 		}
-		if why := n.watchRefusalLocked(c, req); why != "" {
-			n.core.Refuse(now, id, req.Op, req.Key, why)
-			return false
+		if req.Op == proto.OpWatch {
+			if why := n.watchRefusalLocked(c, req); why != "" {
+				n.core.Refuse(now, id, req.Op, req.Key, why)
+				return false
+			}
 		}
 		n.core.Request(now, id, *req)
 		if req.Op == proto.OpWatch || req.Op == proto.OpUnwatch {

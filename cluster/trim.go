@@ -20,7 +20,7 @@ import (
 // so what goes is most of what the keys took.
 //
 // Idle connections leave memory behind the same way: a reader that rests
-// (rest.go) frees the stack it grew applying requests, larger than its
+// (readtimeout.go) frees the stack it grew applying requests, larger than its
 // successor's, and the runtime keeps it: after a wave of connections
 // that each made a request and went idle, those stacks nearly double
 // what the idle connections hold. So once at least trimRests readers

@@ -141,3 +141,27 @@ func (c *Core) Undelivered(now time.Time, s Send) {
 	}
 	c.releaseOrphan(now, s.Key, s.Token)
 }
+
+// NextWake is when the core next needs Tick: heartbeats, lease and wait
+// deadlines, a handoff's timeout.
+func (c *Core) NextWake() time.Time {
+	t := c.nextBeat
+	if d, ok := c.heldDeadline(); ok && d.Before(t) {
+		t = d
+	}
+	if len(c.expect) > 0 && c.expectUntil.Before(t) {
+		t = c.expectUntil
+	}
+	if w := c.waiting; w != nil && w.until.Before(t) {
+		t = w.until
+	}
+	if c.serving() {
+		if d, ok := c.eng.NextDeadline(); ok && d.Before(t) {
+			t = d
+		}
+	}
+	if h := c.handoff; h != nil && !h.resolving && h.deadline.Before(t) {
+		t = h.deadline
+	}
+	return t
+}

@@ -43,30 +43,6 @@ func (c *Core) Peers() []string {
 	return out
 }
 
-// NextWake is when the core next needs Tick: heartbeats, lease and wait
-// deadlines, a handoff's timeout.
-func (c *Core) NextWake() time.Time {
-	t := c.nextBeat
-	if d, ok := c.heldDeadline(); ok && d.Before(t) {
-		t = d
-	}
-	if len(c.expect) > 0 && c.expectUntil.Before(t) {
-		t = c.expectUntil
-	}
-	if w := c.waiting; w != nil && w.until.Before(t) {
-		t = w.until
-	}
-	if c.serving() {
-		if d, ok := c.eng.NextDeadline(); ok && d.Before(t) {
-			t = d
-		}
-	}
-	if h := c.handoff; h != nil && !h.resolving && h.deadline.Before(t) {
-		t = h.deadline
-	}
-	return t
-}
-
 // Status is this node's view of itself and of the cluster, as S answers.
 func (c *Core) Status(now time.Time) proto.Status {
 	keys, waiters := c.eng.Stats()

@@ -100,11 +100,16 @@ func (c *Core) dropWatches(to string) {
 	c.watchLines, c.watchBytes = nil, 0
 }
 
-// touch notes that key's holders or waiters changed.
+// touch notes that key's holders or waiters changed. It is small enough
+// to inline: a node without watches pays a test for it.
 func (c *Core) touch(key string) {
-	if len(c.watchers) == 0 {
-		return
+	if len(c.watchers) != 0 {
+		c.touchWatched(key)
 	}
+}
+
+// touchWatched is touch on a node with watches.
+func (c *Core) touchWatched(key string) {
 	if _, ok := c.watchers[key]; !ok {
 		return
 	}
@@ -173,9 +178,13 @@ type watchDue bool
 // flushWatches sends the new state of every key touched to its watchers
 // that have room, and leaves it due for the others (WatchSlice).
 func (c *Core) flushWatches(now time.Time) {
-	if len(c.dirty) == 0 {
-		return
+	if len(c.dirty) != 0 {
+		c.sendWatchNews(now)
 	}
+}
+
+// sendWatchNews is flushWatches with keys touched.
+func (c *Core) sendWatchNews(now time.Time) {
 	dirty := c.dirty
 	c.dirty = nil
 	for _, k := range dirty {
