@@ -932,9 +932,11 @@ func (s *sim) checkWatcher(a *simNode) {
 	}
 	// A lease that ran out in the last moments: its news may still be
 	// on its way (the core notices at its next tick, the line takes its
-	// time on the wire).
+	// time on the wire). The line was rendered before it arrived (the
+	// wire, a data directory's sync), so the lease it shows ended up to
+	// that much before lastAt+LeaseLeft.
 	for _, h := range w.last.Holders {
-		if ends := w.lastAt + h.LeaseLeft; ends <= s.now && ends > s.now-watchNewsLag {
+		if ends := w.lastAt + h.LeaseLeft; ends-watchNewsLag <= s.now && ends > s.now-watchNewsLag {
 			return
 		}
 	}
