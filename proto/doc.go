@@ -565,7 +565,7 @@
 //	a deploy 30 10
 //	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, X withdraw, Q queue, L watch, U unwatch, K keys, S status, H handoff, I authenticate)
 //	A deploy 30
-//	E deploy A: want A KEY LEASE WAIT [limit=N] [id=ID] [ref=R] (seconds; wait 0 = forever, - = never queue), got 1 argument(s)
+//	E deploy A: want A KEY LEASE WAIT [key=KEY]... [mode=shared] [limit=N] [id=ID] [value=V] [ref=R] (seconds; wait 0 = forever, - = never queue), got 1 argument(s)
 //	A deploy 30 1.2345
 //	E deploy A: wait "1.2345" has more than millisecond precision (at most 3 digits after the point)
 //	R deploy
