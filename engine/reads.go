@@ -79,6 +79,15 @@ func (e *Engine) Waiters(now time.Time, fn func(key string, limit int, w WaiterI
 	}
 }
 
+// QueuedKey is the key of the waiter (or ghost) whose acquire carried
+// id, a set's first key; "" when none waits.
+func (e *Engine) QueuedKey(id string) string {
+	if wt := e.byID[id]; wt != nil {
+		return wt.ks.key
+	}
+	return ""
+}
+
 // WaiterID is the id of waiter w's acquire, "" when it had none or w
 // does not wait.
 func (e *Engine) WaiterID(w Waiter) string {
