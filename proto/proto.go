@@ -71,10 +71,11 @@ const (
 // 2 added acknowledgements (V), semaphores and acquire ids in records,
 // and the heartbeat flags top, base, round and v; 3 the waiters' records
 // J and D; 4 the word expired on an F record whose lease ran out (a
-// plain F is a release, which the standby remembers: engine.WasReleased).
+// plain F is a release, which the standby remembers: engine.WasReleased);
+// 5 readers, sets, places and values on G and J.
 // A node learns each peer's from the v:N flag of its heartbeats (none: 1)
 // and writes to it only what it reads.
-const PeerVersion = 4
+const PeerVersion = 5
 
 // Answer kinds that no request shares.
 const (
