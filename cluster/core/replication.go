@@ -421,35 +421,7 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 		c.observe(now, rec.Token, target)
 		c.activeSeq = rec.Seq
 	case proto.RecSynced:
-		if !f.syncing {
-			return errors.New("a second synced mark from " + target)
-		}
-		snap := engine.Snapshot{Token: rec.Token, Holders: make([]engine.Holder, 0, len(f.staged))}
-		for _, hs := range f.staged {
-			for _, h := range hs {
-				snap.Holders = append(snap.Holders, recordHolder(h.rec, max(h.until.Sub(now), 0)))
-			}
-		}
-		// Restore's order must not depend on map order: the same stream
-		// must leave the same state on every run.
-		slices.SortFunc(snap.Holders, func(x, y engine.Holder) int {
-			return cmp.Or(cmp.Compare(x.Key, y.Key), cmp.Compare(x.Token, y.Token))
-		})
-		f.staged = nil
-		c.observe(now, rec.Token, target)
-		c.eng.Restore(now, snap, nil)
-		// The synced state is the active's: its top replaces this node's.
-		c.top = f.top
-		c.seq = rec.Seq
-		c.activeSeq = rec.Seq
-		f.syncing = false
-		f.live = true
-		c.synced = true
-		c.disk.restored = false
-		f.ackDue = true // acknowledge the snapshot at once, even an empty one
-		c.logState(now)
-		c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
-		c.supervise(now)
+		return c.applySynced(now, f, target, rec)
 	case proto.RecHandoff:
 		return c.handoffRecord(now, f, rec)
 	case proto.RecMoved:
@@ -461,6 +433,41 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 		}
 		return fmt.Errorf("%s is not active (it points to %s)", target, rec.Addr)
 	}
+	return nil
+}
+
+// applySynced applies the synced mark: the state staged from the
+// snapshot replaces this node's.
+func (c *Core) applySynced(now time.Time, f *follower, target string, rec proto.Record) error {
+	if !f.syncing {
+		return errors.New("a second synced mark from " + target)
+	}
+	snap := engine.Snapshot{Token: rec.Token, Holders: make([]engine.Holder, 0, len(f.staged))}
+	for _, hs := range f.staged {
+		for _, h := range hs {
+			snap.Holders = append(snap.Holders, recordHolder(h.rec, max(h.until.Sub(now), 0)))
+		}
+	}
+	// Restore's order must not depend on map order: the same stream
+	// must leave the same state on every run.
+	slices.SortFunc(snap.Holders, func(x, y engine.Holder) int {
+		return cmp.Or(cmp.Compare(x.Key, y.Key), cmp.Compare(x.Token, y.Token))
+	})
+	f.staged = nil
+	c.observe(now, rec.Token, target)
+	c.eng.Restore(now, snap, nil)
+	// The synced state is the active's: its top replaces this node's.
+	c.top = f.top
+	c.seq = rec.Seq
+	c.activeSeq = rec.Seq
+	f.syncing = false
+	f.live = true
+	c.synced = true
+	c.disk.restored = false
+	f.ackDue = true // acknowledge the snapshot at once, even an empty one
+	c.logState(now)
+	c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
+	c.supervise(now)
 	return nil
 }
 
