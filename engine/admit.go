@@ -159,9 +159,9 @@ func (e *Engine) settle(now time.Time, ks *keyState, out []Event) []Event {
 			return out
 		}
 		if s == nil {
-			w, lease, id, mode, since := wt.w, wt.lease, e.waiterID(wt), wt.mode(), wt.since
+			w, lease, id, value, mode, since := wt.w, wt.lease, e.waiterID(wt), e.waiterValue(wt), wt.mode(), wt.since
 			e.unlink(wt)
-			out = e.grant(now, ks, mode, lease, w, id, out)
+			out = e.grant(now, ks, mode, lease, w, id, value, out)
 			out[len(out)-1].Queued = since
 		} else {
 			s.admit(wt)

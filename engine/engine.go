@@ -197,7 +197,10 @@ type Event struct {
 	Expired bool
 	// Mode is how Key is held (Granted, Freed, Renewed) or was asked for
 	// (TimedOut): a replica needs it to hold the key as the active does.
-	Mode  Mode
+	Mode Mode
+	// Place is, on Granted and Renewed of a semaphore's holder, its
+	// place, 1 to Limit; 0 otherwise.
+	Place int32
 	Key   string
 	Token uint64
 	Lease time.Duration
@@ -224,6 +227,8 @@ type Event struct {
 	// Queued is when Waiter joined the queue, in unix nanoseconds, on the
 	// Granted and TimedOut of a waiter; 0 on an answer given at once.
 	Queued int64
+	// Value is, on Granted and Renewed, the holder's value, "" for none.
+	Value string
 }
 
 // Config holds the node's place in the cluster and the limits the engine
@@ -425,6 +430,13 @@ type Engine struct {
 	waitSetPeak int
 	heldSetPeak int
 	freeSets    []*lockSet
+	// holdInfo holds the holders' places and values (values.go), and
+	// waitValue the values of the waiters' acquires; both are empty
+	// while no semaphore is held and no acquire carried a value.
+	holdInfo     map[*holder]holdInfo
+	nholdInfo    int
+	holdInfoPeak int
+	waitValue    map[*waiter]string
 	// planted is a bug the model tests plant to show that they catch it
 	// (bugs_test.go); always 0 outside them.
 	planted bug
@@ -517,7 +529,7 @@ func (e *Engine) Config() Config { return e.cfg }
 // takes its place in the queue, and the waiter it replaces is answered
 // TimedOut (its request was given up on). An empty id is Acquire.
 func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
-	return e.acquire(now, key, limit, Exclusive, lease, wait, false, id, w, out)
+	return e.acquire(now, key, limit, Exclusive, lease, wait, false, id, "", w, out)
 }
 
 // TryAcquireID is AcquireID that never queues, the try-lock: w is granted
@@ -525,10 +537,10 @@ func (e *Engine) AcquireID(now time.Time, key string, limit int, lease, wait tim
 // answered TimedOut at once otherwise, in out. A place kept for a waiter
 // of the previous active (see AddGhost) counts as taken.
 func (e *Engine) TryAcquireID(now time.Time, key string, limit int, lease time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
-	return e.acquire(now, key, limit, Exclusive, lease, 0, true, id, w, out)
+	return e.acquire(now, key, limit, Exclusive, lease, 0, true, id, "", w, out)
 }
 
-func (e *Engine) acquire(now time.Time, key string, limit int, mode Mode, lease, wait time.Duration, try bool, id string, w Waiter, out []Event) ([]Event, error) {
+func (e *Engine) acquire(now time.Time, key string, limit int, mode Mode, lease, wait time.Duration, try bool, id, value string, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	// Compared here, worded in a call only when out of range: the hot
 	// path of a grant makes no call for them.
@@ -550,19 +562,19 @@ func (e *Engine) acquire(now time.Time, key string, limit int, mode Mode, lease,
 		if e.all.len() >= e.cfg.MaxKeys {
 			return out, fmt.Errorf("%w: the node's limit of %s held or waited on at once is reached; release some first", ErrTooManyKeys, plural(e.cfg.MaxKeys, "key"))
 		}
-		return e.grant(now, e.newKey(key, limit), mode, lease, w, id, out), nil
+		return e.grant(now, e.newKey(key, limit), mode, lease, w, id, value, out), nil
 	}
 	if ks.limit() != limit {
 		return out, errLimitMismatch(key, ks.limit(), limit)
 	}
 	nanos := now.UnixNano()
 	if id != "" {
-		if out, ok := e.again(now, ks, lease, id, try, w, out); ok {
+		if out, ok := e.again(now, ks, lease, id, value, try, w, out); ok {
 			return out, nil
 		}
 	}
 	if e.admitsNew(ks, mode) {
-		return e.grant(now, ks, mode, lease, w, id, out), nil
+		return e.grant(now, ks, mode, lease, w, id, value, out), nil
 	}
 	if try {
 		return append(out, Event{Kind: TimedOut, Key: key, Waiter: w, Mode: mode}), nil
@@ -577,6 +589,9 @@ func (e *Engine) acquire(now time.Time, key string, limit int, mode Mode, lease,
 	*wt = waiter{w: w, ks: ks, lease: lease, since: nanos, heapIdx: -1, arrival: e.nextArrival(mode)}
 	if id != "" {
 		e.nameWaiter(wt, id)
+	}
+	if value != "" {
+		e.setWaiterValue(wt, value)
 	}
 	if wait > 0 {
 		e.waits.push(waitEntry{deadline: nanos + int64(wait), wt: wt})
@@ -653,14 +668,19 @@ func (e *Engine) nameWaiter(wt *waiter, id string) {
 // again serves an acquire whose id a holder or a waiter of ks already
 // carries: it is a re-send of the same acquire. It reports false when
 // neither does.
-func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id string, try bool, w Waiter, out []Event) ([]Event, bool) {
+func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id, value string, try bool, w Waiter, out []Event) ([]Event, bool) {
 	for h := range ks.holders {
 		// A key of a set is the set's: a re-send of the set finds it
 		// (againSet), one of its keys alone does not.
 		if h.id == id && e.holderSet(h) == 0 {
 			h.deadline = now.UnixNano() + int64(lease)
 			heap.Fix(&e.leases, int(h.heapIdx))
-			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit(), Mode: ks.mode()}), true
+			hi := e.infoOf(h)
+			if value != "" && hi.value != value {
+				hi.value = value
+				e.setInfo(h, hi)
+			}
+			return append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit(), Mode: ks.mode(), Place: hi.place, Value: hi.value}), true
 		}
 	}
 	wt := e.byID[id]
@@ -673,6 +693,7 @@ func (e *Engine) again(now time.Time, ks *keyState, lease time.Duration, id stri
 	e.waiters.remove(wt)
 	wt.w, wt.lease = w, lease
 	e.waiters.add(wt)
+	e.setWaiterValue(wt, value)
 	if dl, ok := e.ghostWait[wt]; ok {
 		// A ghost's place claimed back: its wait is what it had left,
 		// no longer its grace.
@@ -800,21 +821,7 @@ func (e *Engine) Release(now time.Time, key string, token uint64, out []Event) (
 // returns ErrNotHeld when token does not hold key, and a range error when
 // the lease is out of range. A key of a set is renewed alone.
 func (e *Engine) Renew(now time.Time, key string, token uint64, lease time.Duration, out []Event) ([]Event, error) {
-	out = e.Advance(now, out)
-	if lease <= 0 || lease > e.cfg.MaxLease {
-		return out, fmt.Errorf("%w: lease must be more than 0 and at most %g seconds (the node's longest lease)", ErrLeaseRange, e.cfg.MaxLease.Seconds())
-	}
-	ks := e.lookup(key)
-	if ks == nil {
-		return out, ErrNotHeld
-	}
-	h := ks.find(token)
-	if h == nil {
-		return out, ErrNotHeld
-	}
-	h.deadline = now.UnixNano() + int64(lease)
-	heap.Fix(&e.leases, int(h.heapIdx))
-	return append(out, Event{Kind: Renewed, Key: key, Token: token, Lease: lease, Limit: ks.limit(), Mode: ks.mode(), Set: e.holderSet(h)}), nil
+	return e.RenewValue(now, key, token, lease, "", false, out)
 }
 
 // ErrNotHeld is returned by Renew when the token does not hold the key.
@@ -930,7 +937,7 @@ func (e *Engine) DropWaiters(out []Event) []Event {
 }
 
 // grant gives w a place of ks in mode, which ks must admit.
-func (e *Engine) grant(now time.Time, ks *keyState, mode Mode, lease time.Duration, w Waiter, id string, out []Event) []Event {
+func (e *Engine) grant(now time.Time, ks *keyState, mode Mode, lease time.Duration, w Waiter, id, value string, out []Event) []Event {
 	tok := e.nextToken(now)
 	// hold, written out: the hot path of a lock makes no call for it.
 	h := &ks.first
@@ -942,7 +949,11 @@ func (e *Engine) grant(now time.Time, ks *keyState, mode Mode, lease time.Durati
 	h.deadline = now.UnixNano() + int64(lease)
 	heap.Push(&e.leases, h)
 	e.setMode(ks, mode)
-	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id, Mode: mode})
+	var hi holdInfo
+	if x := ks.ext; x != nil && x.limit > 1 || value != "" {
+		hi = e.granted(ks, h, value)
+	}
+	return append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id, Mode: mode, Place: hi.place, Value: hi.value})
 }
 
 // handOn frees the place of h and grants it on to the waiters its key
@@ -955,6 +966,9 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 	}
 	if e.nheldSet > 0 {
 		e.forgetHeldSet(h)
+	}
+	if e.nholdInfo > 0 {
+		e.forgetInfo(h)
 	}
 	if h != &ks.first {
 		e.leaveCrowd(h)
@@ -970,9 +984,9 @@ func (e *Engine) handOn(now time.Time, h *holder, out []Event) []Event {
 		// lock's reader behind a writer never is.
 		limit := int(ks.ext.limit)
 		for wt != nil && wt.w.Conn != GhostConn && wt.mode() == Exclusive && ks.nheld() < limit && !e.waitEnds(wt, nil) {
-			w, lease, id, since := wt.w, wt.lease, e.waiterID(wt), wt.since
+			w, lease, id, value, since := wt.w, wt.lease, e.waiterID(wt), e.waiterValue(wt), wt.since
 			e.unlink(wt)
-			out = e.grant(now, ks, Exclusive, lease, w, id, out)
+			out = e.grant(now, ks, Exclusive, lease, w, id, value, out)
 			out[len(out)-1].Queued = since
 			if limit == 1 {
 				break
@@ -1163,6 +1177,9 @@ func (e *Engine) unhold(h *holder) {
 	if e.nheldSet > 0 {
 		e.forgetHeldSet(h)
 	}
+	if e.nholdInfo > 0 {
+		e.forgetInfo(h)
+	}
 	if h.idx < 0 {
 		e.leaveCrowd(h)
 	}
@@ -1269,6 +1286,9 @@ func (e *Engine) forget(wt *waiter) {
 	e.waiters.remove(wt)
 	if len(e.ghostWait) > 0 {
 		delete(e.ghostWait, wt)
+	}
+	if len(e.waitValue) > 0 {
+		delete(e.waitValue, wt)
 	}
 	if id := e.waiterID(wt); id != "" {
 		if e.byID[id] == wt {

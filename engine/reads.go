@@ -23,6 +23,11 @@ type Holder struct {
 	// the set's first key), 0 for a key taken alone: the holders of one
 	// set carry the same.
 	Set uint64
+	// Place is a semaphore holder's place, 1 to Limit, the lowest free
+	// at its grant; 0 for a lock's holder.
+	Place int
+	// Value is the holder's value, "" for none.
+	Value string
 }
 
 // WaiterInfo is one queued waiter, as listed for inspection.
@@ -74,6 +79,15 @@ func (e *Engine) Waiters(now time.Time, fn func(key string, limit int, w WaiterI
 	}
 }
 
+// QueuedKey is the key of the waiter (or ghost) whose acquire carried
+// id, a set's first key; "" when none waits.
+func (e *Engine) QueuedKey(id string) string {
+	if wt := e.byID[id]; wt != nil {
+		return wt.ks.key
+	}
+	return ""
+}
+
 // WaiterID is the id of waiter w's acquire, "" when it had none or w
 // does not wait.
 func (e *Engine) WaiterID(w Waiter) string {
@@ -88,7 +102,8 @@ func (e *Engine) WaiterID(w Waiter) string {
 
 // holderInfo lists h, a holder of ks, as of nanos.
 func (e *Engine) holderInfo(ks *keyState, h *holder, nanos int64) Holder {
-	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id, Mode: ks.mode(), Set: e.holderSet(h)}
+	hi := e.infoOf(h)
+	return Holder{Key: ks.key, Token: h.token, LeaseLeft: time.Duration(max(h.deadline-nanos, 0)), Limit: ks.limit(), ID: h.id, Mode: ks.mode(), Set: e.holderSet(h), Place: int(hi.place), Value: hi.value}
 }
 
 // waiterInfo lists wt as of nanos. A set's member is listed with the

@@ -70,7 +70,8 @@ func (e *Engine) ApplyHeldID(now time.Time, key string, limit int, token uint64,
 //
 // h.ID is the holder's acquire id ("" for none), h.Set the id of the
 // set it was granted with (0 for none); a renewal that carries neither
-// leaves the holder's own.
+// leaves the holder's own. h.Place and h.Value replace the holder's:
+// every record of a holder carries them.
 func (e *Engine) ApplyHolder(now time.Time, hd Holder) {
 	token := hd.Token
 	if token > e.seen {
@@ -100,6 +101,9 @@ func (e *Engine) ApplyHolder(now time.Time, hd Holder) {
 		if e.nheldSet > 0 {
 			e.forgetHeldSet(h)
 		}
+		if e.nholdInfo > 0 {
+			e.forgetInfo(h)
+		}
 	}
 	if h == nil {
 		h = e.hold(ks, token, deadline)
@@ -115,6 +119,9 @@ func (e *Engine) ApplyHolder(now time.Time, hd Holder) {
 	if hd.Set != 0 {
 		e.markHeldSet(h, hd.Set)
 	}
+	// Every record of a holder carries its place and value: the
+	// active's word replaces them.
+	e.setInfo(h, holdInfo{place: int32(min(max(hd.Place, 0), limit)), value: hd.Value})
 	// A lowered limit: more holders than it allows.
 	for limit > 1 && ks.nheld() > limit {
 		e.unhold(ks.oldest(token))

@@ -606,6 +606,10 @@ func (m *rwModel) check(e *Engine) {
 	nheld := 0
 	for _, k := range want {
 		hs, ws := e.Inspect(m.now, k)
+		hs, msg := placesOf(hs)
+		if msg != "" {
+			m.fail("%s", msg)
+		}
 		mhs := m.holders[k]
 		nheld += len(hs)
 		if len(hs) != len(mhs) {

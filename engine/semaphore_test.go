@@ -40,7 +40,7 @@ func wantHolders(t *testing.T, e *Engine, now time.Time, key string, limit int, 
 	for i, tok := range toks {
 		want = append(want, Holder{Key: key, Token: tok, LeaseLeft: left[i], Limit: limit})
 	}
-	if hs, _ := e.Inspect(now, key); !reflect.DeepEqual(hs, want) {
+	if hs, _ := e.Inspect(now, key); !reflect.DeepEqual(noPlaces(t, hs), want) {
 		t.Fatalf("holders of %s\n got %+v\nwant %+v", key, hs, want)
 	}
 }
@@ -408,6 +408,7 @@ func TestSemaphoreSnapshotRestore(t *testing.T) {
 	mustAcquireN(t, active, t0, "s", 3, time.Minute, 0, wtr(5))
 
 	snap := active.Snapshot(at(10 * time.Second))
+	snap.Holders = noPlaces(t, snap.Holders)
 	want := Snapshot{Token: ts[2], Holders: []Holder{
 		{Key: "l", Token: tl, LeaseLeft: 50 * time.Second, Limit: 1},
 		{Key: "s", Token: ts[0], LeaseLeft: 20 * time.Second, Limit: 3},

@@ -166,9 +166,9 @@ func (e *Engine) waitsOn(wt *waiter, key string) bool {
 func (e *Engine) AcquireSet(now time.Time, keys []SetKey, lease, wait time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
 	if len(keys) == 1 {
 		k := keys[0]
-		return e.acquire(now, k.Key, k.Limit, k.Mode, lease, wait, false, id, w, out)
+		return e.acquire(now, k.Key, k.Limit, k.Mode, lease, wait, false, id, "", w, out)
 	}
-	return e.acquireSet(now, keys, lease, wait, false, id, w, out)
+	return e.acquireSet(now, keys, lease, wait, false, id, "", w, out)
 }
 
 // TryAcquireSet is AcquireSet that never queues: the set is granted at
@@ -177,12 +177,12 @@ func (e *Engine) AcquireSet(now time.Time, keys []SetKey, lease, wait time.Durat
 func (e *Engine) TryAcquireSet(now time.Time, keys []SetKey, lease time.Duration, id string, w Waiter, out []Event) ([]Event, error) {
 	if len(keys) == 1 {
 		k := keys[0]
-		return e.acquire(now, k.Key, k.Limit, k.Mode, lease, 0, true, id, w, out)
+		return e.acquire(now, k.Key, k.Limit, k.Mode, lease, 0, true, id, "", w, out)
 	}
-	return e.acquireSet(now, keys, lease, 0, true, id, w, out)
+	return e.acquireSet(now, keys, lease, 0, true, id, "", w, out)
 }
 
-func (e *Engine) acquireSet(now time.Time, keys []SetKey, lease, wait time.Duration, try bool, id string, w Waiter, out []Event) ([]Event, error) {
+func (e *Engine) acquireSet(now time.Time, keys []SetKey, lease, wait time.Duration, try bool, id, value string, w Waiter, out []Event) ([]Event, error) {
 	out = e.Advance(now, out)
 	if err := e.checkTimes(lease, wait); err != nil {
 		return out, err
@@ -196,7 +196,7 @@ func (e *Engine) acquireSet(now time.Time, keys []SetKey, lease, wait time.Durat
 	}
 	if id != "" {
 		var done bool
-		if out, done = e.againSet(now, keys, lease, id, try, w, out); done {
+		if out, done = e.againSet(now, keys, lease, id, value, try, w, out); done {
 			return out, nil
 		}
 	}
@@ -242,7 +242,7 @@ func (e *Engine) acquireSet(now time.Time, keys []SetKey, lease, wait time.Durat
 				kss[i] = e.newKey(k.Key, limits[i])
 			}
 		}
-		return e.holdSet(now, kss[:n], modes[:n], lease, w, id, out), nil
+		return e.holdSet(now, kss[:n], modes[:n], lease, w, id, value, out), nil
 	}
 	if try {
 		for _, k := range keys {
@@ -275,6 +275,7 @@ func (e *Engine) acquireSet(now time.Time, keys []SetKey, lease, wait time.Durat
 	if id != "" {
 		e.nameWaiter(lead, id)
 	}
+	e.setWaiterValue(lead, value)
 	if wait > 0 {
 		e.waits.push(waitEntry{deadline: nanos + int64(wait), wt: lead})
 	}
@@ -337,7 +338,7 @@ func (e *Engine) queueSet(kss []*keyState, modes []Mode, w Waiter, lease time.Du
 
 // holdSet grants each of kss in its mode, as one set whose id is the
 // first key's token: one Granted event each, in order.
-func (e *Engine) holdSet(now time.Time, kss []*keyState, modes []Mode, lease time.Duration, w Waiter, id string, out []Event) []Event {
+func (e *Engine) holdSet(now time.Time, kss []*keyState, modes []Mode, lease time.Duration, w Waiter, id, value string, out []Event) []Event {
 	deadline := now.UnixNano() + int64(lease)
 	var set uint64
 	for i, ks := range kss {
@@ -349,7 +350,8 @@ func (e *Engine) holdSet(now time.Time, kss []*keyState, modes []Mode, lease tim
 		h.id = id
 		e.setMode(ks, modes[i])
 		e.markHeldSet(h, set)
-		out = append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id, Mode: modes[i], Set: set, SetSize: len(kss)})
+		hi := e.granted(ks, h, value)
+		out = append(out, Event{Kind: Granted, Key: ks.key, Token: tok, Lease: lease, Waiter: w, Limit: ks.limit(), ID: id, Mode: modes[i], Set: set, SetSize: len(kss), Place: hi.place, Value: hi.value})
 	}
 	return out
 }
@@ -358,7 +360,7 @@ func (e *Engine) holdSet(now time.Time, kss []*keyState, modes []Mode, lease tim
 // out of its queues.
 func (e *Engine) grantSet(now time.Time, s *lockSet, out []Event) []Event {
 	lead := s.members[0]
-	w, lease, id, since := lead.w, lead.lease, e.waiterID(lead), lead.since
+	w, lease, id, value, since := lead.w, lead.lease, e.waiterID(lead), e.waiterValue(lead), lead.since
 	var kss [MaxSetKeys]*keyState
 	var modes [MaxSetKeys]Mode
 	n := len(s.members)
@@ -367,7 +369,7 @@ func (e *Engine) grantSet(now time.Time, s *lockSet, out []Event) []Event {
 	}
 	e.unlinkSet(s)
 	from := len(out)
-	out = e.holdSet(now, kss[:n], modes[:n], lease, w, id, out)
+	out = e.holdSet(now, kss[:n], modes[:n], lease, w, id, value, out)
 	for i := from; i < len(out); i++ {
 		out[i].Queued = since
 	}
@@ -402,7 +404,7 @@ func (e *Engine) unlinkSet(s *lockSet) {
 // re-send of the same acquire. It reports whether it answered; a set
 // whose id held only some of its keys has them freed, and is to be
 // served anew.
-func (e *Engine) againSet(now time.Time, keys []SetKey, lease time.Duration, id string, try bool, w Waiter, out []Event) ([]Event, bool) {
+func (e *Engine) againSet(now time.Time, keys []SetKey, lease time.Duration, id, value string, try bool, w Waiter, out []Event) ([]Event, bool) {
 	var hs [MaxSetKeys]*holder
 	held := 0
 	for i, k := range keys {
@@ -425,7 +427,12 @@ func (e *Engine) againSet(now time.Time, keys []SetKey, lease time.Duration, id 
 			ks := h.keyOf()
 			h.deadline = deadline
 			heap.Fix(&e.leases, int(h.heapIdx))
-			out = append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit(), Mode: ks.mode(), Set: e.holderSet(h), SetSize: held})
+			hi := e.infoOf(h)
+			if value != "" && hi.value != value {
+				hi.value = value
+				e.setInfo(h, hi)
+			}
+			out = append(out, Event{Kind: Granted, Key: ks.key, Token: h.token, Lease: lease, Waiter: w, Limit: ks.limit(), Mode: ks.mode(), Set: e.holderSet(h), SetSize: held, Place: hi.place, Value: hi.value})
 		}
 		return out, true
 	case held > 0:
@@ -459,6 +466,7 @@ func (e *Engine) againSet(now time.Time, keys []SetKey, lease time.Duration, id 
 		m.w, m.lease = w, lease
 	}
 	e.waiters.add(lead)
+	e.setWaiterValue(lead, value)
 	if dl, ok := e.ghostWait[lead]; ok {
 		// A ghost's place claimed back: its wait is what it had left,
 		// no longer its grace; its members hold nobody back any more

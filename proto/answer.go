@@ -22,6 +22,24 @@ func AppendGranted(b []byte, key string, token uint64) []byte {
 	return append(b, '\n')
 }
 
+// AppendGrantedSet writes "A key TOKEN [TOKEN]... [place=P] [ref=R]":
+// the grant of an acquire of one key or of a set, tokens in the order
+// its keys were asked; place 0 writes no place=.
+func AppendGrantedSet(b []byte, key string, tokens []uint64, place int, ref Ref) []byte {
+	b = append(b, 'A', ' ')
+	b = append(b, key...)
+	for _, t := range tokens {
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, t, 10)
+	}
+	if place > 0 {
+		b = append(b, " place="...)
+		b = strconv.AppendInt(b, int64(place), 10)
+	}
+	b = AppendRef(b, ref)
+	return append(b, '\n')
+}
+
 // AppendTimeout writes "T key".
 func AppendTimeout(b []byte, key string) []byte {
 	b = append(b, 'T', ' ')
@@ -419,6 +437,9 @@ type Queue struct {
 	// Holders every holder, oldest first (Holders[0] is Token/LeaseLeft).
 	Limit   int
 	Holders []QueueHolder
+	// Shared: the key is held by readers (mode=shared), every one of
+	// them listed in Holders.
+	Shared bool
 	// Waiting counts the waiters; Waiters lists the first of them in
 	// queue order. AppendQueue writes the larger of Waiting and
 	// len(Waiters) as N.
@@ -431,6 +452,14 @@ type QueueHolder struct {
 	Token     uint64
 	LeaseLeft time.Duration
 	ID        string // the id its acquire carried, "" when none
+	// Set is the id of the set it was granted with (the token of the
+	// set's first key), 0 for a key taken alone.
+	Set uint64
+	// Place is its place (1..N) of a semaphore, 0 for none.
+	Place int
+	// Value is its value (value=V of its acquire or renewal), "" when
+	// none.
+	Value string
 }
 
 // Name is who holds: the name its acquire's id leads with (IDName), as
@@ -443,6 +472,10 @@ type QueueWaiter struct {
 	Waited time.Duration // how long it has waited so far
 	Addr   string        // the remote address of its connection
 	ID     string        // the id its acquire carried, "" when none
+	Shared bool          // it asks for the key as a reader
+	// Set is, for an acquire of several keys, all of them in the order
+	// asked; nil for one key.
+	Set []string
 }
 
 // Name is who waits: the name its acquire's id leads with (IDName); ""
@@ -479,16 +512,18 @@ func appendQueue(b []byte, op Op, q Queue) []byte {
 			b = append(b, w.Addr...)
 		}
 	}
-	// The holders written: the first alone for a lock.
+	// The holders written: the first alone for a lock held by a writer.
 	holders := q.Holders
 	if !q.Held {
 		holders = nil
-	} else if q.Limit <= 1 && len(holders) > 1 {
+	} else if q.Limit <= 1 && !q.Shared && len(holders) > 1 {
 		holders = holders[:1]
 	}
 	if q.Limit > 1 {
 		b = append(b, " limit="...)
 		b = strconv.AppendInt(b, int64(q.Limit), 10)
+	}
+	if q.Limit > 1 || q.Shared {
 		for i, h := range holders {
 			if i == 0 {
 				continue // it is TOKEN and LEASE-LEFT
@@ -515,7 +550,55 @@ func appendQueue(b []byte, op Op, q Queue) []byte {
 			b = append(b, w.ID...)
 		}
 	}
-	return append(b, '\n')
+	return append(appendQueueModes(b, q, holders), '\n')
+}
+
+// appendQueueModes writes the words of readers, sets, places and
+// values: mode=, wmode=, set=, wset=, place=, value=.
+func appendQueueModes(b []byte, q Queue, holders []QueueHolder) []byte {
+	if q.Shared && q.Held {
+		b = append(b, " mode=shared"...)
+	}
+	for i, w := range q.Waiters {
+		if w.Shared {
+			b = append(b, " wmode="...)
+			b = strconv.AppendInt(b, int64(i+1), 10)
+			b = append(b, ",shared"...)
+		}
+	}
+	for _, h := range holders {
+		if h.Set != 0 {
+			b = append(b, " set="...)
+			b = strconv.AppendUint(b, h.Token, 10)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, h.Set, 10)
+		}
+	}
+	for i, w := range q.Waiters {
+		if len(w.Set) > 0 {
+			b = append(b, " wset="...)
+			b = strconv.AppendInt(b, int64(i+1), 10)
+			b = append(b, ',')
+			b = AppendKeys(b, w.Set)
+		}
+	}
+	for _, h := range holders {
+		if h.Place > 0 {
+			b = append(b, " place="...)
+			b = strconv.AppendUint(b, h.Token, 10)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(h.Place), 10)
+		}
+	}
+	for _, h := range holders {
+		if h.Value != "" {
+			b = append(b, " value="...)
+			b = strconv.AppendUint(b, h.Token, 10)
+			b = append(b, ',')
+			b = AppendValue(b, h.Value)
+		}
+	}
+	return b
 }
 
 // ParseQueue reads the fields of a Q answer, or of an L answer (a
@@ -538,7 +621,10 @@ func ParseQueue(a Answer) (Queue, error) {
 	if err := q.readHolders(f[extra:]); err != nil {
 		return q, err
 	}
-	return q, q.readIDs(f[extra:])
+	if err := q.readIDs(f[extra:]); err != nil {
+		return q, err
+	}
+	return q, q.readModes(f[extra:])
 }
 
 // readHead reads "TOKEN|- LEASELEFT|- N WAITED,ADDR ...", the fields of
@@ -591,6 +677,11 @@ func (q *Queue) readHolders(words []string) error {
 				// limit=1 is a lock, which AppendQueue writes without it.
 				q.Limit = l
 			}
+		case "mode":
+			if val != "shared" {
+				return errors.New("queue answer mode " + strconv.Quote(val))
+			}
+			q.Shared = q.Held
 		case "holder":
 			tok, lease, _ := strings.Cut(val, ",")
 			t, err := strconv.ParseUint(tok, 10, 64)
@@ -602,7 +693,11 @@ func (q *Queue) readHolders(words []string) error {
 		}
 		// Other words are for later versions.
 	}
-	if len(q.Holders) > max(q.Limit, 1) || (!q.Held && len(q.Holders) > 0) {
+	most := max(q.Limit, 1)
+	if q.Shared && q.Limit <= 1 {
+		most = MaxLimit
+	}
+	if len(q.Holders) > most || (!q.Held && len(q.Holders) > 0) {
 		return errors.New("queue answer lists more holders than its limit allows, or holders of a key nobody holds")
 	}
 	return nil
@@ -628,6 +723,87 @@ func (q *Queue) readIDs(words []string) error {
 			return errors.New("queue answer " + name + " " + strconv.Quote(val) + ": a second id for the same place")
 		}
 		*slot = id
+	}
+	return nil
+}
+
+// readModes reads the words of readers, sets, places and values that
+// name the holders and waiters read before them: wmode=I,shared,
+// set=TOKEN,SET, wset=I,KEYS, place=TOKEN,P and value=TOKEN,V.
+func (q *Queue) readModes(words []string) error {
+	for _, w := range words {
+		name, val, _ := strings.Cut(w, "=")
+		which, v, _ := strings.Cut(val, ",")
+		bad := func() error {
+			return errors.New("queue answer " + name + " " + strconv.Quote(clipString(val)))
+		}
+		switch name {
+		case "wmode", "wset":
+			i, err := strconv.Atoi(which)
+			if err != nil || i < 1 || i > len(q.Waiters) || which[0] == '+' {
+				return bad()
+			}
+			wt := &q.Waiters[i-1]
+			if name == "wmode" {
+				if v != "shared" || wt.Shared {
+					return bad()
+				}
+				wt.Shared = true
+				continue
+			}
+			keys, ok := SplitKeys(v)
+			if !ok || wt.Set != nil || len(keys) < 2 {
+				return bad()
+			}
+			wt.Set = keys
+		case "set", "place", "value":
+			h := q.holderOf(which)
+			if h == nil {
+				return bad()
+			}
+			if err := h.readMode(name, v); err != nil {
+				return bad()
+			}
+		}
+	}
+	return nil
+}
+
+// holderOf is the holder of q whose token is which, nil for none.
+func (q *Queue) holderOf(which string) *QueueHolder {
+	t, err := strconv.ParseUint(which, 10, 64)
+	if err != nil {
+		return nil
+	}
+	for i := range q.Holders {
+		if q.Holders[i].Token == t {
+			return &q.Holders[i]
+		}
+	}
+	return nil
+}
+
+// readMode reads one set=, place= or value= of h.
+func (h *QueueHolder) readMode(name, v string) error {
+	switch name {
+	case "set":
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || s == 0 || h.Set != 0 {
+			return errors.New("bad set")
+		}
+		h.Set = s
+	case "place":
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1 || p > MaxLimit || v[0] == '+' || h.Place != 0 {
+			return errors.New("bad place")
+		}
+		h.Place = p
+	case "value":
+		val, msg := DecodeValue(v)
+		if msg != "" || val == "" || h.Value != "" {
+			return errors.New("bad value")
+		}
+		h.Value = val
 	}
 	return nil
 }

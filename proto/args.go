@@ -16,7 +16,8 @@ type arg uint8
 const (
 	argLease         arg = iota // A, N: seconds, more than 0: Lease
 	argWait                     // A: seconds, or - (never queue): Wait, Try
-	argAcquireOption            // A: limit=N, id=ID or ref=R
+	argAcquireOption            // A: limit=N, id=ID, key=KEY, mode=M, value=V or ref=R
+	argRenewOption              // N: value=V
 	argToken                    // R, N: the holder's token: Token
 	argID                       // X: the acquire's id: ID
 	argAddr                     // H: where to hand off to: Addr
@@ -54,6 +55,12 @@ func readArgs(row *opRow, req *Request, line []byte, args []span) string {
 			}
 		case argAcquireOption:
 			msg = parseAcquireOption(req, w)
+		case argRenewOption:
+			if len(w) < 6 || string(w[:6]) != "value=" {
+				msg = fmt.Sprintf("%q: want value=V after the lease", clip(w))
+			} else {
+				msg = parseValueInto(req, string(w[6:]))
+			}
 		case argToken:
 			msg = parseTokenInto(&req.Token, "token", w)
 		case argID:

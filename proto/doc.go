@@ -63,7 +63,9 @@
 //
 //	MaxLineLen   4096 bytes in a request line, without its line ending
 //	MaxKeyLen     255 bytes in a key
-//	MaxArgs        16 words after the key
+//	MaxArgs        24 words after the key
+//	MaxSetKeys     16 keys in one acquire (its key and its key=KEY words)
+//	MaxValueLen  1024 bytes in a value=V, decoded
 //	MaxListKeys  1000 keys listed in one K answer, waiters in one Q answer
 //	MaxSeconds   315360000 seconds (ten years) in one duration
 //	precision    0.001 seconds: three digits after the point at most
@@ -89,9 +91,9 @@
 // # Answers at a glance
 //
 //	request               answers
-//	A key lease wait ...  A key token | T key | M key addr | E key A: words (each with ref=R when the A had one)
+//	A key lease wait ...  A key token... [place=P] | T key | M key addr | E key A: words (each with ref=R when the A had one)
 //	R key token           R key ok | R key notheld | M key addr | E key R: words
-//	N key token lease     N key ok | N key notheld | M key addr | E key N: words
+//	N key token lease ... N key ok | N key notheld | M key addr | E key N: words
 //	X key id              X key ok | X key none | M key addr | E key X: words
 //	Q key                 Q key TOKEN|- LEASELEFT|- NWAITERS WAITED,ADDR ... [name=value ...] | M | E
 //	L key                 L key BODY, now and after every change | M | E
@@ -148,7 +150,7 @@
 //
 // # A: acquire
 //
-//	A key lease wait [limit=N] [id=ID] [ref=R]
+//	A key lease wait [key=KEY]... [mode=shared] [limit=N] [id=ID] [value=V] [ref=R]
 //
 // Asks for the lock on key. lease is how long the lock is held unless it
 // is renewed or released; it must be more than 0. wait is the longest the
@@ -245,6 +247,85 @@
 //	T report ref=4
 //	A report 30 - limit=2 ref=5
 //	E report A: ref=5 limit mismatch: key "report" allows 1 holder; this acquire asked for 2: every acquire of it must ask for that limit
+//
+// # Readers, sets of keys, values and places
+//
+// mode=shared takes key as a reader: any number of readers hold a lock
+// at once (at most the server's --max-limit, 1024 by default), never
+// beside a writer. Without it, or with mode=exclusive, the acquire is a
+// writer, as it always was. The queue stays FIFO: a reader never passes
+// a writer queued before it, and when a writer releases, the run of
+// readers queued behind it is granted together. Every reader has a token
+// of its own, released and renewed alone. mode=shared with limit=N, N
+// more than 1, is refused: a semaphore's places are all alike.
+//
+// key=KEY, repeated, adds keys to the acquire: up to 16 keys in all,
+// the line's key first, each named once. All or none: the acquire is
+// granted when every key admits it, and waits in every key's queue
+// meanwhile, holding none of them; mode= and limit= apply to every key.
+// Its grant is one line with one token per key, in the order the keys
+// were asked; from then on each key is held on its own (R, N and its
+// lease, by its token). A wait that ends, an X that names any of its
+// keys, or its connection closing, takes the whole set out of every
+// queue, answered once (T on the line's key). Two sets over the same
+// keys never deadlock, whatever the order of their keys: the server
+// queues a set on all its keys at once, so two sets stand in the same
+// order in every queue they share, the order they arrived in.
+//
+// value=V gives the holder a value: what observers (Q, L) see of it, an
+// election's leader for example. V is percent-encoded UTF-8: a byte other
+// than A-Z a-z 0-9 - . _ ~ may be written %XX, and a space, %, =, , and
+// + and every byte at or below 0x20 or at or above 0x7F must be. At most
+// 1024 bytes once decoded. A renewal with value=V replaces it without
+// giving the key up (N, below).
+//
+// A semaphore's grant (limit=N, N more than 1, one key) says which of its
+// N places the holder has, place=P, 1 to N, the lowest free at the
+// grant; a resource may fence by place and token. Locks, readers and
+// sets have no place.
+//
+//	A key TOKEN [TOKEN]... [place=P] [ref=R]
+//
+//	$ nc 127.0.0.1 7070    # readers and a writer
+//	A cfg 30 0 mode=shared
+//	A cfg 7360982537641984001
+//	A cfg 30 0 mode=shared
+//	A cfg 7360982537641984017
+//	A cfg 30 0
+//	# the writer waits for both readers; a reader sent now waits behind it:
+//	A cfg 30 0 mode=shared
+//	Q cfg
+//	Q cfg 7360982537641984001 29.1 2 0.5,127.0.0.1:51234 0.2,127.0.0.1:51234 holder=7360982537641984017,29.8 mode=shared wmode=2,shared
+//	R cfg 7360982537641984001
+//	R cfg ok
+//	R cfg 7360982537641984017
+//	# the last reader gone, the writer holds cfg alone:
+//	A cfg 7360982537641984033
+//	R cfg ok
+//	R cfg 7360982537641984033
+//	# and the reader queued behind it is granted as it goes:
+//	A cfg 7360982537641984049
+//	R cfg ok
+//
+//	$ nc 127.0.0.1 7070    # a set: three keys at once, a token each
+//	A a 30 10 key=b key=c
+//	A a 7360982537641984065 7360982537641984081 7360982537641984097
+//	Q b
+//	Q b 7360982537641984081 29.6 0 set=7360982537641984081,7360982537641984065
+//
+//	$ nc 127.0.0.1 7070    # an election: a value, and a Proclaim
+//	A leader 10 0 value=node%201%20(10.0.0.1)
+//	A leader 7360982537641984113
+//	N leader 7360982537641984113 10 value=node%202
+//	N leader ok
+//	Q leader
+//	Q leader 7360982537641984113 9.9 0 value=7360982537641984113,node%202
+//
+//	$ nc 127.0.0.1 7070    # a semaphore's places
+//	A pool 30 0 limit=2
+//	A pool 7360982537641984129 place=1
+//	A pool 30 0 limit=2
+//	A pool 7360982537641984145 place=2
 //
 // # X: withdraw
 //
@@ -343,11 +424,13 @@
 //
 // # N: renew
 //
-//	N key token lease
+//	N key token lease [value=V]
 //
 // Restarts the lease of the lock that token holds: it now ends lease
 // seconds after the server reads the request, whatever was left of it. A
-// long job renews well before its lease runs out.
+// long job renews well before its lease runs out. value=V (encoded as on
+// A) replaces the holder's value, and the watchers of key are sent the
+// change at once (an election's Proclaim); without it the value stays.
 //
 //	N key ok        renewed
 //	N key notheld   token does not hold key (any more): as for R
@@ -367,7 +450,8 @@
 //
 //	Q key
 //
-//	Q key TOKEN LEASELEFT NWAITERS WAITED,ADDR ... [limit=N holder=TOKEN,LEASELEFT ...] [id=TOKEN,ID ...] [wid=I,ID ...]
+//	Q key TOKEN LEASELEFT NWAITERS WAITED,ADDR ... [limit=N] [holder=TOKEN,LEASELEFT ...] [id=TOKEN,ID ...] [wid=I,ID ...]
+//	      [mode=shared] [wmode=I,shared ...] [set=TOKEN,SET ...] [wset=I,KEY+KEY... ...] [place=TOKEN,P ...] [value=TOKEN,V ...]
 //
 // TOKEN holds key for LEASELEFT more seconds; both are - when nobody holds
 // it. NWAITERS counts the waiters; the first of them, at most MaxListKeys
@@ -379,10 +463,18 @@
 // Words of the form name=value follow, in this order:
 //
 //	limit=N              the key is a semaphore that N may hold at once (no limit=: a lock)
-//	holder=TOKEN,LEFT    one per holder of a semaphore after the first (TOKEN above),
-//	                     oldest first: its token and lease left
+//	holder=TOKEN,LEFT    one per holder of a semaphore or reader of a lock after the first
+//	                     (TOKEN above), oldest first: its token and lease left
 //	id=TOKEN,ID          the id the acquire of holder TOKEN carried, one per holder that had one
 //	wid=I,ID             the id of the I-th waiter listed (from 1), one per waiter that had one
+//	mode=shared          the key is held by readers
+//	wmode=I,shared       the I-th waiter listed asks as a reader
+//	set=TOKEN,SET        holder TOKEN was granted as one key of a set, whose id SET is
+//	                     the token of the set's first key
+//	wset=I,KEY+KEY...    the I-th waiter listed is a set over these keys, in order, each
+//	                     percent-encoded as a value is
+//	place=TOKEN,P        holder TOKEN of a semaphore has place P
+//	value=TOKEN,V        holder TOKEN's value, percent-encoded
 //
 // An ID runs to the end of its word and may itself hold , and =. A reader
 // skips the names it does not know, so later versions can add more; the
@@ -565,7 +657,7 @@
 //	a deploy 30 10
 //	E deploy ?: op "a" is not one upper-case letter (A acquire, R release, N renew, X withdraw, Q queue, L watch, U unwatch, K keys, S status, H handoff, I authenticate)
 //	A deploy 30
-//	E deploy A: want A KEY LEASE WAIT [limit=N] [id=ID] [ref=R] (seconds; wait 0 = forever, - = never queue), got 1 argument(s)
+//	E deploy A: want A KEY LEASE WAIT [key=KEY]... [mode=shared] [limit=N] [id=ID] [value=V] [ref=R] (seconds; wait 0 = forever, - = never queue), got 1 argument(s)
 //	A deploy 30 1.2345
 //	E deploy A: wait "1.2345" has more than millisecond precision (at most 3 digits after the point)
 //	R deploy
@@ -642,25 +734,29 @@
 // From then on the active writes records on that connection, each a line
 // of the same grammar. First a snapshot:
 //
-//	G key token leaseleft [limit=N] [id=ID]
+//	G key token leaseleft [limit=N] [id=ID] [mode=shared] [set=SET] [place=P] [value=V]
 //	                         one per holder: its token and lease left, in seconds,
-//	                         the key's limit (a semaphore) and the acquire's id
+//	                         the key's limit (a semaphore), the acquire's id, and
+//	                         (version five) its mode, set, place and value
 //	F key token              the latest releases of the last ten seconds (a
 //	                         thousand at most), oldest first, remembered as
 //	                         below (version four)
-//	J key id lease waitleft [limit=N]
+//	J key id lease waitleft [limit=N] [mode=shared] [keys=KEY+KEY...]
 //	                         one per waiter whose acquire had an id, each key's
-//	                         in queue order (a waitleft of zero waits forever)
+//	                         in queue order (a waitleft of zero waits forever);
+//	                         a set's once, on its first key, keys= its others
 //	Y FROM synced TOKEN SEQ  the snapshot is complete; TOKEN and SEQ are the active's
 //
 // then live records, in the order the changes happened:
 //
-//	G key token leaseleft [limit=N] [id=ID]
-//	                         granted or renewed
+//	G key token leaseleft [limit=N] [id=ID] [mode=shared] [set=SET[,N]] [place=P] [value=V]
+//	                         granted or renewed; the grant of a set is N G records
+//	                         in a row, each set=SET,N, one change that the standby
+//	                         applies once all N have come (never half a set)
 //	F key token [expired]    freed: released by its holder, or (expired) its lease
 //	                         ran out; a standby remembers a release for ten seconds,
 //	                         so a release sent again after a failover is told ok
-//	J key id lease waitleft [limit=N]
+//	J key id lease waitleft [limit=N] [mode=shared] [keys=KEY+KEY...]
 //	                         a waiter with an id joined the tail of key's queue
 //	                         (a J of an id already known moves it there)
 //	D key id                 that waiter left without a grant (its wait ended, it

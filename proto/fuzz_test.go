@@ -11,6 +11,12 @@ import (
 )
 
 var fuzzRequests = []string{
+	"A a 30 10 key=b key=c mode=shared id=x value=node%201%20(10.0.0.1) ref=r1\n",
+	"A a 30 - key=b limit=3\n",
+	"A a 30 10 value=\n",
+	"A a 30 10 value=%e2%82%ac\n",
+	"N a 7 30 value=x\n",
+	"N a 7 30 value=\n",
 	"A deploy 30 10\n",
 	"A deploy 0.5 0\r\n",
 	"  A   deploy  2.25    0.001  \n",
@@ -179,6 +185,15 @@ func format(t *testing.T, req Request) []byte {
 		if req.ID != "" {
 			word("id=" + req.ID)
 		}
+		for _, k := range req.Keys {
+			word("key=" + k)
+		}
+		if req.Mode != 0 {
+			word("mode=" + req.Mode.String())
+		}
+		if req.HasValue {
+			word("value=" + EncodeValue(req.Value))
+		}
 		b = AppendRef(b, req.Ref)
 	case OpWithdraw:
 		word(req.ID)
@@ -188,6 +203,9 @@ func format(t *testing.T, req Request) []byte {
 	case OpRenew:
 		word(strconv.FormatUint(req.Token, 10))
 		word(FormatSeconds(req.Lease))
+		if req.HasValue {
+			word("value=" + EncodeValue(req.Value))
+		}
 	case OpQueue, OpKeys, OpStatus:
 	case OpHandoff:
 		if req.Addr != "" {
@@ -365,6 +383,12 @@ func FuzzParseQueue(f *testing.F) {
 		"Q k - - 1 1,- wid=1,x later=1\n",
 		"L deploy 7 29.5 1 3.2,127.0.0.1:51234 id=7,alice#1 wid=1,bob#2\n",
 		"L k - - 0\n",
+		"Q cfg 7 29.1 0 holder=9,29.8 mode=shared\n",
+		"Q cfg 7 29.1 2 1,- 2,- holder=9,29.8 mode=shared wmode=2,shared set=7,7 wset=1,a+b%2Bc\n",
+		"Q sem 7 1 0 limit=3 holder=9,2 place=7,1 place=9,2 value=9,node%201\n",
+		"Q k 7 1 0 value=7,%FF\n",
+		"Q k 7 1 0 mode=shared place=7,0\n",
+		"Q k - - 1 1,- wset=1,a\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -428,6 +452,14 @@ var peerSeeds = []string{
 	"J deploy bob#2 30 9.5\n",
 	"J builds carol#1 60 0 limit=3\n",
 	"D deploy bob#2\n",
+	"G cfg 7360982537641984004 30 mode=shared\n",
+	"G a 7360982537641984004 30 id=x set=7360982537641984004,3\n",
+	"G sem 7360982537641984004 30 limit=3 place=2 value=node%201\n",
+	"G a 7 30 set=7\n",
+	"G a 7 30 set=7,1\n",
+	"G a 7 30 value=x mode=shared\n",
+	"J a bob#2 30 0 mode=shared keys=b+c%20d\n",
+	"J a bob#2 30 0 keys=b+b\n",
 	"J deploy bob#2 0 1\n",
 	"J deploy bob#2 30 1 id=x\n",
 	"D deploy\n",

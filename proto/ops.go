@@ -62,12 +62,12 @@ type opRow struct {
 // words it takes if they are new (args.go).
 var opTable = [...]opRow{
 	{op: OpAcquire, name: "acquire", class: ClassClient, needs: auth.Client, activeOnly: true, redirected: true, refs: true,
-		form: "A KEY LEASE WAIT [limit=N] [id=ID] [ref=R] (seconds; wait 0 = forever, - = never queue)", min: 2, max: 5,
+		form: "A KEY LEASE WAIT [key=KEY]... [mode=shared] [limit=N] [id=ID] [value=V] [ref=R] (seconds; wait 0 = forever, - = never queue)", min: 2, max: MaxArgs,
 		takes: []arg{argLease, argWait, argAcquireOption}},
 	{op: OpRelease, name: "release", class: ClassClient, needs: auth.Client, activeOnly: true, redirected: true,
 		form: "R KEY TOKEN", min: 1, max: 1, takes: []arg{argToken}},
 	{op: OpRenew, name: "renew", class: ClassClient, needs: auth.Client, activeOnly: true, redirected: true,
-		form: "N KEY TOKEN LEASE", min: 2, max: 2, takes: []arg{argToken, argLease}},
+		form: "N KEY TOKEN LEASE [value=V]", min: 2, max: 3, takes: []arg{argToken, argLease, argRenewOption}},
 	{op: OpWithdraw, name: "withdraw", class: ClassClient, needs: auth.Client, activeOnly: true, redirected: true,
 		form: "X KEY ID (the id= of the acquire to withdraw)", min: 1, max: 1, takes: []arg{argID}},
 	{op: OpQueue, name: "queue", class: ClassClient, needs: auth.Client, activeOnly: true, redirected: true,

@@ -399,8 +399,8 @@ func TestParseRecordRefuses(t *testing.T) {
 	for _, tt := range []struct {
 		line, msg string
 	}{
-		{"G deploy 1", `G record wants G KEY TOKEN LEASELEFT [limit=N] [id=ID], got 1 field(s) after "deploy"`},
-		{"G deploy 1 2 3", `G record "3": want limit=N, id=ID or ref=R`},
+		{"G deploy 1", `G record wants G KEY TOKEN LEASELEFT [limit=N] [id=ID] [mode=shared] [set=SET[,N]] [place=P] [value=V], got 1 field(s) after "deploy"`},
+		{"G deploy 1 2 3", `G record "3": want limit=N, id=ID, mode=shared`},
 		{"G deploy x 2", `G record token "x" is not an unsigned 64-bit integer`},
 		{"G deploy 1 2.5000", `G record lease "2.5000" has more than millisecond precision`},
 		{"G deploy 1 -2", `G record lease "-2"`},

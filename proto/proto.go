@@ -3,6 +3,7 @@ package proto
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +19,8 @@ const (
 	// cannot be a request of this grammar, so the stream is not trusted.
 	MaxLineLen = 4096
 	// MaxArgs is the most space-separated words a request may have after
-	// its key.
-	MaxArgs = 16
+	// its key: an acquire of MaxSetKeys keys with every option fits.
+	MaxArgs = 24
 	// MaxSeconds is the largest number of seconds a duration may carry on
 	// the wire (ten years); servers set tighter limits of their own.
 	MaxSeconds = 10 * 365 * 24 * 3600
@@ -70,10 +71,11 @@ const (
 // 2 added acknowledgements (V), semaphores and acquire ids in records,
 // and the heartbeat flags top, base, round and v; 3 the waiters' records
 // J and D; 4 the word expired on an F record whose lease ran out (a
-// plain F is a release, which the standby remembers: engine.WasReleased).
+// plain F is a release, which the standby remembers: engine.WasReleased);
+// 5 readers, sets, places and values on G and J.
 // A node learns each peer's from the v:N flag of its heartbeats (none: 1)
 // and writes to it only what it reads.
-const PeerVersion = 4
+const PeerVersion = 5
 
 // Answer kinds that no request shares.
 const (
@@ -141,8 +143,18 @@ type Request struct {
 	Limit int           // A: how many may hold the key at once; 0 when not given (1)
 	ID    string        // A: the client's name for this acquire, "" when not given; X: the acquire to withdraw
 	Token uint64        // R, N: the holder's token
-	Addr  string        // H (optional target)
-	Args  []string      // I: the words after the role
+	// Mode (A) is how the keys are asked, 0 when the acquire names
+	// none (a writer).
+	Mode Mode
+	// HasValue (A, N) says the request carried value=V; Value is V
+	// decoded. A renewal without it keeps the holder's value.
+	HasValue bool
+	Value    string
+	// Keys (A) are the keys named by key=KEY after the line's key, in
+	// their order; nil for an acquire of one key.
+	Keys []string
+	Addr string   // H (optional target)
+	Args []string // I: the words after the role
 	// Peer is the message of a peer op (P, Y, C, O, V), nil for a
 	// client's request.
 	Peer *PeerMessage
@@ -158,7 +170,30 @@ const (
 	// MaxRefLen is the longest ref=R an A may carry, in bytes of
 	// [0-9A-Za-z].
 	MaxRefLen = 16
+	// MaxSetKeys is the most keys one A may take, the line's key and
+	// its key=KEY words together.
+	MaxSetKeys = 16
+	// MaxValueLen is the longest value=V an A or N may carry, in bytes
+	// once decoded.
+	MaxValueLen = 1024
 )
+
+// Mode is how an acquire asks for its keys: mode=exclusive (a writer)
+// or mode=shared (a reader). The zero Mode is an acquire that names
+// none, a writer.
+type Mode uint8
+
+const (
+	ModeExclusive Mode = iota + 1
+	ModeShared
+)
+
+func (m Mode) String() string {
+	if m == ModeShared {
+		return "shared"
+	}
+	return "exclusive"
+}
 
 // Ref is an acquire's ref=R, held in place so that reading it allocates
 // nothing. The zero Ref is "no ref".
@@ -305,7 +340,7 @@ func parseAcquireOption(req *Request, w []byte) string {
 	name, val, ok := strings.Cut(string(w), "=")
 	switch {
 	case !ok:
-		return fmt.Sprintf("%q: want limit=N, id=ID or ref=R after the wait", clip(w))
+		return fmt.Sprintf("%q: want limit=N, id=ID, key=KEY, mode=M, value=V or ref=R after the wait", clip(w))
 	case name == "limit":
 		if req.Limit != 0 {
 			return "limit given twice"
@@ -324,8 +359,59 @@ func parseAcquireOption(req *Request, w []byte) string {
 		}
 		req.ID = val
 	default:
-		return fmt.Sprintf("%q: want limit=N, id=ID or ref=R after the wait", clip(w))
+		return parseSetOption(req, name, val, w)
 	}
+	return ""
+}
+
+// parseSetOption reads key=KEY, mode=M and value=V, the words of A for
+// readers, sets and values.
+func parseSetOption(req *Request, name, val string, w []byte) string {
+	switch name {
+	case "key":
+		if msg := CheckKey([]byte(val)); msg != "" {
+			return "key= " + msg
+		}
+		if len(req.Keys)+1 >= MaxSetKeys {
+			return "more than " + strconv.Itoa(MaxSetKeys) + " keys: an acquire takes 1 to " + strconv.Itoa(MaxSetKeys) + " keys at once"
+		}
+		if val == req.Key || slices.Contains(req.Keys, val) {
+			return fmt.Sprintf("key %q named twice; name each key of a set once", clip([]byte(val)))
+		}
+		if req.Keys == nil {
+			req.Keys = make([]string, 0, 4)
+		}
+		req.Keys = append(req.Keys, val)
+	case "mode":
+		if req.Mode != 0 {
+			return "mode given twice"
+		}
+		switch val {
+		case "shared":
+			req.Mode = ModeShared
+		case "exclusive":
+			req.Mode = ModeExclusive
+		default:
+			return fmt.Sprintf("mode %q: want shared or exclusive", clip([]byte(val)))
+		}
+	case "value":
+		return parseValueInto(req, val)
+	default:
+		return fmt.Sprintf("%q: want limit=N, id=ID, key=KEY, mode=M, value=V or ref=R after the wait", clip(w))
+	}
+	return ""
+}
+
+// parseValueInto reads value=V into req.
+func parseValueInto(req *Request, val string) string {
+	if req.HasValue {
+		return "value given twice"
+	}
+	v, msg := DecodeValue(val)
+	if msg != "" {
+		return "value " + msg
+	}
+	req.Value, req.HasValue = v, true
 	return ""
 }
 

@@ -29,6 +29,21 @@ type Record struct {
 	// answers the Y request itself with "M FROM addr" (From set), on the
 	// same connection, so a standby reads both as records.
 	Addr string
+	// Shared (G, J): the key is held, or asked, by readers (mode=shared).
+	Shared bool
+	// Set (G) is the id of the set the holder was granted with, 0 for a
+	// key taken alone. Batch, on the G records of a set's grant, counts
+	// them: the set's Batch records come in a row, and are one change,
+	// applied together once all have come (set=SET,N); 0 on any other.
+	Set   uint64
+	Batch int
+	// Place (G) is the holder's place of a semaphore, 0 for none.
+	Place int
+	// Value (G) is the holder's value, "" for none.
+	Value string
+	// Keys (J) are the other keys of a set that waits, after the line's,
+	// as AppendKeys writes them; "" for a waiter of one key.
+	Keys string
 }
 
 // AppendRecord writes r as one stream line. G and F, the records of the
@@ -56,6 +71,9 @@ func AppendRecord(b []byte, r Record) []byte {
 			b = append(b, " id="...)
 			b = append(b, r.ID...)
 		}
+		if r.Shared || r.Set != 0 || r.Place != 0 || r.Value != "" {
+			b = appendHeldModes(b, &r)
+		}
 		return append(b, '\n')
 	case RecFree:
 		b = append(b, byte(RecFree), ' ')
@@ -68,6 +86,31 @@ func AppendRecord(b []byte, r Record) []byte {
 		return append(b, '\n')
 	}
 	return appendControlRecord(b, &r)
+}
+
+// appendHeldModes writes the words of G for readers, sets, places and
+// values.
+func appendHeldModes(b []byte, r *Record) []byte {
+	if r.Shared {
+		b = append(b, " mode=shared"...)
+	}
+	if r.Set != 0 {
+		b = append(b, " set="...)
+		b = strconv.AppendUint(b, r.Set, 10)
+		if r.Batch > 1 {
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(r.Batch), 10)
+		}
+	}
+	if r.Place > 0 {
+		b = append(b, " place="...)
+		b = strconv.AppendInt(b, int64(r.Place), 10)
+	}
+	if r.Value != "" {
+		b = append(b, " value="...)
+		b = AppendValue(b, r.Value)
+	}
+	return b
 }
 
 // appendControlRecord writes the records that are not a lock's: W, Y, H
@@ -88,6 +131,13 @@ func appendControlRecord(b []byte, r *Record) []byte {
 		if r.Limit > 1 {
 			b = append(b, " limit="...)
 			b = strconv.AppendInt(b, int64(r.Limit), 10)
+		}
+		if r.Shared {
+			b = append(b, " mode=shared"...)
+		}
+		if r.Keys != "" {
+			b = append(b, " keys="...)
+			b = append(b, r.Keys...)
 		}
 	case RecLeft:
 		b = append(b, byte(RecLeft), ' ')
@@ -142,9 +192,9 @@ type recordForm struct {
 // recordForms are the records, in the order refusals list them. A kind
 // is a row here and a parser in parseRecordFields.
 var recordForms = [...]recordForm{
-	{RecHeld, "G KEY TOKEN LEASELEFT [limit=N] [id=ID]", 2, 4},
+	{RecHeld, "G KEY TOKEN LEASELEFT [limit=N] [id=ID] [mode=shared] [set=SET[,N]] [place=P] [value=V]", 2, 8},
 	{RecFree, "F KEY TOKEN [expired]", 1, 2},
-	{RecJoined, "J KEY ID LEASE WAITLEFT [limit=N]", 3, 4},
+	{RecJoined, "J KEY ID LEASE WAITLEFT [limit=N] [mode=shared] [keys=KEY+KEY...]", 3, 6},
 	{RecLeft, "D KEY ID", 1, 1},
 	{RecMark, "W - TOKEN SEQ", 2, 2},
 	{RecSynced, "Y FROM synced TOKEN SEQ", 3, 3},
@@ -255,16 +305,11 @@ func parseTokenSeq(r *Record, token, seq string) string {
 }
 
 func parseHeld(r *Record, key string, f []string) string {
-	var opt Request
 	for _, w := range f[2:] {
-		if msg := parseAcquireOption(&opt, []byte(w)); msg != "" {
+		if msg := parseHeldWord(r, w); msg != "" {
 			return msg
 		}
 	}
-	if !opt.Ref.IsZero() {
-		return "a record carries no ref="
-	}
-	r.Limit, r.ID = recordLimit(opt.Limit), opt.ID
 	if msg := parseRecordKey(r, key); msg != "" {
 		return msg
 	}
@@ -272,6 +317,100 @@ func parseHeld(r *Record, key string, f []string) string {
 		return msg
 	}
 	return parseSeconds(&r.Lease, "lease", []byte(f[1]))
+}
+
+// parseHeldWord reads one optional word of G, each at most once, in the
+// order AppendRecord writes them (a record has one canonical form).
+func parseHeldWord(r *Record, w string) string {
+	name, val, _ := strings.Cut(w, "=")
+	order := heldWordOrder(name)
+	if order == 0 {
+		return fmt.Sprintf("%q: want limit=N, id=ID, mode=shared, set=SET[,N], place=P or value=V", clipString(w))
+	}
+	if order <= r.heldWords() {
+		return fmt.Sprintf("%q: out of order, or given twice", clipString(w))
+	}
+	switch name {
+	case "limit", "id":
+		var opt Request
+		if msg := parseAcquireOption(&opt, []byte(w)); msg != "" {
+			return msg
+		}
+		if name == "limit" {
+			r.Limit = recordLimit(opt.Limit)
+		} else {
+			r.ID = opt.ID
+		}
+	case "mode":
+		if val != "shared" {
+			return fmt.Sprintf("mode %q: want shared", clipString(val))
+		}
+		r.Shared = true
+	case "set":
+		set, n, _ := strings.Cut(val, ",")
+		if msg := parseTokenInto(&r.Set, "set", []byte(set)); msg != "" || r.Set == 0 {
+			return "set " + strconv.Quote(clipString(val)) + ": want a token, and the count of its records"
+		}
+		if n != "" {
+			b, err := strconv.Atoi(n)
+			if err != nil || b < 2 || b > MaxSetKeys || n[0] == '+' {
+				return "set " + strconv.Quote(clipString(val)) + ": want 2 to " + strconv.Itoa(MaxSetKeys) + " records"
+			}
+			r.Batch = b
+		}
+	case "place":
+		p, err := strconv.Atoi(val)
+		if err != nil || p < 1 || p > MaxLimit || val[0] == '+' {
+			return fmt.Sprintf("place %q: want 1 to %d", clipString(val), MaxLimit)
+		}
+		r.Place = p
+	case "value":
+		v, msg := DecodeValue(val)
+		if msg != "" || v == "" {
+			return "value " + msg
+		}
+		r.Value = v
+	}
+	return ""
+}
+
+// heldWordOrder is where a word named name stands among G's optional
+// words, 0 for none of them.
+func heldWordOrder(name string) int {
+	switch name {
+	case "limit":
+		return 1
+	case "id":
+		return 2
+	case "mode":
+		return 3
+	case "set":
+		return 4
+	case "place":
+		return 5
+	case "value":
+		return 6
+	}
+	return 0
+}
+
+// heldWords is the order of the last optional word of a G read so far.
+func (r *Record) heldWords() int {
+	switch {
+	case r.Value != "":
+		return 6
+	case r.Place != 0:
+		return 5
+	case r.Set != 0:
+		return 4
+	case r.Shared:
+		return 3
+	case r.ID != "":
+		return 2
+	case r.Limit != 0:
+		return 1
+	}
+	return 0
 }
 
 func parseFree(r *Record, key string, f []string) string {
@@ -309,15 +448,35 @@ func parseJoined(r *Record, key string, f []string) string {
 	if msg := parseSeconds(&r.Wait, "wait", []byte(f[2])); msg != "" {
 		return msg
 	}
-	if len(f) == 4 {
+	for _, w := range f[3:] {
+		if msg := parseJoinedWord(r, w); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// parseJoinedWord reads one optional word of J: limit=N, mode=shared,
+// keys=KEY+KEY..., each at most once and in that order.
+func parseJoinedWord(r *Record, w string) string {
+	name, val, _ := strings.Cut(w, "=")
+	switch {
+	case name == "limit" && r.Limit == 0 && !r.Shared && r.Keys == "":
 		var opt Request
-		if msg := parseAcquireOption(&opt, []byte(f[3])); msg != "" || opt.Limit == 0 {
-			if msg == "" {
-				msg = fmt.Sprintf("%q: want limit=N", clipString(f[3]))
-			}
+		if msg := parseAcquireOption(&opt, []byte(w)); msg != "" {
 			return msg
 		}
 		r.Limit = recordLimit(opt.Limit)
+	case name == "mode" && val == "shared" && !r.Shared && r.Keys == "":
+		r.Shared = true
+	case name == "keys" && r.Keys == "":
+		keys, ok := SplitKeys(val)
+		if !ok || len(keys) >= MaxSetKeys || string(AppendKeys(nil, keys)) != val {
+			return fmt.Sprintf("keys %q: want 1 to %d percent-encoded keys joined by +", clipString(val), MaxSetKeys-1)
+		}
+		r.Keys = val
+	default:
+		return fmt.Sprintf("%q: want limit=N, mode=shared or keys=KEY+KEY..., in that order", clipString(w))
 	}
 	return ""
 }
@@ -392,6 +551,14 @@ func RecordFor(v int, r Record) (Record, bool) {
 	}
 	if v < 4 {
 		r.Expired = false
+	}
+	if v < 5 {
+		// Readers and sets it would hold as writers and keys alone; a
+		// place and a value it can do without.
+		if r.Shared || r.Set != 0 || r.Keys != "" {
+			return r, false
+		}
+		r.Place, r.Value = 0, ""
 	}
 	return r, true
 }

@@ -60,6 +60,9 @@ type Core struct {
 	eng *engine.Engine
 	evs []engine.Event
 	buf []byte // scratch for answers
+	// sets holds what the core gathers of a set's events, which come in
+	// a row and are answered, replicated and applied as one (sets.go).
+	sets setBatches
 
 	role      Role
 	active    string    // the active's address; "" when unknown

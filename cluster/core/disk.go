@@ -25,7 +25,10 @@ import (
 //
 // The records are the stream's lines, and two of the disk's own:
 //
-//	G key token leaseleft [limit=N] [id=ID]   a change (granted, renewed): SEQ + 1
+//	G key token leaseleft [limit=N] [id=ID] [mode=shared] [set=SET[,N]] [place=P] [value=V]
+//	                                          a change (granted, renewed): SEQ + 1; the
+//	                                          N records of a set's grant (set=SET,N),
+//	                                          together, SEQ + 1, applied once all are read
 //	F key token                               a change (freed): SEQ + 1
 //	W - TOKEN SEQ                             the high-water mark moved
 //	!W - TOKEN SEQ                            the state is replaced: no holder, the
@@ -131,7 +134,7 @@ func (c *Core) appendReset(b []byte) []byte {
 
 func appendHolder(b []byte, h engine.Holder) []byte {
 	b = append(b, diskHolder)
-	return proto.AppendRecord(b, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID})
+	return proto.AppendRecord(b, holderRecord(h))
 }
 
 // Logged says the first n records logged since the node started are on
@@ -222,6 +225,9 @@ func (c *Core) Recover(now, at time.Time, line []byte) error {
 	}
 	d.recovered = true
 	lease := rec.Lease - max(now.Sub(at), 0)
+	if rec.Kind != proto.RecHeld || prefix != 0 {
+		c.dropPartSet()
+	}
 	switch {
 	case prefix == diskReset && rec.Kind == proto.RecMark:
 		c.eng.Restore(now, engine.Snapshot{}, nil)
@@ -229,10 +235,9 @@ func (c *Core) Recover(now, at time.Time, line []byte) error {
 		c.seq = rec.Seq
 		d.maxToken = max(d.maxToken, rec.Token)
 	case prefix == diskHolder && rec.Kind == proto.RecHeld:
-		c.eng.ApplyHeldID(now, rec.Key, rec.Limit, rec.Token, lease, rec.ID)
+		c.eng.ApplyHolder(now, recordHolder(rec, lease))
 	case prefix == 0 && rec.Kind == proto.RecHeld:
-		c.eng.ApplyHeldID(now, rec.Key, rec.Limit, rec.Token, lease, rec.ID)
-		c.seq++
+		c.recoverHeld(now, at, rec)
 	case prefix == 0 && rec.Kind == proto.RecFree && rec.Expired:
 		c.eng.ApplyFree(rec.Key, rec.Token)
 		c.seq++
@@ -256,6 +261,7 @@ func (c *Core) Recover(now, at time.Time, line []byte) error {
 // says. It reports the holders recovered.
 func (c *Core) Recovered(now time.Time) int {
 	d := &c.disk
+	c.dropPartSet()
 	c.eng.Raise(d.maxToken)
 	c.top = max(c.top, d.maxToken)
 	d.top = c.eng.HighWater()

@@ -26,6 +26,10 @@ type replWaiter struct {
 	lease time.Duration
 	until time.Time // when its wait ends; zero: forever
 	limit int
+	// shared: it asks as a reader; keys: a set's every key, key first,
+	// nil for one key.
+	shared bool
+	keys   []string
 }
 
 // ghostGrace is how long a new active keeps the places of the waiters it
@@ -67,7 +71,14 @@ func (c *Core) snapshotWaiters(now time.Time, b []byte) []byte {
 		if w.ID == "" {
 			return
 		}
-		b = proto.AppendRecord(b, proto.Record{Kind: proto.RecJoined, Key: key, ID: w.ID, Limit: limit, Lease: w.Lease, Wait: w.WaitLeft})
+		rec := proto.Record{Kind: proto.RecJoined, Key: key, ID: w.ID, Limit: limit, Lease: w.Lease, Wait: w.WaitLeft, Shared: w.Mode == engine.Shared}
+		if len(w.Set) > 0 {
+			if w.Set[0].Key != key {
+				return // a set is listed on each of its keys, and sent once
+			}
+			rec.Keys = setRest(w.Set)
+		}
+		b = proto.AppendRecord(b, rec)
 	})
 	return b
 }
@@ -76,7 +87,10 @@ func (c *Core) snapshotWaiters(now time.Time, b []byte) []byte {
 // key, moving there if it was known already.
 func (c *Core) applyJoined(now time.Time, rec proto.Record) {
 	c.forgetWaiter(rec.ID)
-	w := replWaiter{key: rec.Key, id: rec.ID, lease: rec.Lease, limit: rec.Limit}
+	w := replWaiter{key: rec.Key, id: rec.ID, lease: rec.Lease, limit: rec.Limit, shared: rec.Shared}
+	if rest, ok := proto.SplitKeys(rec.Keys); ok {
+		w.keys = append([]string{rec.Key}, rest...)
+	}
 	if rec.Wait > 0 {
 		w.until = now.Add(rec.Wait)
 	}
@@ -125,7 +139,7 @@ func (c *Core) queueGhosts(now time.Time) {
 					continue
 				}
 			}
-			if c.eng.AddGhost(now, k, w.limit, w.id, w.lease, left, grace) {
+			if c.eng.AddGhostSet(now, w.setKeys(), w.id, w.lease, left, grace) {
 				n++
 			}
 		}
@@ -134,4 +148,30 @@ func (c *Core) queueGhosts(now time.Time) {
 	if n > 0 {
 		c.log.Info("kept the places of the last active's waiters", "self", c.self, "waiters", n, "grace", grace.String())
 	}
+}
+
+// setKeys is the keys w asks for, as the engine takes them.
+func (w replWaiter) setKeys() []engine.SetKey {
+	mode := engine.Exclusive
+	if w.shared {
+		mode = engine.Shared
+	}
+	if len(w.keys) == 0 {
+		return []engine.SetKey{{Key: w.key, Limit: w.limit, Mode: mode}}
+	}
+	keys := make([]engine.SetKey, len(w.keys))
+	for i, k := range w.keys {
+		keys[i] = engine.SetKey{Key: k, Limit: w.limit, Mode: mode}
+	}
+	return keys
+}
+
+// setRest is the keys of a set after its first, as a J record lists
+// them.
+func setRest(set []engine.SetKey) string {
+	rest := make([]string, 0, len(set)-1)
+	for _, k := range set[1:] {
+		rest = append(rest, k.Key)
+	}
+	return string(proto.AppendKeys(nil, rest))
 }

@@ -95,7 +95,7 @@ func (c *Core) tryAcquire(now time.Time, cn *conn, req proto.Request, seq uint64
 		c.count.Refusals++
 		c.answerAcquire(cn, key, seq, req.Ref, refused(req.Op, key, limitOf(err)), proto.AppendErrorRef(nil, key, req.Op, req.Ref, err.Error()))
 	case granted:
-		c.send(cn, grant(key, tok), proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
+		c.send(cn, grant(key, tok), proto.AppendGrantedSet(c.buf[:0], key, []uint64{tok}, c.sets.place, req.Ref))
 	default:
 		c.count.Timeouts++
 		c.answerAcquire(cn, key, seq, req.Ref, answered(proto.OpAcquire, key, TimedOut), proto.AppendTimeoutRef(nil, key, req.Ref))
@@ -107,6 +107,9 @@ func (c *Core) tryAcquire(now time.Time, cn *conn, req proto.Request, seq uint64
 func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 	c.advance(now)
 	key := req.Key
+	// A set waits, and is answered, on its first key, which X need not
+	// name.
+	lead := c.eng.QueuedKey(req.ID)
 	evs, w, ok := c.eng.Withdraw(now, key, req.ID, uint64(cn.id), c.evs[:0])
 	if !ok {
 		c.route(now, evs)
@@ -114,9 +117,12 @@ func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 		return
 	}
 	c.count.Withdrawals++
-	c.answerWaiter(cn, key, w.Seq, false, 0, 0)
-	c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: req.ID})
-	c.touch(key)
+	c.answerWaiter(cn, lead, w.Seq, false, 0, 0)
+	c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: lead, ID: req.ID})
+	c.touch(lead)
+	if lead != key {
+		c.touch(key)
+	}
 	c.route(now, evs) // what the withdrawal let through; it flushes the watches
 	c.send(cn, answered(proto.OpWithdraw, key, OK), proto.AppendWord(c.buf[:0], proto.OpWithdraw, key, proto.WordOK))
 }

@@ -95,7 +95,7 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 			if !held {
 				return
 			}
-			rec, ok := proto.RecordFor(s.version, proto.Record{Kind: proto.RecHeld, Key: h.Key, Token: h.Token, Lease: h.LeaseLeft, Limit: h.Limit, ID: h.ID})
+			rec, ok := proto.RecordFor(s.version, holderRecord(h))
 			if !ok {
 				return // a semaphore: an older standby cannot hold it
 			}
@@ -145,12 +145,15 @@ func (c *Core) replicate(ev engine.Event) {
 	if ev.Kind == engine.TimedOut {
 		return
 	}
-	c.seq++
+	batch := c.sets.batch(ev)
+	if batch <= 1 || c.sets.repl == batch-1 {
+		c.seq++ // a set's grant is one change
+	}
 	c.top = max(c.top, ev.Token)
 	if len(c.streams) == 0 && !c.durable() {
 		return
 	}
-	rec := proto.Record{Kind: proto.RecHeld, Key: ev.Key, Token: ev.Token, Lease: ev.Lease, Limit: ev.Limit, ID: ev.ID}
+	rec := heldRecord(ev, batch)
 	if ev.Kind == engine.Freed {
 		rec = proto.Record{Kind: proto.RecFree, Key: ev.Key, Token: ev.Token, Expired: ev.Expired}
 	}
@@ -259,8 +262,7 @@ type follower struct {
 type stagedHold struct {
 	token uint64
 	until time.Time
-	limit int
-	id    string
+	rec   proto.Record // the rest of it
 }
 
 // stageHeld records a G record while syncing, as ApplyHeld would: the
@@ -268,18 +270,22 @@ type stagedHold struct {
 // the old one.
 func (f *follower) stageHeld(now time.Time, rec proto.Record) {
 	hs := f.staged[rec.Key]
-	h := stagedHold{token: rec.Token, until: now.Add(rec.Lease), limit: rec.Limit, id: rec.ID}
+	h := stagedHold{token: rec.Token, until: now.Add(rec.Lease), rec: rec}
 	for i := range hs {
 		if hs[i].token == rec.Token {
-			if h.id == "" {
-				h.id = hs[i].id
+			if h.rec.ID == "" {
+				h.rec.ID = hs[i].rec.ID
+			}
+			if h.rec.Set == 0 {
+				h.rec.Set = hs[i].rec.Set
 			}
 			hs[i] = h
 			return
 		}
 	}
 	if rec.Limit <= 1 {
-		hs = hs[:0]
+		// A writer replaces every holder of a lock, a reader its writer.
+		hs = slices.DeleteFunc(hs, func(o stagedHold) bool { return !rec.Shared || !o.rec.Shared })
 	}
 	f.staged[rec.Key] = append(hs, h)
 }
@@ -329,7 +335,8 @@ func (c *Core) StreamOpened(now time.Time, target string) {
 	delete(c.cancelled, target)
 	f.open, f.ending, f.syncing, f.live, f.started, f.top, f.acked, f.ackDue = true, false, true, false, now, 0, 0, false
 	f.staged = make(map[string][]stagedHold)
-	c.rwait, c.rwaitKey = nil, nil // the snapshot lists them again
+	c.sets.pending = c.sets.pending[:0] // a row the last stream cut short is not this one's
+	c.rwait, c.rwaitKey = nil, nil      // the snapshot lists them again
 	c.act(Action{Kind: ActStreamReply, Peer: target}, proto.AppendSync(c.buf[:0], c.self, c.eng.HighWater()))
 }
 
@@ -387,11 +394,11 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 			f.top = max(f.top, rec.Token)
 			return nil
 		}
-		c.eng.ApplyHeldID(now, rec.Key, rec.Limit, rec.Token, rec.Lease, rec.ID)
-		c.seq++
-		c.top = max(c.top, rec.Token)
-		c.logChange(rec)
+		return c.applyHeld(now, rec)
 	case proto.RecFree:
+		if len(c.sets.pending) > 0 {
+			return errors.New("a set's grant broken by an F record")
+		}
 		if f.syncing {
 			f.stageFree(rec)
 			f.top = max(f.top, rec.Token)
@@ -414,35 +421,7 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 		c.observe(now, rec.Token, target)
 		c.activeSeq = rec.Seq
 	case proto.RecSynced:
-		if !f.syncing {
-			return errors.New("a second synced mark from " + target)
-		}
-		snap := engine.Snapshot{Token: rec.Token, Holders: make([]engine.Holder, 0, len(f.staged))}
-		for k, hs := range f.staged {
-			for _, h := range hs {
-				snap.Holders = append(snap.Holders, engine.Holder{Key: k, Token: h.token, LeaseLeft: max(h.until.Sub(now), 0), Limit: h.limit, ID: h.id})
-			}
-		}
-		// Restore's order must not depend on map order: the same stream
-		// must leave the same state on every run.
-		slices.SortFunc(snap.Holders, func(x, y engine.Holder) int {
-			return cmp.Or(cmp.Compare(x.Key, y.Key), cmp.Compare(x.Token, y.Token))
-		})
-		f.staged = nil
-		c.observe(now, rec.Token, target)
-		c.eng.Restore(now, snap, nil)
-		// The synced state is the active's: its top replaces this node's.
-		c.top = f.top
-		c.seq = rec.Seq
-		c.activeSeq = rec.Seq
-		f.syncing = false
-		f.live = true
-		c.synced = true
-		c.disk.restored = false
-		f.ackDue = true // acknowledge the snapshot at once, even an empty one
-		c.logState(now)
-		c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
-		c.supervise(now)
+		return c.applySynced(now, f, target, rec)
 	case proto.RecHandoff:
 		return c.handoffRecord(now, f, rec)
 	case proto.RecMoved:
@@ -454,6 +433,41 @@ func (c *Core) streamRecord(now time.Time, target string, a proto.Answer) error 
 		}
 		return fmt.Errorf("%s is not active (it points to %s)", target, rec.Addr)
 	}
+	return nil
+}
+
+// applySynced applies the synced mark: the state staged from the
+// snapshot replaces this node's.
+func (c *Core) applySynced(now time.Time, f *follower, target string, rec proto.Record) error {
+	if !f.syncing {
+		return errors.New("a second synced mark from " + target)
+	}
+	snap := engine.Snapshot{Token: rec.Token, Holders: make([]engine.Holder, 0, len(f.staged))}
+	for _, hs := range f.staged {
+		for _, h := range hs {
+			snap.Holders = append(snap.Holders, recordHolder(h.rec, max(h.until.Sub(now), 0)))
+		}
+	}
+	// Restore's order must not depend on map order: the same stream
+	// must leave the same state on every run.
+	slices.SortFunc(snap.Holders, func(x, y engine.Holder) int {
+		return cmp.Or(cmp.Compare(x.Key, y.Key), cmp.Compare(x.Token, y.Token))
+	})
+	f.staged = nil
+	c.observe(now, rec.Token, target)
+	c.eng.Restore(now, snap, nil)
+	// The synced state is the active's: its top replaces this node's.
+	c.top = f.top
+	c.seq = rec.Seq
+	c.activeSeq = rec.Seq
+	f.syncing = false
+	f.live = true
+	c.synced = true
+	c.disk.restored = false
+	f.ackDue = true // acknowledge the snapshot at once, even an empty one
+	c.logState(now)
+	c.log.Info("synced", "self", c.self, "active", target, "holders", len(snap.Holders), "seq", rec.Seq, "took", now.Sub(f.started).Round(time.Microsecond).String())
+	c.supervise(now)
 	return nil
 }
 

@@ -107,7 +107,10 @@ func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
 		}
 		c.send(cn, answered(proto.OpRelease, key, outcome), proto.AppendWord(c.buf[:0], proto.OpRelease, key, word))
 	case proto.OpRenew:
-		evs, err := c.eng.Renew(now, key, req.Token, req.Lease, c.evs[:0])
+		evs, err := c.eng.RenewValue(now, key, req.Token, req.Lease, req.Value, req.HasValue, c.evs[:0])
+		if err == nil && req.HasValue {
+			c.touch(key) // a Proclaim: the watchers see the value
+		}
 		c.route(now, evs)
 		switch {
 		case err == nil:
@@ -194,6 +197,10 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 		c.answerA(cn, key, seq, refused(req.Op, key, LimitConnWaiters), proto.AppendError(nil, key, req.Op, "this connection already has "+strconv.Itoa(MaxConnWaiters)+" waiting acquires; open another connection"))
 		return
 	}
+	if isSetAcquire(req) {
+		c.acquireSet(now, cn, req, seq)
+		return
+	}
 	if req.Try {
 		c.tryAcquire(now, cn, req, seq)
 		return
@@ -210,6 +217,8 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 	case err != nil:
 		c.count.Refusals++
 		c.answerAcquire(cn, key, seq, req.Ref, refused(req.Op, key, limitOf(err)), proto.AppendErrorRef(nil, key, req.Op, req.Ref, err.Error()))
+	case granted && c.sets.place > 0:
+		c.send(cn, grant(key, tok), proto.AppendGrantedSet(c.buf[:0], key, []uint64{tok}, c.sets.place, req.Ref))
 	case granted && !req.Ref.IsZero():
 		c.send(cn, grant(key, tok), proto.AppendGrantedRef(c.buf[:0], key, tok, req.Ref))
 	case granted:
@@ -339,12 +348,15 @@ func (c *Core) flushPending(cn *conn, key string, from int) bool {
 }
 
 // routeOwn routes evs and reports whether one of them grants w, which the
-// caller answers itself, as it does a T of w (a try-lock).
+// caller answers itself, as it does a T of w (a try-lock); the place of
+// a semaphore's grant is left in c.sets.place.
 func (c *Core) routeOwn(now time.Time, evs []engine.Event, w engine.Waiter) (bool, uint64) {
 	granted, tok := false, uint64(0)
+	c.sets.place = 0 // the place of w's grant, a semaphore's
 	for _, ev := range evs {
 		if ev.Kind == engine.Granted && ev.Waiter == w {
 			granted, tok = true, ev.Token
+			c.sets.place = int(ev.Place)
 			c.count.Grants++
 			c.replicate(ev)
 			c.touch(ev.Key)
@@ -371,10 +383,12 @@ func (c *Core) route(now time.Time, evs []engine.Event) {
 
 func (c *Core) routeOne(now time.Time, ev engine.Event) {
 	c.replicate(ev)
+	// A set's row of events counts, and leaves its queues, once.
+	first := ev.SetSize <= 1 || c.sets.n == 0
 	switch {
-	case ev.Kind == engine.Granted:
+	case ev.Kind == engine.Granted && first:
 		c.count.Grants++
-	case ev.Kind == engine.TimedOut && ev.Waiter.Conn != engine.GhostConn:
+	case ev.Kind == engine.TimedOut && ev.Waiter.Conn != engine.GhostConn && first:
 		c.count.Timeouts++
 	case ev.Kind == engine.Freed && ev.Expired:
 		c.count.Expiries++
@@ -382,12 +396,24 @@ func (c *Core) routeOne(now time.Time, ev engine.Event) {
 	if ev.Kind != engine.Renewed {
 		c.touch(ev.Key)
 	}
-	if ev.Kind == engine.TimedOut && ev.ID != "" {
+	if ev.Kind == engine.TimedOut && ev.ID != "" && first {
 		c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: ev.Key, ID: ev.ID})
 	}
 	switch ev.Kind {
 	case engine.Granted, engine.TimedOut:
+		if ev.SetSize > 1 {
+			if c.routeSetEvent(ev) {
+				c.answerSet(now, ev)
+			}
+			return
+		}
 		cn := c.conns[ConnID(ev.Waiter.Conn)]
+		if ev.Place > 0 && ev.Kind == engine.Granted {
+			if !c.answerWaiterSet(cn, ev.Key, ev.Waiter.Seq, []uint64{ev.Token}, int(ev.Place), ev.Queued) {
+				c.releaseOrphan(now, ev.Key, ev.Token)
+			}
+			return
+		}
 		if !c.answerWaiter(cn, ev.Key, ev.Waiter.Seq, ev.Kind == engine.Granted, ev.Token, ev.Queued) && ev.Kind == engine.Granted {
 			// Its connection closed after the grant was decided: release
 			// at once rather than pin the key for a whole lease.
@@ -410,7 +436,15 @@ func (c *Core) releaseOrphan(now time.Time, key string, token uint64) {
 // dropWaiters answers every waiter with M to.
 // Watches end the same way: each is answered M to.
 func (c *Core) dropWaiters(to string) {
+	row := 0 // the events of a set's row still to skip: it is answered once
 	for _, ev := range c.eng.DropWaiters(nil) {
+		if row > 0 {
+			row--
+			continue
+		}
+		if ev.SetSize > 1 {
+			row = ev.SetSize - 1
+		}
 		if cn := c.conns[ConnID(ev.Waiter.Conn)]; cn != nil {
 			if ref, ok := cn.takeRef(ev.Waiter.Seq); ok {
 				c.send(cn, answered(proto.OpAcquire, ev.Key, Moved).takenAt(ev.Queued), proto.AppendMovedRef(c.buf[:0], ev.Key, to, ref))

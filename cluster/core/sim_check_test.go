@@ -498,7 +498,7 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 		return
 	}
 	a, err := proto.ParseAnswer(line)
-	if err != nil || len(a.Fields) != 1 {
+	if err != nil || len(a.Fields) != 1 && !(len(a.Fields) == 2 && strings.HasPrefix(a.Fields[1], "place=")) {
 		return
 	}
 	tok, err := strconv.ParseUint(a.Fields[0], 10, 64)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 )
 
@@ -283,16 +284,21 @@ func (c *Core) queueOf(now time.Time, key string) proto.Queue {
 	q := proto.Queue{Key: key, Held: len(hs) > 0, Waiting: nwait}
 	if len(hs) > 0 {
 		q.Token, q.LeaseLeft, q.Limit = hs[0].Token, hs[0].LeaseLeft, hs[0].Limit
+		q.Shared = hs[0].Mode == engine.Shared
 	}
 	for _, h := range hs {
-		q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft, ID: h.ID})
+		q.Holders = append(q.Holders, proto.QueueHolder{Token: h.Token, LeaseLeft: h.LeaseLeft, ID: h.ID, Set: h.Set, Place: h.Place, Value: h.Value})
 	}
 	for _, w := range ws {
 		addr := ""
 		if wc := c.conns[ConnID(w.Waiter.Conn)]; wc != nil {
 			addr = wc.remote
 		}
-		q.Waiters = append(q.Waiters, proto.QueueWaiter{Waited: w.Waited, Addr: addr, ID: w.ID})
+		qw := proto.QueueWaiter{Waited: w.Waited, Addr: addr, ID: w.ID, Shared: w.Mode == engine.Shared}
+		for _, k := range w.Set {
+			qw.Set = append(qw.Set, k.Key)
+		}
+		q.Waiters = append(q.Waiters, qw)
 	}
 	return q
 }
