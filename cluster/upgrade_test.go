@@ -126,8 +126,8 @@ func TestUpgradeOldStandbyNewActive(t *testing.T) {
 	c := dialWire(t, addrs[0])
 	c.send("A deploy 30 0 id=job-1", "A builds 30 0 limit=2 id=job-2", "A builds 30 0 limit=2 id=job-3")
 	tok := c.expect(`A deploy (\d+)`)[1]
-	c.expect(`A builds \d+`)
-	c.expect(`A builds \d+`)
+	c.expect(`A builds \d+ place=1`)
+	c.expect(`A builds \d+ place=2`)
 	// Its stream: the lock without its id, the semaphore not at all (the
 	// old release cannot hold one).
 	s.expect(`G deploy ` + tok + ` 30`)
