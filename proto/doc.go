@@ -745,7 +745,10 @@
 //	                         one per waiter whose acquire had an id, each key's
 //	                         in queue order (a waitleft of zero waits forever);
 //	                         a set's once, on its first key, keys= its others
-//	Y FROM synced TOKEN SEQ  the snapshot is complete; TOKEN and SEQ are the active's
+//	Y FROM synced TOKEN SEQ [top=T]
+//	                         the snapshot is complete; TOKEN and SEQ are the active's,
+//	                         T the newest token of its state, granted or freed
+//	                         since it began: its holders may all be older
 //
 // then live records, in the order the changes happened:
 //
@@ -826,7 +829,7 @@
 //	Y 127.0.0.1:7071 7360982537641984001
 //	G build 7360982537641984003 41.2
 //	G deploy 7360982537641984002 12.75
-//	Y 127.0.0.1:7071 synced 7360982537641984003 42
+//	Y 127.0.0.1:7071 synced 7360982537641984003 42 top=7360982537641984003
 //	V 127.0.0.1:7071 42
 //	F deploy 7360982537641984002
 //	G deploy 7360982537641984004 30

@@ -22,8 +22,12 @@ type Record struct {
 	Lease   time.Duration // G: lease left; J: the waiter's lease
 	Wait    time.Duration // J: the wait it has left, 0 forever
 	Seq     uint64        // W, Y-synced, H: the active's replication position
-	From    string        // Y-synced, H: the standby's address (the line's key); M: see Addr
-	Pinned  bool          // H: the handoff was asked for by command
+	// Top (Y-synced, top=T) is the newest token of the active's state,
+	// granted or freed since it began (PeerVersion 5): the snapshot's
+	// holders alone may be older. 0 when not given.
+	Top    uint64
+	From   string // Y-synced, H: the standby's address (the line's key); M: see Addr
+	Pinned bool   // H: the handoff was asked for by command
 	// Addr, for M, is where the role went. The active ends a stream it
 	// stops feeding with "M - addr" (From ""); a node that is not active
 	// answers the Y request itself with "M FROM addr" (From set), on the
@@ -154,6 +158,10 @@ func appendControlRecord(b []byte, r *Record) []byte {
 		b = append(b, ' ')
 		b = append(b, wordSynced...)
 		b = appendTokenSeq(b, r.Token, r.Seq)
+		if r.Top != 0 {
+			b = append(b, " top="...)
+			b = strconv.AppendUint(b, r.Top, 10)
+		}
 	case RecHandoff:
 		b = append(b, byte(RecHandoff), ' ')
 		b = append(b, r.From...)
@@ -197,7 +205,7 @@ var recordForms = [...]recordForm{
 	{RecJoined, "J KEY ID LEASE WAITLEFT [limit=N] [mode=shared] [keys=KEY+KEY...]", 3, 6},
 	{RecLeft, "D KEY ID", 1, 1},
 	{RecMark, "W - TOKEN SEQ", 2, 2},
-	{RecSynced, "Y FROM synced TOKEN SEQ", 3, 3},
+	{RecSynced, "Y FROM synced TOKEN SEQ [top=T]", 3, 4},
 	{RecHandoff, "H FROM TOKEN SEQ [pinned]", 2, 3},
 	{RecMoved, "M - ADDR", 1, 1},
 }
@@ -506,7 +514,14 @@ func parseSynced(r *Record, key string, f []string) string {
 	if r.From, msg = checkAddr(key); msg != "" {
 		return "from " + msg
 	}
-	return parseTokenSeq(r, f[1], f[2])
+	if msg = parseTokenSeq(r, f[1], f[2]); msg != "" || len(f) == 3 {
+		return msg
+	}
+	top, ok := strings.CutPrefix(f[3], "top=")
+	if !ok {
+		return fmt.Sprintf("word %q: want top=T or nothing after SEQ", clipString(f[3]))
+	}
+	return parseTokenInto(&r.Top, "top", []byte(top))
 }
 
 func parseHandoffRecord(r *Record, key string, f []string) string {
@@ -558,7 +573,7 @@ func RecordFor(v int, r Record) (Record, bool) {
 		if r.Shared || r.Set != 0 || r.Keys != "" {
 			return r, false
 		}
-		r.Place, r.Value = 0, ""
+		r.Place, r.Value, r.Top = 0, "", 0
 	}
 	return r, true
 }

@@ -121,7 +121,8 @@ func (c *Core) SnapshotSlice(now time.Time, id ConnID) {
 		if s.version >= 3 {
 			buf = c.snapshotWaiters(now, buf)
 		}
-		buf = proto.AppendRecord(buf, proto.Record{Kind: proto.RecSynced, From: s.from, Token: c.eng.HighWater(), Seq: c.seq})
+		synced, _ := proto.RecordFor(s.version, proto.Record{Kind: proto.RecSynced, From: s.from, Token: c.eng.HighWater(), Seq: c.seq, Top: c.top})
+		buf = proto.AppendRecord(buf, synced)
 		s.syncing, s.synced = false, c.seq
 		c.fresh = false // a standby now holds this node's state: it is the cluster's
 		c.count.SnapshotsSent++
@@ -457,7 +458,10 @@ func (c *Core) applySynced(now time.Time, f *follower, target string, rec proto.
 	c.observe(now, rec.Token, target)
 	c.eng.Restore(now, snap, nil)
 	// The synced state is the active's: its top replaces this node's.
-	c.top = f.top
+	// The snapshot's holders may all be older than the newest token the
+	// active granted and freed (top=T): a restored node that weighs its
+	// own state against this one's compares tops (stateAge).
+	c.top = max(f.top, rec.Top)
 	c.seq = rec.Seq
 	c.activeSeq = rec.Seq
 	f.syncing = false
