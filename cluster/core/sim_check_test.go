@@ -92,14 +92,14 @@ type heldLock struct {
 // simClient acquires and releases a few keys on the node it believes
 // active, following M answers, as the official client does.
 type simClient struct {
-	s       *sim
-	idx     int
-	conn    *simConn
-	target  int
-	busy    bool
-	req     string // the request outstanding
-	op      byte
-	key     string
+	s      *sim
+	idx    int
+	conn   *simConn
+	target int
+	busy   bool
+	req    string // the request outstanding
+	op     byte
+	key    string
 	// keys: every key of the acquire outstanding, the line's key first
 	// (more than one: a set); shared: it asks them as a reader.
 	keys    []string
