@@ -135,6 +135,8 @@ type rwWait struct {
 	shared bool
 	seq    uint64        // the order it reached the node in
 	until  time.Duration // its wait ends; 0: never
+	// again: re-sent with its id, it found its grant held when it came
+	again bool
 }
 
 // rwNode is what writer fairness keeps of a node's stretch as active.
@@ -167,6 +169,7 @@ func (s *sim) rwArrived(n *simNode, c *simConn, req proto.Request) {
 	r := s.rwOf(n)
 	s.rwSeq++
 	w := &rwWait{conn: c, id: req.ID, keys: append([]string{req.Key}, req.Keys...), shared: req.Mode == proto.ModeShared, seq: s.rwSeq}
+	w.again = req.ID != "" && n.holdsID(req.Key, req.ID)
 	if req.Wait > 0 {
 		w.until = s.now + req.Wait
 	}
@@ -197,14 +200,18 @@ func (s *sim) rwAnswered(n *simNode, c *simConn, outcome Outcome) {
 	if e := s.fifoEpoch(n); e != nil && e.ws[w.id] != nil {
 		return // its place was kept from the last active
 	}
+	if w.again {
+		return // its grant was made before it came (its answer lost): answered again
+	}
 	for _, x := range r.waits {
 		if x.shared || x.seq >= arrived || x.until != 0 && x.until <= s.now+time.Millisecond {
 			continue
 		}
 		for _, k := range w.keys {
 			if slices.Contains(x.keys, k) && n.queued(k, x.conn.srvID) && (x.id == "" || !n.holdsID(k, x.id)) {
-				s.fail("writer fairness: node %d granted %s to the reader %s while the writer %s, which reached it first, still waits",
-					n.idx, k, w.id, x.id)
+				hs, ws, _ := n.core.Engine().InspectN(n.clock(), k, 8)
+				s.fail("writer fairness: node %d granted %s to the reader %s while the writer %s, which reached it first, still waits (holders %+v, waiters %+v)",
+					n.idx, k, w.id, x.id, hs, ws)
 				return
 			}
 		}
