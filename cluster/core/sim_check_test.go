@@ -23,7 +23,10 @@ package core
 // synchronous replication, a restart that takes the role back, a cold
 // start, SIGINT, lockctl handoff and, with data directories, crashes and
 // restarts exempt nothing):
-//   - no two clients hold the same key at once (mutual exclusion);
+//   - no two clients hold the same key at once (mutual exclusion), unless
+//     both are readers or it is a semaphore's, within its limit; a set is
+//     answered all or none; a reader is not granted past a writer queued
+//     before it (sim_rw_test.go);
 //   - a renewal or a release of a lock whose lease the client still
 //     counts running is not answered notheld: nothing a client was told
 //     is lost (checkLost);
