@@ -88,6 +88,32 @@ func (e *Engine) QueuedKey(id string) string {
 	return ""
 }
 
+// WaiterKeys appends to out every key waiter w waits on: a set's, in
+// its order; none when w does not wait.
+func (e *Engine) WaiterKeys(w Waiter, out []string) []string {
+	return e.keysOfWaiter(e.waiters.get(w), out)
+}
+
+// QueuedKeys appends to out every key the waiter (or ghost) whose
+// acquire carried id waits on: a set's, in its order; none when none
+// waits.
+func (e *Engine) QueuedKeys(id string, out []string) []string {
+	return e.keysOfWaiter(e.byID[id], out)
+}
+
+func (e *Engine) keysOfWaiter(wt *waiter, out []string) []string {
+	if wt == nil {
+		return out
+	}
+	if s := e.setOf(wt); s != nil {
+		for _, m := range s.members {
+			out = append(out, m.ks.key)
+		}
+		return out
+	}
+	return append(out, wt.ks.key)
+}
+
 // WaiterID is the id of waiter w's acquire, "" when it had none or w
 // does not wait.
 func (e *Engine) WaiterID(w Waiter) string {

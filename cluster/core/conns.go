@@ -74,10 +74,15 @@ func (c *Core) cancel(now time.Time, key string, w engine.Waiter) {
 	}
 	c.cancelsDue(now)
 	id := c.eng.WaiterID(w)
+	var buf [engine.MaxSetKeys]string
+	keys := c.eng.WaiterKeys(w, buf[:0])
 	evs, ok := c.eng.Cancel(now, w, c.evs[:0])
 	if ok {
 		c.replicateWaiter(proto.Record{Kind: proto.RecLeft, Key: key, ID: id})
 		c.touch(key)
+		for _, k := range keys {
+			c.touch(k) // a set's other keys: their watchers see it leave
+		}
 	}
 	c.route(now, evs)
 }

@@ -14,4 +14,5 @@ const (
 	bugNoIDs                     // acquires are served as if they carried no id
 	bugEarly                     // sync mode answers before the standbys acknowledge
 	bugNoPlaces                  // a new active keeps no places for the last active's waiters
+	bugAsReaders                 // a standby applies every holder it is streamed as a reader
 )

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"github.com/lockd-io/lockd/engine"
 	"github.com/lockd-io/lockd/proto"
 )
 
@@ -110,6 +111,8 @@ func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 	// A set waits, and is answered, on its first key, which X need not
 	// name.
 	lead := c.eng.QueuedKey(req.ID)
+	var buf [engine.MaxSetKeys]string
+	keys := c.eng.QueuedKeys(req.ID, buf[:0])
 	evs, w, ok := c.eng.Withdraw(now, key, req.ID, uint64(cn.id), c.evs[:0])
 	if !ok {
 		c.route(now, evs)
@@ -122,6 +125,9 @@ func (c *Core) withdraw(now time.Time, cn *conn, req proto.Request) {
 	c.touch(lead)
 	if lead != key {
 		c.touch(key)
+	}
+	for _, k := range keys {
+		c.touch(k) // a set's other keys: their watchers see it leave
 	}
 	c.route(now, evs) // what the withdrawal let through; it flushes the watches
 	c.send(cn, answered(proto.OpWithdraw, key, OK), proto.AppendWord(c.buf[:0], proto.OpWithdraw, key, proto.WordOK))

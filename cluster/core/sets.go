@@ -291,6 +291,9 @@ func (c *Core) applyHeld(now time.Time, rec proto.Record) error {
 	}
 	c.seq++
 	for _, r := range rows {
+		if c.has(bugAsReaders) {
+			r.Shared = true
+		}
 		c.eng.ApplyHolder(now, recordHolder(r, r.Lease))
 		c.top = max(c.top, r.Token)
 		c.logChange(r)

@@ -23,7 +23,10 @@ package core
 // synchronous replication, a restart that takes the role back, a cold
 // start, SIGINT, lockctl handoff and, with data directories, crashes and
 // restarts exempt nothing):
-//   - no two clients hold the same key at once (mutual exclusion);
+//   - no two clients hold the same key at once (mutual exclusion), unless
+//     both are readers or it is a semaphore's, within its limit; a set is
+//     answered all or none; a reader is not granted past a writer queued
+//     before it (sim_rw_test.go);
 //   - a renewal or a release of a lock whose lease the client still
 //     counts running is not answered notheld: nothing a client was told
 //     is lost (checkLost);
@@ -79,19 +82,31 @@ type heldLock struct {
 	// sent it: a release sent before then must be answered ok.
 	releasing bool
 	valid     time.Duration
+	// shared: held as a reader (mode=shared); set: every key of the set
+	// it was granted with, in their order (nil: taken alone); lost: a
+	// key of its set is gone, so the client releases it at once; place:
+	// a semaphore holder's place (0 for a lock, a reader, a set).
+	shared bool
+	set    []string
+	lost   bool
+	place  int
 }
 
 // simClient acquires and releases a few keys on the node it believes
 // active, following M answers, as the official client does.
 type simClient struct {
-	s       *sim
-	idx     int
-	conn    *simConn
-	target  int
-	busy    bool
-	req     string // the request outstanding
-	op      byte
-	key     string
+	s      *sim
+	idx    int
+	conn   *simConn
+	target int
+	busy   bool
+	req    string // the request outstanding
+	op     byte
+	key    string
+	// keys: every key of the acquire outstanding, the line's key first
+	// (more than one: a set); shared: it asks them as a reader.
+	keys    []string
+	shared  bool
 	lease   time.Duration
 	sentAt  time.Duration
 	held    map[string]heldLock
@@ -140,15 +155,19 @@ func (c *simClient) act() {
 	}
 	keys := slices.Sorted(maps.Keys(c.held))
 	var free []string // the locks the client may release now
+	lost := ""        // a key of a set the client lost part of
 	for _, key := range keys {
 		h := c.held[key]
 		switch {
+		case h.lost && lost == "":
+			lost = key
 		case h.releasing || h.keep <= s.now || s.now >= s.cfg.length:
 			free = append(free, key)
 		case h.until <= s.now:
 			// Its lease ran out before the client renewed it: the client
-			// knows the lock is gone.
+			// knows the lock is gone, and with it its set.
 			delete(c.held, key)
+			c.loseSet(key, h)
 		case h.until-s.now < h.lease/2:
 			// A lock the client keeps: renewed before its lease runs low.
 			c.opToken, c.opValid, c.lease = h.token, h.until, h.lease
@@ -156,21 +175,19 @@ func (c *simClient) act() {
 			return
 		}
 	}
+	if lost != "" {
+		// A set is all or none: the client gives up the rest of one it
+		// lost a key of.
+		c.release(lost)
+		return
+	}
 	switch {
 	case s.rng.IntN(20) == 0:
 		// A key listing, scanned a slice at a time between the others'
 		// requests.
 		c.send('K', "k*", "K k*")
 	case len(free) > 0 && (s.now >= s.cfg.length || s.rng.IntN(10) < 6):
-		key := free[s.rng.IntN(len(free))]
-		h := c.held[key]
-		c.opToken, c.opValid = h.token, h.until
-		if h.releasing {
-			c.opValid = h.valid
-		}
-		c.send('R', key, "R "+key+" "+strconv.FormatUint(h.token, 10))
-		// The client stops relying on the lock as it sends the release.
-		delete(c.held, key)
+		c.release(free[s.rng.IntN(len(free))])
 	case len(free) == 0 && len(keys) > 0 && s.now >= s.cfg.length:
 		c.later() // kept locks end with the workload
 	default:
@@ -186,8 +203,17 @@ func (c *simClient) act() {
 		}
 		c.nextID++
 		c.id = "c" + strconv.Itoa(c.idx) + "-" + strconv.Itoa(c.nextID)
+		c.keys, c.shared = c.pickKeys(key), false
 		line := "A " + key + " " + proto.FormatSeconds(c.lease) + " " + wait
-		if l := s.limitOf(key); l > 1 {
+		for _, k := range c.keys[1:] {
+			line += " key=" + k
+		}
+		if s.rng.IntN(5) == 0 && (len(c.keys) > 1 || s.limitOf(key) == 1) {
+			// A reader (a semaphore's places are all alike: never one).
+			c.shared = true
+			line += " mode=shared"
+		}
+		if l := s.limitOf(key); l > 1 && len(c.keys) == 1 {
 			line += " limit=" + strconv.Itoa(l)
 		}
 		c.send('A', key, line+" id="+c.id)
@@ -195,6 +221,49 @@ func (c *simClient) act() {
 			// The caller gives up after a while: withdraw the acquire.
 			epoch, conn, id := c.epoch, c.conn, c.id
 			c.s.at(time.Duration(1+s.rng.IntN(400))*time.Millisecond, func() { c.withdraw(epoch, conn, id) })
+		}
+	}
+}
+
+// pickKeys is the keys of the next acquire, whose line's key is key:
+// key alone, or now and then a set of 2 or 3 keys the client holds none
+// of (a semaphore's key is never one of a set: a set's keys share one
+// limit).
+func (c *simClient) pickKeys(key string) []string {
+	s := c.s
+	keys := []string{key}
+	if s.rng.IntN(6) != 0 || s.limitOf(key) > 1 {
+		return keys
+	}
+	want := 2 + s.rng.IntN(2)
+	for _, i := range s.rng.Perm(s.cfg.keys) {
+		k := "k" + strconv.Itoa(i)
+		if _, held := c.held[k]; len(keys) < want && k != key && !held && s.limitOf(k) == 1 {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// release sends the release of the lock on key.
+func (c *simClient) release(key string) {
+	h := c.held[key]
+	c.opToken, c.opValid = h.token, h.until
+	if h.releasing {
+		c.opValid = h.valid
+	}
+	c.send('R', key, "R "+key+" "+strconv.FormatUint(h.token, 10))
+	// The client stops relying on the lock as it sends the release.
+	delete(c.held, key)
+}
+
+// loseSet: the client lost the lock h on key, one of a set: it gives up
+// the set's other keys, which it releases at once.
+func (c *simClient) loseSet(key string, h heldLock) {
+	for _, k := range h.set {
+		if o, ok := c.held[k]; ok && k != key && slices.Equal(o.set, h.set) && !o.releasing {
+			o.lost = true
+			c.held[k] = o
 		}
 	}
 }
@@ -365,29 +434,36 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 	c.epoch++
 	switch a.Kind {
 	case proto.OpAcquire:
-		tok, _ := strconv.ParseUint(a.Fields[0], 10, 64)
+		keys := c.acquireKeys()
+		toks, place, err := grantWords(a.Fields)
+		if err != nil || len(toks) != len(keys) {
+			// All or none: a set is answered once, with a token for
+			// every key.
+			s.fail("all or none: %s asked %v and was answered %q", c.name(), keys, strings.TrimSpace(string(line)))
+			return
+		}
+		c.checkPlace(place)
 		until := c.sentAt + c.lease
 		if until > s.now && s.nodes[c.target].state == nodeUp && !s.faulty {
-			var others []string
-			for _, o := range s.clients {
-				// A lock granted before a wipe was lost with it.
-				if h, ok := o.held[c.key]; ok && o != c && h.until > s.now && h.token != tok && s.grantWipes[h.token] == s.grantWipes[tok] {
-					others = append(others, o.name()+" (token "+strconv.FormatUint(h.token, 10)+")")
-				}
-			}
-			if len(others) >= s.limitOf(c.key) {
-				s.fail("mutual exclusion: %s granted %s (token %d, limit %d) while %s hold it", c.name(), c.key, tok, s.limitOf(c.key), strings.Join(others, ", "))
+			for i, k := range keys {
+				c.checkExclusion(k, toks[i])
 			}
 		}
 		if until > s.now {
-			h := heldLock{token: tok, until: until, lease: c.lease}
+			h := heldLock{token: toks[0], until: until, lease: c.lease, shared: c.shared, place: place}
 			if s.rng.IntN(2) == 0 {
 				h.keep = s.now + time.Duration(500+s.rng.IntN(3500))*time.Millisecond
 			}
 			if s.cfg.holdFrom > 0 {
 				h.keep = s.cfg.length
 			}
-			c.held[c.key] = h
+			if len(keys) > 1 {
+				h.set = keys
+			}
+			for i, k := range keys {
+				h.token = toks[i]
+				c.held[k] = h
+			}
 		}
 	case proto.OpRenew, proto.OpRelease:
 		word := ""
@@ -404,6 +480,7 @@ func (c *simClient) answer(conn *simConn, line []byte) {
 			c.checkLost(a.Kind)
 			if h, ok := c.held[c.key]; ok && h.token == c.opToken {
 				delete(c.held, c.key)
+				c.loseSet(c.key, h)
 			}
 		}
 	case proto.OpKeys:
@@ -498,19 +575,35 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 		return
 	}
 	a, err := proto.ParseAnswer(line)
-	if err != nil || len(a.Fields) != 1 && !(len(a.Fields) == 2 && strings.HasPrefix(a.Fields[1], "place=")) {
-		return
-	}
-	tok, err := strconv.ParseUint(a.Fields[0], 10, 64)
 	if err != nil {
 		return
 	}
-	who := n.addr + " (node " + strconv.Itoa(n.idx) + ")"
-	// The acquire this grant answers: its id, when the client is ours.
-	id := ""
+	toks, _, err := grantWords(a.Fields)
+	if err != nil {
+		return
+	}
+	// The acquire this grant answers: its id and keys, when the client
+	// is ours.
+	id, keys := "", []string{a.Key}
 	if ci := -1 - c.from; ci >= 0 && ci < len(s.clients) {
 		id = s.clients[ci].id
+		if ks := s.clients[ci].acquireKeys(); len(ks) == len(toks) && ks[0] == a.Key {
+			keys = ks
+		}
 	}
+	for i, tok := range toks {
+		key := ""
+		if i < len(keys) {
+			key = keys[i]
+		}
+		s.checkGrant(n, key, tok, id)
+	}
+}
+
+// checkGrant checks the token tok that n answered a client's acquire
+// with id of key ("" when unknown) with.
+func (s *sim) checkGrant(n *simNode, key string, tok uint64, id string) {
+	who := n.addr + " (node " + strconv.Itoa(n.idx) + ")"
 	if prev, dup := s.grants[tok]; dup {
 		if id != "" && s.grantIDs[tok] == id {
 			// The same acquire re-sent with its id: its grant, answered
@@ -522,10 +615,10 @@ func (s *sim) checkOutgoing(n *simNode, c *simConn, line []byte) {
 	}
 	// Exactly once: an acquire re-sent with its id while its first grant
 	// still holds the key must get that grant again, not a second place.
-	if id != "" {
+	if id != "" && key != "" {
 		for prevTok, prevID := range s.grantIDs {
-			if prevID == id && prevTok != tok && n.holds(a.Key, prevTok) {
-				s.fail("ghost grant: %s granted %s token %d to the acquire %s, whose grant %d still holds it", who, a.Key, tok, id, prevTok)
+			if prevID == id && prevTok != tok && n.holds(key, prevTok) {
+				s.fail("ghost grant: %s granted %s token %d to the acquire %s, whose grant %d still holds it", who, key, tok, id, prevTok)
 			}
 		}
 	}

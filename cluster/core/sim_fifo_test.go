@@ -7,7 +7,9 @@ package core
 // (a failover or a handoff), and both b and c re-send their acquire with
 // the same id to it within the grace, then it grants b before c, unless
 // b's wait ended first, b was withdrawn, or b's connection to it closed
-// (its client dropped or gave up) before c's grant.
+// (its client dropped or gave up) before c's grant, or both are readers
+// of the key (readers do not hold each other back: b, a set, may wait
+// for its other keys while c reads).
 //
 // Which histories it covers:
 //   - What the successor was told is read from the records it applied (J
@@ -55,8 +57,9 @@ import (
 type fifoShadow map[string][]fifoPlace
 
 type fifoPlace struct {
-	id    string
-	until time.Duration // when its wait ends; 0: never
+	id     string
+	until  time.Duration // when its wait ends; 0: never
+	shared bool          // a reader
 }
 
 // fifoEpoch is one stretch of a node serving as active after it took
@@ -114,7 +117,7 @@ func (s *sim) fifoRecord(n *simNode, a proto.Answer) {
 		sh = make(fifoShadow)
 		s.fifoShadows[n.idx] = sh
 	}
-	p := fifoPlace{id: rec.ID}
+	p := fifoPlace{id: rec.ID, shared: rec.Shared}
 	if rec.Wait > 0 {
 		p.until = s.now + rec.Wait
 	}
@@ -216,9 +219,18 @@ func (s *sim) fifoAnswered(n *simNode, c *simConn, outcome Outcome) {
 		return
 	}
 	key := e.key[id]
+	shared := false
+	for _, p := range e.order[key] {
+		if p.id == id {
+			shared = p.shared
+		}
+	}
 	for _, p := range e.order[key] {
 		if p.id == id {
 			break
+		}
+		if p.shared && shared {
+			continue // readers: neither holds the other back
 		}
 		b := e.ws[p.id]
 		if !b.granted && b.member && n.holdsID(key, p.id) {

@@ -9,6 +9,7 @@ var plantedBugs = map[string]bug{
 	"answers-before-acks":            bugEarly,
 	"acquire-ids-ignored":            bugNoIDs,
 	"no-waiter-places":               bugNoPlaces,
+	"writers-applied-as-readers":     bugAsReaders,
 }
 
 // needPlantable skips a test that plants bugs in a build that cannot

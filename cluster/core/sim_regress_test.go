@@ -344,3 +344,47 @@ func TestSimOperatorMoves(t *testing.T) {
 		})
 	}
 }
+
+// A set waits in the queue of every one of its keys: when it leaves, its
+// connection closed or its acquire withdrawn (X), the watchers of each
+// key see it go, not only those of its first key. The random runs found
+// a watch of a set's second key that kept showing the waiter gone.
+func TestSimSetWaiterLeavesEveryWatch(t *testing.T) {
+	for _, how := range []string{"close", "withdraw"} {
+		t.Run(how, func(t *testing.T) {
+			s := newSim(1, simOptions{script: []simFault{}, cfg: func(c *simConfig) {
+				c.nodes, c.clients, c.keys, c.faults = 2, 0, 2, 0
+				c.calm, c.async = true, false
+			}})
+			s.runUntil(time.Second)
+			if s.nodes[0].core.Role() != Active || s.watcher.conn == nil || s.watcher.conn.to != 0 {
+				t.Fatalf("the cluster did not settle with the watcher on node 0:\n%s", s.report())
+			}
+			holder := &fifoScripted{s: s, idx: 50, id: "h", line: "A k1 5 0 id=h", keep: true}
+			holder.send(0)
+			s.runUntil(1100 * time.Millisecond)
+			var set *simConn
+			s.dial(-1-51, 0, kindClient, func(c *simConn, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				set = c
+				c.onLine = func(line []byte) { s.logf("set <- node 0: %s", strings.TrimSpace(string(line))) }
+				c.toServer([]byte("A k1 5 0 key=" + watchedKey + " id=s\n"))
+			})
+			s.runUntil(1300 * time.Millisecond)
+			if w := s.watcher; !w.have || w.last.Waiting != 1 {
+				t.Fatalf("the watcher of %s does not see the set wait: %+v\n%s", watchedKey, w.last, s.report())
+			}
+			if how == "close" {
+				set.close(0, "gone")
+			} else {
+				set.toServer([]byte("X k1 s\n"))
+			}
+			s.runUntil(1500 * time.Millisecond)
+			if w := s.watcher; !w.have || w.last.Waiting != 0 || len(s.failures) > 0 {
+				t.Fatalf("the watcher of %s still sees the set wait after it left: %+v\n%s", watchedKey, w.last, s.report())
+			}
+		})
+	}
+}

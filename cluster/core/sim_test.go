@@ -148,6 +148,10 @@ type sim struct {
 	fifoMembers    int      // waiters that came back for their places in time
 	fifoKept       int      // grants after a waiter queued ahead that came back too
 	fifoGrants     []string // the ids scripted waiters were granted, in order
+	// writer fairness (sim_rw_test.go): each active's acquires not yet
+	// answered, and their order.
+	rwNodes map[int]*rwNode
+	rwSeq   uint64
 
 	planted         string // a bug planted on purpose (see TestSimulatorCatchesPlantedBugs)
 	diskLies        bool   // Logged at once, kept only by a clean exit (TestSimCatchesALyingDisk)
@@ -176,11 +180,11 @@ type sim struct {
 // ackedState is a standby's locks at the moment its active crashed.
 type ackedState struct {
 	seq   uint64
-	locks map[string]ackedLock
+	locks map[uint64]ackedLock // by token: a key has many readers
 }
 
 type ackedLock struct {
-	token uint64
+	key   string
 	until time.Duration
 }
 
@@ -415,6 +419,7 @@ func (n *simNode) boot(addrs []string) {
 	n.wakeAt, n.dialing = -1, false
 	s.fifoForget(n)
 	s.fifoDemoted(n)
+	s.rwForget(n)
 	c, err := New(Config{
 		Self:           n.addr,
 		Peers:          addrs,
@@ -514,6 +519,7 @@ func (n *simNode) after() {
 			}
 			s.logf("node %d no longer active (%s)", n.idx, n.core.Role())
 			s.fifoDemoted(n)
+			s.rwForget(n)
 		}
 		n.wasActv = active
 	}
@@ -630,6 +636,7 @@ func (o *simOut) Send(s Send) bool {
 		n.s.checkSend(n, s)
 		if s.Op == proto.OpAcquire && s.Outcome != NoOutcome {
 			n.s.fifoAnswered(n, c, s.Outcome)
+			n.s.rwAnswered(n, c, s.Outcome)
 		}
 	}
 	lines := splitLines(b)
@@ -898,6 +905,7 @@ func (c *simConn) toServer(line []byte) {
 			}
 			if c.kind == kindClient && req.Op == proto.OpAcquire {
 				s.fifoArrived(srv, c, req)
+				s.rwArrived(srv, c, req)
 			}
 			srv.core.Request(srv.clock(), c.srvID, req)
 		})
@@ -951,6 +959,7 @@ func (c *simConn) peerClosed(side int, why string) {
 			srv.do(func() {
 				delete(srv.conns, c.srvID)
 				s.fifoClosed(srv, c)
+				s.rwClosed(srv, c)
 				srv.core.ConnClosed(srv.clock(), c.srvID)
 			})
 		}
@@ -1166,9 +1175,9 @@ func (s *sim) recordAcked() {
 		if m.state != nodeUp || m.core.Role() != Standby || !m.core.Synced() {
 			continue
 		}
-		st := ackedState{seq: m.core.Seq(), locks: make(map[string]ackedLock)}
+		st := ackedState{seq: m.core.Seq(), locks: make(map[uint64]ackedLock)}
 		for _, h := range m.core.Engine().Snapshot(m.clock()).Holders {
-			st.locks[h.Key] = ackedLock{h.Token, s.now + h.LeaseLeft}
+			st.locks[h.Token] = ackedLock{h.Key, s.now + h.LeaseLeft}
 		}
 		s.acked[m.idx] = st
 	}
@@ -1190,13 +1199,13 @@ func (s *sim) checkAcked(n *simNode) {
 		// are not all kept: docs/cluster.md's consistency section says so).
 		return
 	}
-	held := make(map[string]uint64)
+	held := make(map[uint64]string)
 	for _, h := range n.core.Engine().Snapshot(n.clock()).Holders {
-		held[h.Key] = h.Token
+		held[h.Token] = h.Key
 	}
-	for key, l := range st.locks {
-		if l.until > s.now+time.Millisecond && held[key] != l.token {
-			s.fail("node %d became active without the lock %s=%d it had applied before the active crashed", n.idx, key, l.token)
+	for tok, l := range st.locks {
+		if l.until > s.now+time.Millisecond && held[tok] != l.key {
+			s.fail("node %d became active without the lock %s=%d it had applied before the active crashed", n.idx, l.key, tok)
 		}
 	}
 }
