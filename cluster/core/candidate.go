@@ -38,10 +38,21 @@ func (c *Core) candidate(now time.Time) string {
 			return addr
 		}
 	}
+	// Synchronous replication: a standby that acknowledged every answer
+	// the active gave holds them all; it goes first. Of two that each
+	// count as in sync, the one that applied more does: the other's
+	// claim is stale (it did not run for a while, and the active went on
+	// without it), and taking the role it would drop what the other holds.
+	inSync := cand{idx: -1}
+	for _, x := range cs {
+		if x.inSync && x.synced && (inSync.idx < 0 || x.seq > inSync.seq || x.seq == inSync.seq && x.idx < inSync.idx) {
+			inSync = x
+		}
+	}
+	if inSync.idx >= 0 {
+		return inSync.addr
+	}
 	tiers := []func(cand) bool{
-		// Synchronous replication: a standby that acknowledged every
-		// answer the active gave holds them all; it goes first.
-		func(x cand) bool { return x.inSync && x.synced },
 		func(x cand) bool { return x.synced },
 		func(x cand) bool { return true },
 	}

@@ -23,7 +23,7 @@ import (
 // and of every standby in sync. Waiters are not logged: they belong to
 // connections, which a restart closes.
 //
-// The records are the stream's lines, and two of the disk's own:
+// The records are the stream's lines, and three of the disk's own:
 //
 //	G key token leaseleft [limit=N] [id=ID] [mode=shared] [set=SET[,N]] [place=P] [value=V]
 //	                                          a change (granted, renewed): SEQ + 1; the
@@ -34,6 +34,9 @@ import (
 //	!W - TOKEN SEQ                            the state is replaced: no holder, the
 //	                                          high-water mark, the position
 //	=G key token leaseleft [limit=N] [id=ID]  a holder of that state
+//	-F key token                              a release that state remembers: the
+//	                                          same release sent again, its answer
+//	                                          lost in a restart, is answered ok
 //
 // A lease left is as of the instant the record was appended: Recover
 // takes the time since off it, so a lease that ended while the node was
@@ -41,8 +44,9 @@ import (
 
 // Disk record prefixes of the disk's own records.
 const (
-	diskReset  = '!'
-	diskHolder = '='
+	diskReset    = '!'
+	diskHolder   = '='
+	diskReleased = '-'
 )
 
 // disk is what the core knows of its data directory.
@@ -123,7 +127,17 @@ func (c *Core) logState(now time.Time) {
 			break
 		}
 	}
+	for _, r := range c.eng.Releases(now, SnapshotSlice) {
+		d.buf = appendReleased(d.buf[:0], r)
+		c.logRec(d.buf)
+	}
 	d.resetAt = d.n
+}
+
+// appendReleased appends a release the state remembers (engine.Releases).
+func appendReleased(b []byte, r engine.Released) []byte {
+	b = append(b, diskReleased)
+	return proto.AppendRecord(b, proto.Record{Kind: proto.RecFree, Key: r.Key, Token: r.Token})
 }
 
 func (c *Core) appendReset(b []byte) []byte {
@@ -212,7 +226,7 @@ func (c *Core) Durability() string {
 func (c *Core) Recover(now, at time.Time, line []byte) error {
 	d := &c.disk
 	prefix := byte(0)
-	if len(line) > 0 && (line[0] == diskReset || line[0] == diskHolder) {
+	if len(line) > 0 && (line[0] == diskReset || line[0] == diskHolder || line[0] == diskReleased) {
 		prefix, line = line[0], line[1:]
 	}
 	a, err := proto.ParseAnswer(line)
@@ -236,6 +250,8 @@ func (c *Core) Recover(now, at time.Time, line []byte) error {
 		d.maxToken = max(d.maxToken, rec.Token)
 	case prefix == diskHolder && rec.Kind == proto.RecHeld:
 		c.eng.ApplyHolder(now, recordHolder(rec, lease))
+	case prefix == diskReleased && rec.Kind == proto.RecFree:
+		c.eng.ApplyReleased(at, rec.Key, rec.Token)
 	case prefix == 0 && rec.Kind == proto.RecHeld:
 		c.recoverHeld(now, at, rec)
 	case prefix == 0 && rec.Kind == proto.RecFree && rec.Expired:
@@ -294,6 +310,13 @@ func (c *Core) DiskSnapshot(b []byte) []byte {
 // SnapshotSlice keys from cursor (engine.ScanStart first), calling add
 // for each record; it returns the next cursor, 0 when done.
 func (c *Core) DiskSnapshotSlice(now time.Time, cursor int, add func(rec []byte)) int {
+	if cursor == engine.ScanStart {
+		// The releases the state remembers, with its first slice.
+		for _, r := range c.eng.Releases(now, SnapshotSlice) {
+			c.disk.buf = appendReleased(c.disk.buf[:0], r)
+			add(c.disk.buf)
+		}
+	}
 	return c.eng.Scan(now, cursor, SnapshotSlice, func(h engine.Holder, held bool) {
 		if held {
 			c.disk.buf = appendHolder(c.disk.buf[:0], h)
