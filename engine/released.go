@@ -28,20 +28,29 @@ const (
 
 // releasedSet is a ring of the releases in the order they were made,
 // oldest first, and an index from token to its place in the ring (as a
-// count of releases since the start, so that a place reused by a later
-// release is told apart). Adding and looking up cost a map access each
-// and allocate nothing once the ring has grown.
+// count of releases since the start). The index is an open-addressing
+// table with linear probing, twice the ring's size, whose slots hold the
+// token and the release's number: adding a release and dropping the
+// oldest cost a probe or two each, in a table that allocates nothing once
+// the ring has grown (a map's insert and delete per release were an
+// eighth of a busy node's CPU).
 type releasedSet struct {
 	ring  []releasedToken
 	first uint64 // the number of the oldest release still in the ring
 	next  uint64 // the number the next release gets
-	index map[uint64]uint64
+	slots []releasedSlot
 }
 
 type releasedToken struct {
 	token uint64
 	at    int64 // unix nanoseconds
 	key   string
+}
+
+// releasedSlot is a slot of the index: n is the release's number plus
+// one, 0 for an empty slot.
+type releasedSlot struct {
+	token, n uint64
 }
 
 func (r *releasedSet) add(now int64, token uint64, key string) {
@@ -53,28 +62,70 @@ func (r *releasedSet) add(now int64, token uint64, key string) {
 			r.drop()
 		}
 	}
-	if r.index == nil {
-		r.index = make(map[uint64]uint64)
+	if r.slots == nil {
+		r.slots = make([]releasedSlot, 2*len(r.ring))
 	}
 	r.ring[r.next%uint64(len(r.ring))] = releasedToken{token, now, key}
-	r.index[token] = r.next
+	r.insert(token, r.next)
 	r.next++
 }
 
-// grow doubles the ring, keeping the releases' numbers.
+// home is token's first slot.
+func (r *releasedSet) home(token uint64) int {
+	return int((token * 0x9e3779b97f4a7c15 >> 32) & uint64(len(r.slots)-1))
+}
+
+// insert indexes release n of token.
+func (r *releasedSet) insert(token, n uint64) {
+	mask := len(r.slots) - 1
+	i := r.home(token)
+	for r.slots[i].n != 0 && r.slots[i].token != token {
+		i = (i + 1) & mask
+	}
+	r.slots[i] = releasedSlot{token, n + 1}
+}
+
+// remove takes release n of token out of the index, moving back the
+// slots after it that probed past it.
+func (r *releasedSet) remove(token, n uint64) {
+	mask := len(r.slots) - 1
+	i := r.home(token)
+	for r.slots[i].n != n+1 || r.slots[i].token != token {
+		if r.slots[i].n == 0 {
+			return // replaced by a later release of the same token
+		}
+		i = (i + 1) & mask
+	}
+	for j := (i + 1) & mask; r.slots[j].n != 0; j = (j + 1) & mask {
+		k := r.home(r.slots[j].token)
+		// The entry at j may fill the hole at i when its home is not
+		// in (i, j], cyclically.
+		if (i <= j && (k <= i || k > j)) || (i > j && k <= i && k > j) {
+			r.slots[i] = r.slots[j]
+			i = j
+		}
+	}
+	r.slots[i] = releasedSlot{}
+}
+
+// grow doubles the ring, keeping the releases' numbers, and the index.
 func (r *releasedSet) grow() {
 	ring := make([]releasedToken, max(2*len(r.ring), 64))
 	for n := r.first; n < r.next; n++ {
 		ring[n%uint64(len(ring))] = r.ring[n%uint64(len(r.ring))]
 	}
 	r.ring = ring
+	r.slots = make([]releasedSlot, 2*len(ring))
+	for n := r.first; n < r.next; n++ {
+		r.insert(r.ring[n%uint64(len(ring))].token, n)
+	}
 }
 
 // drop forgets the oldest release.
 func (r *releasedSet) drop() {
 	i := r.first % uint64(len(r.ring))
-	if n, ok := r.index[r.ring[i].token]; ok && n == r.first {
-		delete(r.index, r.ring[i].token)
+	if r.slots != nil {
+		r.remove(r.ring[i].token, r.first)
 	}
 	r.ring[i] = releasedToken{}
 	r.first++
@@ -85,18 +136,23 @@ func (r *releasedSet) forget(now int64) {
 	for r.first < r.next && now-r.ring[r.first%uint64(len(r.ring))].at >= int64(ReleasedMemory) {
 		r.drop()
 	}
-	if r.first == r.next && len(r.index) == 0 && r.index != nil {
-		r.index = nil // a map keeps the room it grew to
+	if r.first == r.next {
+		r.slots = nil // empty: it keeps no room until the next release
 	}
 }
 
 func (r *releasedSet) has(now int64, token uint64, key string) bool {
-	n, ok := r.index[token]
-	if !ok {
+	if r.slots == nil {
 		return false
 	}
-	rt := r.ring[n%uint64(len(r.ring))]
-	return rt.token == token && rt.key == key && now-rt.at < int64(ReleasedMemory)
+	mask := len(r.slots) - 1
+	for i := r.home(token); r.slots[i].n != 0; i = (i + 1) & mask {
+		if r.slots[i].token == token {
+			rt := r.ring[(r.slots[i].n-1)%uint64(len(r.ring))]
+			return rt.token == token && rt.key == key && now-rt.at < int64(ReleasedMemory)
+		}
+	}
+	return false
 }
 
 // WasReleased reports whether token released key (by Release, or by
