@@ -628,3 +628,55 @@ func TestLeaderValueFromValueWordOrID(t *testing.T) {
 		t.Fatalf("Queue of readers: %+v %v", q, err)
 	}
 }
+
+// A request line longer than lockd reads (proto.MaxLineLen) is refused
+// before it is sent, as an invalid argument; one that fits is sent.
+func TestLongLineRefusedBeforeSending(t *testing.T) {
+	f := newFakeServer(t, func(sc *serverConn, r fakeReq) bool {
+		if r.words[0] != "A" {
+			return grantAll()(sc, r)
+		}
+		toks := []string{}
+		for _, w := range r.words[1:] {
+			if strings.HasPrefix(w, "key=") || len(toks) == 0 {
+				toks = append(toks, itoa(uint64(100+len(toks))))
+			}
+		}
+		sc.send("A " + r.words[1] + " " + strings.Join(toks, " "))
+		return true
+	})
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: grammarFT}, hooks{})
+	ctx := context.Background()
+	keys := func(n, size int) []string {
+		var ks []string
+		for i := range n {
+			ks = append(ks, strings.Repeat(string(rune('a'+i)), size))
+		}
+		return ks
+	}
+	long := keys(MaxSetKeys, proto.MaxKeyLen)
+	_, err := c.AcquireAll(ctx, long, 30*time.Second, time.Second)
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "4096") {
+		t.Errorf("16 keys of 255 bytes: want an invalid argument naming the 4096-byte limit, got %v", err)
+	}
+	if _, err := c.HoldAll(ctx, long, 30*time.Second); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("HoldAll of 16 keys of 255 bytes: %v", err)
+	}
+	if n := f.requests(); n != 0 {
+		t.Errorf("%d requests sent; a line too long must not be", n)
+	}
+	ls, err := c.AcquireAll(ctx, keys(MaxSetKeys, 200), 30*time.Second, time.Second)
+	if err != nil || len(ls) != MaxSetKeys {
+		t.Fatalf("16 keys of 200 bytes fit in a line: %v %v", ls, err)
+	}
+	// The longest value, every byte encoded, on the longest key fits.
+	key := strings.Repeat("k", proto.MaxKeyLen)
+	h, err := NewElection(c, key).Campaign(ctx, strings.Repeat("%", MaxValueLen))
+	if err != nil {
+		t.Fatalf("a 1024-byte value on a 255-byte key: %v", err)
+	}
+	if line := lastLine(t, f, "A "+key+" "); len(line) > proto.MaxLineLen {
+		t.Errorf("sent a line of %d bytes", len(line))
+	}
+	h.Release(ctx)
+}
