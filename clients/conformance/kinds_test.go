@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -10,51 +9,12 @@ import (
 // Cases of the lock kinds beside the exclusive lock (clients/README.md,
 // Lock kinds): shared holds, sets of keys, election values and proclaim,
 // semaphore places. A client that does not take a kind yet lists it in
-// open's unsupported (shared, sets, values, place: DRIVER.md). A node that does not know a word of them refuses
-// it (E key A: ... or E key N: ...); such a case is skipped, its cell
-// says so, and it runs as it is once the node speaks them.
+// open's unsupported (shared, sets, values, place: DRIVER.md). Each case
+// checks the lines a client sends against a scripted node, then the
+// behaviour against a real node built from this checkout, which speaks
+// every word of them.
 
 const fromKinds = "clients/README.md, Lock kinds"
-
-// noServer is the table cell of a case skipped because the node refused
-// the words it needs.
-const noServer = "no server support"
-
-// serverSkips holds the names of the cases skipped because the node
-// refused the words they need (serverHas).
-var serverSkips sync.Map
-
-// lacking are what a node says refusing a word of the lock kinds it does
-// not know: the word itself, or the grammar of A or N without them.
-var lacking = []string{`"mode=`, `"key=`, `"value=`, "[limit=N] [id=ID] [ref=R]", "want N KEY TOKEN LEASE,"}
-
-// serverHas skips the case when r is the node's refusal of a word it
-// does not know yet.
-func (d *driver) serverHas(r res) {
-	d.t.Helper()
-	d.need(r)
-	if r.errKind() != "refused" {
-		return
-	}
-	msg := r.str("message")
-	for _, w := range lacking {
-		if strings.Contains(msg, w) {
-			serverSkips.Store(d.t.Name(), true)
-			d.t.Skipf("the node does not speak this yet (it refused %s): %s", w, msg)
-		}
-	}
-}
-
-// mustServer is must, skipping the case when the node does not know the words.
-func (d *driver) mustServer(cmd map[string]any) res {
-	d.t.Helper()
-	r := d.do(cmd)
-	d.serverHas(r)
-	if !r.ok() {
-		d.t.Fatalf("%s failed: %s", cmd["cmd"], r)
-	}
-	return r
-}
 
 func strs(v any) []string {
 	l, _ := v.([]any)
@@ -91,7 +51,7 @@ var kindCases = []testCase{
 			// On a real node: readers together, no writer beside them.
 			n := startNode(t)
 			d.open([]string{n.addr}, nil, "shared")
-			a := d.mustServer(map[string]any{"cmd": "acquire", "key": "rw", "lease_ms": 10000, "wait_ms": 2000, "shared": true})
+			a := d.must(map[string]any{"cmd": "acquire", "key": "rw", "lease_ms": 10000, "wait_ms": 2000, "shared": true})
 			b := d.must(map[string]any{"cmd": "try", "key": "rw", "lease_ms": 10000, "shared": true})
 			if b["acquired"] != true || b.str("token") == a.str("token") {
 				t.Errorf("a second reader is granted at once, with a token of its own: %s (first %s)", b, a)
@@ -141,7 +101,7 @@ var kindCases = []testCase{
 			// On a real node: the loss of one key loses the set.
 			n := startNode(t)
 			d.open([]string{n.addr}, nil, "sets")
-			h := d.mustServer(map[string]any{"cmd": "hold_all", "keys": []string{"x", "y"}, "lease_ms": 3000})
+			h := d.must(map[string]any{"cmd": "hold_all", "keys": []string{"x", "y"}, "lease_ms": 3000})
 			toks := strs(h["tokens"])
 			if len(toks) != 2 {
 				t.Fatalf("hold_all of 2 keys: want 2 tokens: %s", h)
@@ -196,13 +156,13 @@ var kindCases = []testCase{
 			// On a real node: observers see the new value of the same leader.
 			n := startNode(t)
 			d.open([]string{n.addr}, nil, "values")
-			lead := d.mustServer(campaignCmd("pr", "node 1 (10.0.0.1)", 5*time.Second))
+			lead := d.must(campaignCmd("pr", "node 1 (10.0.0.1)", 5*time.Second))
 			o := startDriver(t, d.spec)
 			o.open([]string{n.addr}, nil, "values")
 			w := o.must(map[string]any{"cmd": "observe", "key": "pr"}).num("watch")
 			o.waitEvent(3*time.Second, isLeader(w, "node 1 (10.0.0.1)"))
 			mark := o.eventCount()
-			d.serverHas(d.do(map[string]any{"cmd": "proclaim", "hold": lead.num("hold"), "value": "node 2 ü"}))
+			d.must(map[string]any{"cmd": "proclaim", "hold": lead.num("hold"), "value": "node 2 ü"})
 			e := o.waitEventFrom(mark, 3*time.Second, isLeader(w, "node 2 ü"))
 			if e.str("token") != lead.str("token") {
 				t.Errorf("a proclaim keeps the leader and its token %s: %s", lead.str("token"), e)
@@ -224,9 +184,34 @@ var kindCases = []testCase{
 				d.need(r)
 				t.Errorf("a value of 1025 bytes is refused before sending (invalid): %s", r)
 			}
-			lead := d.mustServer(campaignCmd("lv", long, 5*time.Second))
+			lead := d.must(campaignCmd("lv", long, 5*time.Second))
 			if l := d.must(map[string]any{"cmd": "leader", "key": "lv"}); l.str("value") != long || l.str("token") != lead.str("token") {
 				t.Errorf("leader: want the 1024-byte value back whole: %s", l)
+			}
+		},
+	},
+	{
+		name:   "long_line",
+		source: fromKinds,
+		rule:   "A request is one line of at most 4096 bytes ... Every client refuses such an acquire or renewal before sending it, with its invalid-argument error",
+		run: func(t *testing.T, d *driver) {
+			// 16 keys of 255 bytes: more than 4096 bytes with their key= words.
+			var long, fits []string
+			for i := range 16 {
+				long = append(long, strings.Repeat(string(rune('a'+i)), 255))
+				fits = append(fits, strings.Repeat(string(rune('a'+i)), 200))
+			}
+			n := startNode(t)
+			d.open([]string{n.addr}, nil, "sets")
+			for _, cmd := range []string{"acquire_all", "hold_all"} {
+				if r := d.do(map[string]any{"cmd": cmd, "keys": long, "lease_ms": 10000, "wait_ms": 2000}); r.errKind() != "invalid" || !strings.Contains(r.str("message"), "4096") {
+					d.need(r)
+					t.Errorf("%s of 16 keys of 255 bytes is refused before sending (invalid, naming 4096 bytes): %s", cmd, r)
+				}
+			}
+			// The connection is still the node's: a set that fits is granted.
+			if r := d.must(map[string]any{"cmd": "acquire_all", "keys": fits, "lease_ms": 10000, "wait_ms": 2000}); len(strs(r["tokens"])) != 16 {
+				t.Errorf("16 keys of 200 bytes fit in a line and are granted, a token each: %s", r)
 			}
 		},
 	},
@@ -257,8 +242,7 @@ var kindCases = []testCase{
 			for range 3 {
 				r := d.must(map[string]any{"cmd": "acquire", "key": "sem", "lease_ms": 10000, "limit": 3})
 				if r["place"] == nil {
-					serverSkips.Store(t.Name(), true)
-					t.Skipf("the node names no place in its grants yet: %s", r)
+					t.Fatalf("a semaphore's grant names its place: %s", r)
 				}
 				places = append(places, r.num("place"))
 			}

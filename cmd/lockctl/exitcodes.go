@@ -168,6 +168,11 @@ func clientFailure(ctx context.Context, g *globals, doing string, err error) err
 		}
 		return &exitError{code: exitFailed, what: fmt.Sprintf("lockd refused %s: %s", doing, srv.Msg),
 			try: try, err: err}
+	case errors.Is(err, client.ErrInvalidArgument):
+		// The client refused the arguments before sending anything (a
+		// set of keys whose request line would be too long): the
+		// flags are at fault, not the node.
+		return &exitError{code: exitUsage, what: doing + " refused before sending: " + err.Error(), err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &exitError{code: exitNoAnswer, what: fmt.Sprintf("no answer from lockd at %s within --timeout %s while %s", printable(g.AddrList), g.Timeout, doing),
 			try: "check that the node is up and not overloaded (`lockctl status`), or allow more with --timeout", err: err}

@@ -73,8 +73,10 @@ func checkKeys(cmd string, keys keyList, shared bool, limit int) error {
 const keysHelp = "--shared takes KEY as a reader: readers hold it together, never beside a\n" +
 	"writer (the same command without --shared); a reader waits behind a writer\n" +
 	"queued before it. --key given more than once takes every key at once, all\n" +
-	"or none (up to 16, each with its own token): no deadlock against another\n" +
-	"command taking the same keys in another order; losing one loses them all.\n\n"
+	"or none (up to 16, each with its own token, in one request line of at most\n" +
+	"4096 bytes: 16 keys near 255 bytes each do not fit, and exit 2): no deadlock\n" +
+	"against another command taking the same keys in another order; losing one\n" +
+	"loses them all.\n\n"
 
 // keeper is a lock hold and exec keep: one key (*client.Held) or several
 // (*client.HeldSet).

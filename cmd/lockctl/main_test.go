@@ -249,6 +249,8 @@ func TestClientErrorsMapToExitCodes(t *testing.T) {
 		{"sigint", intr, context.Canceled, 130, "interrupted by SIGINT"},
 		{"sigterm", term, context.Canceled, 143, "interrupted by SIGTERM"},
 		{"other", context.Background(), errors.New("boom"), exitFailed, "boom"},
+		{"invalid", context.Background(), fmt.Errorf("acquire-all a+b: the request line would be 4216 bytes: %w", client.ErrInvalidArgument), exitUsage,
+			`acquiring "k" refused before sending: acquire-all a+b: the request line would be 4216 bytes`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

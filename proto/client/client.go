@@ -45,7 +45,9 @@
 //
 // Acquire returns a Lock, which Release gives back; TryAcquire never
 // waits; the Shared option takes a key as a reader; AcquireAll and
-// HoldAll take up to MaxSetKeys keys at once, all or none; NewElection
+// HoldAll take up to MaxSetKeys keys at once, all or none (in a request
+// line of at most proto.MaxLineLen bytes: a call whose line would be
+// longer is refused before sending, matching ErrInvalidArgument); NewElection
 // elects a leader, whose value Proclaim changes; Watch follows a key's
 // holders and waiters, and QueueInfo reads them with their modes, sets,
 // places and values. Each has a runnable example (example_test.go,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
 	"strconv"
@@ -702,6 +703,25 @@ func ceilMillis(d time.Duration) time.Duration {
 		return d
 	}
 	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
+
+// checkLine refuses a request whose line would be longer than lockd
+// reads (proto.MaxLineLen: a node closes the connection on such a
+// line): keys of a set, an id and a value, percent-encoded, add up. The
+// line is measured as its longest send can be: with the whole wait and
+// the longest ref.
+func checkLine(op, label string, r *request) error {
+	w := *r
+	w.wait = ceilMillis(w.waitTotal)
+	n := len(w.appendTo(nil, math.MaxUint64)) - 1
+	if n <= proto.MaxLineLen {
+		return nil
+	}
+	what := "its keys, id and value"
+	if r.op == proto.OpRenew {
+		what = "its key and value"
+	}
+	return argErrorf("%s %s: the request line would be %d bytes, longer than the %d a lockd request line may hold (%s, a value percent-encoded up to 3 bytes a byte): use fewer or shorter keys, or a shorter value", op, label, n, proto.MaxLineLen, what)
 }
 
 func (r *request) appendTo(b []byte, ref uint64) []byte {

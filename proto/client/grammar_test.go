@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockd-io/lockd/proto"
 )
@@ -406,17 +407,15 @@ func TestValueEncoding(t *testing.T) {
 		if got := encodeValue(in); got != want {
 			t.Errorf("encode %q = %q, want %q", in, got, want)
 		}
-		if got, err := decodeValue(want); err != nil || got != in {
-			t.Errorf("decode %q = %q %v", want, got, err)
+		if !utf8.ValidString(in) {
+			continue
+		}
+		if got, msg := proto.DecodeValue(want); msg != "" || got != in {
+			t.Errorf("decode %q = %q %s", want, got, msg)
 		}
 	}
-	if got, err := decodeValue("a%c3%a9b"); err != nil || got != "aéb" {
-		t.Errorf("lower-case hex: %q %v", got, err)
-	}
-	for _, bad := range []string{"%", "%4", "a%zz", "%4g"} {
-		if _, err := decodeValue(bad); err == nil {
-			t.Errorf("decode %q: no error", bad)
-		}
+	if got, msg := proto.DecodeValue("a%c3%a9b"); msg != "" || got != "aéb" {
+		t.Errorf("lower-case hex: %q %s", got, msg)
 	}
 }
 
@@ -571,6 +570,12 @@ func TestParseQueueInfo(t *testing.T) {
 	if got := qi.WaiterInfo[0].Set; strings.Join(got, " ") != "a b c" {
 		t.Errorf("waiter set %q", got)
 	}
+	// A set's keys are percent-encoded, '+' among them, and decoded one
+	// by one once the word is split on '+'.
+	qi = parse("Q a+1 33 29 1 0.5,- wset=1,a%2B1+b%3Dc%2C+%C3%A9%25")
+	if got := qi.WaiterInfo[0].Set; len(got) != 3 || got[0] != "a+1" || got[1] != "b=c," || got[2] != "é%" {
+		t.Errorf("encoded waiter set %q", got)
+	}
 	qi = parse("Q pool 5 9 0 limit=3 holder=6,9 place=5,1 place=6,3")
 	if qi.Limit != 3 || qi.HolderInfo[0].Place != 1 || qi.HolderInfo[1].Place != 3 {
 		t.Errorf("places %+v", qi)
@@ -586,6 +591,8 @@ func TestParseQueueInfo(t *testing.T) {
 		"Q k 5 9 0 value=5,%zz",
 		"Q k 5 9 1 1,- wmode=2,shared",
 		"Q k 5 9 1 1,- wset=1,",
+		"Q k 5 9 1 1,- wset=1,a+b%2",
+		"Q k 5 9 1 1,- wset=1,a",
 	} {
 		a, _ := proto.ParseAnswer([]byte(bad + "\n"))
 		if _, err := ParseQueueInfo(a); err == nil {
@@ -620,4 +627,56 @@ func TestLeaderValueFromValueWordOrID(t *testing.T) {
 	if q, err := c.Queue(context.Background(), "leader"); err != nil || len(q.Holders) != 2 || q.Limit != 1 {
 		t.Fatalf("Queue of readers: %+v %v", q, err)
 	}
+}
+
+// A request line longer than lockd reads (proto.MaxLineLen) is refused
+// before it is sent, as an invalid argument; one that fits is sent.
+func TestLongLineRefusedBeforeSending(t *testing.T) {
+	f := newFakeServer(t, func(sc *serverConn, r fakeReq) bool {
+		if r.words[0] != "A" {
+			return grantAll()(sc, r)
+		}
+		toks := []string{}
+		for _, w := range r.words[1:] {
+			if strings.HasPrefix(w, "key=") || len(toks) == 0 {
+				toks = append(toks, itoa(uint64(100+len(toks))))
+			}
+		}
+		sc.send("A " + r.words[1] + " " + strings.Join(toks, " "))
+		return true
+	})
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: grammarFT}, hooks{})
+	ctx := context.Background()
+	keys := func(n, size int) []string {
+		var ks []string
+		for i := range n {
+			ks = append(ks, strings.Repeat(string(rune('a'+i)), size))
+		}
+		return ks
+	}
+	long := keys(MaxSetKeys, proto.MaxKeyLen)
+	_, err := c.AcquireAll(ctx, long, 30*time.Second, time.Second)
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "4096") {
+		t.Errorf("16 keys of 255 bytes: want an invalid argument naming the 4096-byte limit, got %v", err)
+	}
+	if _, err := c.HoldAll(ctx, long, 30*time.Second); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("HoldAll of 16 keys of 255 bytes: %v", err)
+	}
+	if n := f.requests(); n != 0 {
+		t.Errorf("%d requests sent; a line too long must not be", n)
+	}
+	ls, err := c.AcquireAll(ctx, keys(MaxSetKeys, 200), 30*time.Second, time.Second)
+	if err != nil || len(ls) != MaxSetKeys {
+		t.Fatalf("16 keys of 200 bytes fit in a line: %v %v", ls, err)
+	}
+	// The longest value, every byte encoded, on the longest key fits.
+	key := strings.Repeat("k", proto.MaxKeyLen)
+	h, err := NewElection(c, key).Campaign(ctx, strings.Repeat("%", MaxValueLen))
+	if err != nil {
+		t.Fatalf("a 1024-byte value on a 255-byte key: %v", err)
+	}
+	if line := lastLine(t, f, "A "+key+" "); len(line) > proto.MaxLineLen {
+		t.Errorf("sent a line of %d bytes", len(line))
+	}
+	h.Release(ctx)
 }

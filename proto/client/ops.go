@@ -109,6 +109,9 @@ func (c *Client) acquireKeys(ctx context.Context, op string, keys []string, leas
 	limit := o.limit
 	req := request{op: proto.OpAcquire, key: key, more: keys[1:], lease: lease, wait: ceilMillis(wait), waitTotal: wait, limit: int32(limit),
 		shared: o.shared, id: c.idFor(o), value: o.value, try: try}
+	if err := checkLine(op, label, &req); err != nil {
+		return nil, err
+	}
 	rctx := ctx
 	if wait > 0 && !try {
 		// The server answers T when the wait ends, but holds that answer
@@ -424,6 +427,9 @@ func (c *Client) renew(ctx context.Context, key string, token uint64, lease time
 		return err
 	}
 	req := request{op: proto.OpRenew, key: key, token: token, lease: lease, value: value}
+	if err := checkLine("renew", key, &req); err != nil {
+		return err
+	}
 	a, cn, err := c.roundTrip(ctx, &req, true)
 	if err != nil {
 		return callErr("renew", key, err)

@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/lockd-io/lockd/proto"
 )
@@ -70,107 +68,23 @@ func (c *Client) QueueInfo(ctx context.Context, key string) (QueueInfo, error) {
 
 // ParseQueueInfo reads a Q or L answer as QueueInfo. Its Queue reads as
 // Client.Queue's does: Limit 1 for a lock, where the wire leaves it out.
+// The words of readers, sets, places and values are proto.ParseQueue's
+// reading of them (a set's keys and a holder's value percent-decoded),
+// copied into HolderInfo and WaiterInfo.
 func ParseQueueInfo(a proto.Answer) (QueueInfo, error) {
-	var qi QueueInfo
-	shared := false
-	for _, w := range a.Fields {
-		if w == "mode=shared" {
-			shared = true
-		}
-	}
-	base, padded := a, shared && !hasLimitWord(a)
-	if padded {
-		// proto.ParseQueue refuses more holders than the limit, and a
-		// reader key has no limit but MaxLimit: give it that to count
-		// against, then read the key as the lock it is.
-		base.Fields = append(append([]string(nil), a.Fields...), "limit="+strconv.Itoa(proto.MaxLimit))
-	}
-	q, err := proto.ParseQueue(base)
+	q, err := proto.ParseQueue(a)
 	if err != nil {
-		return qi, err
-	}
-	if padded {
-		q.Limit = 0
+		return QueueInfo{}, err
 	}
 	q.Limit = max(q.Limit, 1)
-	qi.Queue, qi.Shared = q, shared
+	qi := QueueInfo{Queue: q, Shared: q.Shared}
 	qi.HolderInfo = make([]HolderInfo, len(q.Holders))
+	for i, h := range q.Holders {
+		qi.HolderInfo[i] = HolderInfo{Set: h.Set, Place: h.Place, Value: h.Value}
+	}
 	qi.WaiterInfo = make([]WaiterInfo, len(q.Waiters))
-	holder := func(word, tok string) (*HolderInfo, error) {
-		t, err := strconv.ParseUint(tok, 10, 64)
-		if err == nil {
-			for i := range q.Holders {
-				if q.Holders[i].Token == t {
-					return &qi.HolderInfo[i], nil
-				}
-			}
-		}
-		return nil, fmt.Errorf("queue answer %s names no holder of the answer", strconv.Quote(word))
-	}
-	waiter := func(word, at string) (*WaiterInfo, error) {
-		i, err := strconv.Atoi(at)
-		if err != nil || i < 1 || i > len(q.Waiters) || at[0] == '+' {
-			return nil, fmt.Errorf("queue answer %s names no waiter of the answer", strconv.Quote(word))
-		}
-		return &qi.WaiterInfo[i-1], nil
-	}
-	for _, w := range a.Fields[min(3, len(a.Fields)):] {
-		name, val, ok := strings.Cut(w, "=")
-		if !ok {
-			continue
-		}
-		which, rest, _ := strings.Cut(val, ",")
-		switch name {
-		case "wmode":
-			wi, err := waiter(w, which)
-			if err != nil {
-				return qi, err
-			}
-			wi.Shared = rest == "shared"
-		case "wset":
-			wi, err := waiter(w, which)
-			if err != nil {
-				return qi, err
-			}
-			if rest == "" {
-				return qi, fmt.Errorf("queue answer %s lists no key", strconv.Quote(w))
-			}
-			wi.Set = strings.Split(rest, "+")
-		case "set":
-			hi, err := holder(w, which)
-			if err != nil {
-				return qi, err
-			}
-			if hi.Set, err = strconv.ParseUint(rest, 10, 64); err != nil || hi.Set == 0 {
-				return qi, fmt.Errorf("queue answer %s: the set is not a token", strconv.Quote(w))
-			}
-		case "place":
-			hi, err := holder(w, which)
-			if err != nil {
-				return qi, err
-			}
-			if hi.Place, err = strconv.Atoi(rest); err != nil || hi.Place < 1 || rest[0] == '+' {
-				return qi, fmt.Errorf("queue answer %s: the place is not a whole number from 1", strconv.Quote(w))
-			}
-		case "value":
-			hi, err := holder(w, which)
-			if err != nil {
-				return qi, err
-			}
-			if hi.Value, err = decodeValue(rest); err != nil {
-				return qi, fmt.Errorf("queue answer %s: %w", strconv.Quote(w), err)
-			}
-		}
+	for i, w := range q.Waiters {
+		qi.WaiterInfo[i] = WaiterInfo{Shared: w.Shared, Set: w.Set}
 	}
 	return qi, nil
-}
-
-// hasLimitWord reports whether a Q or L answer carries limit=N.
-func hasLimitWord(a proto.Answer) bool {
-	for _, w := range a.Fields {
-		if strings.HasPrefix(w, "limit=") {
-			return true
-		}
-	}
-	return false
 }

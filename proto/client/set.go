@@ -46,6 +46,11 @@ func (ls Locks) Release(ctx context.Context) error {
 // order on every key. The options are those of AcquireWith and apply to
 // every key (Shared takes them all as a reader); wait, the errors and a
 // wait that runs out (no key is then held) are as for Acquire.
+//
+// The request is one line of at most proto.MaxLineLen (4096) bytes, its
+// keys and id included: 16 keys near the longest (255 bytes) do not fit,
+// and such a set is refused before anything is sent, with an error
+// matching ErrInvalidArgument that says so.
 func (c *Client) AcquireAll(ctx context.Context, keys []string, lease, wait time.Duration, opts ...AcquireOption) (Locks, error) {
 	if err := checkKeys("acquire-all", keys); err != nil {
 		return nil, err

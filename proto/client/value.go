@@ -1,10 +1,6 @@
 package client
 
-import (
-	"errors"
-	"strings"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // MaxValueLen is the longest value a holder may carry (Campaign,
 // Proclaim), in bytes of UTF-8 before it is encoded for the wire.
@@ -50,44 +46,3 @@ func appendValue(b []byte, v string) []byte {
 
 // encodeValue is v as value=V carries it.
 func encodeValue(v string) string { return string(appendValue(nil, v)) }
-
-var errBadEscape = errors.New("a % not followed by two hex digits")
-
-// decodeValue reads a percent-encoded value: %XX (either case) is the
-// byte XX, any other byte itself.
-func decodeValue(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		return s, nil
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '%' {
-			b = append(b, c)
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", errBadEscape
-		}
-		hi, ok1 := unhex(s[i+1])
-		lo, ok2 := unhex(s[i+2])
-		if !ok1 || !ok2 {
-			return "", errBadEscape
-		}
-		b = append(b, hi<<4|lo)
-		i += 2
-	}
-	return string(b), nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}

@@ -82,6 +82,7 @@ class _AsyncAcquires:
         limit = w.check_limit("acquire", key, limit, shared)
         lease_ms = max(1, w.millis(lease_s, False))
         id_ = c._acquire_id(name)
+        w.check_acquire_line(keys, lease_ms, wait, limit, id_, shared, value)
         start: List[float] = []
         # The line as acquire_line writes it, cut where the wait and the
         # ref go: each send fills those in.

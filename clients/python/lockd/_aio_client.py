@@ -379,6 +379,7 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
         token = _token(token)
         lease_ms = max(1, w.millis(_lease_seconds(lease, "renew", key), False))
         b = f"N {key} {token} {w.format_ms(lease_ms)}{' value=' + value if value else ''}\n".encode()
+        w.check_line("renew", key, b)
         try:
             a, cn = await self._trip("N", key, lambda cn, cl: b, deadline=deadline)
         except _Deadline:

@@ -193,6 +193,7 @@ class _Requests:
         limit = w.check_limit("acquire", key, limit, shared)
         lease_ms = max(1, w.millis(lease_s, False))
         id_ = self._acquire_id(name)
+        w.check_acquire_line(keys, lease_ms, wait, limit, id_, shared, value)
         start: List[float] = []
 
         def line(cn: _Conn, cl: _Call) -> Optional[bytes]:
@@ -345,6 +346,7 @@ class _Requests:
         token = _token(token)
         lease_ms = max(1, w.millis(self._lease(lease, "renew", key), False))
         b = f"N {key} {token} {w.format_ms(lease_ms)}{' value=' + value if value else ''}\n".encode()
+        w.check_line("renew", key, b)
         try:
             a, cn = self._round_trip("N", key, lambda cn, cl: b, deadline=deadline)
         except _Deadline:

@@ -219,7 +219,9 @@ class _Sets:
         granted together, and returns the LockSet, a token per key. It
         waits in every key's queue meanwhile; two such acquires over the
         same keys in any order never deadlock. Raises as acquire: a
-        Timeout leaves none of the keys held."""
+        Timeout leaves none of the keys held. The request is one line of
+        at most 4096 bytes, keys included: a set that would not fit
+        (16 keys near 255 bytes) raises ValueError before sending."""
         ks = w.check_keys("acquire_all", keys)
         return self._set(ks, lease, w.seconds(wait, "wait") or 0.0, cancel, shared)
 

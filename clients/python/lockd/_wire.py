@@ -19,6 +19,11 @@ MAX_LIMIT = 65535
 MAX_ANSWER_LEN = 1 << 20
 MAX_VALUE_LEN = 1024
 MAX_SET_KEYS = 16
+# The longest request line a node reads, its line ending aside; a node
+# closes a connection that sends a longer one.
+MAX_LINE_LEN = 4096
+# The longest ref=R either client writes on an acquire.
+MAX_REF_LEN = 16
 ID_SUFFIX_LEN = 1 + 16 + 1 + 13
 MAX_NAME_LEN = MAX_ID_LEN - ID_SUFFIX_LEN
 _REF_RE = re.compile(r"^[0-9A-Za-z]{1,16}$")
@@ -146,8 +151,31 @@ def encode_value(op: str, value: str) -> str:
 
 
 def decode_value(v: str) -> str:
-    """A value= word's value as text (bytes that are not UTF-8 replaced)."""
+    """A value= word's value as text (bytes that are not UTF-8 replaced).
+    Also one key of a wset= word, split on '+' first."""
     return urllib.parse.unquote(v, errors="replace")
+
+
+def check_line(op: str, label: str, line: bytes) -> None:
+    """ValueError when line, its ending aside, is longer than a node reads
+    (MAX_LINE_LEN): a set's keys, an id and a value percent-encoded add
+    up, and a node closes the connection on such a line."""
+    n = len(line) - (1 if line.endswith(b"\n") else 0)
+    if n > MAX_LINE_LEN:
+        raise ValueError(
+            f"{op} {label}: the request line would be {n} bytes, longer than the {MAX_LINE_LEN} a lockd request line may hold "
+            f"(keys, id and value, a value percent-encoded up to 3 bytes a byte): use fewer or shorter keys, or a shorter value"
+        )
+
+
+def check_acquire_line(
+    keys: Sequence[str], lease_ms: int, wait: Optional[float], limit: int, id_: str, shared: bool, value: str
+) -> None:
+    """check_line for an acquire, measured as its longest send can be: the
+    whole wait (None: the try-lock) and the longest ref."""
+    wait_ms = None if wait is None else (millis(wait, True) if wait > 0 else 0)
+    line = acquire_line(keys[0], lease_ms, wait_ms, limit, id_, "z" * MAX_REF_LEN, keys[1:], shared, value)
+    check_line("acquire", "+".join(keys), line)
 
 
 def acquire_tail(more: Sequence[str], shared: bool, limit: int, id_: str, value: str) -> str:
@@ -370,14 +398,14 @@ def parse_queue(key: str, body: List[str]) -> Queue:
             p = by_token["place"].get(h.token)
             h.place = int(p) if p else None
             v = by_token["value"].get(h.token)
-            h.value = None if v is None else decode_value(v)
+            h.value = decode_value(v) if v else None
     except ValueError as e:
         raise BadLine(f"a queue answer this client cannot read ({e}): {' '.join(body)[:80]!r}") from None
     for i, wt in enumerate(q.waiters, 1):
         wt.id = by_waiter["wid"].get(i, "")
         wt.shared = by_waiter["wmode"].get(i) == "shared"
         ks = by_waiter["wset"].get(i)
-        wt.set_keys = ks.split("+") if ks else []
+        wt.set_keys = [decode_value(k) for k in ks.split("+")] if ks else []
     return q
 
 

@@ -158,6 +158,23 @@ class SyncKindsTest(unittest.TestCase):
         self.assertEqual(len(c.acquire_all([f"k{i}" for i in range(16)], 30).tokens), 16)
         self.assertEqual(len(nd.acquires()), 1)
 
+    def test_a_line_too_long_is_refused_before_sending(self):
+        nd = Node(self)
+        c = self.client(nd)
+        long = [chr(ord("a") + i) * w.MAX_KEY_LEN for i in range(16)]
+        for call in (lambda: c.acquire_all(long, 30), lambda: c.hold_all(long, 30), lambda: c.try_acquire_all(long, 30)):
+            with self.assertRaises(ValueError) as cm:
+                call()
+            self.assertIn("longer than the 4096", str(cm.exception))
+        self.assertEqual(nd.acquires(), [])
+        fits = [chr(ord("a") + i) * 200 for i in range(16)]
+        self.assertEqual(len(c.acquire_all(fits, 30, wait=5).tokens), 16)
+        # The longest value, every byte encoded, on the longest key fits.
+        key = "k" * w.MAX_KEY_LEN
+        c.election(key).campaign("%" * w.MAX_VALUE_LEN, lease=30)
+        self.assertTrue(all(len(a) <= w.MAX_LINE_LEN for a in nd.acquires()))
+        self.assertEqual(len(nd.acquires()), 2)
+
     def test_hold_all_loses_the_set_with_any_key_and_releases_the_rest(self):
         nd = Node(self)
         c = self.client(nd, failure_timeout=0.15)
@@ -265,6 +282,11 @@ class QueueWordsTest(unittest.TestCase):
         self.assertFalse(old.shared)
         self.assertIsNone(old.holders[0].value)
 
+    def test_wset_keys_are_decoded_after_the_split(self):
+        q = w.parse_queue("a+1", "7 29 1 0.5,- wset=1,a%2B1+b%3Dc%2C+%C3%A9%25 value=7,".split())
+        self.assertEqual(q.waiters[0].set_keys, ["a+1", "b=c,", "é%"])
+        self.assertIsNone(q.holders[0].value)  # an empty value= is no value
+
     def test_grant(self):
         self.assertEqual(w.parse_grant(["1", "2", "place=3", "new=x"], 2), w.Grant([1, 2], 3))
         self.assertIsNone(w.parse_grant(["1"], 2))
@@ -322,6 +344,22 @@ class AsyncKindsTest(unittest.TestCase):
         self.assertRegex(nd.acquires()[1], r"^A x 30 - key=y mode=shared id=")
         self.assertEqual(sorted(nd.n.sent("R ")), [f"R a {TOKEN + 1}", f"R b {TOKEN + 2}"])
         self.assertEqual(len(nd.n.sent("N ")), 2)
+
+    def test_a_line_too_long_is_refused_before_sending(self):
+        nd = Node(self)
+        long = [chr(ord("a") + i) * w.MAX_KEY_LEN for i in range(16)]
+
+        async def main():
+            async with self.client(nd) as c:
+                with self.assertRaises(ValueError) as cm:
+                    await c.acquire_all(long, 30)
+                self.assertIn("longer than the 4096", str(cm.exception))
+                with self.assertRaises(ValueError):
+                    await c.try_acquire_all(long, 30)
+                self.assertEqual(len((await c.acquire_all([k[:200] for k in long], 30)).tokens), 16)
+
+        run(main())
+        self.assertEqual(len(nd.acquires()), 1)
 
     def test_hold_all_loss(self):
         nd = Node(self)

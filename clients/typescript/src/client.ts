@@ -30,6 +30,7 @@ import {
   MAX_ID_LEN,
   MAX_LIMIT,
   MAX_MS,
+  MAX_REF_LEN,
   MAX_SET_KEYS,
   MAX_TOKEN,
   type Grant,
@@ -38,6 +39,7 @@ import {
   checkKey,
   errorText,
   formatSeconds,
+  lineTooLong,
   parseGrant,
   parseQueue,
   parseStatus,
@@ -902,6 +904,9 @@ export class Client {
       ` id=${id}` +
       (value !== "" ? ` value=${value}` : "") +
       "\n";
+    // The longest send: the whole wait and the longest ref.
+    const tooLong = lineTooLong(head + (tryOnly ? "-" : formatSeconds(waitMs)) + tail.slice(0, -1) + " ref=" + "z".repeat(MAX_REF_LEN) + "\n");
+    if (tooLong) throw new InvalidArgumentError(`${what} ${keys.join("+")}: ${tooLong}`);
     const req: Req = {
       op: "A",
       key,
@@ -1004,6 +1009,8 @@ export class Client {
   /** @internal renew carrying value=V (encoded): an election's proclaim. */
   async renewValue(key: string, token: bigint, lease: number, value: string, signal?: AbortSignal): Promise<void> {
     const line = `N ${key} ${token} ${formatSeconds(leaseOK("proclaim", key, lease))} value=${value}\n`;
+    const tooLong = lineTooLong(line);
+    if (tooLong) throw new InvalidArgumentError(`proclaim ${key}: ${tooLong}`);
     const { a: ans, cn } = await this.roundTrip({ op: "N", key, line: () => line }, { resend: true, signal });
     if (ans.fields.length === 1 && ans.fields[0] === "ok") return;
     if (ans.fields.length === 1 && ans.fields[0] === "notheld") throw notHeld("proclaim", key, token);

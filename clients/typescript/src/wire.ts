@@ -16,6 +16,18 @@ export const MAX_TOKEN = (1n << 64n) - 1n;
 export const MAX_VALUE_LEN = 1024;
 /** The most keys one acquire takes. */
 export const MAX_SET_KEYS = 16;
+/** The longest request line a node reads, in bytes, its line ending aside: a node closes a connection that sends a longer one. */
+export const MAX_LINE_LEN = 4096;
+/** The longest ref= this client writes on an acquire. */
+export const MAX_REF_LEN = 16;
+
+/** Why a request line (its "\n" included) is too long for a node to read, or undefined when it fits. */
+export function lineTooLong(line: string): string | undefined {
+  const n = Buffer.byteLength(line, "utf8") - (line.endsWith("\n") ? 1 : 0);
+  if (n <= MAX_LINE_LEN) return undefined;
+  return `the request line would be ${n} bytes, longer than the ${MAX_LINE_LEN} a lockd request line may hold (keys, id and value, a value percent-encoded up to 3 bytes a byte): use fewer or shorter keys, or a shorter value`;
+}
+
 /** An answer longer than this is not lockd's (a K answer of 1000 keys of 255 bytes fits). */
 export const MAX_ANSWER_LEN = 1 << 20;
 
@@ -166,7 +178,7 @@ export function encodeValue(v: string): string {
   return out;
 }
 
-/** A value= word's value as text (bytes that are not UTF-8 replaced, a % without two hex digits kept). */
+/** A value= word's value as text (bytes that are not UTF-8 replaced, a % without two hex digits kept); also one key of a wset= word, split on "+" first. */
 export function decodeValue(v: string): string {
   const bytes: number[] = [];
   for (let i = 0; i < v.length; i++) {
@@ -323,14 +335,14 @@ export function parseQueue(key: string, f: string[]): QueueState | undefined {
       if (name === "id") h.id = id;
       else if (name === "set") h.setId = parseToken(id);
       else if (name === "place" && /^[0-9]{1,9}$/.test(id)) h.place = Number(id);
-      else if (name === "value") h.value = decodeValue(id);
+      else if (name === "value") h.value = id === "" ? undefined : decodeValue(id);
     } else if (name === "wid" || name === "wmode" || name === "wset") {
       const i = Number(which);
       if (!Number.isInteger(i) || i < 1 || i > q.waiters.length) continue;
       const wt = q.waiters[i - 1];
       if (name === "wid") wt.id = id;
       else if (name === "wmode") wt.shared = id === "shared";
-      else wt.setKeys = id.split("+");
+      else wt.setKeys = id.split("+").map(decodeValue);
     }
   }
   return q;

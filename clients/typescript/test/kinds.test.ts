@@ -120,6 +120,28 @@ test("set keys are checked before sending", async (t) => {
   assert.equal((await c.acquireAll(many.slice(0, 16), { lease: 30000 })).tokens.size, 16);
 });
 
+test("an acquire whose line would pass 4096 bytes is refused before sending", async (t) => {
+  const { n, c } = await node(t);
+  const long = Array.from({ length: 16 }, (_, i) => String.fromCharCode(97 + i).repeat(255));
+  await assert.rejects(
+    c.acquireAll(long, { lease: 30000 }),
+    (e: Error) => e instanceof InvalidArgumentError && /longer than the 4096/.test(e.message),
+  );
+  await assert.rejects(c.holdAll(long, { lease: 30000 }), InvalidArgumentError);
+  await assert.rejects(c.tryAcquireAll(long, { lease: 30000 }), InvalidArgumentError);
+  assert.equal(n.got("A").length, 0);
+  const fits = long.map((k) => k.slice(0, 200));
+  assert.equal((await c.acquireAll(fits, { lease: 30000, wait: 5000 })).tokens.size, 16);
+  // The longest value, every byte encoded, on the longest key fits.
+  const key = "k".repeat(255);
+  const e = c.election(key);
+  const h = await e.campaign("%".repeat(1024), { lease: 5000 });
+  await e.proclaim("%".repeat(1024));
+  assert.ok(n.lines.every((l) => Buffer.byteLength(l.text) <= 4096));
+  assert.equal(n.got("A").length, 2);
+  await h.release();
+});
+
 test("holdAll: the loss of one key is the loss of the set, and the others are released", async (t) => {
   const { n, c, st } = await node(t, { failureTimeout: 150 });
   const hs = await c.holdAll(["a", "b", "c"], { lease: 300 });
@@ -241,6 +263,10 @@ test("the new words of Q and L answers, as typed fields", () => {
       ["c", false, ["k", "j"]],
     ],
   );
+  // A set's keys are percent-encoded, "+" among them, and decoded once split on "+"; an empty value= is no value.
+  const enc = parseQueue("a+1", "7 29 1 0.5,- wset=1,a%2B1+b%3Dc%2C+%C3%A9%25 value=7,".split(" "))!;
+  assert.deepEqual(enc.waiters[0].setKeys, ["a+1", "b=c,", "é%"]);
+  assert.equal(enc.holders[0].value, undefined);
   assert.deepEqual(parseGrant(["1", "2", "place=3", "new=x"], 2), { tokens: [1n, 2n], place: 3 });
   assert.equal(parseGrant(["1"], 2), undefined);
 });
