@@ -38,28 +38,24 @@ func (c *Core) candidate(now time.Time) string {
 			return addr
 		}
 	}
-	// Synchronous replication: a standby that acknowledged every answer
-	// the active gave holds them all; it goes first. Of two that each
-	// count as in sync, the one that applied more does: the other's
-	// claim is stale (it did not run for a while, and the active went on
-	// without it), and taking the role it would drop what the other holds.
-	inSync := cand{idx: -1}
-	for _, x := range cs {
-		if x.inSync && x.synced && (inSync.idx < 0 || x.seq > inSync.seq || x.seq == inSync.seq && x.idx < inSync.idx) {
-			inSync = x
-		}
-	}
-	if inSync.idx >= 0 {
-		return inSync.addr
-	}
+	// This node knows its own position exactly, a peer's as of its last
+	// answer: a live synced peer ahead of this node is ahead (a standby
+	// that did not run for a while still counts itself in sync). This
+	// node then does not take the role over it, whatever its priority;
+	// the peers are ranked by priority alone, as what this node knows of
+	// their positions may be a heartbeat old.
+	behind := slices.ContainsFunc(cs[1:], func(x cand) bool { return x.synced && x.seq > c.seq })
 	tiers := []func(cand) bool{
+		// Synchronous replication: a standby that acknowledged every
+		// answer the active gave holds them all; it goes first.
+		func(x cand) bool { return x.inSync && x.synced },
 		func(x cand) bool { return x.synced },
 		func(x cand) bool { return true },
 	}
 	for _, ok := range tiers {
 		best := cand{idx: -1}
 		for _, x := range cs {
-			if ok(x) && (best.idx < 0 || x.idx < best.idx) {
+			if ok(x) && !(behind && x.addr == c.self) && (best.idx < 0 || x.idx < best.idx) {
 				best = x
 			}
 		}
