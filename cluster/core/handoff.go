@@ -118,7 +118,10 @@ func (c *Core) startHandoff(now time.Time, to, reason string, sticky bool, done 
 func (c *Core) handoffTarget(to string) (*conn, error) {
 	var target *conn
 	for _, s := range c.streams {
-		if s.stream.syncing {
+		if s.stream.syncing || s.stream.version >= 2 && s.stream.acked < s.stream.synced {
+			// Still syncing, or its snapshot is sent but not yet
+			// acknowledged as applied: handed the role now, it could
+			// refuse the handoff record and be left without the state.
 			continue
 		}
 		if to != "" {
