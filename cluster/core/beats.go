@@ -183,6 +183,11 @@ func (c *Core) PeerDown(now time.Time, addr, why string) {
 	p.down = true
 	p.role = ""
 	p.claimedAt, p.beatAt = time.Time{}, time.Time{} // the process that said so is gone
+	if c.hint == p.addr {
+		// The node the role was handed to is gone too: waiting for it
+		// to be heard (followHint) would only keep the role empty.
+		c.hint, c.hintFrom, c.hintUntil = "", "", time.Time{}
+	}
 	if !c.pausedSince.IsZero() && now.Sub(c.pausedSince) >= c.cfg.Heartbeat {
 		// Nothing listens there: news, from a dial made since the
 		// pause began (the shell dials again a heartbeat after a
@@ -288,6 +293,10 @@ func (c *Core) answerBeat(now time.Time, cn *conn, m *proto.PeerMessage) {
 			f := bt.Flags
 			p.claimedAt = now
 			p.claimed = claim{addr: p.addr, idx: p.idx, fresh: f.Fresh, base: f.Base, top: f.Top, baseSeq: f.BaseSeq, seq: bt.Seq, prev: f.Prev, noSeq: f.Version < 4}
+		} else if bt.Role != string(Active) {
+			// It says itself that it no longer serves (it stepped down):
+			// no reason left to wait for it (mayServe).
+			p.claimedAt = time.Time{}
 		}
 	}
 	ans := c.beat(now)

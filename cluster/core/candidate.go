@@ -26,14 +26,17 @@ func (c *Core) candidate(now time.Time) string {
 			return addr
 		}
 	}
-	if !c.deferSince.IsZero() && now.Sub(c.deferSince) >= c.cfg.FailureTimeout {
-		// The candidate this node left the role to has not taken it for
-		// a failure timeout: the standbys may disagree on which of them
-		// the last active waited for (each heard its last heartbeat at
-		// another moment), each leaving the role to the other. The
-		// records each has applied are final by now and heard by all:
-		// the synced standby that applied the most goes first, so the
-		// new active holds every answer any of them acknowledged.
+	if !c.deferSince.IsZero() && (now.Sub(c.deferSince) >= c.cfg.FailureTimeout || c.peersSettled(now)) {
+		// The candidate this node left the role to has not taken it: the
+		// standbys may disagree on which of them the last active waited
+		// for (each heard its last heartbeat at another moment), or on
+		// their positions (each knows another's as of its last answer),
+		// each leaving the role to another. Once every live peer has
+		// answered a heartbeat sent since this node began to wait, with
+		// no active to apply from, the positions are final and known
+		// alike to all of them; a failure timeout later, they are
+		// anyway. The synced standby that applied the most goes first,
+		// so the new active holds every answer any of them acknowledged.
 		if addr, ok := mostApplied(cs); ok {
 			return addr
 		}
@@ -41,10 +44,13 @@ func (c *Core) candidate(now time.Time) string {
 	// This node knows its own position exactly, a peer's as of its last
 	// answer: a live synced peer ahead of this node is ahead (a standby
 	// that did not run for a while still counts itself in sync). This
-	// node then does not take the role over it, whatever its priority;
-	// the peers are ranked by priority alone, as what this node knows of
+	// node then leaves the role to the peers ahead of it, whatever its
+	// priority, and ranks those by priority alone, as what it knows of
 	// their positions may be a heartbeat old.
-	behind := slices.ContainsFunc(cs[1:], func(x cand) bool { return x.synced && x.seq > c.seq })
+	// A peer ahead may not know it is, and leave the role to this node:
+	// see peersSettled above.
+	ahead := func(x cand) bool { return x.synced && x.seq > c.seq }
+	behind := slices.ContainsFunc(cs[1:], ahead)
 	tiers := []func(cand) bool{
 		// Synchronous replication: a standby that acknowledged every
 		// answer the active gave holds them all; it goes first.
@@ -55,7 +61,7 @@ func (c *Core) candidate(now time.Time) string {
 	for _, ok := range tiers {
 		best := cand{idx: -1}
 		for _, x := range cs {
-			if ok(x) && !(behind && x.addr == c.self) && (best.idx < 0 || x.idx < best.idx) {
+			if ok(x) && (!behind || ahead(x)) && (best.idx < 0 || x.idx < best.idx) {
 				best = x
 			}
 		}
@@ -94,6 +100,23 @@ func (c *Core) candidates(now time.Time) []cand {
 		}
 	}
 	return cs
+}
+
+// peersSettled reports whether every live peer answered a heartbeat this
+// node sent since it began to wait (deferRound) with no active to follow:
+// their positions are final, and each of them knows this node's.
+func (c *Core) peersSettled(now time.Time) bool {
+	live := 0
+	for _, p := range c.peers {
+		if !p.alive(now, c.cfg.FailureTimeout) {
+			continue
+		}
+		if p.version < 2 || p.round < c.deferRound || p.active != "" || p.role == string(Active) {
+			return false
+		}
+		live++
+	}
+	return live > 0
 }
 
 // newestRestored is the synced candidate with the newest state (the

@@ -120,8 +120,10 @@ type Core struct {
 	pausedSince time.Time
 	stoppedAt   time.Time // when it last ran before the pause
 	// deferSince: since when this standby, with no active, has left the
-	// role to another candidate that has not taken it (see candidate).
+	// role to another candidate that has not taken it (see candidate);
+	// deferRound the first heartbeat round sent since.
 	deferSince time.Time
+	deferRound uint64
 	// wantSince: since when this node, holding no state, has been the
 	// candidate (see supervise).
 	wantSince  time.Time

@@ -68,6 +68,12 @@ func (c *Core) activeToYieldTo(now time.Time) (*peer, string) {
 func (c *Core) superviseStandby(now time.Time) {
 	if a := c.activeToFollow(now); a != "" {
 		c.deferSince = time.Time{}
+		if a == c.hint {
+			// Heard as active: the hint did its job. Were it kept, a
+			// crash of that node before the hint expires would leave
+			// every standby waiting for it (followHint).
+			c.hint, c.hintFrom, c.hintUntil = "", "", time.Time{}
+		}
 		if c.active != a || c.role == Joining {
 			c.setRole(Standby, a, "following the active")
 		}
@@ -81,7 +87,7 @@ func (c *Core) superviseStandby(now time.Time) {
 	cand := c.candidate(now)
 	if cand != c.self {
 		if c.deferSince.IsZero() {
-			c.deferSince = now
+			c.deferSince, c.deferRound = now, c.round+1
 		}
 		c.wantSince = time.Time{}
 		if c.role == Joining {

@@ -730,6 +730,62 @@ func (s *sim) checkAlways() {
 	}
 }
 
+// failoverTimer times the failover after a crash of the active.
+type failoverTimer struct {
+	from   time.Duration
+	events int // s.events at the crash: another fault ends the timing
+	of     int // the node that crashed
+}
+
+// timeFailover starts timing the failover n's crash begins, when n is
+// the serving active and the others are up, synced, following it and
+// reachable: the ordinary kill -9 of the active.
+func (s *sim) timeFailover(n *simNode) {
+	s.failover = nil
+	if n.state != nodeUp || !n.core.serving() || len(s.blocked) > 0 || len(s.nodes) < 3 {
+		return
+	}
+	for _, m := range s.nodes {
+		if s.denied[m.idx] > s.now {
+			return // its peers could not follow it
+		}
+		if m != n && (m.state != nodeUp || m.core.Role() != Standby || !m.core.Synced() || m.core.Active() != n.addr) {
+			return
+		}
+	}
+	s.failover = &failoverTimer{from: s.now, events: s.events, of: n.idx}
+}
+
+// failoverBound is how long a crash of the active may leave the cluster
+// without a serving node when every standby was up, synced and
+// following it: the peers see the crash at once (connections refused),
+// and one of them takes the role within a few heartbeats. Two standbys
+// that each leave the role to the other would take a failure timeout.
+func (s *sim) failoverBound() time.Duration { return s.cfg.failure * 3 / 4 }
+
+// checkFailover fails a crash of the active that left no node serving
+// for longer than failoverBound.
+func (s *sim) checkFailover() {
+	f := s.failover
+	if f == nil {
+		return
+	}
+	if s.events != f.events {
+		s.failover = nil // another fault or a restart: the timing is off
+		return
+	}
+	for _, m := range s.nodes {
+		if m.state == nodeUp && m.core.serving() {
+			s.failover = nil
+			return
+		}
+	}
+	if s.now-f.from > s.failoverBound() {
+		s.fail("no node took the role within %s of the crash of the active node %d at %.4fs", s.failoverBound(), f.of, f.from.Seconds())
+		s.failover = nil
+	}
+}
+
 // checkQuiet runs once everything has healed and settled.
 func (s *sim) checkQuiet() {
 	var active []*simNode

@@ -170,6 +170,10 @@ type sim struct {
 	cold   *coldWindow
 	denied map[int]time.Duration
 	allGo  bool // every node is being stopped at this instant
+	// failover: a crash of the serving active, every other node up,
+	// synced and following it, is being timed (see checkFailover).
+	failover *failoverTimer
+	events   int // faults and restarts played so far
 	// lastISR: the standbys the last active to crash waited for.
 	lastISR []string
 	// cutTill: when the last partition healed (a dial begun during one
@@ -397,6 +401,7 @@ func (s *sim) runUntil(end time.Duration) {
 		s.now = e.at
 		e.do()
 		s.checkAlways()
+		s.checkFailover()
 	}
 }
 
@@ -1276,6 +1281,7 @@ func (s *sim) planFaults() {
 
 func (s *sim) fault(kind string, i int, dur time.Duration) {
 	s.endCold()
+	s.events++
 	if i < 0 {
 		i = 0
 		for _, m := range s.nodes {
@@ -1289,6 +1295,9 @@ func (s *sim) fault(kind string, i int, dur time.Duration) {
 	case "crash", "vanish":
 		if n.state == nodeCrashed {
 			return
+		}
+		if kind == "crash" {
+			s.timeFailover(n)
 		}
 		// With synchronous replication a crash loses nothing a client
 		// was told, while a standby acknowledges: unless the active is
@@ -1426,6 +1435,7 @@ func (s *sim) restart(n *simNode) {
 	for i, m := range s.nodes {
 		addrs[i] = m.addr
 	}
+	s.events++
 	n.boot(addrs)
 }
 
