@@ -752,8 +752,24 @@ func (s *sim) timeFailover(n *simNode) {
 		if m != n && (m.state != nodeUp || m.core.Role() != Standby || !m.core.Synced() || m.core.Active() != n.addr) {
 			return
 		}
+		if m != n && !m.hearsAll(s) {
+			// A peer that just started is not heard yet: it is waited
+			// for (mustWait), and dials to it take their own time.
+			return
+		}
 	}
 	s.failover = &failoverTimer{from: s.now, events: s.events, of: n.idx}
+}
+
+// hearsAll reports whether n hears every other node that is up.
+func (n *simNode) hearsAll(s *sim) bool {
+	now := n.clock()
+	for _, p := range n.core.peers {
+		if m := s.nodes[s.byAddr(p.addr)]; m.state == nodeUp && !p.alive(now, n.core.cfg.FailureTimeout) {
+			return false
+		}
+	}
+	return true
 }
 
 // failoverBound is how long a crash of the active may leave the cluster
