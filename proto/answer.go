@@ -229,21 +229,51 @@ func ParseAnswer(line []byte) (Answer, error) {
 	if sp != 1 || line[0] < 'A' || line[0] > 'Z' {
 		return Answer{}, errors.New("malformed answer " + strconv.Quote(clip(line)))
 	}
-	rest := line[2:]
+	rest := string(line[2:]) // one copy: the key and the fields share it
 	var a Answer
 	a.Kind = Op(line[0])
-	if i := bytes.IndexByte(rest, ' '); i >= 0 {
-		a.Key = string(rest[:i])
-		// Only spaces separate words: a key may hold any other byte above
-		// 0x20, including what Unicode calls white space (U+00A0, U+3000).
-		a.Fields = strings.FieldsFunc(string(rest[i+1:]), func(r rune) bool { return r == ' ' })
+	if i := strings.IndexByte(rest, ' '); i >= 0 {
+		a.Key = rest[:i]
+		a.Fields = splitSpaces(rest[i+1:])
 	} else {
-		a.Key = string(rest)
+		a.Key = rest
 	}
 	if a.Key == "" {
 		return Answer{}, errors.New("answer without a key: " + strconv.Quote(clip(line)))
 	}
 	return a, nil
+}
+
+// splitSpaces splits s at runs of spaces, as strings.Fields would at
+// white space: only spaces separate words, as a key may hold any other
+// byte above 0x20, including what Unicode calls white space (U+00A0,
+// U+3000). It returns nil when s holds no word.
+func splitSpaces(s string) []string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != ' ' && (i == 0 || s[i-1] == ' ') {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for len(s) > 0 {
+		for len(s) > 0 && s[0] == ' ' {
+			s = s[1:]
+		}
+		if s == "" {
+			break
+		}
+		end := strings.IndexByte(s, ' ')
+		if end < 0 {
+			end = len(s)
+		}
+		out = append(out, s[:end])
+		s = s[end:]
+	}
+	return out
 }
 
 // Status is the answer to S: one node's view of itself and of the cluster.

@@ -713,7 +713,8 @@ func ceilMillis(d time.Duration) time.Duration {
 func checkLine(op, label string, r *request) error {
 	w := *r
 	w.wait = ceilMillis(w.waitTotal)
-	n := len(w.appendTo(nil, math.MaxUint64)) - 1
+	var buf [proto.MaxLineLen + 2]byte // on the stack: only its length counts
+	n := len(w.appendTo(buf[:0], math.MaxUint64)) - 1
 	if n <= proto.MaxLineLen {
 		return nil
 	}
