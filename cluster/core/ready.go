@@ -146,11 +146,14 @@ func (c *Core) Undelivered(now time.Time, s Send) {
 // deadlines, a handoff's timeout.
 func (c *Core) NextWake() time.Time {
 	t := c.nextBeat
-	if d, ok := c.heldDeadline(); ok && d.Before(t) {
-		t = d
-	}
-	if len(c.expect) > 0 && c.expectUntil.Before(t) {
-		t = c.expectUntil
+	if !c.pausedForSync() {
+		// (While paused, the heartbeats' answers end the pause.)
+		if d, ok := c.heldDeadline(); ok && d.Before(t) {
+			t = d
+		}
+		if len(c.expect) > 0 && c.expectUntil.Before(t) {
+			t = c.expectUntil
+		}
 	}
 	if w := c.waiting; w != nil && w.until.Before(t) {
 		t = w.until
