@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -26,21 +25,17 @@ import (
 	"github.com/lockd-io/lockd/cmd/internal/didyoumean"
 	"github.com/lockd-io/lockd/cmd/internal/durflag"
 	"github.com/lockd-io/lockd/cmd/internal/flagname"
+	"github.com/lockd-io/lockd/cmd/lockctl/internal/oneproc"
 )
 
 // defaultAddr is where lockd listens when started with no flags.
 const defaultAddr = "127.0.0.1:7070"
 
 func main() {
-	// A lock command is a few requests and a child process: one
-	// processor is plenty, and a second costs every run the threads the
-	// runtime starts and wakes to use it (a tenth of exec's time). The
-	// load generators, bench and drill, keep every processor, and so does
-	// a GOMAXPROCS the user set.
-	if os.Getenv("GOMAXPROCS") == "" {
-		if name := commandArg(os.Args); name != "bench" && name != "drill" {
-			runtime.GOMAXPROCS(1)
-		}
+	// Package oneproc gave the lock commands one processor; the load
+	// generators, bench and drill, keep every processor.
+	if name := commandArg(os.Args); name == "bench" || name == "drill" {
+		oneproc.Restore()
 	}
 	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
