@@ -2,7 +2,9 @@ package engine
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -122,7 +124,7 @@ func (e *Engine) setWaiterValue(wt *waiter, value string) {
 const MaxValueLen = 1024
 
 // ErrValueLen: a value longer than MaxValueLen.
-var ErrValueLen = fmt.Errorf("value longer than %d bytes", MaxValueLen)
+var ErrValueLen = errors.New("value longer than " + strconv.Itoa(MaxValueLen) + " bytes")
 
 // AcquireValue is AcquireSet whose grant gives the holder of every key
 // value ("" for none): what Holder.Value and the Granted events say of

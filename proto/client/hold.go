@@ -8,13 +8,20 @@ import (
 	"time"
 )
 
+// lostError is ErrLost: a type of its own rather than fmt.Errorf, so
+// that a program's start-up formats nothing for it.
+type lostError struct{}
+
+func (lostError) Error() string { return "the lock was lost: " + ErrNotHeld.Error() }
+func (lostError) Unwrap() error { return ErrNotHeld }
+
 // Why a Held is done; Held.Err wraps one of them.
 var (
 	// ErrLost: lockd answered that the token no longer holds the key (its
 	// lease ran out on the node, the lock was broken, or a node that
 	// never knew the grant took over), or refused the renewal. It wraps
 	// ErrNotHeld.
-	ErrLost = fmt.Errorf("the lock was lost: %w", ErrNotHeld)
+	ErrLost error = lostError{}
 	// ErrExpired: no renewal was acknowledged before the lease ended, so
 	// the lock can no longer be proven held: lockd may have given it to
 	// someone else. It may still be held (a node that is frozen or out
