@@ -109,8 +109,10 @@ func TestRunDrillFake(t *testing.T) {
 		t.Fatalf("report: %+v", rep)
 	}
 	// The 200ms outage is the longest gap: it covers it. (Not exactly: a
-	// loaded machine may pause the workers for a while around it.)
-	if rep.Gap < 190*time.Millisecond || rep.GapTo < rep.ActionAt+190*time.Millisecond || rep.GapFrom > rep.ActionAt+10*time.Millisecond {
+	// loaded machine may pause the workers for a while around it, and
+	// under make test's load the last grant before it came some 60 ms
+	// after the action began.)
+	if rep.Gap < 190*time.Millisecond || rep.GapTo < rep.ActionAt+190*time.Millisecond || rep.GapFrom > rep.ActionAt+100*time.Millisecond {
 		t.Errorf("gap %s from %s to %s", rep.Gap, rep.GapFrom, rep.GapTo)
 	}
 	if rep.Lost() != 0 || rep.Unchecked != 0 {
