@@ -79,6 +79,11 @@ func MaxHold(d time.Duration) AcquireOption {
 }
 
 func gatherOptions(op, key string, opts []AcquireOption) (acquireOptions, error) {
+	if len(opts) == 0 {
+		// The defaults, valid: returned before o, which the options'
+		// functions make the compiler place on the heap.
+		return acquireOptions{limit: 1}, nil
+	}
 	o := acquireOptions{limit: 1}
 	for _, opt := range opts {
 		if opt.apply != nil {
