@@ -247,22 +247,7 @@ func TestStandbysThatDisagreeOnTheInSyncSetStillPromoteOne(t *testing.T) {
 	beat := func(from string) proto.Beat {
 		return proto.Beat{From: from, Self: from, Role: string(Standby), Seq: 7, Flags: proto.BeatFlags{Synced: true, Version: proto.PeerVersion}}
 	}
-	var active []string
-	for now := t0; now.Before(t0.Add(3 * time.Second)); now = now.Add(50 * time.Millisecond) {
-		nodeB.HeardBeat(now, c, beat(c))
-		nodeC.HeardBeat(now, b, beat(b))
-		nodeB.supervise(now)
-		nodeC.supervise(now)
-		active = active[:0]
-		for _, n := range []*Core{nodeB, nodeC} {
-			if n.role == Active {
-				active = append(active, n.self)
-			}
-		}
-		if len(active) > 0 {
-			break
-		}
-	}
+	active, _ := exchangeUntilActive(nodeB, nodeC, t0, func(from, _ *Core) proto.Beat { return beat(from.self) })
 	if len(active) != 1 || active[0] != b {
 		t.Fatalf("actives %q, want only %s (equal records, higher priority)", active, b)
 	}
@@ -273,9 +258,8 @@ func TestStandbysThatDisagreeOnTheInSyncSetStillPromoteOne(t *testing.T) {
 // other, so it left the role to it (it knows its own position exactly);
 // the other ranked it first by priority. Neither took the role for a
 // failure timeout (a secure 3-node crash drill saw 1.7 s without a grant).
-// The one ahead takes the role as soon as an answer to one of its
-// heartbeats sent since it began to wait shows the other's position final
-// and behind.
+// The one ahead takes the role as soon as the other's answer to a
+// heartbeat sent since it began to wait shows its position final.
 func TestStandbyAheadTakesTheRoleFromOneThatWaitsForIt(t *testing.T) {
 	const a, b, c = "10.0.0.1:7070", "10.0.0.2:7070", "10.0.0.3:7070"
 	t0 := time.Unix(1_700_000_000, 0)
@@ -293,17 +277,30 @@ func TestStandbyAheadTakesTheRoleFromOneThatWaitsForIt(t *testing.T) {
 		return proto.Beat{From: from.self, Self: from.self, Role: string(from.role), Active: from.active, Seq: from.seq,
 			Flags: proto.BeatFlags{Synced: true, Round: to.round, Version: proto.PeerVersion}}
 	}
+	active, took := exchangeUntilActive(nodeB, nodeC, t0, beat)
+	if len(active) != 1 || active[0] != c {
+		t.Fatalf("actives %q, want only %s (the most records)", active, c)
+	}
+	if took >= 500*time.Millisecond {
+		t.Fatalf("%s took the role after %s, want less than the failure timeout", c, took)
+	}
+}
+
+// exchangeUntilActive runs two standbys by hand from t0, a heartbeat
+// (50 ms) at a time, each hearing beat(other, itself) and then deciding,
+// until one of them takes the role or 3 s pass. It returns the actives and
+// how long it took.
+func exchangeUntilActive(x, y *Core, t0 time.Time, beat func(from, to *Core) proto.Beat) ([]string, time.Duration) {
 	var active []string
 	now := t0
 	for ; now.Before(t0.Add(3 * time.Second)); now = now.Add(50 * time.Millisecond) {
-		nodeB.round++
-		nodeC.round++
-		nodeB.HeardBeat(now, c, beat(nodeC, nodeB))
-		nodeC.HeardBeat(now, b, beat(nodeB, nodeC))
-		nodeB.supervise(now)
-		nodeC.supervise(now)
-		active = active[:0]
-		for _, n := range []*Core{nodeB, nodeC} {
+		x.round++
+		y.round++
+		x.HeardBeat(now, y.self, beat(y, x))
+		y.HeardBeat(now, x.self, beat(x, y))
+		x.supervise(now)
+		y.supervise(now)
+		for _, n := range []*Core{x, y} {
 			if n.role == Active {
 				active = append(active, n.self)
 			}
@@ -312,12 +309,7 @@ func TestStandbyAheadTakesTheRoleFromOneThatWaitsForIt(t *testing.T) {
 			break
 		}
 	}
-	if len(active) != 1 || active[0] != c {
-		t.Fatalf("actives %q, want only %s (the most records)", active, c)
-	}
-	if took := now.Sub(t0); took >= 500*time.Millisecond {
-		t.Fatalf("%s took the role after %s, want less than the failure timeout", c, took)
-	}
+	return active, now.Sub(t0)
 }
 
 // The moves of docs/cluster.md's table, scripted: each history must keep
