@@ -146,7 +146,7 @@ func (c *Core) Undelivered(now time.Time, s Send) {
 // deadlines, a handoff's timeout.
 func (c *Core) NextWake() time.Time {
 	t := c.nextBeat
-	if !c.pausedForSync() {
+	if !c.Paused() {
 		// (While paused, the heartbeats' answers end the pause.)
 		if d, ok := c.heldDeadline(); ok && d.Before(t) {
 			t = d

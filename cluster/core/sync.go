@@ -189,8 +189,15 @@ func (c *Core) unexpect(now time.Time, addr string) {
 
 // checkExpect stops waiting for the expected standbys that did not catch
 // up within the sync timeout.
+//
+// Not while paused (Paused): the timeout ran out while this node was
+// stopped, not because a standby is slow, and another node may have taken
+// the role meanwhile without the answers held here. Dropping the standbys
+// then would write those answers although no standby holds their changes;
+// they wait until the pause ends (the node serves on, and the standbys are
+// timed again) or the node steps down (settleHeld). checkHeld likewise.
 func (c *Core) checkExpect(now time.Time) {
-	if len(c.expect) == 0 || now.Before(c.expectUntil) || c.pausedForSync() {
+	if len(c.expect) == 0 || now.Before(c.expectUntil) || c.Paused() {
 		return
 	}
 	c.log.Warn("standby did not catch up with the new active within --sync-timeout: answers stop waiting for it", "self", c.self, "standbys", strings.Join(c.expect, ","), "sync_timeout", c.cfg.SyncTimeout.String())
@@ -358,7 +365,7 @@ func (c *Core) waitsForStandbys(h heldAnswer) bool {
 // every client back. They rejoin when they catch up.
 func (c *Core) checkHeld(now time.Time) {
 	d, ok := c.heldDeadline()
-	if !ok || now.Before(d) || c.pausedForSync() {
+	if !ok || now.Before(d) || c.Paused() {
 		return
 	}
 	var need uint64
@@ -378,15 +385,6 @@ func (c *Core) checkHeld(now time.Time) {
 	}
 	c.commit(now)
 }
-
-// pausedForSync reports whether this node is paused after not running
-// (maybeResume): the sync timeout ran out while it was stopped, not
-// because a standby is slow, and another node may have taken the role
-// meanwhile without the answers held here. Dropping the standbys then
-// would write those answers although no standby holds their changes;
-// they wait until the pause ends (the node serves on, and the standbys
-// are timed again) or the node steps down (settleHeld).
-func (c *Core) pausedForSync() bool { return !c.pausedSince.IsZero() }
 
 // settleHeld ends the holding when this node stops being active: after a
 // handoff the successor has every change (it applied the stream up to the
