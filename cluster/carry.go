@@ -146,10 +146,6 @@ func (n *Node) carryOut(a *core.Action, k *carry) {
 		n.followTarget(a.Peer)
 	case core.ActStreamReply:
 		if f := n.follow; f != nil && f.target == a.Peer {
-			if n.playing(faultLoseTakeover) {
-				f.stop()
-				return
-			}
 			f.reply(a.Line, k.direct)
 		}
 	case core.ActStreamEnd:

@@ -207,13 +207,6 @@ func (n *Node) dropConn(c *conn) {
 		close(n.connGone)
 		n.connGone = nil
 	}
-	if n.playing(faultCrash) {
-		// A kill -9 runs no more of the core: what a closing
-		// connection would make it say (a waiter leaving, streamed to
-		// the standbys as D) never leaves a dead process.
-		n.mu.Unlock()
-		return
-	}
 	n.core.ConnClosed(n.now(), core.ConnID(c.id))
 	n.unlock(nil)
 }

@@ -109,9 +109,6 @@ func (n *Node) syncLoop() {
 			return
 		case <-d.wake:
 		}
-		if n.playing(faultCrash) {
-			continue // a crashed node writes nothing more
-		}
 		done, err := d.log.Sync()
 		if err != nil {
 			n.log.Error("cannot write the data directory: this node stops, since it can no longer promise what it answers; fix the disk, then start it again", "dir", n.cfg.DataDir, "err", err.Error())
@@ -178,14 +175,13 @@ func (n *Node) snapshotDisk() {
 	n.log.Info("data directory snapshot written", "dir", n.cfg.DataDir, "took", time.Since(start).Round(time.Millisecond).String())
 }
 
-// closeDisk writes what is left, unless the node plays a crash, and
-// releases the directory.
+// closeDisk writes what is left and releases the directory.
 func (n *Node) closeDisk() {
 	d := n.disk
 	if d == nil {
 		return
 	}
-	if !n.playing(faultCrash) && d.err == nil {
+	if d.err == nil {
 		d.log.Sync()
 	}
 	d.log.Close()

@@ -1,9 +1,80 @@
-//go:build lockd_plant
-
 package cluster
 
-// play makes n play f from now on, until the test ends.
+import (
+	"sync"
+	"testing"
+
+	"github.com/lockd-io/lockd/cluster/internal/mutant"
+)
+
+// A test makes a node play a failure (kill -9, a lost confirmation) that
+// a real process would, in process. The code that plays it is a mutation
+// of the node's sources: the files lockd ships carry no hook for it.
+// TestNodesPlayFaults compiles this package's tests once more with every
+// mutation applied (go test -overlay), each behind a check n.playing(f)
+// that is false until the test makes its node play f, and runs the tests
+// that play faults in that build, where canPlay is true; in the plain
+// build they skip at the fault.
+
+// fault is a failure a test makes a node play.
+type fault uint8
+
+const (
+	// faultCrash: stop as kill -9 would, without a handoff, writing and
+	// saying nothing more.
+	faultCrash fault = 1 << iota
+	// faultLoseTakeover: on taking a handoff, close the stream without
+	// confirming (O), as when the link breaks right then.
+	faultLoseTakeover
+)
+
+// faultMutations are the faults, as source.
+var faultMutations = []mutant.Mutation{
+	{File: "node.go",
+		Clean:   "\tn.handOffAndDrain()\n",
+		Planted: "\tif !n.playing(faultCrash) {\n\t\tn.handOffAndDrain()\n\t}\n"},
+	{File: "conn.go",
+		Clean:   "\tn.core.ConnClosed(n.now(), core.ConnID(c.id))\n",
+		Planted: "\tif n.playing(faultCrash) {\n\t\tn.mu.Unlock()\n\t\treturn\n\t}\n\tn.core.ConnClosed(n.now(), core.ConnID(c.id))\n"},
+	{File: "durable.go",
+		Clean:   "\t\tdone, err := d.log.Sync()\n",
+		Planted: "\t\tif n.playing(faultCrash) {\n\t\t\tcontinue\n\t\t}\n\t\tdone, err := d.log.Sync()\n"},
+	{File: "durable.go",
+		Clean:   "\tif d.err == nil {\n\t\td.log.Sync()\n",
+		Planted: "\tif !n.playing(faultCrash) && d.err == nil {\n\t\td.log.Sync()\n"},
+	{File: "carry.go",
+		Clean:   "\t\t\tf.reply(a.Line, k.direct)\n",
+		Planted: "\t\t\tif n.playing(faultLoseTakeover) {\n\t\t\t\tf.stop()\n\t\t\t\treturn\n\t\t\t}\n\t\t\tf.reply(a.Line, k.direct)\n"},
+}
+
+// faultTests are the tests that make a node play a fault.
+var faultTests = []string{
+	"TestResentAcquireGetsItsGrant",
+	"TestClientFollowsHandoffAndFailover",
+	"TestDiskDamageBeforeValidRecordsRefusesToStart",
+	"TestDiskSingleNodeRestart",
+	"TestDiskClusterRestart",
+	"TestDiskSnapshotRestart",
+	"TestDiskTornTailStarts",
+	"TestHandoffWithLostConfirmationIsSettled",
+	"TestQueueOrderSurvivesFailoverAndHandoff",
+}
+
+// faults holds the faults nodes play, by node.
+var faults sync.Map // *Node -> fault
+
+// playing reports whether n plays f. Only the mutated sources call it.
+func (n *Node) playing(f fault) bool {
+	v, ok := faults.Load(n)
+	return ok && v.(fault)&f != 0
+}
+
+// play makes n play f from now on, until the test ends; in the plain
+// build the test skips here (TestNodesPlayFaults runs it).
 func (tn *testNode) play(f fault) {
+	if !canPlay {
+		tn.t.Skip("plays a fault: TestNodesPlayFaults runs it in a build of the mutated node")
+	}
 	old, _ := faults.Load(tn.Node)
 	v, _ := old.(fault)
 	faults.Store(tn.Node, v|f)
@@ -11,3 +82,20 @@ func (tn *testNode) play(f fault) {
 
 // forget ends what tn plays.
 func (tn *testNode) forget() { faults.Delete(tn.Node) }
+
+// TestFaultMutationsApply keeps the mutations in step with the sources in
+// every build.
+func TestFaultMutationsApply(t *testing.T) {
+	mutant.Sources(t, faultMutations)
+}
+
+// TestNodesPlayFaults builds this package's tests with the faults
+// planted as mutations and runs the tests that play them.
+func TestNodesPlayFaults(t *testing.T) {
+	if canPlay {
+		t.Skip("this is the mutated build")
+	}
+	sources := mutant.Sources(t, faultMutations)
+	sources["faults_canplay_test.go"] = "package cluster\n\nconst canPlay = true\n"
+	mutant.Run(t, mutant.Build(t, sources), faultTests...)
+}

@@ -235,22 +235,7 @@ func (n *Node) Run(ctx context.Context) error {
 
 func (n *Node) shutdown() {
 	n.running.Store(false)
-	n.mu.Lock()
-	crashing := n.playing(faultCrash)
-	if crashing {
-		n.mu.Unlock()
-	} else {
-		n.core.Shutdown(n.now())
-		n.unlock(nil)
-	}
-	if !crashing {
-		select {
-		case <-n.stopped:
-		case <-time.After(core.DefaultHandoffTimeout + n.cfg.FailureTimeout + time.Second):
-			n.log.Warn("stopping before the handoff settled")
-		}
-		n.drain()
-	}
+	n.handOffAndDrain()
 	n.mu.Lock()
 	n.closing = true
 	conns := make([]*conn, 0, len(n.conns))
@@ -266,6 +251,20 @@ func (n *Node) shutdown() {
 	n.wg.Wait()
 	n.closeDisk()
 	n.log.Info("lockd stopped", "self", n.self)
+}
+
+// handOffAndDrain hands the role to a standby caught up, when this node
+// is the active, and serves its clients redirects until they left.
+func (n *Node) handOffAndDrain() {
+	n.mu.Lock()
+	n.core.Shutdown(n.now())
+	n.unlock(nil)
+	select {
+	case <-n.stopped:
+	case <-time.After(core.DefaultHandoffTimeout + n.cfg.FailureTimeout + time.Second):
+		n.log.Warn("stopping before the handoff settled")
+	}
+	n.drain()
 }
 
 // drain keeps a node that handed its role off reading its clients'

@@ -7,12 +7,12 @@
 // through package proto's encoders.
 //
 // It has no sockets, goroutines, timers, mutexes or clock: the same calls
-// with the same arguments always produce the same actions. (The bugs the
-// simulator plants to prove it finds them, planted.go, are compiled in
-// only with the lockd_plant build tag, which the tests use; in every
-// other build a check for one is a constant false.) Package
-// cluster is the shell that owns the sockets and goroutines, feeds the
-// core events under one mutex and carries its actions out; the
+// with the same arguments always produce the same actions. It holds no
+// test hook: the bugs the simulator plants to prove it finds them are
+// mutations of these files, which a test compiles into a build of its
+// own (sim_plant_test.go). Package cluster is the shell that owns the
+// sockets and goroutines, feeds the core events under one mutex and
+// carries its actions out; the
 // deterministic simulator in this package's tests drives several cores
 // over a simulated network and clock instead.
 //

@@ -120,7 +120,7 @@ func (c *Core) forgetWaiter(id string) {
 
 // queueGhosts, on promotion, queues the replicated waiters as ghosts.
 func (c *Core) queueGhosts(now time.Time) {
-	if len(c.rwait) == 0 || c.has(bugNoPlaces) {
+	if len(c.rwait) == 0 {
 		c.rwait, c.rwaitKey = nil, nil
 		return
 	}

@@ -304,10 +304,6 @@ func (c *Core) handoffUnconfirmed(now time.Time, why string) {
 	if h == nil || h.resolving {
 		return
 	}
-	if c.has(bugGuess) {
-		c.abortHandoff(now, why)
-		return
-	}
 	h.resolving, h.why, h.resolveSince = true, why, now
 	c.log.Warn("handoff unconfirmed: asking the successor whether it took the role", "self", c.self, "to", h.to, "why", why)
 	// The stream to the successor ends here: nothing more is sent to a

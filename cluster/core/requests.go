@@ -207,9 +207,6 @@ func (c *Core) acquire(now time.Time, cn *conn, req proto.Request) {
 	}
 	w := waiterOf(cn, seq)
 	id := req.ID
-	if c.has(bugNoIDs) {
-		id = ""
-	}
 	fresh := id != "" && len(c.streams) > 0 && !c.eng.QueuedID(id)
 	evs, err := c.eng.AcquireID(now, key, req.Limit, req.Lease, req.Wait, id, w, c.evs[:0])
 	granted, tok := c.routeOwn(now, evs, w)

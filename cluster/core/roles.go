@@ -170,7 +170,7 @@ func (c *Core) followHint(now time.Time) bool {
 	}
 	// Not heard yet (it may have just restarted, or its dial failed
 	// before it took the role): wait for it rather than compete.
-	return !c.has(bugNoWait)
+	return true
 }
 
 // mustWait reports whether a standby with no live active must not take
@@ -181,7 +181,7 @@ func (c *Core) mustWait(now time.Time) bool {
 		return true // what this node knows of its peers is stale: hear them first
 	case c.mayServe(now) != nil:
 		return true // a peer that may be active refuses this node, or is not heard
-	case c.follow != nil && c.follow.open && !c.follow.ending && c.follow.target == c.active && !c.has(bugNoWait):
+	case c.follow != nil && c.follow.open && !c.follow.ending && c.follow.target == c.active:
 		// The stream from the active is still open: it is alive, or its
 		// stream ends in a moment, after a last record that may say where
 		// the role went (a handoff). Its heartbeat link closing first
@@ -244,9 +244,7 @@ func (c *Core) yieldsTo(p *peer, theirs claim) (bool, string) {
 	case yieldNewer:
 		return true, "an active with newer state is reachable (" + p.addr + ")"
 	case yieldPriority:
-		if !c.has(bugNoDemote) {
-			return true, "a higher-priority active is reachable (" + p.addr + ")"
-		}
+		return true, "a higher-priority active is reachable (" + p.addr + ")"
 	}
 	return false, ""
 }
@@ -355,9 +353,7 @@ func (c *Core) promote(now time.Time, reason string) {
 	c.stopFollow()
 	c.pinnedAt = time.Time{}
 	c.sticky = false // it holds the role again: "gave it up" no longer describes it
-	if !c.has(bugNoSucceed) {
-		c.eng.Succeed(now)
-	}
+	c.eng.Succeed(now)
 	c.setRole(Active, c.self, reason)
 	c.count.Promotions++
 	c.base, c.baseSeq = c.top, c.seq

@@ -63,9 +63,6 @@ func (c *Core) acquireSet(now time.Time, cn *conn, req proto.Request, seq uint64
 	key := req.Key
 	w := waiterOf(cn, seq)
 	id := req.ID
-	if c.has(bugNoIDs) {
-		id = ""
-	}
 	var buf [engine.MaxSetKeys]engine.SetKey
 	keys := setKeys(req, &buf)
 	var evs []engine.Event
@@ -291,9 +288,6 @@ func (c *Core) applyHeld(now time.Time, rec proto.Record) error {
 	}
 	c.seq++
 	for _, r := range rows {
-		if c.has(bugAsReaders) {
-			r.Shared = true
-		}
 		c.eng.ApplyHolder(now, recordHolder(r, r.Lease))
 		c.top = max(c.top, r.Token)
 		c.logChange(r)

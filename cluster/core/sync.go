@@ -55,7 +55,7 @@ type heldLine struct {
 // in sync have applied every change made so far. Streams are written at
 // once.
 func (c *Core) emit(cn *conn, a answer, b []byte) bool {
-	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits() || c.has(bugEarly)) && c.onDisk() {
+	if cn.stream != nil || len(cn.held) == 0 && (c.seq <= c.committed || !c.waits()) && c.onDisk() {
 		return c.write(cn.id, a, b)
 	}
 	if len(cn.held) == 0 {
