@@ -32,6 +32,11 @@ class FakeNode:
             except OSError:
                 return
             with self.mu:
+                if self.closed:
+                    # Accepted while close ran, after it listed the
+                    # connections to close: a stopped node keeps none.
+                    s.close()
+                    return
                 c = Conn(self, s, len(self.conns))
                 self.conns.append(c)
                 self.changed.notify_all()
@@ -46,15 +51,15 @@ class FakeNode:
             return [l for _, l in self.lines if l.startswith(prefix)]
 
     def close(self) -> None:
-        self.closed = True
+        with self.mu:
+            self.closed = True
+            conns = list(self.conns)
         try:
             # Wakes the accept: closing alone leaves it listening.
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self.sock.close()
-        with self.mu:
-            conns = list(self.conns)
         for c in conns:
             c.close()
 
