@@ -98,6 +98,7 @@ func TestShutdownAnswersEveryRequest(t *testing.T) {
 // the same node or, after a crash, on the node that took over, instead of
 // queueing behind its own grant until the lease runs out.
 func TestResentAcquireGetsItsGrant(t *testing.T) {
+	playsFaults(t)
 	addrs := freeAddrs(t, 2)
 	a := startNode(t, addrs[0], addrs)
 	b := startNode(t, addrs[1], addrs)

@@ -96,6 +96,7 @@ func (w *workload) progress(t *testing.T, what string, n int64) {
 }
 
 func TestClientFollowsHandoffAndFailover(t *testing.T) {
+	playsFaults(t)
 	addrs := freeAddrs(t, 3)
 	a := startNode(t, addrs[0], addrs)
 	b := startNode(t, addrs[1], addrs)

@@ -14,6 +14,7 @@ import (
 // rather than grant the keys the later records hold again; asked to, it
 // starts from before the damage, without them.
 func TestDiskDamageBeforeValidRecordsRefusesToStart(t *testing.T) {
+	playsFaults(t)
 	dir := t.TempDir() + "/data"
 	addr := freeAddrs(t, 1)[0]
 	a := startNodeWith(t, addr, nil, withDisk(dir, wal.Batch))

@@ -19,6 +19,7 @@ func withDisk(dir string, mode wal.Mode) func(*Config) {
 // the same token, the lease still running, the key still refused to
 // others, and its next token above the old ones.
 func TestDiskSingleNodeRestart(t *testing.T) {
+	playsFaults(t)
 	for _, mode := range []wal.Mode{wal.Batch, wal.Always, wal.Never} {
 		t.Run(mode.String(), func(t *testing.T) {
 			dir := t.TempDir() + "/data"
@@ -91,6 +92,7 @@ func TestDiskGroupCommit(t *testing.T) {
 // A standby with a data directory acknowledges what is on its disk, and
 // a full-cluster crash keeps the locks with their tokens.
 func TestDiskClusterRestart(t *testing.T) {
+	playsFaults(t)
 	addrs := freeAddrs(t, 3)
 	dirs := []string{t.TempDir() + "/a", t.TempDir() + "/b", t.TempDir() + "/c"}
 	start := func() []*testNode {
@@ -148,6 +150,7 @@ func TestDiskClusterRestart(t *testing.T) {
 // Past the bound the log is snapshotted, and the snapshot plus the log
 // after it hold the whole state.
 func TestDiskSnapshotRestart(t *testing.T) {
+	playsFaults(t)
 	dir := t.TempDir() + "/data"
 	addr := freeAddrs(t, 1)[0]
 	small := func(c *Config) { c.DataDir, c.SnapshotAfter = dir, 2000 }
@@ -182,6 +185,7 @@ func TestDiskSnapshotRestart(t *testing.T) {
 // A torn tail (a crash in the middle of a write) is cut off at start: the
 // node serves from the last good record.
 func TestDiskTornTailStarts(t *testing.T) {
+	playsFaults(t)
 	dir := t.TempDir() + "/data"
 	addr := freeAddrs(t, 1)[0]
 	a := startNodeWith(t, addr, nil, withDisk(dir, wal.Batch))

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -14,7 +17,7 @@ import (
 // mutation applied (go test -overlay), each behind a check n.playing(f)
 // that is false until the test makes its node play f, and runs the tests
 // that play faults in that build, where canPlay is true; in the plain
-// build they skip at the fault.
+// build they skip (playsFaults).
 
 // fault is a failure a test makes a node play.
 type fault uint8
@@ -47,19 +50,6 @@ var faultMutations = []mutant.Mutation{
 		Planted: "\t\t\tif n.playing(faultLoseTakeover) {\n\t\t\t\tf.stop()\n\t\t\t\treturn\n\t\t\t}\n\t\t\tf.reply(a.Line, k.direct)\n"},
 }
 
-// faultTests are the tests that make a node play a fault.
-var faultTests = []string{
-	"TestResentAcquireGetsItsGrant",
-	"TestClientFollowsHandoffAndFailover",
-	"TestDiskDamageBeforeValidRecordsRefusesToStart",
-	"TestDiskSingleNodeRestart",
-	"TestDiskClusterRestart",
-	"TestDiskSnapshotRestart",
-	"TestDiskTornTailStarts",
-	"TestHandoffWithLostConfirmationIsSettled",
-	"TestQueueOrderSurvivesFailoverAndHandoff",
-}
-
 // faults holds the faults nodes play, by node.
 var faults sync.Map // *Node -> fault
 
@@ -69,15 +59,24 @@ func (n *Node) playing(f fault) bool {
 	return ok && v.(fault)&f != 0
 }
 
-// play makes n play f from now on, until the test ends; in the plain
-// build the test skips here (TestNodesPlayFaults runs it).
+// play makes n play f from now on, until the test ends.
 func (tn *testNode) play(f fault) {
 	if !canPlay {
-		tn.t.Skip("plays a fault: TestNodesPlayFaults runs it in a build of the mutated node")
+		tn.t.Fatal("a test that plays a fault calls playsFaults first: the plain build cannot play one")
 	}
 	old, _ := faults.Load(tn.Node)
 	v, _ := old.(fault)
 	faults.Store(tn.Node, v|f)
+}
+
+// playsFaults skips, in the plain build, a test that makes a node play a
+// fault, before it starts any: TestNodesPlayFaults runs it in the mutated
+// build.
+func playsFaults(t *testing.T) {
+	t.Helper()
+	if !canPlay {
+		t.Skip("plays a fault: TestNodesPlayFaults runs it in a build of the mutated node")
+	}
 }
 
 // forget ends what tn plays.
@@ -97,5 +96,29 @@ func TestNodesPlayFaults(t *testing.T) {
 	}
 	sources := mutant.Sources(t, faultMutations)
 	sources["faults_canplay_test.go"] = "package cluster\n\nconst canPlay = true\n"
-	mutant.Run(t, mutant.Build(t, sources), faultTests...)
+	mutant.Run(t, mutant.Build(t, sources), faultTests(t)...)
+}
+
+// faultTests are the tests that make a node play a fault: those that
+// begin with playsFaults.
+func faultTests(t *testing.T) []string {
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\) \{\n\tplaysFaults\(t\)$`)
+	var names []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(src, -1) {
+			names = append(names, string(m[1]))
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no test begins with playsFaults")
+	}
+	return names
 }

@@ -191,6 +191,7 @@ func TestConnectionLimits(t *testing.T) {
 // successor, not by guessing: the old active never serves again while the
 // successor does.
 func TestHandoffWithLostConfirmationIsSettled(t *testing.T) {
+	playsFaults(t)
 	addrs := freeAddrs(t, 2)
 	a := startNode(t, addrs[0], addrs)
 	b := startNode(t, addrs[1], addrs)

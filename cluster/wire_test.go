@@ -221,6 +221,7 @@ func waiterIDs(t *testing.T, c *client.Client, key string) []string {
 // of the active and a graceful handoff: each re-sent acquire takes its
 // own place back.
 func TestQueueOrderSurvivesFailoverAndHandoff(t *testing.T) {
+	playsFaults(t)
 	addrs := freeAddrs(t, 3)
 	a := startNode(t, addrs[0], addrs)
 	b := startNode(t, addrs[1], addrs)
