@@ -33,11 +33,16 @@ func (c *watchCommand) Command() *cli.Command {
 			"ends it, exit 0.\n\n" +
 			"A line reads\n" +
 			"   KEY free [waiting=N]\n" +
-			"   KEY held token=TOKEN name=NAME lease_left=DURATION waiting=N\n" +
+			"   KEY held token=TOKEN name=NAME lease_left=DURATION waiting=N [set=SET]\n" +
 			"   KEY held 2/3 tokens=TOKEN,TOKEN waiting=N      (a semaphore: --limit)\n" +
-			"and with -o json one object a line: {\"key\",\"held\",\"limit\",\"holders\":\n" +
-			"[{\"token\",\"name\",\"lease_left_seconds\"}],\"waiting\",\"waiters\":[{\"name\",\n" +
-			"\"waited_seconds\"}]}, tokens as strings.\n\n" +
+			"   KEY held shared readers=N tokens=TOKEN,... waiting=N   (readers: --shared)\n" +
+			"where set=SET marks a holder that took KEY with other keys at once (SET is\n" +
+			"the token of the set's first key), and with -o json one object a line:\n" +
+			"{\"key\",\"held\",\"mode\",\"limit\",\"holders\":[{\"token\",\"name\",\n" +
+			"\"lease_left_seconds\",\"set\",\"place\"}],\"waiting\",\"waiters\":[{\"name\",\n" +
+			"\"waited_seconds\",\"mode\",\"set\"}]}, tokens as strings; mode is \"shared\" or\n" +
+			"\"exclusive\", and set and place appear where they apply (a waiter's set\n" +
+			"lists the keys it asks for together).\n\n" +
 			"Examples:\n" +
 			"   lockctl watch --key deploy\n" +
 			"   lockctl watch --key leader -o json | jq -r .holders[0].name\n\n" +
@@ -97,6 +102,7 @@ func (c *watchCommand) Run(cCtx *cli.Context) error {
 type watchJSON struct {
 	Key     string            `json:"key"`
 	Held    bool              `json:"held"`
+	Mode    string            `json:"mode,omitempty"` // when held
 	Limit   int               `json:"limit"`
 	Holders []watchHolderJSON `json:"holders"`
 	Waiting int               `json:"waiting"`
@@ -107,11 +113,23 @@ type watchHolderJSON struct {
 	Token     uint64  `json:"token,string"`
 	Name      string  `json:"name"`
 	LeaseLeft float64 `json:"lease_left_seconds"`
+	Set       uint64  `json:"set,omitempty,string"`
+	Place     int     `json:"place,omitempty"`
 }
 
 type watchWaiterJSON struct {
-	Name   string  `json:"name"`
-	Waited float64 `json:"waited_seconds"`
+	Name   string   `json:"name"`
+	Waited float64  `json:"waited_seconds"`
+	Mode   string   `json:"mode"`
+	Set    []string `json:"set,omitempty"`
+}
+
+// modeName is how lockctl names a mode: shared (readers) or exclusive.
+func modeName(shared bool) string {
+	if shared {
+		return "shared"
+	}
+	return "exclusive"
 }
 
 // printWatch writes one state of a watched key as a line.
@@ -125,11 +143,14 @@ func printWatch(w io.Writer, asJSON bool, q proto.Queue) error {
 	if asJSON {
 		v := watchJSON{Key: q.Key, Held: q.Held, Limit: limit, Waiting: waiting,
 			Holders: []watchHolderJSON{}, Waiters: []watchWaiterJSON{}}
+		if q.Held {
+			v.Mode = modeName(q.Shared)
+		}
 		for _, h := range holders {
-			v.Holders = append(v.Holders, watchHolderJSON{Token: h.Token, Name: h.Name(), LeaseLeft: seconds(h.LeaseLeft)})
+			v.Holders = append(v.Holders, watchHolderJSON{Token: h.Token, Name: h.Name(), LeaseLeft: seconds(h.LeaseLeft), Set: h.Set, Place: h.Place})
 		}
 		for _, wt := range q.Waiters {
-			v.Waiters = append(v.Waiters, watchWaiterJSON{Name: wt.Name(), Waited: seconds(wt.Waited)})
+			v.Waiters = append(v.Waiters, watchWaiterJSON{Name: wt.Name(), Waited: seconds(wt.Waited), Mode: modeName(wt.Shared), Set: wt.Set})
 		}
 		return printJSON(w, v)
 	}
@@ -141,12 +162,10 @@ func printWatch(w io.Writer, asJSON bool, q proto.Queue) error {
 		if waiting > 0 {
 			fmt.Fprintf(&b, " waiting=%d", waiting)
 		}
+	case q.Shared:
+		fmt.Fprintf(&b, " held shared readers=%d tokens=%s waiting=%d", len(holders), tokenList(holders), waiting)
 	case limit > 1:
-		tokens := make([]string, len(holders))
-		for i, h := range holders {
-			tokens[i] = strconv.FormatUint(h.Token, 10)
-		}
-		fmt.Fprintf(&b, " held %d/%d tokens=%s waiting=%d", len(holders), limit, strings.Join(tokens, ","), waiting)
+		fmt.Fprintf(&b, " held %d/%d tokens=%s waiting=%d", len(holders), limit, tokenList(holders), waiting)
 	default:
 		h := holders[0]
 		name := h.Name()
@@ -154,8 +173,20 @@ func printWatch(w io.Writer, asJSON bool, q proto.Queue) error {
 			name = "-"
 		}
 		fmt.Fprintf(&b, " held token=%d name=%s lease_left=%s waiting=%d", h.Token, printable(name), h.LeaseLeft.Round(100*time.Millisecond), waiting)
+		if h.Set != 0 {
+			fmt.Fprintf(&b, " set=%d", h.Set)
+		}
 	}
 	b.WriteByte('\n')
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// tokenList is the holders' tokens, comma-separated.
+func tokenList(holders []proto.QueueHolder) string {
+	tokens := make([]string, len(holders))
+	for i, h := range holders {
+		tokens[i] = strconv.FormatUint(h.Token, 10)
+	}
+	return strings.Join(tokens, ",")
 }

@@ -16,14 +16,21 @@ import (
 )
 
 // Each state is one line: a lock with its holder's name, a semaphore's
-// places, a free key with its waiters; keys and names escaped; JSON
-// tokens as strings.
+// places, readers together, a key held as one of a set, a free key with
+// its waiters; keys and names escaped; JSON tokens as strings, modes
+// named, sets and places where they apply.
 func TestPrintWatch(t *testing.T) {
 	lock := proto.Queue{Key: "deploy", Held: true, Token: 7360982537641984005, LeaseLeft: 29940 * time.Millisecond, Waiting: 1,
 		Holders: []proto.QueueHolder{{Token: 7360982537641984005, LeaseLeft: 29940 * time.Millisecond, ID: "alice@ci-1:42#9f3c-1"}},
 		Waiters: []proto.QueueWaiter{{Waited: 2100 * time.Millisecond, ID: "bob#0c1d-1"}}}
 	sem := proto.Queue{Key: "builds", Held: true, Token: 3, Limit: 3,
-		Holders: []proto.QueueHolder{{Token: 3}, {Token: 4}}}
+		Holders: []proto.QueueHolder{{Token: 3, Place: 1}, {Token: 4, Place: 2}}}
+	readers := proto.Queue{Key: "config", Held: true, Shared: true, Token: 8,
+		Holders: []proto.QueueHolder{{Token: 8, ID: "r1#a-1"}, {Token: 9, ID: "r2#b-1"}},
+		Waiting: 1, Waiters: []proto.QueueWaiter{{Waited: time.Second, ID: "w#c-1"}}}
+	inSet := proto.Queue{Key: "a", Held: true, Token: 11, LeaseLeft: 10 * time.Second,
+		Holders: []proto.QueueHolder{{Token: 11, LeaseLeft: 10 * time.Second, ID: "m#d-1", Set: 11}},
+		Waiting: 1, Waiters: []proto.QueueWaiter{{ID: "n#e-1", Shared: true, Set: []string{"a", "b"}}}}
 	for _, tc := range []struct {
 		q    proto.Queue
 		json bool
@@ -33,7 +40,13 @@ func TestPrintWatch(t *testing.T) {
 		{sem, false, "builds held 2/3 tokens=3,4 waiting=0\n"},
 		{proto.Queue{Key: "dep\x1bloy"}, false, printable("dep\x1bloy") + " free\n"},
 		{proto.Queue{Key: "deploy", Waiting: 2}, false, "deploy free waiting=2\n"},
-		{lock, true, `{"key":"deploy","held":true,"limit":1,"holders":[{"token":"7360982537641984005","name":"alice@ci-1:42","lease_left_seconds":29.94}],"waiting":1,"waiters":[{"name":"bob","waited_seconds":2.1}]}` + "\n"},
+		{readers, false, "config held shared readers=2 tokens=8,9 waiting=1\n"},
+		{inSet, false, "a held token=11 name=m lease_left=10s waiting=1 set=11\n"},
+		{lock, true, `{"key":"deploy","held":true,"mode":"exclusive","limit":1,"holders":[{"token":"7360982537641984005","name":"alice@ci-1:42","lease_left_seconds":29.94}],"waiting":1,"waiters":[{"name":"bob","waited_seconds":2.1,"mode":"exclusive"}]}` + "\n"},
+		{readers, true, `{"key":"config","held":true,"mode":"shared","limit":1,"holders":[{"token":"8","name":"r1","lease_left_seconds":0},{"token":"9","name":"r2","lease_left_seconds":0}],"waiting":1,"waiters":[{"name":"w","waited_seconds":1,"mode":"exclusive"}]}` + "\n"},
+		{inSet, true, `{"key":"a","held":true,"mode":"exclusive","limit":1,"holders":[{"token":"11","name":"m","lease_left_seconds":10,"set":"11"}],"waiting":1,"waiters":[{"name":"n","waited_seconds":0,"mode":"shared","set":["a","b"]}]}` + "\n"},
+		{sem, true, `{"key":"builds","held":true,"mode":"exclusive","limit":3,"holders":[{"token":"3","name":"","lease_left_seconds":0,"place":1},{"token":"4","name":"","lease_left_seconds":0,"place":2}],"waiting":0,"waiters":[]}` + "\n"},
+		{proto.Queue{Key: "deploy"}, true, `{"key":"deploy","held":false,"limit":1,"holders":[],"waiting":0,"waiters":[]}` + "\n"},
 	} {
 		var b strings.Builder
 		if err := printWatch(&b, tc.json, tc.q); err != nil {
