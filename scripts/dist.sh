@@ -24,9 +24,10 @@
 # TypeScript compiler from package-lock.json, as make test does).
 #
 # Environment: VERSION (required), DIST [dist], GO [go], TAGS (the
-# Makefile's), PYTHON [python3], SOURCE_DATE_EPOCH [the last commit's
-# time]: the files' times in the archives, so that the same commit gives
-# the same bytes.
+# Makefile's), PYTHON [python3], ARCHES [amd64 arm64]: the archives'
+# Linux architectures, SOURCE_DATE_EPOCH [the last commit's time]: the
+# files' times in the archives, so that the same commit gives the same
+# bytes.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,7 +63,14 @@ if [[ $version =~ ^v?([0-9]+\.[0-9]+\.[0-9]+)$ ]]; then
 fi
 local_part=$(printf '%s' "$version" | tr -c 'A-Za-z0-9\n' '.' | sed 's/^\.*//; s/\.*$//')
 
-for arch in amd64 arm64; do
+arches=${ARCHES:-amd64 arm64}
+for arch in $arches; do
+	case $arch in
+	amd64 | arm64) ;;
+	*) echo "dist.sh: ARCHES has $arch; the release archives are for amd64 and arm64" >&2; exit 2 ;;
+	esac
+done
+for arch in $arches; do
 	name=lockd-$version-linux-$arch
 	stage=$work/$name
 	mkdir -p "$stage/bin" "$stage/lib/systemd/system" "$stage/share/lockd/prometheus" "$stage/share/lockd/grafana" \
