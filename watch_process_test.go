@@ -40,7 +40,8 @@ func rssOf(t *testing.T, pid int) int64 {
 // about 90 KB a state) changes thousands of times a second, none of
 // which reads what it is sent, cost the node no more than --max-output
 // and a small constant, and another client's acquire and release cycles
-// no more than 100 ms at the 99th percentile. Each watcher, once it
+// no more than 100 ms at the 99th percentile (or four times what the
+// same churn gives without the watchers, on a machine loaded past that). Each watcher, once it
 // reads, gets the latest state: it was neither disconnected nor sent
 // every state in between.
 func TestWatchersThatDoNotReadStayBounded(t *testing.T) {
@@ -71,6 +72,77 @@ func TestWatchersThatDoNotReadStayBounded(t *testing.T) {
 	if line, err := qr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "A hot ") {
 		t.Fatalf("the first acquire of hot: %q %v", line, err)
 	}
+	// The churn and the probe, for d: the churn's changes, the probe's
+	// cycle at the 99th percentile, the node's peak RSS.
+	measure := func(d time.Duration) (changes int, p99 time.Duration, peak int64) {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		// The churn: a waiter joins the queue and withdraws, again and again.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, r := dial()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				fmt.Fprintf(c, "A hot 600 0 id=churn-%d\nX hot churn-%d\n", i, i)
+				for range 2 {
+					if _, err := r.ReadString('\n'); err != nil {
+						t.Errorf("churn: %v", err)
+						return
+					}
+				}
+				changes += 2
+			}
+		}()
+		// Another client's lock cycles, timed.
+		var cycles []time.Duration
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, r := dial()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				fmt.Fprintf(c, "A probe 30 0\n")
+				line, err := r.ReadString('\n')
+				f := strings.Fields(line)
+				if err != nil || len(f) != 3 || f[0] != "A" {
+					t.Errorf("probe acquire: %q %v", line, err)
+					return
+				}
+				fmt.Fprintf(c, "R probe %s\n", f[2])
+				if line, err := r.ReadString('\n'); err != nil || line != "R probe ok\n" {
+					t.Errorf("probe release: %q %v", line, err)
+					return
+				}
+				cycles = append(cycles, time.Since(start))
+			}
+		}()
+		peak = rssOf(t, p.cmd.Process.Pid)
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			peak = max(peak, rssOf(t, p.cmd.Process.Pid))
+		}
+		close(stop)
+		wg.Wait()
+		if len(cycles) == 0 {
+			t.Fatal("the probe completed no cycle")
+		}
+		slices.Sort(cycles)
+		return changes, cycles[len(cycles)*99/100], peak
+	}
+
+	// The same churn without the watchers first: what this machine gives
+	// another client now, which the watchers must not make much worse.
+	_, controlP99, _ := measure(time.Second)
+
 	// The watchers: each reads its first state, then nothing.
 	type watcher struct {
 		nc net.Conn
@@ -86,73 +158,13 @@ func TestWatchersThatDoNotReadStayBounded(t *testing.T) {
 		ws = append(ws, watcher{nc, r})
 	}
 	base := rssOf(t, p.cmd.Process.Pid)
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	// The churn: a waiter joins the queue and withdraws, again and again.
-	wg.Add(1)
-	var changes int
-	go func() {
-		defer wg.Done()
-		c, r := dial()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			fmt.Fprintf(c, "A hot 600 0 id=churn-%d\nX hot churn-%d\n", i, i)
-			for range 2 {
-				if _, err := r.ReadString('\n'); err != nil {
-					t.Errorf("churn: %v", err)
-					return
-				}
-			}
-			changes += 2
-		}
-	}()
-	// Another client's lock cycles, timed.
-	var cycles []time.Duration
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c, r := dial()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			start := time.Now()
-			fmt.Fprintf(c, "A probe 30 0\n")
-			line, err := r.ReadString('\n')
-			f := strings.Fields(line)
-			if err != nil || len(f) != 3 || f[0] != "A" {
-				t.Errorf("probe acquire: %q %v", line, err)
-				return
-			}
-			fmt.Fprintf(c, "R probe %s\n", f[2])
-			if line, err := r.ReadString('\n'); err != nil || line != "R probe ok\n" {
-				t.Errorf("probe release: %q %v", line, err)
-				return
-			}
-			cycles = append(cycles, time.Since(start))
-		}
-	}()
-	peak := base
-	for end := time.Now().Add(churn); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		peak = max(peak, rssOf(t, p.cmd.Process.Pid))
-	}
-	close(stop)
-	wg.Wait()
+	changes, p99, peak := measure(churn)
 	if t.Failed() {
 		return
 	}
 	// A last change, seen by every watcher as the latest state.
 	fmt.Fprintf(q, "A hot 600 0 id=final\n")
-	slices.Sort(cycles)
-	p99 := cycles[len(cycles)*99/100]
-	t.Logf("%d changes; RSS %d MB, peak +%d MB; %d probe cycles, p50 %v, p99 %v", changes, base>>20, (peak-base)>>20, len(cycles), cycles[len(cycles)/2], p99)
+	t.Logf("%d changes; RSS %d MB, peak +%d MB; another client's cycle at the 99th percentile %v, %v without the watchers", changes, base>>20, (peak-base)>>20, p99, controlP99)
 	bound := int64(maxOut + constant)
 	if raceEnabled() {
 		// The race detector keeps shadow memory for all that the node
@@ -162,8 +174,11 @@ func TestWatchersThatDoNotReadStayBounded(t *testing.T) {
 	if peak-base > bound {
 		t.Errorf("RSS grew by %d MB with %d watchers that do not read; want at most --max-output (%d MB) and %d MB (%d MB in all under the race detector)", (peak-base)>>20, watchers, maxOut>>20, constant>>20, bound>>20)
 	}
-	if p99 > 100*time.Millisecond {
-		t.Errorf("another client's lock cycle took %v at the 99th percentile while the key churned; want under 100ms", p99)
+	// The watchers' cost off the critical path: 100 ms, or four times
+	// what the same churn gave without them when the machine is that
+	// loaded (a test run beside others, under the race detector).
+	if limit := max(100*time.Millisecond, 4*controlP99); p99 > limit {
+		t.Errorf("another client's lock cycle took %v at the 99th percentile while the key churned before 60 watchers (%v without them); want under %v", p99, controlP99, limit)
 	}
 	for i, w := range ws {
 		w.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
