@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 
 	"github.com/lockd-io/lockd/cluster/internal/mutant"
@@ -50,23 +49,18 @@ var faultMutations = []mutant.Mutation{
 		Planted: "\t\t\tif n.playing(faultLoseTakeover) {\n\t\t\t\tf.stop()\n\t\t\t\treturn\n\t\t\t}\n\t\t\tf.reply(a.Line, k.direct)\n"},
 }
 
-// faults holds the faults nodes play, by node.
-var faults sync.Map // *Node -> fault
+// faults holds the faults nodes play.
+var faults mutant.Planted[*Node, fault]
 
 // playing reports whether n plays f. Only the mutated sources call it.
-func (n *Node) playing(f fault) bool {
-	v, ok := faults.Load(n)
-	return ok && v.(fault)&f != 0
-}
+func (n *Node) playing(f fault) bool { return faults.Has(n, f) }
 
 // play makes n play f from now on, until the test ends.
 func (tn *testNode) play(f fault) {
 	if !canPlay {
 		tn.t.Fatal("a test that plays a fault calls playsFaults first: the plain build cannot play one")
 	}
-	old, _ := faults.Load(tn.Node)
-	v, _ := old.(fault)
-	faults.Store(tn.Node, v|f)
+	faults.Add(tn.Node, f)
 }
 
 // playsFaults skips, in the plain build, a test that makes a node play a
@@ -80,7 +74,7 @@ func playsFaults(t *testing.T) {
 }
 
 // forget ends what tn plays.
-func (tn *testNode) forget() { faults.Delete(tn.Node) }
+func (tn *testNode) forget() { faults.Forget(tn.Node) }
 
 // TestFaultMutationsApply keeps the mutations in step with the sources in
 // every build.

@@ -2,7 +2,6 @@ package core
 
 import (
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/lockd-io/lockd/cluster/internal/mutant"
@@ -76,25 +75,22 @@ var mutations = []mutant.Mutation{
 		Planted: "\tif c.has(bugGuess) {\n\t\tc.abortHandoff(now, why)\n\t\treturn\n\t}\n\th.resolving, h.why, h.resolveSince = true, why, now\n"},
 }
 
-// planted holds the bugs planted in cores, by core.
-var planted sync.Map // *Core -> bug
+// planted holds the bugs planted in cores.
+var planted mutant.Planted[*Core, bug]
 
 // has reports whether b is planted in c. Only the mutated sources call it.
-func (c *Core) has(b bug) bool {
-	v, ok := planted.Load(c)
-	return ok && v.(bug)&b != 0
-}
+func (c *Core) has(b bug) bool { return planted.Has(c, b) }
 
 // plant plants the bug named name in c, if it is one of plantedBugs, and
 // forgets c's earlier bugs.
 func plant(c *Core, name string) {
 	if b, ok := plantedBugs[name]; ok {
-		planted.Store(c, b)
+		planted.Set(c, b)
 	}
 }
 
 // unplant forgets c, a core the simulator is done with.
-func unplant(c *Core) { planted.Delete(c) }
+func unplant(c *Core) { planted.Forget(c) }
 
 // needPlantable skips a test that plants bugs in the plain build:
 // TestPlantedBugsAreCaught runs it in the mutated one.

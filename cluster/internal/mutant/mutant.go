@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -120,3 +121,27 @@ func Run(t testing.TB, bin string, names ...string) string {
 	}
 	return string(out)
 }
+
+// Planted is what a test planted in which value (a node, a core), as
+// bits of B, for the mutated code to ask with Has. Safe for concurrent
+// use.
+type Planted[K comparable, B ~uint8] struct{ m sync.Map }
+
+// Add plants b in k, beside what k has.
+func (p *Planted[K, B]) Add(k K, b B) {
+	old, _ := p.m.Load(k)
+	v, _ := old.(B)
+	p.m.Store(k, v|b)
+}
+
+// Set plants b in k in place of what k had.
+func (p *Planted[K, B]) Set(k K, b B) { p.m.Store(k, b) }
+
+// Has reports whether b is planted in k.
+func (p *Planted[K, B]) Has(k K, b B) bool {
+	v, ok := p.m.Load(k)
+	return ok && v.(B)&b != 0
+}
+
+// Forget removes what is planted in k.
+func (p *Planted[K, B]) Forget(k K) { p.m.Delete(k) }
