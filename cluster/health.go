@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/lockd-io/lockd/proto"
 )
@@ -61,15 +62,18 @@ func (n *Node) Health() Health {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.now()
-	return n.healthLocked(n.core.Status(now))
+	return n.healthLocked(now, n.core.Status(now))
 }
 
-func (n *Node) healthLocked(st proto.Status) Health {
+// healthLocked reads the role and active as st reports them: a paused
+// node is joining, whatever role it had when it stopped, so that it is
+// never counted as a second active.
+func (n *Node) healthLocked(now time.Time, st proto.Status) Health {
 	h := Health{
 		Running: n.running.Load() && !n.core.Leaving(),
-		Role:    n.core.Role(),
-		Active:  n.core.Active(),
-		Paused:  n.core.Paused(),
+		Role:    Role(st.Role),
+		Active:  st.Active,
+		Paused:  n.core.PausedAt(now),
 	}
 	h.Following, h.StreamLive = n.core.Following()
 	for _, p := range st.Peers {

@@ -79,7 +79,7 @@ func (n *Node) Metrics() Metrics {
 	now := n.now()
 	m.Counters = n.core.Counters()
 	st := n.core.Status(now)
-	m.Health = n.healthLocked(st)
+	m.Health = n.healthLocked(now, st)
 	m.Keys, m.Waiters = st.Keys, st.Waiters
 	m.HeldLocks = n.core.Engine().Held()
 	m.TokenEpoch = st.Token >> engine.CounterBits

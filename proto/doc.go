@@ -526,7 +526,9 @@
 // are key=value words:
 //
 //	self     this node's address, as written in --peers
-//	role     active, standby, joining (started, not yet synced) or handoff (handing the role over)
+//	role     active, standby, joining (started, not yet synced; or did not run for
+//	         a failure timeout and has not heard its peers since, whatever its role
+//	         was, with active -) or handoff (handing the role over)
 //	active   the address of the active this node knows of, - when none
 //	token    the highest token this node knows of: its high-water mark
 //	seq      replication position: state changes applied

@@ -178,3 +178,55 @@ func TestPausedActiveGrantsNothingAsAWaiterLeaves(t *testing.T) {
 		t.Fatalf("paused %v, %d grants: a paused active granted as a waiter left", c.Paused(), grants)
 	}
 }
+
+// An active that did not run for a failure timeout reports itself
+// joining, with no active known, from the moment it runs again until it
+// has heard its peers: to S, to the probes and to the metrics, which ask
+// between its events, as well as after its first event noted the pause.
+// A peer may have taken the role meanwhile; two nodes saying active
+// would be one too many. Once it resumes with nobody else active, it
+// reports the role it serves again.
+func TestPausedActiveReportsJoining(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	peers := []string{"10.0.0.1:1", "10.0.0.2:1"}
+	c, err := New(Config{Self: peers[0], Peers: peers}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.promote(t0, "test")
+	c.Tick(t0)
+	drain(c, func(Action) {})
+	check := func(at time.Time, role Role, active string, paused bool) {
+		t.Helper()
+		st := c.Status(at)
+		if Role(st.Role) != role || st.Active != active || c.PausedAt(at) != paused {
+			t.Errorf("at +%s: role=%s active=%q paused=%v, want role=%s active=%q paused=%v",
+				at.Sub(t0), st.Role, st.Active, c.PausedAt(at), role, active, paused)
+		}
+		for _, p := range st.Peers {
+			if p.Addr == peers[0] && Role(p.Role) != role {
+				t.Errorf("at +%s: its own peer entry says %s, want %s", at.Sub(t0), p.Role, role)
+			}
+		}
+	}
+	check(t0, Active, peers[0], false)
+	late := t0.Add(5 * time.Second)
+	check(late, Joining, "", true) // asked before any event noted the pause
+	c.Tick(late)
+	drain(c, func(Action) {})
+	if !c.Paused() {
+		t.Fatal("the first event after 5 s without a Tick did not pause the node")
+	}
+	check(late, Joining, "", true)
+	// Its peer stays silent for a failure timeout: down, so the pause
+	// ends and the node serves again as the active.
+	for at := late; !at.After(late.Add(2 * time.Second)); at = at.Add(100 * time.Millisecond) {
+		c.Tick(at)
+		drain(c, func(Action) {})
+	}
+	end := late.Add(2 * time.Second)
+	if c.Paused() || c.Role() != Active {
+		t.Fatalf("paused %v, role %s after its peer was silent for a failure timeout", c.Paused(), c.Role())
+	}
+	check(end, Active, peers[0], false)
+}

@@ -43,8 +43,28 @@ func (c *Core) Peers() []string {
 	return out
 }
 
+// PausedAt reports whether this node is paused at now: it found, or
+// will find at its next event, that it did not run for a failure timeout
+// less a heartbeat (see noteTime), and has not heard its peers since.
+// The probes and metrics ask between events; S asks after noteTime ran.
+func (c *Core) PausedAt(now time.Time) bool {
+	return !c.pausedSince.IsZero() || (len(c.peers) > 0 && now.Sub(c.lastTick) >= c.pauseAfter())
+}
+
+// shown is the role and active this node reports: while paused it
+// serves nothing and does not know who is active (another node may have
+// taken over while it did not run), so it says joining, active unknown,
+// rather than repeat the role it had when it stopped.
+func (c *Core) shown(now time.Time) (Role, string) {
+	if c.PausedAt(now) {
+		return Joining, ""
+	}
+	return c.role, c.active
+}
+
 // Status is this node's view of itself and of the cluster, as S answers.
 func (c *Core) Status(now time.Time) proto.Status {
+	role, active := c.shown(now)
 	keys, waiters := c.eng.Stats()
 	if c.role != Active {
 		// A standby's queues are the places it keeps for the active's
@@ -53,8 +73,8 @@ func (c *Core) Status(now time.Time) proto.Status {
 	}
 	st := proto.Status{
 		Self:    c.self,
-		Role:    string(c.role),
-		Active:  c.active,
+		Role:    string(role),
+		Active:  active,
 		Token:   c.eng.HighWater(),
 		Seq:     c.seq,
 		Uptime:  now.Sub(c.start),
@@ -63,7 +83,7 @@ func (c *Core) Status(now time.Time) proto.Status {
 		Sticky:  c.sticky,
 		// Degraded is an active's word: a standby waits for nothing.
 		Replication: map[bool]string{true: "async", false: "sync"}[c.cfg.Async],
-		Degraded:    c.degraded && c.role == Active,
+		Degraded:    c.degraded && role == Active,
 		Durability:  c.Durability(),
 		Changes:     slices.Clone(c.changes),
 	}
@@ -72,7 +92,7 @@ func (c *Core) Status(now time.Time) proto.Status {
 		head = max(c.activeSeq, c.seq)
 	}
 	all := make([]proto.PeerStatus, 0, len(c.peers)+1)
-	selfStatus := proto.PeerStatus{Addr: c.self, Role: string(c.role), Reachable: true, Seq: c.seq, Lag: head - c.seq, Token: c.eng.HighWater()}
+	selfStatus := proto.PeerStatus{Addr: c.self, Role: string(role), Reachable: true, Seq: c.seq, Lag: head - c.seq, Token: c.eng.HighWater()}
 	inserted := false
 	for _, p := range c.peers {
 		if !inserted && p.idx > c.selfIdx {
