@@ -13,11 +13,26 @@ import (
 	"github.com/lockd-io/lockd/proto/auth"
 )
 
+// The kernel's send buffer of an accepted connection. Left to itself,
+// Linux grows it up to 4 MiB (net.ipv4.tcp_wmem) for a peer that does
+// not read: some fifty states of a 90 KB key for each watcher that
+// stopped reading, all copied into the kernel before the node sees that
+// the watcher has no room, while its other clients wait. A client's
+// answers are short lines and a watch state is one key's, so 256 KiB
+// (the kernel doubles it) costs them no speed and bounds what each
+// connection pins in the kernel. A peer's replication stream carries
+// snapshots: its connection gets 4 MiB once it speaks as a peer.
+const (
+	clientSendBuffer = 256 << 10
+	peerSendBuffer   = 4 << 20
+)
+
 // conn is one accepted connection: a client, a peer's heartbeat link, or a
 // standby's replication stream.
 type conn struct {
 	n        *Node
 	id       uint64
+	tcp      *net.TCPConn // the socket under TLS, nil when not TCP
 	nc       net.Conn
 	remote   string
 	ip       string // remote IP, for --max-conns-per-ip
@@ -72,6 +87,7 @@ func newConn(n *Node, id uint64, nc net.Conn) *conn {
 		c.ip = h
 	}
 	c.raw = rawOf(nc)
+	c.tcp, _ = nc.(*net.TCPConn)
 	c.tls = n.tlsConfig != nil
 	sock, direct := socketOf(nc, c.raw, c.tls)
 	c.out.init(&n.output, c, sock, direct)
@@ -95,6 +111,7 @@ func (n *Node) acceptLoop() {
 		}
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
+			tc.SetWriteBuffer(clientSendBuffer)
 		}
 		n.mu.Lock()
 		if n.closing {

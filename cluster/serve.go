@@ -114,7 +114,9 @@ func (n *Node) applyOne(c *conn, id core.ConnID, now time.Time, it *item, k *car
 		// Peer messages are no client requests: their connection's
 		// answers are not counted.
 		if need == auth.Peer || opIndex[req.Op] < 0 {
-			c.peer.Store(true)
+			if !c.peer.Swap(true) && c.tcp != nil {
+				c.tcp.SetWriteBuffer(peerSendBuffer)
+			}
 		}
 		if req.Op == proto.OpWatch {
 			if why := n.watchRefusalLocked(c, req); why != "" {
