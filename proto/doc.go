@@ -107,7 +107,10 @@
 // answered M. addr is written as in --peers. While a failover is under
 // way and no active is known yet, addr names the node expected to become
 // active, which may be the answering node itself: a client retries there
-// after a short pause.
+// after a short pause. A node that has just started (role joining) and
+// does not know yet who is active answers a lock request only once it
+// does: M to the active it found, or the answer itself if it took the
+// role; so does a node handing its role off, or paused.
 //
 // # Pipelining and matching answers
 //

@@ -20,8 +20,8 @@ const (
 const (
 	// MaxConnWaiters bounds the waiting acquires of one connection.
 	MaxConnWaiters = 100_000
-	// maxParked bounds the lock requests held back during a handoff;
-	// later ones are redirected to the successor at once.
+	// maxParked bounds the lock requests held back (parks); later
+	// ones are redirected at once.
 	maxParked = 100_000
 	// maxChanges is how many of its role changes a node tells in S.
 	maxChanges = 8

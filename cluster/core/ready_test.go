@@ -230,3 +230,48 @@ func TestPausedActiveReportsJoining(t *testing.T) {
 	}
 	check(end, Active, peers[0], false)
 }
+
+// A joining node does not yet know who is active: a lock request it gets
+// waits there, rather than being sent to its guess (which may be a node
+// that waits for this one, and sends the client back), and is served
+// once the node has settled: here by taking the role, when no peer
+// answers within the failure timeout.
+func TestJoiningNodeHoldsRequestsUntilItKnows(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	peers := []string{"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"}
+	c, err := New(Config{Self: peers[0], Peers: peers}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved, granted int
+	apply := func(a Action) {
+		if a.Kind == ActSend {
+			switch a.Send.Outcome {
+			case Moved:
+				moved++
+			case Granted:
+				granted++
+			}
+		}
+	}
+	c.Tick(t0)
+	drain(c, apply)
+	c.ConnOpened(t0, 1, "client")
+	r, err := proto.Parse([]byte("A k 30 5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(10 * time.Millisecond)
+	c.Request(at, 1, r)
+	drain(c, apply)
+	if c.Role() != Joining || moved != 0 || granted != 0 {
+		t.Fatalf("role %s, %d redirects, %d grants: a joining node answered before it knew who is active", c.Role(), moved, granted)
+	}
+	for ; c.Role() != Active && at.Before(t0.Add(5*time.Second)); at = at.Add(50 * time.Millisecond) {
+		c.Tick(at)
+		drain(c, apply)
+	}
+	if c.Role() != Active || granted != 1 || moved != 0 {
+		t.Fatalf("role %s, %d grants, %d redirects: the held acquire was not served once the node took the role", c.Role(), granted, moved)
+	}
+}

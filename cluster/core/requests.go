@@ -47,8 +47,8 @@ const pendingDone pendingA = 1 << 63
 func (p pendingA) done() bool  { return p&pendingDone != 0 }
 func (p pendingA) seq() uint64 { return uint64(p &^ pendingDone) }
 
-// parkedReq is a lock request that arrived while a handoff was in
-// flight; it is served once the handoff ends, one way or the other.
+// parkedReq is a lock request that arrived while this node could not
+// tell where it goes (parks); it is served, or redirected, once it can.
 type parkedReq struct {
 	c   ConnID
 	at  int64 // when it arrived, unix nanoseconds
@@ -78,7 +78,7 @@ func (c *Core) request(now time.Time, cn *conn, req proto.Request) {
 	id := cn.id
 	if req.Op.ActiveOnly() {
 		if !c.serving() {
-			if (c.role == HandingOff || c.role == Active) && len(c.parked) < maxParked {
+			if c.parks() && len(c.parked) < maxParked {
 				c.parked = append(c.parked, parkedReq{c: id, at: now.UnixNano(), req: req})
 				return
 			}
@@ -453,8 +453,19 @@ func (c *Core) dropWaiters(to string) {
 	c.dropWatches(to)
 }
 
-// replayParked serves the requests held back during a handoff, now that
-// it is settled.
+// parks reports whether a lock request that this node cannot serve now
+// waits here rather than being redirected: during a handoff (the role
+// is on its way to a node not yet active), on an active that is paused
+// (it may serve again in a moment, or learn who took over), and while
+// joining (it does not know yet who is active: its guess, the first of
+// --peers, may be a node that itself waits for this one, and a client
+// sent back and forth between two such nodes gives up).
+func (c *Core) parks() bool {
+	return !c.serving() && (c.role == HandingOff || c.role == Active || c.role == Joining)
+}
+
+// replayParked serves the requests held back (parks), now that this
+// node knows where they go.
 func (c *Core) replayParked(now time.Time) {
 	parked := c.parked
 	c.parked = nil

@@ -10,16 +10,20 @@ import (
 // supervise re-evaluates the role: every heartbeat, and whenever what
 // this node knows of a peer changes. Each role has its own rules.
 func (c *Core) supervise(now time.Time) {
-	if c.leaving {
-		return
+	if !c.leaving {
+		switch c.role {
+		case Active:
+			c.superviseActive(now)
+		case HandingOff:
+			// The handoff ends by confirmation, or is settled by asking.
+		case Joining, Standby:
+			c.superviseStandby(now)
+		}
 	}
-	switch c.role {
-	case Active:
-		c.superviseActive(now)
-	case HandingOff:
-		// The handoff ends by confirmation, or is settled by asking.
-	case Joining, Standby:
-		c.superviseStandby(now)
+	// Requests a joining node held (parks) go where they belong once it
+	// follows an active or took the role.
+	if len(c.parked) > 0 && !c.parks() {
+		c.replayParked(now)
 	}
 }
 

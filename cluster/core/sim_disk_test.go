@@ -29,8 +29,9 @@ import (
 // restart. What a data directory cannot prevent is a failover to a node
 // that missed answers while every node that holds them is down or not
 // heard from yet (ruleHoldersDown), as when the active crashes degraded:
-// the answers are on disks that are not running. Asynchronous
-// replication, partitions and freezes keep their own rules.
+// the answers are on disks that are not running, or on nodes frozen
+// since (checkFrozenHolders). Asynchronous replication, partitions and
+// the freeze of a node that resumes keep their own rules.
 
 // simDisk is one node's data directory.
 type simDisk struct {
@@ -226,6 +227,33 @@ func (n *simNode) diskExit(why string) {
 	}
 	d.durable = append(d.durable, d.pending[:keep]...)
 	d.pending = nil
+}
+
+// checkFrozenHolders runs as n, with a data directory, becomes active,
+// before its own span of activity begins. When the node that served last
+// before it is frozen and applied more than n, its answers are held by
+// it and its standbys in sync; if n has heard none of them since they
+// started, it cannot tell them from nodes that went (a frozen active is
+// a crashed one to its peers), and the run is exempt by ruleHoldersDown,
+// as when they crashed (checkHolders).
+func (s *sim) checkFrozenHolders(n *simNode) {
+	if n.disk == nil || s.cfg.async {
+		return
+	}
+	last := s.lastActive()
+	if last < 0 || last == n.idx || s.nodes[last].state != nodeFrozen || n.core.Seq() >= s.nodes[last].core.Seq() {
+		return // n holds all the frozen active applied: it missed nothing
+	}
+	g := []int{last}
+	for _, a := range s.nodes[last].core.inSync() {
+		g = append(g, s.byAddr(a))
+	}
+	for _, h := range g {
+		if s.heardSinceBoot(n, s.nodes[h]) {
+			return
+		}
+	}
+	s.exempt(ruleHoldersDown, fmt.Sprintf("node %d took the role while nodes %v, which hold the answers of node %d, frozen, were not heard", n.idx, g, last))
 }
 
 // checkEmptyPromotion exempts, by ruleEmptyNode, a run in which a node

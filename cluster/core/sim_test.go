@@ -510,6 +510,7 @@ func (n *simNode) after() {
 	n.wasPaused = paused
 	if active != n.wasActv {
 		if active {
+			s.checkFrozenHolders(n)
 			s.activity = append(s.activity, activeSpan{node: n.idx, from: s.now})
 			s.logf("node %d active", n.idx)
 			s.checkAcked(n)
