@@ -231,7 +231,8 @@ func (n *simNode) diskExit(why string) {
 
 // checkFrozenHolders runs as n, with a data directory, becomes active,
 // before its own span of activity begins. When the node that served last
-// before it is frozen and applied more than n, its answers are held by
+// before it is frozen and applied more than n had before it took the role
+// (its promotion applies changes of its own), its answers are held by
 // it and its standbys in sync; if n has heard none of them since they
 // started, it cannot tell them from nodes that went (a frozen active is
 // a crashed one to its peers), and the run is exempt by ruleHoldersDown,
@@ -241,8 +242,8 @@ func (s *sim) checkFrozenHolders(n *simNode) {
 		return
 	}
 	last := s.lastActive()
-	if last < 0 || last == n.idx || s.nodes[last].state != nodeFrozen || n.core.Seq() >= s.nodes[last].core.Seq() {
-		return // n holds all the frozen active applied: it missed nothing
+	if last < 0 || last == n.idx || s.nodes[last].state != nodeFrozen || n.seqBefore >= s.nodes[last].core.Seq() {
+		return // n held all the frozen active applied: it missed nothing
 	}
 	g := []int{last}
 	for _, a := range s.nodes[last].core.inSync() {

@@ -239,6 +239,9 @@ type simNode struct {
 	// wasPaused: its core had paused (it did not run for a while) when
 	// last looked at.
 	wasPaused bool
+	// seqBefore: the changes its core had applied when last looked at,
+	// before the event being checked (checkFrozenHolders).
+	seqBefore uint64
 	// crashOnGrant: the node dies right after it next answers a grant;
 	// what it wrote to its standbys meanwhile never arrives.
 	crashOnGrant bool
@@ -444,6 +447,7 @@ func (n *simNode) boot(addrs []string) {
 	}
 	n.core = c
 	n.recoverDisk()
+	n.seqBefore = c.Seq()
 	plant(c, s.planted)
 	s.logf("node %d boots (incarnation %d)", n.idx, n.gen)
 	n.drain()
@@ -529,6 +533,7 @@ func (n *simNode) after() {
 		}
 		n.wasActv = active
 	}
+	n.seqBefore = n.core.Seq()
 	if n.stopping {
 		n.exit("stopped after SIGINT")
 		return
