@@ -32,7 +32,7 @@ const (
 type conn struct {
 	n        *Node
 	id       uint64
-	tcp      *net.TCPConn // the socket under TLS, nil when not TCP
+	tcp      *net.TCPConn // the TCP socket (under TLS when it is on), nil when not TCP
 	nc       net.Conn
 	remote   string
 	ip       string // remote IP, for --max-conns-per-ip
