@@ -303,7 +303,7 @@ func (c *Core) serving() bool { return c.role == Active && c.pausedSince.IsZero(
 // Every event calls it first.
 func (c *Core) noteTime(now time.Time) {
 	c.lastEvent = now
-	if len(c.peers) == 0 || now.Sub(c.lastTick) < c.pauseAfter() || c.pausedSince.After(c.lastTick) {
+	if !c.didNotRun(now) || c.pausedSince.After(c.lastTick) {
 		// (Paused already since it last ran: a second stop during the
 		// pause, caught by the check below on its first event, starts
 		// the pause anew, since what it heard before it is stale too.)
@@ -319,6 +319,13 @@ func (c *Core) noteTime(now time.Time) {
 	}
 	c.count.Pauses++
 	c.log.Warn("this node did not run for a while: it decides nothing until its peers are heard again", "self", c.self, "stopped_for", now.Sub(c.lastTick).Round(time.Millisecond).String())
+}
+
+// didNotRun reports whether, at now, this node has gone pauseAfter
+// without a Tick: it did not run, and must pause (noteTime). A node
+// without peers never pauses.
+func (c *Core) didNotRun(now time.Time) bool {
+	return len(c.peers) > 0 && now.Sub(c.lastTick) >= c.pauseAfter()
 }
 
 // pauseAfter is how long without a Tick means this process did not run.

@@ -48,7 +48,7 @@ func (c *Core) Peers() []string {
 // less a heartbeat (see noteTime), and has not heard its peers since.
 // The probes and metrics ask between events; S asks after noteTime ran.
 func (c *Core) PausedAt(now time.Time) bool {
-	return !c.pausedSince.IsZero() || (len(c.peers) > 0 && now.Sub(c.lastTick) >= c.pauseAfter())
+	return !c.pausedSince.IsZero() || c.didNotRun(now)
 }
 
 // shown is the role and active this node reports: while paused it
