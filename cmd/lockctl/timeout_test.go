@@ -109,8 +109,8 @@ func TestRedirectLoopSaysNodesDisagree(t *testing.T) {
 	var a, b string
 	a = bouncer(t, &b)
 	b = bouncer(t, &a)
-	code, _, errOut := lockctl(t, "--addr", a, "acquire", "--key", "hk")
-	if code != exitFailed || !strings.Contains(errOut, `acquiring "hk" failed: redirected 10 times in a row`) ||
+	code, _, errOut := lockctl(t, "--addr", a, "--failure-timeout", "100ms", "acquire", "--key", "hk")
+	if code != exitFailed || !strings.Contains(errOut, `acquiring "hk" failed: redirected `) || !strings.Contains(errOut, ` times in a row over `) ||
 		!strings.Contains(errOut, "the nodes disagree on which one is active") || strings.Contains(errOut, "cannot reach") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}

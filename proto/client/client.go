@@ -85,10 +85,14 @@
 // --failure-timeout should get the same FailureTimeout here; under
 // 100 ms the margin gets thin.
 //
-// A redirect (M) is followed at once; more than 10 redirects in a row,
-// each answered at once, mean the nodes disagree on which one is active
-// (ErrDisagree). A request a node had taken in and redirected later (a
-// waiting acquire moved by a handoff) starts the count afresh.
+// A redirect (M) is followed at once; redirects in a row, each answered
+// at once, for longer than three failure timeouts and more than 10 of
+// them, mean the nodes disagree on which one is active (ErrDisagree).
+// Nodes started or restarted together take up to a failure timeout or
+// two to agree, and the client follows them meanwhile, pausing up to
+// 100 ms between redirects. A request a node had taken in and
+// redirected later (a waiting acquire moved by a handoff) starts the
+// count afresh.
 //
 // A redirect to a node this client has marked down dials that node at
 // once, not at the next background redial: the node named is either
@@ -148,11 +152,12 @@ const (
 // Bounds of one call.
 const (
 	// maxMoves is how many M redirects in a row one send of a call
-	// follows when each node answers at once that another is active. A
-	// handoff settles in one or two; more means the nodes disagree on
-	// who is active. A redirect of a request a node had taken in (a
-	// waiting acquire moved by a handoff) starts the count again, so a
-	// wait survives any number of handoffs.
+	// follows at least when each node answers at once that another is
+	// active, and it follows them for settleFor at least (see
+	// Client.settleFor). A handoff settles in one or two; more means
+	// the nodes disagree on who is active. A redirect of a request a
+	// node had taken in (a waiting acquire moved by a handoff) starts
+	// the count again, so a wait survives any number of handoffs.
 	maxMoves = 10
 	// maxDrops is how many dropped connections one call survives before it
 	// reports the cluster unavailable rather than trying forever.
@@ -599,11 +604,27 @@ type attempt struct {
 	fresh   map[*conn]bool   // a dial attempt was made while this call waited
 	drops   int
 	moves   int // redirects in a row, each answered at once
-	lastErr error
+	// movedSince is when the first of those redirects came.
+	movedSince time.Time
+	lastErr    error
 	// stale counts redirects to a node this client finds dead, since
 	// staleSince: a failover the redirecting node has not seen yet.
 	stale      int
 	staleSince time.Time
+}
+
+// redirected counts a redirect answered at once and reports whether the
+// call should give up: more than maxMoves of them in a row, for longer
+// than settle. Nodes that start together may redirect to each other
+// until they agree on an active node, which takes a failure timeout or
+// two; a count alone would give up within a fraction of a second.
+func (at *attempt) redirected(settle time.Duration) bool {
+	now := time.Now()
+	if at.moves == 0 {
+		at.movedSince = now
+	}
+	at.moves++
+	return at.moves > maxMoves && now.Sub(at.movedSince) > settle
 }
 
 func (at *attempt) fail(cn *conn, gen uint64, err error) {

@@ -248,16 +248,57 @@ func TestRedirectLoopIsBounded(t *testing.T) {
 	}
 	f1 = newFakeServer(t, bounce(&f2))
 	f2 = newFakeServer(t, bounce(&f1))
-	c := newTestClient(t, []string{f1.addr, f2.addr}, Options{}, hooks{})
+	ft := 100 * time.Millisecond
+	c := newTestClient(t, []string{f1.addr, f2.addr}, Options{FailureTimeout: ft}, hooks{})
+	start := time.Now()
 	_, err := c.Acquire(bg, "k", time.Second, 0)
-	if !errors.Is(err, ErrDisagree) || !strings.Contains(err.Error(), "redirected 10 times") {
+	took := time.Since(start)
+	if !errors.Is(err, ErrDisagree) || !strings.Contains(err.Error(), "times in a row over") {
 		t.Fatalf("err = %v, want ErrDisagree naming the redirects", err)
 	}
 	if errors.Is(err, ErrUnavailable) {
 		t.Errorf("err = %v: nodes that answer are not unavailable", err)
 	}
-	if n := f1.requests() + f2.requests(); n != maxMoves+1 {
-		t.Errorf("%d requests sent, want %d", n, maxMoves+1)
+	// The redirects are followed for three failure timeouts, paced:
+	// at least maxMoves of them, and not a busy loop.
+	if took < 3*ft {
+		t.Errorf("gave up after %s, want after 3 failure timeouts (%s)", took, 3*ft)
+	}
+	if n := f1.requests() + f2.requests(); n <= maxMoves || n > 100 {
+		t.Errorf("%d requests sent, want more than %d and a paced few", n, maxMoves)
+	}
+}
+
+// Nodes that disagree for a while, as nodes restarted together do
+// until they settle on an active node, do not fail a call: the client
+// follows their redirects until the one named serves it.
+func TestRedirectsWhileNodesSettleAreFollowed(t *testing.T) {
+	checkLeaks(t)
+	var f1, f2 *fakeServer
+	ft := 400 * time.Millisecond
+	settled := time.Now().Add(2 * ft) // longer than 10 redirects take
+	bounce := func(to **fakeServer) func(sc *serverConn, r fakeReq) bool {
+		return func(sc *serverConn, r fakeReq) bool {
+			switch {
+			case time.Now().Before(settled):
+				sc.send("M " + r.words[1] + " " + (*to).addr)
+			case *to == f1:
+				sc.send("M " + r.words[1] + " " + f1.addr) // f2 follows f1 now
+			default:
+				sc.send("A " + r.words[1] + " 7") // and f1 serves
+			}
+			return true
+		}
+	}
+	f1 = newFakeServer(t, bounce(&f2))
+	f2 = newFakeServer(t, bounce(&f1))
+	c := newTestClient(t, []string{f1.addr, f2.addr}, Options{FailureTimeout: ft}, hooks{})
+	g, err := c.Acquire(bg, "k", time.Second, 0)
+	if err != nil {
+		t.Fatalf("acquire while the nodes settle: %v", err)
+	}
+	if g.Token != 7 {
+		t.Errorf("grant %+v, want token 7 from the node that settled as active", g)
 	}
 }
 

@@ -27,10 +27,11 @@ var (
 	// When no other node could serve either, the call's error wraps both
 	// ErrUnavailable and ErrNoAnswer.
 	ErrNoAnswer = errors.New("lockd did not answer")
-	// ErrDisagree: a request was redirected (M) from node to node more
-	// than 10 times in a row, each node answering at once that another is
-	// active: the nodes disagree on which one is, which a retry a moment
-	// later usually finds settled.
+	// ErrDisagree: a request was redirected (M) from node to node for
+	// longer than three failure timeouts (and more than 10 times) in a
+	// row, each node answering at once that another is active: the nodes
+	// disagree on which one is, which a retry a moment later usually
+	// finds settled.
 	ErrDisagree = errors.New("the nodes disagree on which one is active")
 	// ErrLimitMismatch: an acquire asked for a limit (Limit) other than
 	// the one the key has, set by the acquire that created it; the key

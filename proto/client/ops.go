@@ -708,9 +708,8 @@ func (t *trip) moved(ctx context.Context, cn *conn, a proto.Answer, landed bool)
 	} else {
 		at.staleSince = time.Time{}
 		c.setActive(addr)
-		at.moves++
-		if at.moves > maxMoves {
-			return fmt.Errorf("redirected %d times in a row, the last time by %s to %s: %w; retry in a moment, once the cluster has settled on one active node", maxMoves, cn.addr, addr, ErrDisagree)
+		if at.redirected(c.settleFor()) {
+			return fmt.Errorf("redirected %d times in a row over %s, the last time by %s to %s: %w; retry in a moment, once the cluster has settled on one active node", at.moves, time.Since(at.movedSince).Round(time.Millisecond), cn.addr, addr, ErrDisagree)
 		}
 		at.target = addr
 		pause = moveBackoff(at.moves)
@@ -808,6 +807,12 @@ func movedTo(from string, a proto.Answer) (string, error) {
 // to stays silent and the others still name it: ten failure timeouts,
 // time enough for a standby to notice and promote itself.
 func (c *Client) failoverFor() time.Duration { return 10 * c.opts.FailureTimeout }
+
+// settleFor is how long a call follows redirects between nodes that
+// answer but disagree on which one is active before it gives up: nodes
+// started together, or restarted together from their data directories,
+// agree within a failure timeout or two.
+func (c *Client) settleFor() time.Duration { return 3 * c.opts.FailureTimeout }
 
 func (c *Client) wasUp() bool {
 	c.mu.Lock()

@@ -24,7 +24,6 @@ from ._conn import (
     DIAL_TIMEOUT,
     FAILURE_TIMEOUT,
     MAX_DROPS,
-    MAX_MOVES,
     REDIAL,
     RELEASE_EVERY,
     RELEASE_FOR,

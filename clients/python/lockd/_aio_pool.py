@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set,
 from . import _wire as w
 from ._auth import NoAnswer, handshake
 from ._conn import _Call, _Conn, _Dropped, _orphan_grants
-from ._conn import MAX_MOVES, _Attempt
+from ._conn import _Attempt
 from ._errors import AuthError, Closed, Error, Refused, Unavailable
 from ._loop import _Loop
 from ._watch import _Watches
@@ -383,13 +383,7 @@ class _AsyncPool(_Watches, _Loop):
             return min(at.stale * 0.025, 0.1)
         at.stale_since = 0.0
         self._active = addr
-        at.moves += 1
-        if at.moves > MAX_MOVES:
-            raise Unavailable(
-                f"redirected {MAX_MOVES} times in a row, the last time by {cn.addr} to {addr}: the nodes disagree on which one is active; retry in a moment, and check lockctl status"
-            )
-        at.target = addr
-        return 0.0 if at.moves <= 2 else min((at.moves - 2) * 0.02, 0.05)
+        return at.redirected(cn.addr, addr, 3 * self._ft)
 
     async def _wait_outage(self, pause: float, early: bool) -> None:
         end = time.monotonic() + pause

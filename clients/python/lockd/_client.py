@@ -24,7 +24,6 @@ from ._conn import (
     DIAL_TIMEOUT,
     FAILURE_TIMEOUT,
     MAX_DROPS,
-    MAX_MOVES,
     READ_SIZE,
     REDIAL,
     RELEASE_EVERY,
@@ -447,13 +446,7 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                     else:
                         at.stale_since = 0.0
                         self._active = addr
-                        at.moves += 1
-                        if at.moves > MAX_MOVES:
-                            raise Unavailable(
-                                f"redirected {MAX_MOVES} times in a row, the last time by {cn.addr} to {addr}: the nodes disagree on which one is active; retry in a moment, and check lockctl status"
-                            )
-                        at.target = addr
-                        pause = 0.0 if at.moves <= 2 else min((at.moves - 2) * 0.02, 0.05)
+                        pause = at.redirected(cn.addr, addr, 3 * self._ft)
                 if pause:
                     time.sleep(pause)
                 continue

@@ -4,11 +4,12 @@ the bounds of a call, and the words of its errors."""
 from __future__ import annotations
 
 import socket
+import time
 import threading
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from . import _wire as w
-from ._errors import AuthError, Error, LimitMismatch, NotHeld, Refused, Timeout
+from ._errors import AuthError, Error, LimitMismatch, NotHeld, Refused, Timeout, Unavailable
 
 REDIAL = 3.0
 RELEASE_EVERY = 0.2
@@ -93,7 +94,7 @@ class _Conn:
 class _Attempt:
     """What one call remembers of the connections it tried."""
 
-    __slots__ = ("busy_key", "target", "failed", "fresh", "drops", "moves", "last_err", "stale", "stale_since")
+    __slots__ = ("busy_key", "target", "failed", "fresh", "drops", "moves", "moved_since", "last_err", "stale", "stale_since")
 
     def __init__(self, busy_key: str = "") -> None:
         self.busy_key = busy_key
@@ -102,9 +103,29 @@ class _Attempt:
         self.fresh: Set[_Conn] = set()
         self.drops = 0
         self.moves = 0
+        self.moved_since = 0.0
         self.last_err: Optional[BaseException] = None
         self.stale = 0
         self.stale_since = 0.0
+
+    def redirected(self, cn_addr: str, addr: str, settle: float) -> float:
+        """Count a redirect answered at once, and return how long to pause
+        before following it. Nodes started or restarted together redirect
+        to each other until they agree on an active node, which takes a
+        failure timeout or two: more than MAX_MOVES redirects in a row
+        for longer than settle raise Unavailable, a count alone would
+        give up within a fraction of a second."""
+        now = time.monotonic()
+        if self.moves == 0:
+            self.moved_since = now
+        self.moves += 1
+        if self.moves > MAX_MOVES and now - self.moved_since > settle:
+            raise Unavailable(
+                f"redirected {self.moves} times in a row over {now - self.moved_since:.1f}s, the last time by {cn_addr} to {addr}: "
+                "the nodes disagree on which one is active; retry in a moment, and check lockctl status"
+            )
+        self.target = addr
+        return 0.0 if self.moves <= 2 else min((self.moves - 2) * 0.025, 0.1)
 
     def fail(self, cn: _Conn, gen: int, err: BaseException) -> None:
         self.failed[cn] = gen

@@ -13,7 +13,7 @@ import unittest
 import lockd
 
 from .fake import FakeNode
-from .test_client import TOKEN, opts, ref_of, words
+from .test_client import TOKEN, bouncing_pair, opts, ref_of, words
 
 
 def has(n, prefix):
@@ -41,6 +41,27 @@ class AsyncClientTest(unittest.TestCase):
 
     def client(self, addrs, **kw):
         return lockd.AsyncClient(addrs, **opts(**kw))
+
+    def test_redirects_while_nodes_settle_are_followed(self):
+        a, b = bouncing_pair(self.node, time.monotonic() + 0.8)
+
+        async def main():
+            async with self.client([a.addr, b.addr], failure_timeout=0.4) as c:
+                lock = await c.acquire("k", 5, wait=5)
+                self.assertEqual(lock.token, TOKEN)
+        run(main())
+
+    def test_redirects_between_nodes_that_never_agree_end(self):
+        a, b = bouncing_pair(self.node, time.monotonic() + 3600)
+
+        async def main():
+            async with self.client([a.addr, b.addr], failure_timeout=0.1) as c:
+                t0 = time.monotonic()
+                with self.assertRaises(lockd.Unavailable) as cm:
+                    await c.acquire("k", 5, wait=5)
+                self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+                self.assertIn("times in a row over", str(cm.exception))
+        run(main())
 
     def test_cancelled_acquire_withdraws_with_x(self):
         def h(c, line):

@@ -29,6 +29,30 @@ def opts(**kw):
     return base
 
 
+def bouncing_pair(node, settled_at):
+    """Two nodes made by node that redirect acquires to each other, as
+    nodes started together do until they agree, and from settled_at
+    (monotonic) on send them to the first, which grants them."""
+    addrs = {}
+
+    def bounce(me, other):
+        def h(c, line):
+            if not line.startswith("A "):
+                return None
+            key = words(line)[1]
+            if time.monotonic() < settled_at:
+                return [f"M {key} {addrs[other]} ref={ref_of(line)}"]
+            if me == "a":
+                return [f"A {key} {TOKEN} ref={ref_of(line)}"]
+            return [f"M {key} {addrs['a']} ref={ref_of(line)}"]
+        return h
+
+    a = node(bounce("a", "b"))
+    b = node(bounce("b", "a"))
+    addrs.update(a=a.addr, b=b.addr)
+    return a, b
+
+
 class ClientTest(unittest.TestCase):
     def setUp(self):
         self.nodes = []
@@ -221,6 +245,26 @@ class ClientTest(unittest.TestCase):
         lock = c.acquire("k", 5, wait=2)
         self.assertEqual(lock.token, TOKEN)
         self.assertEqual(c.active, b.addr)
+
+    def test_redirects_while_nodes_settle_are_followed(self):
+        # Longer than ten redirects take, shorter than three failure timeouts.
+        a, b = bouncing_pair(self.node, time.monotonic() + 0.8)
+        c = self.client([a.addr, b.addr], failure_timeout=0.4)
+        lock = c.acquire("k", 5, wait=5)
+        self.assertEqual(lock.token, TOKEN)
+        self.assertEqual(c.active, a.addr)
+
+    def test_redirects_between_nodes_that_never_agree_end(self):
+        a, b = bouncing_pair(self.node, time.monotonic() + 3600)
+        c = self.client([a.addr, b.addr], failure_timeout=0.1)
+        t0 = time.monotonic()
+        with self.assertRaises(lockd.Unavailable) as cm:
+            c.acquire("k", 5, wait=5)
+        took = time.monotonic() - t0
+        self.assertIn("times in a row over", str(cm.exception))
+        self.assertIn("the nodes disagree", str(cm.exception))
+        self.assertGreaterEqual(took, 0.3, "redirects are followed for three failure timeouts")
+        self.assertLess(len(a.sent("A ")) + len(b.sent("A ")), 100, "and paced, not a busy loop")
 
     def test_frozen_node_is_left_and_acquire_moves_with_its_id(self):
         frozen = self.node(lambda c, l: None)

@@ -244,7 +244,12 @@ const defaults = {
   failureTimeout: 1000,
 };
 
-/** How many M redirects in a row one send follows, each answered at once. */
+/**
+ * How many M redirects in a row, each answered at once, one send follows
+ * at least; it follows them for three failure timeouts at least too, the
+ * time nodes started or restarted together take to agree on an active
+ * node. A count alone would give up within a fraction of a second.
+ */
 const maxMoves = 10;
 /** How many dropped connections one call survives. */
 const maxDrops = 8;
@@ -265,6 +270,8 @@ class Attempt {
   fresh: Set<Conn> | undefined;
   drops = 0;
   moves = 0;
+  /** When the first of those redirects came, Date.now(). */
+  movedSince = 0;
   lastErr: Error | undefined;
   stale = 0;
   staleSince = 0;
@@ -793,11 +800,13 @@ export class Client {
           at.staleSince = 0;
           this.setActive(addr);
           this.followWatch(req.key, addr);
-          if (++at.moves > maxMoves) {
-            throw new DisagreeError(`redirected ${maxMoves} times in a row, the last time by ${cn.addr} to ${addr}: the nodes disagree on which one is active; retry in a moment, and check lockctl status`);
+          const now = Date.now();
+          if (at.moves++ === 0) at.movedSince = now;
+          if (at.moves > maxMoves && now - at.movedSince > 3 * this.failureTimeout) {
+            throw new DisagreeError(`redirected ${at.moves} times in a row over ${((now - at.movedSince) / 1000).toFixed(1)}s, the last time by ${cn.addr} to ${addr}: the nodes disagree on which one is active; retry in a moment, and check lockctl status`);
           }
           at.target = addr;
-          pause = at.moves <= 2 ? 0 : Math.min((at.moves - 2) * 20, 50);
+          pause = at.moves <= 2 ? 0 : Math.min((at.moves - 2) * 25, 100);
         }
         if (pause > 0) await raceAbort(sleep(pause), o.signal);
         continue;

@@ -85,8 +85,9 @@ export class InvalidArgumentError extends LockdError {
 }
 
 /**
- * The nodes disagree on which one is active: redirected more than 10
- * times in a row. A retry a moment later usually finds it settled.
+ * The nodes disagree on which one is active: redirected from node to
+ * node for longer than three failure timeouts (and more than 10 times)
+ * in a row. A retry a moment later usually finds it settled.
  */
 export class DisagreeError extends LockdError {
   constructor(message: string) {

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Client, InvalidArgumentError, UnavailableError } from "../src/index.js";
+import { Client, DisagreeError, InvalidArgumentError, UnavailableError } from "../src/index.js";
 import { FakeNode, type Line, arg } from "./fake.js";
 
 const TOKEN = 7360982537641984001n;
@@ -235,4 +235,47 @@ test("status is typed", async (t) => {
     peers: [{ addr: n.addr, role: "active", up: true, seq: 6n, lag: 0n, token: TOKEN }],
   });
   assert.equal(fields.keys, "3");
+});
+
+/** Two nodes that redirect acquires to each other, as nodes started together do until they agree, and from settledAt on send them to a, which grants them. */
+async function bouncingPair(settledAt: number): Promise<[FakeNode, FakeNode]> {
+  const a = await FakeNode.start();
+  const b = await FakeNode.start();
+  const bounce = (me: FakeNode, other: FakeNode) => (l: Line) => {
+    if (l.words[0] !== "A") return "";
+    const ref = ` ref=${arg(l, "ref")}`;
+    if (Date.now() < settledAt) return `M ${l.words[1]} ${other.addr}${ref}`;
+    return me === a ? granting(l) : `M ${l.words[1]} ${a.addr}${ref}`;
+  };
+  a.handle = bounce(a, b);
+  b.handle = bounce(b, a);
+  return [a, b];
+}
+
+test("redirects between nodes still agreeing on an active one are followed until they settle", async (t) => {
+  // Longer than ten redirects take, shorter than three failure timeouts.
+  const [a, b] = await bouncingPair(Date.now() + 800);
+  const c = new Client([a.addr, b.addr], { failureTimeout: 400 });
+  t.after(async () => {
+    await c.close();
+    await a.stop();
+    await b.stop();
+  });
+  const lock = await c.acquire("k", { lease: 5000, wait: 5000 });
+  assert.equal(lock.token, TOKEN);
+});
+
+test("redirects between nodes that never agree end with a DisagreeError after three failure timeouts", async (t) => {
+  const [a, b] = await bouncingPair(Infinity);
+  const c = new Client([a.addr, b.addr], { failureTimeout: 100 });
+  t.after(async () => {
+    await c.close();
+    await a.stop();
+    await b.stop();
+  });
+  const start = Date.now();
+  await assert.rejects(c.acquire("k", { lease: 5000, wait: 5000 }), (err: Error) => err instanceof DisagreeError && /times in a row over/.test(err.message));
+  assert.ok(Date.now() - start >= 300, "followed for three failure timeouts");
+  const sent = a.lines.length + b.lines.length;
+  assert.ok(sent > 10 && sent < 100, `${sent} acquires sent: more than ten, and paced`);
 });
