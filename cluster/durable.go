@@ -49,7 +49,13 @@ type durable struct {
 
 // openDisk opens the data directory and replays it into the core.
 func (n *Node) openDisk() error {
-	l, err := wal.Open(n.cfg.DataDir, n.cfg.Fsync)
+	// A lockd restarted at once after SIGTERM finds the one it replaces
+	// still draining its clients after the handoff, for a failure
+	// timeout at most: wait for it rather than refuse to start.
+	wait := 3 * n.cfg.FailureTimeout
+	l, err := wal.OpenWaiting(n.cfg.DataDir, n.cfg.Fsync, wait, func(owner string) {
+		n.log.Info("waiting for the lockd that holds the data directory to stop", "dir", n.cfg.DataDir, "holder", owner, "up_to", wait)
+	})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Dropped is what Replay cut off the end of the log.
@@ -72,8 +73,20 @@ type Log struct {
 }
 
 // Open locks and opens the data directory dir, creating it (0700) if
-// needed. Call Replay before appending.
+// needed, refusing at once a directory another process has locked. Call
+// Replay before appending.
 func Open(dir string, mode Mode) (*Log, error) {
+	return OpenWaiting(dir, mode, 0, nil)
+}
+
+// lockPoll is how often OpenWaiting tries a locked directory again.
+const lockPoll = 20 * time.Millisecond
+
+// OpenWaiting is Open that waits up to wait for another process to let
+// go of the directory: a lockd restarted while the one it replaces still
+// drains its clients. waiting, if not nil, is called once when the wait
+// begins, with what the holder wrote of itself.
+func OpenWaiting(dir string, mode Mode, wait time.Duration, waiting func(owner string)) (*Log, error) {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %s: %v; create it (mode 0700) or pick another --data-dir", dir, err)
 	}
@@ -90,7 +103,7 @@ func Open(dir string, mode Mode) (*Log, error) {
 	if st.Mode().Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("data directory %s is writable by other users (mode %04o): they could plant records lockd would replay; run chmod 700 %s", dir, st.Mode().Perm(), dir)
 	}
-	lf, err := lockDir(dir)
+	lf, err := lockDir(dir, wait, waiting)
 	if err != nil {
 		return nil, err
 	}

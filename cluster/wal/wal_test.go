@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 type rec struct {
@@ -675,4 +676,40 @@ func TestDirectoryOfAnotherUserIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Fatalf("replay of a segment of uid %d: %v", other, err)
 	}
+}
+
+// A lockd restarted while the one it replaces still drains its clients
+// waits for the directory instead of refusing it; one that holds it past
+// the wait is refused as before.
+func TestOpenWaitingWaitsForTheHolderToStop(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := open(t, dir)
+	var told []string
+	closed := make(chan struct{})
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		l.Close()
+		close(closed)
+	}()
+	l2, err := OpenWaiting(dir, Batch, 10*time.Second, func(owner string) { told = append(told, owner) })
+	if err != nil {
+		t.Fatalf("OpenWaiting while the holder closes: %v", err)
+	}
+	select {
+	case <-closed:
+	default:
+		t.Fatal("opened before the holder closed")
+	}
+	if len(told) != 1 || !strings.Contains(told[0], fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("waiting told %q, want the holder's pid once", told)
+	}
+	start := time.Now()
+	_, err = OpenWaiting(dir, Batch, 50*time.Millisecond, nil)
+	if err == nil || !strings.Contains(err.Error(), "in use by another lockd") {
+		t.Fatalf("OpenWaiting of a directory held past the wait = %v", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond {
+		t.Errorf("refused after %s, want after the 50ms wait", took)
+	}
+	l2.Close()
 }
