@@ -34,6 +34,7 @@ func TestHarnessCatches(t *testing.T) {
 		{"nostale", []string{"watch_stale_current"}},
 		{"impatient", []string{"wait_through_outage"}},
 		{"anylease", []string{"hold_lease_too_short"}},
+		{"quickdisagree", []string{"redirects_while_nodes_settle"}},
 		{"textstatus", []string{"status_typed"}},
 	}
 	for _, b := range breaks {

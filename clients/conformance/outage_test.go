@@ -1,8 +1,10 @@
 package conformance
 
 import (
+	"math"
 	"regexp"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -269,6 +271,52 @@ var outageCases = []testCase{
 			}
 			if len(a.got("Q")) != 1 {
 				t.Errorf("the node back should have served the queue: it got %v", a.lines())
+			}
+		},
+	},
+	{
+		name:   "redirects_while_nodes_settle",
+		source: "proto/client/client.go, Client",
+		rule:   "Nodes started or restarted together take up to a failure timeout or two to agree, and the client follows them meanwhile",
+		run: func(t *testing.T, d *driver) {
+			// Two nodes that name each other as the active for 1.2 s, as
+			// standbys restarted together may, then agree on a: longer
+			// than ten paced redirects take, shorter than three failure
+			// timeouts.
+			var tok uint64Counter
+			var settled atomic.Int64
+			settled.Store(math.MaxInt64)
+			a, b := startScripted(t), startScripted(t)
+			grant := granting(&tok)
+			bounce := func(other *scripted, serves bool) func(s *scripted) {
+				return func(s *scripted) {
+					s.auto = func(l line) string {
+						switch {
+						case l.op != "A":
+							return grant(l)
+						case time.Now().UnixNano() < settled.Load():
+							return "M " + l.key + " " + other.addr + l.ref()
+						case serves:
+							return grant(l)
+						}
+						return "M " + l.key + " " + other.addr + l.ref()
+					}
+				}
+			}
+			a.set(bounce(b, true))
+			b.set(bounce(a, false))
+			d.open([]string{a.addr, b.addr}, map[string]any{"failure_timeout_ms": 600})
+			for _, n := range []*scripted{a, b} {
+				n.waitFor(5*time.Second, "a connection", func(s *scripted) bool { return len(s.openLocked()) >= 1 })
+				n.settle()
+			}
+			settled.Store(time.Now().Add(1200 * time.Millisecond).UnixNano())
+			r := d.wait(d.send(acquireCmd("settle", 10*time.Second, 5*time.Second)), 10*time.Second)
+			if !r.ok() {
+				t.Fatalf("an acquire redirected back and forth for 1.2 s, with a failure timeout of 600 ms, then served: %s", r)
+			}
+			if n := len(a.got("A")) + len(b.got("A")); n <= 10 {
+				t.Errorf("the nodes got %d acquires: want more than ten redirects followed", n)
 			}
 		},
 	},

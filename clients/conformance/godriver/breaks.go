@@ -168,6 +168,11 @@ func (b *breaks) apply(opts *client.Options, addrs []string) error {
 	case "anylease":
 		// A failure timeout so short that any lease is long enough.
 		opts.FailureTimeout = 10 * time.Millisecond
+	case "quickdisagree":
+		// A failure timeout so short that three of them end before ten
+		// redirects do: the client gives up after ten, as a client that
+		// counts redirects and does not time them would.
+		opts.FailureTimeout = 10 * time.Millisecond
 	case "lostrelease":
 		opts.Logger = slog.New(dropHandler{b})
 	case "nomove":
@@ -191,7 +196,7 @@ func (b *breaks) apply(opts *client.Options, addrs []string) error {
 			b.ballast = c
 		}
 	default:
-		return invalidError{"LOCKD_GODRIVER_BREAK=" + strconv.Quote(b.name) + " names no rule; use conns1, norelease, noredial, deaf, fifo, nomove, nofollow, noroundrobin, lostrelease, nostale, impatient, anylease or textstatus"}
+		return invalidError{"LOCKD_GODRIVER_BREAK=" + strconv.Quote(b.name) + " names no rule; use conns1, norelease, noredial, deaf, fifo, nomove, nofollow, noroundrobin, lostrelease, nostale, impatient, anylease, quickdisagree or textstatus"}
 	}
 	return nil
 }

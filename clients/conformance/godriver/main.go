@@ -29,6 +29,8 @@
 //	impatient     an acquire, hold or campaign that waits forever fails as
 //	              unavailable in an outage: it is sent with a wait of an hour
 //	anylease      a hold takes any lease: the failure timeout is 10ms
+//	quickdisagree redirects between nodes that disagree end after ten: the
+//	              failure timeout is 10ms, three of which pass sooner
 //	textstatus    a status's values are the text of the S answer's words
 //
 // Nothing else reads it; a user of the driver leaves it unset.
