@@ -21,7 +21,10 @@ func lockDir(dir string, wait time.Duration, waiting func(owner string)) (*os.Fi
 		if err == nil {
 			return f, nil
 		}
-		if !os.IsExist(err) || !time.Now().Before(deadline) {
+		if !os.IsExist(err) {
+			return nil, err
+		}
+		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("data directory %s is in use by another lockd (%s exists): stop it, or, if none runs, remove %s", dir, name, name)
 		}
 		if !told && waiting != nil {
