@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Deque, Generator, Generic, List, Optional, Tuple, TypeVar, Union
 
 from . import _wire as w
-from ._conn import _lease_seconds
+from ._conn import _hold_terms
 from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Refused, Unavailable
 from ._hold import Election, Leader, _renew_retry
 
@@ -159,18 +159,7 @@ class AsyncHold:
     @staticmethod
     def _terms(client: "AsyncClient", key: str, lease: w.Seconds, max_hold: Optional[w.Seconds]) -> Tuple[float, Optional[float], float]:
         """A hold's lease and max_hold in seconds, checked, and its first lease."""
-        lease_s = _lease_seconds(lease, "hold", key)
-        least = client.min_hold_lease
-        if lease_s < least:
-            raise ValueError(
-                f"hold {key}: lease {lease_s:g} s is too short to be renewed across a failover: the shortest is {least:g} s "
-                f"(twice the failure timeout, {client._ft:g} s); give a lease of at least {least:g} seconds, or, if the cluster "
-                f"runs a shorter --failure-timeout, give the client the same failure_timeout"
-            )
-        cap = w.seconds(max_hold, "max_hold")
-        if cap is not None and cap < 0.001:
-            raise ValueError(f"hold {key}: max_hold {max_hold!r} is shorter than the shortest lease, 0.001 seconds")
-        return lease_s, cap, (lease_s if cap is None else min(lease_s, cap))
+        return _hold_terms(key, lease, max_hold, client.min_hold_lease, client._ft)
 
     @classmethod
     async def _begin(

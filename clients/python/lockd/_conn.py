@@ -165,6 +165,22 @@ def _lease_seconds(lease: w.Seconds, op: str, key: str) -> float:
     return s
 
 
+def _hold_terms(key: str, lease: w.Seconds, max_hold: Optional[w.Seconds], least: float, ft: float) -> Tuple[float, Optional[float], float]:
+    """A hold's lease and max_hold in seconds, checked, and its first
+    lease; least is the client's min_hold_lease, ft its failure timeout."""
+    lease_s = _lease_seconds(lease, "hold", key)
+    if lease_s < least:
+        raise ValueError(
+            f"hold {key}: lease {lease_s:g} s is too short to be renewed across a failover: the shortest is {least:g} s "
+            f"(twice the failure timeout, {ft:g} s); give a lease of at least {least:g} seconds, or, if the cluster "
+            f"runs a shorter --failure-timeout, give the client the same failure_timeout"
+        )
+    cap = w.seconds(max_hold, "max_hold")
+    if cap is not None and cap < 0.001:
+        raise ValueError(f"hold {key}: max_hold {max_hold!r} is shorter than the shortest lease, 0.001 seconds")
+    return lease_s, cap, (lease_s if cap is None else min(lease_s, cap))
+
+
 def _timeout(key: str, wait: Optional[float]) -> Timeout:
     if wait is None:
         return Timeout(f"acquire {key}: another client holds the key (try-lock: it did not queue); retry later, or acquire with a wait")
