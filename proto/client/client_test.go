@@ -269,6 +269,26 @@ func TestRedirectLoopIsBounded(t *testing.T) {
 	}
 }
 
+// A wait that runs out while the nodes send the request to one another
+// says so: no node said the key was held.
+func TestWaitEndingInARedirectLoopSaysNodesDisagree(t *testing.T) {
+	checkLeaks(t)
+	var f1, f2 *fakeServer
+	bounce := func(to **fakeServer) func(sc *serverConn, r fakeReq) bool {
+		return func(sc *serverConn, r fakeReq) bool {
+			sc.send("M " + r.words[1] + " " + (*to).addr)
+			return true
+		}
+	}
+	f1 = newFakeServer(t, bounce(&f2))
+	f2 = newFakeServer(t, bounce(&f1))
+	c := newTestClient(t, []string{f1.addr, f2.addr}, Options{FailureTimeout: time.Second}, hooks{})
+	_, err := c.Acquire(bg, "k", time.Second, 700*time.Millisecond)
+	if !errors.Is(err, ErrDisagree) || errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "the wait ran out while the request was redirected") {
+		t.Fatalf("err = %v, want ErrDisagree saying the wait ran out among redirects", err)
+	}
+}
+
 // Nodes that disagree for a while, as nodes restarted together do
 // until they settle on an active node, do not fail a call: the client
 // follows their redirects until the one named serves it.

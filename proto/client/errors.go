@@ -31,7 +31,9 @@ var (
 	// longer than three failure timeouts (and more than 10 times) in a
 	// row, each node answering at once that another is active: the nodes
 	// disagree on which one is, which a retry a moment later usually
-	// finds settled.
+	// finds settled. An acquire whose wait runs out while its request is
+	// redirected so (more than twice in a row) reports it too, rather
+	// than ErrTimeout: no node said the key was held.
 	ErrDisagree = errors.New("the nodes disagree on which one is active")
 	// ErrLimitMismatch: an acquire asked for a limit (Limit) other than
 	// the one the key has, set by the acquire that created it; the key

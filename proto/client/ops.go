@@ -625,6 +625,12 @@ func (t *trip) send(ctx context.Context, cn *conn, gen uint64) (*call, result, e
 			// said the key was busy.
 			return nil, result{}, t.c.unavailable(t.at.lastErr)
 		}
+		if t.at.moves > 2 {
+			// The wait ran out while nodes sent the request on to one
+			// another (a handoff takes one or two): nobody said the key
+			// was busy either.
+			return nil, result{}, fmt.Errorf("the wait ran out while the request was redirected %d times in a row over %s, the last time to %s: %w; retry in a moment, once the cluster has settled on one active node", t.at.moves, time.Since(t.at.movedSince).Round(time.Millisecond), t.at.target, ErrDisagree)
+		}
 		return nil, result{}, err
 	}
 	cl := newCall(t.req, nil)

@@ -38,7 +38,6 @@ from ._conn import (
     _not_held,
     _server_error,
     _token,
-    _WaitElapsed,
 )
 from ._errors import Closed, Error, Refused, Unavailable
 from ._watch import _WatchState
@@ -176,7 +175,7 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
             cl = _ACall(op, key)
             b = line(cn, cl)
             if b is None:
-                raise _WaitElapsed(at.last_err)
+                raise at.wait_ran_out()
             fut = cl.fut = loop.create_future()
             if deadline is not None:
                 if op == "A":

@@ -34,7 +34,6 @@ from ._conn import (
     _Conn,
     _Deadline,
     _Dropped,
-    _WaitElapsed,
     _server_error,
 )
 from ._errors import Cancelled, Closed, Error, Refused, Unavailable
@@ -366,7 +365,7 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                     cl = _Call(op, key)
                     b = line(cn, cl)
                     if b is None:
-                        raise _WaitElapsed(at.last_err)
+                        raise at.wait_ran_out()
                     self._queue_locked(cn, cl, b)
                     inflight.call = cl
                     if at.moves > 0:

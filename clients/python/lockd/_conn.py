@@ -127,6 +127,19 @@ class _Attempt:
         self.target = addr
         return 0.0 if self.moves <= 2 else min((self.moves - 2) * 0.025, 0.1)
 
+    def wait_ran_out(self) -> Exception:
+        """What a call raises when its wait ran out before it could be sent
+        again: Unavailable when the nodes were sending it on to one another
+        (a handoff takes one or two redirects), since none said the key was
+        held; else _WaitElapsed."""
+        if self.moves > 2:
+            return Unavailable(
+                f"the wait ran out while the request was redirected {self.moves} times in a row over "
+                f"{time.monotonic() - self.moved_since:.1f}s, the last time to {self.target}: "
+                "the nodes disagree on which one is active; retry in a moment, and check lockctl status"
+            )
+        return _WaitElapsed(self.last_err)
+
     def fail(self, cn: _Conn, gen: int, err: BaseException) -> None:
         self.failed[cn] = gen
         self.drops += 1

@@ -51,6 +51,16 @@ class AsyncClientTest(unittest.TestCase):
                 self.assertEqual(lock.token, TOKEN)
         run(main())
 
+    def test_wait_ending_among_redirects_says_nodes_disagree(self):
+        a, b = bouncing_pair(self.node, time.monotonic() + 3600)
+
+        async def main():
+            async with self.client([a.addr, b.addr], failure_timeout=1.0) as c:
+                with self.assertRaises(lockd.Unavailable) as cm:
+                    await c.acquire("k", 5, wait=0.7)
+                self.assertIn("the wait ran out while the request was redirected", str(cm.exception))
+        run(main())
+
     def test_redirects_between_nodes_that_never_agree_end(self):
         a, b = bouncing_pair(self.node, time.monotonic() + 3600)
 

@@ -254,6 +254,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(lock.token, TOKEN)
         self.assertEqual(c.active, a.addr)
 
+    def test_wait_ending_among_redirects_says_nodes_disagree(self):
+        a, b = bouncing_pair(self.node, time.monotonic() + 3600)
+        c = self.client([a.addr, b.addr], failure_timeout=1.0)
+        with self.assertRaises(lockd.Unavailable) as cm:
+            c.acquire("k", 5, wait=0.7)
+        self.assertNotIsInstance(cm.exception, lockd.Timeout)
+        self.assertIn("the wait ran out while the request was redirected", str(cm.exception))
+
     def test_redirects_between_nodes_that_never_agree_end(self):
         a, b = bouncing_pair(self.node, time.monotonic() + 3600)
         c = self.client([a.addr, b.addr], failure_timeout=0.1)

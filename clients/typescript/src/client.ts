@@ -717,6 +717,14 @@ export class Client {
           // The wait ran out on a node that stopped answering: nobody said the key was busy.
           throw this.unavailable(at.lastErr);
         }
+        if (e instanceof WaitElapsed && at.moves > 2) {
+          // The wait ran out while nodes sent the request on to one
+          // another (a handoff takes one or two): nobody said the key
+          // was busy either.
+          throw new DisagreeError(
+            `the wait ran out while the request was redirected ${at.moves} times in a row over ${((Date.now() - at.movedSince) / 1000).toFixed(1)}s, the last time to ${at.target}: the nodes disagree on which one is active; retry in a moment, and check lockctl status`,
+          );
+        }
         throw e;
       }
       const ref = req.ref?.() ?? "";

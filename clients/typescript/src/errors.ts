@@ -87,7 +87,8 @@ export class InvalidArgumentError extends LockdError {
 /**
  * The nodes disagree on which one is active: redirected from node to
  * node for longer than three failure timeouts (and more than 10 times)
- * in a row. A retry a moment later usually finds it settled.
+ * in a row, or an acquire's wait ran out while its request was
+ * redirected so. A retry a moment later usually finds it settled.
  */
 export class DisagreeError extends LockdError {
   constructor(message: string) {

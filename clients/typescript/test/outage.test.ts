@@ -279,3 +279,17 @@ test("redirects between nodes that never agree end with a DisagreeError after th
   const sent = a.lines.length + b.lines.length;
   assert.ok(sent > 10 && sent < 100, `${sent} acquires sent: more than ten, and paced`);
 });
+
+test("a wait that runs out among redirects says the nodes disagree, not that the key is held", async (t) => {
+  const [a, b] = await bouncingPair(Infinity);
+  const c = new Client([a.addr, b.addr], { failureTimeout: 1000 });
+  t.after(async () => {
+    await c.close();
+    await a.stop();
+    await b.stop();
+  });
+  await assert.rejects(
+    c.acquire("k", { lease: 5000, wait: 700 }),
+    (err: Error) => err instanceof DisagreeError && /the wait ran out while the request was redirected/.test(err.message),
+  );
+});
