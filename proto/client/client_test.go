@@ -295,8 +295,10 @@ func TestWaitEndingInARedirectLoopSaysNodesDisagree(t *testing.T) {
 func TestRedirectsWhileNodesSettleAreFollowed(t *testing.T) {
 	checkLeaks(t)
 	var f1, f2 *fakeServer
-	ft := 400 * time.Millisecond
-	settled := time.Now().Add(2 * ft) // longer than 10 redirects take
+	ft := 500 * time.Millisecond
+	// Longer than 10 redirects take, 700 ms shorter than three failure
+	// timeouts: room for a loaded machine.
+	settled := time.Now().Add(800 * time.Millisecond)
 	bounce := func(to **fakeServer) func(sc *serverConn, r fakeReq) bool {
 		return func(sc *serverConn, r fakeReq) bool {
 			switch {

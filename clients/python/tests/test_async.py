@@ -46,7 +46,7 @@ class AsyncClientTest(unittest.TestCase):
         a, b = bouncing_pair(self.node, time.monotonic() + 0.8)
 
         async def main():
-            async with self.client([a.addr, b.addr], failure_timeout=0.4) as c:
+            async with self.client([a.addr, b.addr], failure_timeout=0.5) as c:
                 lock = await c.acquire("k", 5, wait=5)
                 self.assertEqual(lock.token, TOKEN)
         run(main())

@@ -249,7 +249,7 @@ class ClientTest(unittest.TestCase):
     def test_redirects_while_nodes_settle_are_followed(self):
         # Longer than ten redirects take, shorter than three failure timeouts.
         a, b = bouncing_pair(self.node, time.monotonic() + 0.8)
-        c = self.client([a.addr, b.addr], failure_timeout=0.4)
+        c = self.client([a.addr, b.addr], failure_timeout=0.5)
         lock = c.acquire("k", 5, wait=5)
         self.assertEqual(lock.token, TOKEN)
         self.assertEqual(c.active, a.addr)

@@ -255,7 +255,7 @@ async function bouncingPair(settledAt: number): Promise<[FakeNode, FakeNode]> {
 test("redirects between nodes still agreeing on an active one are followed until they settle", async (t) => {
   // Longer than ten redirects take, shorter than three failure timeouts.
   const [a, b] = await bouncingPair(Date.now() + 800);
-  const c = new Client([a.addr, b.addr], { failureTimeout: 400 });
+  const c = new Client([a.addr, b.addr], { failureTimeout: 500 });
   t.after(async () => {
     await c.close();
     await a.stop();
