@@ -84,6 +84,14 @@ class _Watches:
             ws.target = ""
             ws.retry_at = time.monotonic() + 0.1
             return
+        ws.moves += 1
+        if ws.moves > 2:
+            # Nodes that name each other (a cluster restarted together,
+            # until it agrees): follow them paced, not in a tight loop.
+            ws.resubscribe = True
+            ws.target = addr
+            ws.retry_at = time.monotonic() + min(0.025 * (ws.moves - 2), 0.1)
+            return
         self._subscribe_locked(ws, addr)
 
     def _resubscribe_locked(self) -> None:
@@ -137,6 +145,7 @@ class _WatchState:
         self.resubscribe = False
         self.target = ""
         self.retry_at = 0.0  # when a paced re-subscription is due
+        self.moves = 0  # redirects in a row since a node last served it
         # live: the node at conn answered the subscription, and it has not
         # been lost since (lost_at). stale: lost for a failure timeout, and
         # the watchers were told.
@@ -147,6 +156,7 @@ class _WatchState:
 
     def deliver_locked(self, q: w.Queue, initial: bool) -> None:
         self.live, self.stale, self.last = True, False, q
+        self.moves = 0
         for wt in self.watchers:
             if initial and wt._primed:
                 continue

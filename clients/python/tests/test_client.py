@@ -421,6 +421,30 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(b.wait_for(lambda: any(l == "U w" for _, l in b.lines), 2))
         self.assertIsNone(wt.get(0.1))
 
+    def test_watch_follows_disagreeing_nodes_paced(self):
+        settled = time.monotonic() + 0.5
+        addrs = {}
+
+        def bounce(me, other):
+            def h(c, line):
+                if not line.startswith("L "):
+                    return None
+                if time.monotonic() < settled or me == "b":
+                    return [f"M w {addrs[other]}"]
+                return ["L w - - 0"]
+            return h
+
+        a = self.node(bounce("a", "b"))
+        b = self.node(bounce("b", "a"))
+        addrs.update(a=a.addr, b=b.addr)
+        c = self.client([a.addr, b.addr])
+        wt = c.watch("w")
+        q = wt.get(5)
+        self.assertIsNotNone(q, "the watch is served once the nodes agree")
+        sent = len(a.sent("L ")) + len(b.sent("L "))
+        self.assertLess(sent, 60, f"{sent} subscriptions in 0.5 s: redirects between nodes are followed paced")
+        wt.close()
+
     def test_hold_max_and_timedelta(self):
         leases = []
 
