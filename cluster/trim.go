@@ -32,11 +32,19 @@ import (
 // So do the output buffers that a backlog of answers grew, which a
 // connection drops as its reader rests (outWriter.shedOut): once trimShed
 // bytes of them were dropped since the last trim, on the same terms.
+//
+// And so do the releases the engine remembers for a release sent again
+// (engine.ReleasedMemory, up to engine.ReleasedMax of them, a few MB with
+// their keys): the engine forgets them only as later releases come, so
+// after a burst of releases and none since it would keep the last ones
+// for good. trimLoop has it forget them each tick, and once it gave back
+// room for trimReleased releases or more, returns that to the OS.
 const (
-	trimEvery = 250 * time.Millisecond
-	trimMin   = 100_000
-	trimRests = 1000
-	trimShed  = 32 << 20
+	trimEvery    = 250 * time.Millisecond
+	trimMin      = 100_000
+	trimRests    = 1000
+	trimShed     = 32 << 20
+	trimReleased = 16 << 10
 )
 
 func (n *Node) trimLoop() {
@@ -51,8 +59,13 @@ func (n *Node) trimLoop() {
 		case now := <-t.C:
 			n.mu.Lock()
 			keys, waiters := n.core.Engine().Stats()
+			forgot := n.core.Engine().ForgetReleases(n.now())
 			n.mu.Unlock()
-			if why := tr.tick(now, keys+waiters, n.rests.Load(), n.output.shed.Load()); why != "" {
+			why := tr.tick(now, keys+waiters, n.rests.Load(), n.output.shed.Load())
+			if why == "" && forgot >= trimReleased {
+				why = "the releases remembered after a burst were forgotten"
+			}
+			if why != "" {
 				n.log.Debug("returning memory to the OS", "after", why)
 				debug.FreeOSMemory()
 			}

@@ -273,6 +273,37 @@ func TestReleasedMemoryIsBounded(t *testing.T) {
 	}
 }
 
+// After a burst of releases and none since, ForgetReleases gives back
+// the room they took once ReleasedMemory has passed: the engine keeps
+// neither the releases nor their keys for good, and remembers the next
+// release as before.
+func TestForgetReleasesGivesBackTheRoom(t *testing.T) {
+	e := New(Config{MaxKeys: ReleasedMax + 100}, t0)
+	for i := range ReleasedMax {
+		key := "k" + strconv.Itoa(i)
+		if _, ok := e.Release(t0, key, hold(t, e, t0, key, time.Minute, wtr(uint64(i))), nil); !ok {
+			t.Fatal("release refused")
+		}
+	}
+	if room := e.ForgetReleases(at(ReleasedMemory - time.Millisecond)); room != 0 {
+		t.Fatalf("ForgetReleases before ReleasedMemory gave back room for %d releases, want none", room)
+	}
+	if room := e.ForgetReleases(at(ReleasedMemory)); room < ReleasedMax {
+		t.Fatalf("ForgetReleases after ReleasedMemory gave back room for %d releases, want at least %d", room, ReleasedMax)
+	}
+	if e.released.ring != nil || e.released.slots != nil {
+		t.Fatalf("the set keeps %d slots of ring and %d of index", len(e.released.ring), len(e.released.slots))
+	}
+	if room := e.ForgetReleases(at(ReleasedMemory)); room != 0 {
+		t.Fatalf("a second ForgetReleases gave back room for %d, want none", room)
+	}
+	later := at(ReleasedMemory + time.Second)
+	tok := hold(t, e, later, "again", time.Minute, wtr(1))
+	if _, ok := e.Release(later, "again", tok, nil); !ok || !e.WasReleased(later, "again", tok) {
+		t.Fatal("a release after the room was given back is not remembered")
+	}
+}
+
 func TestReleaseRefusesWrongToken(t *testing.T) {
 	setup := func(t *testing.T) (*Engine, uint64, uint64) {
 		e := New(Config{}, t0)

@@ -131,14 +131,19 @@ func (r *releasedSet) drop() {
 	r.first++
 }
 
-// forget drops the releases older than ReleasedMemory.
-func (r *releasedSet) forget(now int64) {
+// forget drops the releases older than ReleasedMemory. Once none is
+// left it keeps no room until the next release, and returns how many
+// releases the room it gave up held (0 if it had none).
+func (r *releasedSet) forget(now int64) int {
 	for r.first < r.next && now-r.ring[r.first%uint64(len(r.ring))].at >= int64(ReleasedMemory) {
 		r.drop()
 	}
-	if r.first == r.next {
-		r.slots = nil // empty: it keeps no room until the next release
+	if r.first != r.next {
+		return 0
 	}
+	room := len(r.ring)
+	r.ring, r.slots = nil, nil
+	return room
 }
 
 func (r *releasedSet) has(now int64, token uint64, key string) bool {
@@ -153,6 +158,16 @@ func (r *releasedSet) has(now int64, token uint64, key string) bool {
 		}
 	}
 	return false
+}
+
+// ForgetReleases forgets the releases older than ReleasedMemory, as the
+// next release would. Call it now and then: after a burst of releases
+// and none since, the last ReleasedMax of them (with their keys) would
+// otherwise be kept for good. It returns how many releases the room
+// given back held, once none is left to remember (0 else): after a
+// burst, a few MB the caller may want to hand back to the OS.
+func (e *Engine) ForgetReleases(now time.Time) int {
+	return e.released.forget(now.UnixNano())
 }
 
 // WasReleased reports whether token released key (by Release, or by
