@@ -5,7 +5,9 @@ package lockd_test
 // reports it:
 //
 //   - 1M held keys, acquired by pipelining clients;
-//   - 100k waiters on one key, over 100 connections;
+//   - 100k waiters on one key, over 100 connections; and the same as
+//     the official clients queue them (with ids and bounded waits), all
+//     100 connections pipelining at once;
 //   - an idle connection, after one acquire and release;
 //   - RSS after the million keys are released, over a minute.
 //
@@ -68,10 +70,10 @@ func TestMemoryRSS(t *testing.T) {
 	settle := time.Duration(envInt(t, "LOCKD_MEM_SETTLE", 12)) * time.Second
 
 	type result struct {
-		base, held, heldPeak, released, waiters, idleBefore, idleAfter int64
-		freshBefore, freshAfter                                        int64
-		fallAt                                                         time.Duration
-		fallSeries                                                     []int64
+		base, held, heldPeak, released, waiters, clientWaiters, idleBefore, idleAfter int64
+		freshBefore, freshAfter                                                       int64
+		fallAt                                                                        time.Duration
+		fallSeries                                                                    []int64
 	}
 	res := make([]result, len(bins))
 	for i, b := range bins {
@@ -116,6 +118,12 @@ func TestMemoryRSS(t *testing.T) {
 		nd = startMemNode(t, b.path)
 		r.waiters = nd.queueWaiters(t, waiters, 100)
 		t.Logf("%s: %d waiters on one key over 100 connections: RSS %s", b.name, waiters, mb(r.waiters))
+		nd.stop(t)
+
+		// Waiters as clients queue them.
+		nd = startMemNode(t, b.path)
+		r.clientWaiters = nd.queueClientWaiters(t, waiters, 100)
+		t.Logf("%s: %d waiters with ids and 600 s waits, 100 connections at once: RSS %s", b.name, waiters, mb(r.clientWaiters))
 		nd.stop(t)
 
 		// Idle connections.
@@ -166,6 +174,7 @@ func TestMemoryRSS(t *testing.T) {
 	row("peak RSS (VmHWM), held keys", func(r result) float64 { return float64(r.heldPeak) / (1 << 20) }, "MB")
 	row("per held key, over the idle node", func(r result) float64 { return float64(r.held-r.base) / float64(keys) }, "B")
 	row(fmt.Sprintf("RSS, %d waiters on one key, 100 connections", waiters), func(r result) float64 { return float64(r.waiters) / (1 << 20) }, "MB")
+	row(fmt.Sprintf("RSS, %d waiters with ids and 600 s waits, 100 connections at once", waiters), func(r result) float64 { return float64(r.clientWaiters) / (1 << 20) }, "MB")
 	row("per idle connection, after an acquire and a release", func(r result) float64 { return float64(r.idleAfter-r.idleBefore) / 1024 / float64(idle) }, "KB")
 	row("per idle connection, never used", func(r result) float64 { return float64(r.freshAfter-r.freshBefore) / 1024 / float64(idle) }, "KB")
 	row("RSS just after releasing every key", func(r result) float64 { return float64(r.released) / (1 << 20) }, "MB")
@@ -473,6 +482,59 @@ func (nd *memNode) queueWaiters(t *testing.T, n, conns int) int64 {
 	// Q hot TOKEN LEASELEFT NWAITERS ...
 	if f := strings.Fields(ask("Q hot")); len(f) < 5 || f[4] != strconv.Itoa(n) {
 		t.Fatalf("waiters not all queued: %q", f[:min(len(f), 6)])
+	}
+	return rss
+}
+
+// queueClientWaiters queues n acquires of one held key as the official
+// clients send them, each with an id and a wait of 600 s, pipelined on
+// conns connections at once (every batch written before any answer is
+// read), and returns the node's RSS 2 s after the last is queued.
+func (nd *memNode) queueClientWaiters(t *testing.T, n, conns int) int64 {
+	c, r := nd.dial(t, 64<<10)
+	defer c.Close()
+	if _, err := c.Write([]byte("A hot 3600 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "A hot ") {
+		t.Fatalf("acquire hot: %q %v", line, err)
+	}
+	type wconn struct {
+		c net.Conn
+		r *bufio.Reader
+	}
+	ws := make([]wconn, conns)
+	for k := range conns {
+		wc, wr := nd.dial(t, 4096)
+		defer wc.Close()
+		ws[k] = wconn{wc, wr}
+	}
+	for k, w := range ws {
+		var b []byte
+		for j := range n*(k+1)/conns - n*k/conns {
+			b = fmt.Appendf(b, "A hot 3600 600 id=w%d-%d\n", k, j)
+		}
+		b = append(b, "S -\n"...)
+		w.c.SetDeadline(time.Now().Add(time.Minute))
+		if _, err := w.c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range ws {
+		if line, err := w.r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "S - ") {
+			t.Fatalf("status after the acquires: %q %v", line, err)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	rss := nd.rss(t)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("Q hot\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := r.ReadString('\n')
+	if f := strings.Fields(line); err != nil || len(f) < 5 || f[4] != strconv.Itoa(n) {
+		t.Fatalf("waiters not all queued: %q %v", line, err)
 	}
 	return rss
 }
