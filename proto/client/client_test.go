@@ -237,9 +237,9 @@ func TestPrefersActiveAmongConfiguredNodes(t *testing.T) {
 	}
 }
 
-func TestRedirectLoopIsBounded(t *testing.T) {
-	checkLeaks(t)
-	var f1, f2 *fakeServer
+// nodesThatNeverAgree starts two nodes that answer every request by
+// naming the other as the active.
+func nodesThatNeverAgree(t *testing.T) (f1, f2 *fakeServer) {
 	bounce := func(to **fakeServer) func(sc *serverConn, r fakeReq) bool {
 		return func(sc *serverConn, r fakeReq) bool {
 			sc.send("M " + r.words[1] + " " + (*to).addr)
@@ -248,6 +248,12 @@ func TestRedirectLoopIsBounded(t *testing.T) {
 	}
 	f1 = newFakeServer(t, bounce(&f2))
 	f2 = newFakeServer(t, bounce(&f1))
+	return f1, f2
+}
+
+func TestRedirectLoopIsBounded(t *testing.T) {
+	checkLeaks(t)
+	f1, f2 := nodesThatNeverAgree(t)
 	ft := 100 * time.Millisecond
 	c := newTestClient(t, []string{f1.addr, f2.addr}, Options{FailureTimeout: ft}, hooks{})
 	start := time.Now()
@@ -273,15 +279,7 @@ func TestRedirectLoopIsBounded(t *testing.T) {
 // says so: no node said the key was held.
 func TestWaitEndingInARedirectLoopSaysNodesDisagree(t *testing.T) {
 	checkLeaks(t)
-	var f1, f2 *fakeServer
-	bounce := func(to **fakeServer) func(sc *serverConn, r fakeReq) bool {
-		return func(sc *serverConn, r fakeReq) bool {
-			sc.send("M " + r.words[1] + " " + (*to).addr)
-			return true
-		}
-	}
-	f1 = newFakeServer(t, bounce(&f2))
-	f2 = newFakeServer(t, bounce(&f1))
+	f1, f2 := nodesThatNeverAgree(t)
 	c := newTestClient(t, []string{f1.addr, f2.addr}, Options{FailureTimeout: time.Second}, hooks{})
 	_, err := c.Acquire(bg, "k", time.Second, 700*time.Millisecond)
 	if !errors.Is(err, ErrDisagree) || errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "the wait ran out while the request was redirected") {
