@@ -4,8 +4,8 @@ the bounds of a call, and the words of its errors."""
 from __future__ import annotations
 
 import socket
-import time
 import threading
+import time
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from . import _wire as w
