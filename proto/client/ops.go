@@ -629,7 +629,11 @@ func (t *trip) send(ctx context.Context, cn *conn, gen uint64) (*call, result, e
 			// The wait ran out while nodes sent the request on to one
 			// another (a handoff takes one or two): nobody said the key
 			// was busy either.
-			return nil, result{}, fmt.Errorf("the wait ran out while the request was redirected %d times in a row over %s, the last time to %s: %w; retry in a moment, once the cluster has settled on one active node", t.at.moves, time.Since(t.at.movedSince).Round(time.Millisecond), t.at.target, ErrDisagree)
+			to := "" // a later redirect to a node found silent names none
+			if t.at.target != "" {
+				to = ", the last time to " + t.at.target
+			}
+			return nil, result{}, fmt.Errorf("the wait ran out while the request was redirected %d times in a row over %s%s: %w; retry in a moment, once the cluster has settled on one active node", t.at.moves, time.Since(t.at.movedSince).Round(time.Millisecond), to, ErrDisagree)
 		}
 		return nil, result{}, err
 	}

@@ -135,7 +135,7 @@ class _Attempt:
         if self.moves > 2:
             return Unavailable(
                 f"the wait ran out while the request was redirected {self.moves} times in a row over "
-                f"{time.monotonic() - self.moved_since:.1f}s, the last time to {self.target}: "
+                f"{time.monotonic() - self.moved_since:.1f}s{', the last time to ' + self.target if self.target else ''}: "
                 "the nodes disagree on which one is active; retry in a moment, and check lockctl status"
             )
         return _WaitElapsed(self.last_err)

@@ -722,7 +722,7 @@ export class Client {
           // another (a handoff takes one or two): nobody said the key
           // was busy either.
           throw new DisagreeError(
-            `the wait ran out while the request was redirected ${at.moves} times in a row over ${((Date.now() - at.movedSince) / 1000).toFixed(1)}s, the last time to ${at.target}: the nodes disagree on which one is active; retry in a moment, and check lockctl status`,
+            `the wait ran out while the request was redirected ${at.moves} times in a row over ${((Date.now() - at.movedSince) / 1000).toFixed(1)}s${at.target ? `, the last time to ${at.target}` : ""}: the nodes disagree on which one is active; retry in a moment, and check lockctl status`,
           );
         }
         throw e;
