@@ -1228,21 +1228,10 @@ func (c *crowd) remove(h *holder) {
 }
 
 // unlink takes wt, a waiter taken alone or a ghost, out of its queue and
-// forgets it.
+// forgets it. Unlike dequeue it leaves the count of admitted set members
+// alone, which wt, not a set's, is never in: a handoff's hot path.
 func (e *Engine) unlink(wt *waiter) {
-	// dequeue, written out: a handoff's hot path makes one call less.
-	x := wt.ks.ext
-	if wt.prev == nil {
-		x.head = wt.next
-	} else {
-		wt.prev.next = wt.next
-	}
-	if wt.next == nil {
-		x.tail = wt.prev
-	} else {
-		wt.next.prev = wt.prev
-	}
-	x.nwait--
+	wt.ks.ext.detach(wt)
 	e.places--
 	e.forget(wt)
 }
@@ -1250,6 +1239,16 @@ func (e *Engine) unlink(wt *waiter) {
 // dequeue takes wt out of its key's queue.
 func (e *Engine) dequeue(wt *waiter) {
 	x := wt.ks.ext
+	x.detach(wt)
+	e.places--
+	if e.nwaitSet > 0 && x.nready > 0 {
+		e.unready(wt)
+	}
+}
+
+// detach takes wt out of the queue's list; small enough to be inlined
+// into both callers.
+func (x *keyExtra) detach(wt *waiter) {
 	if wt.prev == nil {
 		x.head = wt.next
 	} else {
@@ -1261,10 +1260,6 @@ func (e *Engine) dequeue(wt *waiter) {
 		wt.next.prev = wt.prev
 	}
 	x.nwait--
-	e.places--
-	if e.nwaitSet > 0 && x.nready > 0 {
-		e.unready(wt)
-	}
 }
 
 // unready counts wt, a set's member that leaves its queue, out of the
