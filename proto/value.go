@@ -60,25 +60,12 @@ func DecodeValue(w string) (string, string) {
 		}
 		return w, ""
 	}
-	b := make([]byte, 0, len(w))
-	for i := 0; i < len(w); i++ {
-		c := w[i]
-		if c == '%' {
-			if i+2 >= len(w) {
-				return "", "has a % without two hex digits after it"
-			}
-			hi, lo := unhex(w[i+1]), unhex(w[i+2])
-			if hi < 0 || lo < 0 {
-				return "", "has a % without two hex digits after it"
-			}
-			b = append(b, byte(hi<<4|lo))
-			i += 2
-			continue
-		}
-		if !valueRaw(c) {
-			return "", "has a byte that must be percent-encoded (%XX)"
-		}
-		b = append(b, c)
+	b, bad := unescape(make([]byte, 0, len(w)), w)
+	switch bad {
+	case badPercent:
+		return "", "has a % without two hex digits after it"
+	case badRaw:
+		return "", "has a byte that must be percent-encoded (%XX)"
 	}
 	if len(b) > MaxValueLen {
 		return "", "is longer than " + itoa(MaxValueLen) + " bytes decoded"
@@ -87,6 +74,38 @@ func DecodeValue(w string) (string, string) {
 		return "", "is not UTF-8 once decoded"
 	}
 	return string(b), ""
+}
+
+// What unescape found wrong.
+const (
+	badNone    = iota
+	badPercent // a % not followed by two hex digits
+	badRaw     // a byte that must be percent-encoded and is not
+)
+
+// unescape appends w, percent-decoded, to b, or says what is wrong with
+// it.
+func unescape(b []byte, w string) ([]byte, int) {
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if c == '%' {
+			if i+2 >= len(w) {
+				return b, badPercent
+			}
+			hi, lo := unhex(w[i+1]), unhex(w[i+2])
+			if hi < 0 || lo < 0 {
+				return b, badPercent
+			}
+			b = append(b, byte(hi<<4|lo))
+			i += 2
+			continue
+		}
+		if !valueRaw(c) {
+			return b, badRaw
+		}
+		b = append(b, c)
+	}
+	return b, badNone
 }
 
 func unhex(c byte) int {
@@ -148,25 +167,12 @@ func decodeKey(p string) (string, string) {
 	if len(p) > 3*MaxKeyLen {
 		return "", "too long"
 	}
-	var b []byte
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if c == '%' {
-			if i+2 >= len(p) {
-				return "", "bad %"
-			}
-			hi, lo := unhex(p[i+1]), unhex(p[i+2])
-			if hi < 0 || lo < 0 {
-				return "", "bad %"
-			}
-			b = append(b, byte(hi<<4|lo))
-			i += 2
-			continue
-		}
-		if !valueRaw(c) {
-			return "", "raw byte"
-		}
-		b = append(b, c)
+	b, bad := unescape(nil, p)
+	switch bad {
+	case badPercent:
+		return "", "bad %"
+	case badRaw:
+		return "", "raw byte"
 	}
 	if msg := CheckKey(b); msg != "" {
 		return "", msg
