@@ -15,12 +15,7 @@ import (
 // acquireCommand takes a lock once and prints its token. The lock outlives
 // lockctl: `lockctl release` frees it, or lockd does when the lease ends.
 type acquireCommand struct {
-	keys     keyList
-	shared   bool
-	lease    time.Duration
-	wait     lockWait
-	nonblock bool
-	limit    int
+	lockFlags
 }
 
 func (c *acquireCommand) Command() *cli.Command {
@@ -45,11 +40,7 @@ func (c *acquireCommand) Command() *cli.Command {
 			"   token=$(lockctl acquire --key builds --limit 3)   # one of 3 places\n\n" +
 			exitCodesHelp(helpExitOK, helpExitFailed, helpExitUsage, helpExitTimeout,
 				helpExitUnavailable, helpExitNoAnswer, helpExitSignal),
-		Flags: append(append([]cli.Flag{
-			keysFlag(&c.keys),
-			sharedFlag(&c.shared),
-			leaseFlag(&c.lease, defaultLease),
-		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
+		Flags:  c.flags(false),
 		Action: c.Run,
 	}
 }
@@ -60,7 +51,7 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKeys(name, c.keys, c.shared, c.limit), checkLease(name, c.lease), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(noArgs(cCtx), c.check(name, false, 0)); err != nil {
 		return err
 	}
 	shortLeaseWarning(g.Stderr, c.lease, g.FailureTimeout)
@@ -72,7 +63,7 @@ func (c *acquireCommand) Run(cCtx *cli.Context) error {
 	}
 	defer cl.Close()
 
-	locks, err := acquireShowingWait(ctx, g, cl, newAsk(c.keys, c.shared, c.lease, c.wait, c.limit))
+	locks, err := acquireShowingWait(ctx, g, cl, c.ask())
 	if err != nil {
 		return err
 	}
@@ -87,10 +78,6 @@ type lockAsk struct {
 	limit  int // --limit: 1 for a lock
 	keys   []string
 	shared bool
-}
-
-func newAsk(keys keyList, shared bool, lease time.Duration, wait lockWait, limit int) lockAsk {
-	return lockAsk{key: keys[0], lease: lease, wait: wait, limit: limit, keys: keys, shared: shared}
 }
 
 // options are the client options of the ask, but for its wait.

@@ -25,14 +25,9 @@ import (
 // for a local file: acquire, run, release, and pass on the command's exit
 // status.
 type execCommand struct {
-	keys        keyList
-	shared      bool
-	lease       time.Duration
-	wait        lockWait
-	nonblock    bool
+	lockFlags
 	grace       time.Duration
 	timeoutCode int
-	limit       int
 }
 
 func (c *execCommand) Command() *cli.Command {
@@ -82,12 +77,7 @@ func (c *execCommand) Command() *cli.Command {
 				exitLine("128+N", "COMMAND was killed by signal N (130 SIGINT, 143 SIGTERM)"),
 				exitLine("", "COMMAND may exit 1 to 6 itself: -E tells a busy lock apart"),
 				exitLine("", "130/143 also when a signal stops lockctl before COMMAND starts")),
-		Flags: append(append([]cli.Flag{
-			keysFlag(&c.keys),
-			sharedFlag(&c.shared),
-			heldLeaseFlag(&c.lease, defaultLease),
-		}, waitFlags(&c.wait, &c.nonblock)...),
-			limitFlag(&c.limit),
+		Flags: append(c.flags(true),
 			&cli.DurationFlag{Name: "grace", Destination: &c.grace, Value: 10 * time.Second,
 				Usage: "after the lock is lost, the `DURATION` COMMAND has to exit on SIGTERM before SIGKILL"},
 			&cli.IntFlag{Name: "timeout-code", Aliases: []string{"E"}, Destination: &c.timeoutCode, Value: exitTimeout,
@@ -103,7 +93,7 @@ func (c *execCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(checkKeys(name, c.keys, c.shared, c.limit), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := c.check(name, true, g.FailureTimeout); err != nil {
 		return err
 	}
 	if c.grace < 0 {
@@ -227,7 +217,7 @@ func (c *execCommand) acquire(parent context.Context, g *globals, cl *client.Cli
 		case <-ctx.Done():
 		}
 	}()
-	held, err := holdShowingWait(ctx, g, cl, newAsk(c.keys, c.shared, c.lease, c.wait, c.limit))
+	held, err := holdShowingWait(ctx, g, cl, c.ask())
 	cancel(nil)
 	<-watched
 	if err != nil {

@@ -14,12 +14,7 @@ import (
 // holdCommand takes a lock and keeps it, renewing the lease, until it is
 // told to stop; then it gives the lock back.
 type holdCommand struct {
-	keys     keyList
-	shared   bool
-	lease    time.Duration
-	wait     lockWait
-	nonblock bool
-	limit    int
+	lockFlags
 }
 
 func (c *holdCommand) Command() *cli.Command {
@@ -44,11 +39,7 @@ func (c *holdCommand) Command() *cli.Command {
 				exitLine("4", "no lockd node could be reached, to acquire or to release at the end"),
 				helpExitLost, helpExitNoAnswer,
 				exitLine("130", "interrupted by SIGINT (143: SIGTERM) while still waiting for the lock")),
-		Flags: append(append([]cli.Flag{
-			keysFlag(&c.keys),
-			sharedFlag(&c.shared),
-			heldLeaseFlag(&c.lease, defaultLease),
-		}, waitFlags(&c.wait, &c.nonblock)...), limitFlag(&c.limit)),
+		Flags:  c.flags(true),
 		Action: c.Run,
 	}
 }
@@ -59,10 +50,10 @@ func (c *holdCommand) Run(cCtx *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := firstError(noArgs(cCtx), checkKeys(name, c.keys, c.shared, c.limit), checkLease(name, c.lease), checkHeldLease(name, c.lease, g.FailureTimeout), checkWait(name, &c.wait, c.nonblock), checkLimit(name, c.limit)); err != nil {
+	if err := firstError(noArgs(cCtx), c.check(name, true, g.FailureTimeout)); err != nil {
 		return err
 	}
-	ask := newAsk(c.keys, c.shared, c.lease, c.wait, c.limit)
+	ask := c.ask()
 	ctx, stop := withSignals(cCtx.Context)
 	defer stop()
 	cl, err := g.lockClient()

@@ -243,6 +243,45 @@ func tokenFlag(dst *string) cli.Flag {
 		Usage: "the fencing `TOKEN` that acquire printed (required)"}
 }
 
+// lockFlags are the flags of the commands that take a lock (acquire,
+// hold, exec): which keys, how, for how long, and how long to wait.
+type lockFlags struct {
+	keys     keyList
+	shared   bool
+	lease    time.Duration
+	wait     lockWait
+	nonblock bool
+	limit    int
+}
+
+// flags defines them; kept says the command keeps the lock and renews it
+// (hold, exec), whose --lease says so.
+func (f *lockFlags) flags(kept bool) []cli.Flag {
+	lease := leaseFlag(&f.lease, defaultLease)
+	if kept {
+		lease = heldLeaseFlag(&f.lease, defaultLease)
+	}
+	return append(append([]cli.Flag{keysFlag(&f.keys), sharedFlag(&f.shared), lease},
+		waitFlags(&f.wait, &f.nonblock)...), limitFlag(&f.limit))
+}
+
+// check says what is wrong with them for cmd. A lock kept and renewed
+// (kept) needs a lease a renewal can outlast a failover with, whose
+// failure timeout is failureTimeout.
+func (f *lockFlags) check(cmd string, kept bool, failureTimeout time.Duration) error {
+	var short error
+	if kept {
+		short = checkHeldLease(cmd, f.lease, failureTimeout)
+	}
+	return firstError(checkKeys(cmd, f.keys, f.shared, f.limit), checkLease(cmd, f.lease), short,
+		checkWait(cmd, &f.wait, f.nonblock), checkLimit(cmd, f.limit))
+}
+
+// ask is what they ask lockd for.
+func (f *lockFlags) ask() lockAsk {
+	return lockAsk{key: f.keys[0], lease: f.lease, wait: f.wait, limit: f.limit, keys: f.keys, shared: f.shared}
+}
+
 // firstError returns the first non-nil error, so a command's checks read
 // as one list.
 func firstError(errs ...error) error {
