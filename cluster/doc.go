@@ -16,13 +16,15 @@
 //
 // # Concurrency
 //
-// Each connection has a reader goroutine, which parses lines outside any
-// lock and applies every complete line it has buffered under one
-// acquisition of the node mutex, and a writer (outWriter, outwriter.go)
+// Each accepted connection has a reader goroutine, which parses lines
+// outside any lock and applies every complete line it has buffered under
+// one acquisition of the node mutex, and a writer (outWriter, outwriter.go)
 // that owns everything written to it: the bytes queued, their limits,
 // the reader's pause while its client reads too little, and the close;
 // the replication stream a standby follows (followstream.go) writes its
-// replies through one too, never while a Ready is carried out.
+// replies through one too, never while a Ready is carried out; the
+// heartbeat link a node dials to each peer writes its one line per beat
+// from its own goroutine (heartbeats.go).
 // The reader that applied a batch writes what the batch produced itself
 // once it let go of the mutex, the other connections' answers first (a
 // release's grant to a waiter) and then its own, each with one

@@ -7,11 +7,16 @@ import "sync"
 // One outWriter per connection owns everything written to it: the bytes
 // queued and their count against the limits, the goroutines that write
 // them, the reader's pause while its client reads too little, and the
-// close. Every connection has one: a client's, a peer's accepted here (a
-// heartbeat link, the stream to a standby: conn.go), and the stream a
-// standby follows (followstream.go). The node hands it bytes (queue); it
-// writes them to an outSocket (outsocket.go): the raw socket on Linux,
-// net.Conn over TLS and elsewhere, a fake in the tests.
+// close. Every connection the node writes more than a heartbeat to has
+// one: a client's, a peer's accepted here (its heartbeat link, the
+// stream to a standby: conn.go), and the stream a standby follows
+// (followstream.go). The heartbeat link this node dials to each peer
+// (heartbeats.go) has none: it writes one line per heartbeat from its own
+// goroutine, and a heartbeat not yet written is replaced by the next,
+// since only the latest state counts, where an outWriter keeps every
+// byte. The node hands an outWriter bytes (queue); it writes them to an
+// outSocket (outsocket.go): the raw socket on Linux, net.Conn over TLS
+// and elsewhere, a fake in the tests.
 //
 // States, under mu; every change of state is in this file:
 //
