@@ -116,13 +116,13 @@ func TestMemoryRSS(t *testing.T) {
 
 		// Waiters on one key.
 		nd = startMemNode(t, b.path)
-		r.waiters = nd.queueWaiters(t, waiters, 100)
-		t.Logf("%s: %d waiters on one key over 100 connections: RSS %s", b.name, waiters, mb(r.waiters))
+		r.waiters = nd.queueWaiters(t, waiters, 100, false)
+		t.Logf("%s: %d waiters on one key, 100 connections at once: RSS %s", b.name, waiters, mb(r.waiters))
 		nd.stop(t)
 
 		// Waiters as clients queue them.
 		nd = startMemNode(t, b.path)
-		r.clientWaiters = nd.queueClientWaiters(t, waiters, 100)
+		r.clientWaiters = nd.queueWaiters(t, waiters, 100, true)
 		t.Logf("%s: %d waiters with ids and 600 s waits, 100 connections at once: RSS %s", b.name, waiters, mb(r.clientWaiters))
 		nd.stop(t)
 
@@ -173,7 +173,7 @@ func TestMemoryRSS(t *testing.T) {
 	row(fmt.Sprintf("RSS, %d held keys", keys), func(r result) float64 { return float64(r.held) / (1 << 20) }, "MB")
 	row("peak RSS (VmHWM), held keys", func(r result) float64 { return float64(r.heldPeak) / (1 << 20) }, "MB")
 	row("per held key, over the idle node", func(r result) float64 { return float64(r.held-r.base) / float64(keys) }, "B")
-	row(fmt.Sprintf("RSS, %d waiters on one key, 100 connections", waiters), func(r result) float64 { return float64(r.waiters) / (1 << 20) }, "MB")
+	row(fmt.Sprintf("RSS, %d waiters on one key, 100 connections at once", waiters), func(r result) float64 { return float64(r.waiters) / (1 << 20) }, "MB")
 	row(fmt.Sprintf("RSS, %d waiters with ids and 600 s waits, 100 connections at once", waiters), func(r result) float64 { return float64(r.clientWaiters) / (1 << 20) }, "MB")
 	row("per idle connection, after an acquire and a release", func(r result) float64 { return float64(r.idleAfter-r.idleBefore) / 1024 / float64(idle) }, "KB")
 	row("per idle connection, never used", func(r result) float64 { return float64(r.freshAfter-r.freshBefore) / 1024 / float64(idle) }, "KB")
@@ -439,58 +439,12 @@ func (nd *memNode) releaseAll(t *testing.T, tokens []uint64) {
 	})
 }
 
-// queueWaiters holds one key and queues n acquires of it over conns
-// connections, waiting forever, and returns the node's RSS once it has
-// them all.
-func (nd *memNode) queueWaiters(t *testing.T, n, conns int) int64 {
-	c, r := nd.dial(t, 64<<10)
-	defer c.Close()
-	ask := func(req string) string {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.Write([]byte(req + "\n")); err != nil {
-			t.Fatal(err)
-		}
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSuffix(line, "\n")
-	}
-	if ans := ask("A hot 3600 0"); !strings.HasPrefix(ans, "A hot ") {
-		t.Fatalf("acquire hot: %q", ans)
-	}
-	// Each connection's S is answered once its acquires before it are
-	// applied (waiting acquires delay no later answer): no polling, and
-	// no Q listing the queue while it grows.
-	for k := range conns {
-		wc, wr := nd.dial(t, 4096)
-		defer wc.Close()
-		var b []byte
-		for range n*(k+1)/conns - n*k/conns {
-			b = append(b, "A hot 3600 0\n"...)
-		}
-		b = append(b, "S -\n"...)
-		wc.SetDeadline(time.Now().Add(time.Minute))
-		if _, err := wc.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := wr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "S - ") {
-			t.Fatalf("status after the acquires: %q %v", line, err)
-		}
-	}
-	rss := nd.rss(t)
-	// Q hot TOKEN LEASELEFT NWAITERS ...
-	if f := strings.Fields(ask("Q hot")); len(f) < 5 || f[4] != strconv.Itoa(n) {
-		t.Fatalf("waiters not all queued: %q", f[:min(len(f), 6)])
-	}
-	return rss
-}
-
-// queueClientWaiters queues n acquires of one held key as the official
-// clients send them, each with an id and a wait of 600 s, pipelined on
-// conns connections at once (every batch written before any answer is
-// read), and returns the node's RSS 2 s after the last is queued.
-func (nd *memNode) queueClientWaiters(t *testing.T, n, conns int) int64 {
+// queueWaiters queues n acquires of one held key, pipelined on conns
+// connections at once (every batch written before any answer is read),
+// and returns the node's RSS 2 s after the last is queued. The acquires
+// are bare (A hot 3600 0), or, withIDs, as the official clients send
+// them: each with an id and a wait of 600 s.
+func (nd *memNode) queueWaiters(t *testing.T, n, conns int, withIDs bool) int64 {
 	c, r := nd.dial(t, 64<<10)
 	defer c.Close()
 	if _, err := c.Write([]byte("A hot 3600 0\n")); err != nil {
@@ -510,10 +464,17 @@ func (nd *memNode) queueClientWaiters(t *testing.T, n, conns int) int64 {
 		defer wc.Close()
 		ws[k] = wconn{wc, wr}
 	}
+	// Each connection's S is answered once its acquires before it are
+	// applied (waiting acquires delay no later answer): no polling, and
+	// no Q listing the queue while it grows.
 	for k, w := range ws {
 		var b []byte
 		for j := range n*(k+1)/conns - n*k/conns {
-			b = fmt.Appendf(b, "A hot 3600 600 id=w%d-%d\n", k, j)
+			if withIDs {
+				b = fmt.Appendf(b, "A hot 3600 600 id=w%d-%d\n", k, j)
+			} else {
+				b = append(b, "A hot 3600 0\n"...)
+			}
 		}
 		b = append(b, "S -\n"...)
 		w.c.SetDeadline(time.Now().Add(time.Minute))
@@ -532,6 +493,7 @@ func (nd *memNode) queueClientWaiters(t *testing.T, n, conns int) int64 {
 	if _, err := c.Write([]byte("Q hot\n")); err != nil {
 		t.Fatal(err)
 	}
+	// Q hot TOKEN LEASELEFT NWAITERS ...
 	line, err := r.ReadString('\n')
 	if f := strings.Fields(line); err != nil || len(f) < 5 || f[4] != strconv.Itoa(n) {
 		t.Fatalf("waiters not all queued: %q %v", line, err)

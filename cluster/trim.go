@@ -33,6 +33,14 @@ import (
 // connection drops as its reader rests (outWriter.shedOut): once trimShed
 // bytes of them were dropped since the last trim, on the same terms.
 //
+// A burst of keys or waiters leaves the same behind it: the requests'
+// lines, the buffers their connections grew to read them, and a heap
+// goal twice the live heap. So once the engine's keys and waiters grew
+// by trimMin or more since the fewest seen since the last trim, and a
+// tick passes with their count unchanged (the burst is over), trimLoop
+// returns the free room to the OS too: once per trimMin of growth at
+// most, none while it goes on.
+//
 // And so do the releases the engine remembers for a release sent again
 // (engine.ReleasedMemory, up to engine.ReleasedMax of them, a few MB with
 // their keys): the engine forgets them only as later releases come, so
@@ -77,6 +85,8 @@ func (n *Node) trimLoop() {
 // OS.
 type trimmer struct {
 	peak      int       // keys and waiters: the most since the last trim
+	low       int       // keys and waiters: the fewest since the last trim
+	lastSize  int       // keys and waiters at the last tick
 	rests     uint64    // Node.rests at the last trim
 	lastRests uint64    // Node.rests at the last tick
 	shed      uint64    // Node.output.shed at the last trim
@@ -88,12 +98,14 @@ type trimmer struct {
 // readers have rested so far and how many bytes of output buffers were
 // shed, and says why memory is to be returned now, or "".
 func (t *trimmer) tick(now time.Time, size int, rests, shed uint64) string {
-	t.peak = max(t.peak, size)
+	t.peak, t.low = max(t.peak, size), min(t.low, size)
 	why := ""
 	quiet := rests == t.lastRests && shed == t.lastShed && now.Sub(t.trimmed) >= restAfter
 	switch {
 	case t.peak >= trimMin && size < t.peak/4:
 		why = "a mass release"
+	case size-t.low >= trimMin && size == t.lastSize:
+		why = "a burst of keys or waiters settled"
 	case rests-t.rests >= trimRests && quiet:
 		why = "idle connections rested"
 		t.trimmed = now
@@ -101,9 +113,10 @@ func (t *trimmer) tick(now time.Time, size int, rests, shed uint64) string {
 		why = "idle connections shed their output buffers"
 		t.trimmed = now
 	default:
-		t.lastRests, t.lastShed = rests, shed
+		t.lastRests, t.lastShed, t.lastSize = rests, shed, size
 		return ""
 	}
-	t.peak, t.rests, t.lastRests, t.shed, t.lastShed = size, rests, rests, shed, shed
+	t.peak, t.low, t.lastSize = size, size, size
+	t.rests, t.lastRests, t.shed, t.lastShed = rests, rests, shed, shed
 	return why
 }

@@ -62,3 +62,38 @@ func TestTrimmerReturnsShedBuffers(t *testing.T) {
 	step(2*trimShed, "")
 	step(2*trimShed, "")
 }
+
+// A burst of keys or waiters gives its leftovers back once it is over:
+// when the count grew by trimMin since its low point and held still for
+// a tick; not while it grows, and not again before it grows by trimMin
+// more.
+func TestTrimmerReturnsMemoryAfterABurst(t *testing.T) {
+	var tr trimmer
+	now := time.Unix(1000, 0)
+	step := func(size int, want string) {
+		t.Helper()
+		now = now.Add(trimEvery)
+		if got := tr.tick(now, size, 0, 0); got != want {
+			t.Fatalf("at %v, size %d: trim %q, want %q", now.Unix(), size, got, want)
+		}
+	}
+	const settled = "a burst of keys or waiters settled"
+	// Growing: nothing; still for a tick: once.
+	for _, size := range []int{0, trimMin / 3, 2 * trimMin / 3, trimMin} {
+		step(size, "")
+	}
+	step(trimMin, settled)
+	step(trimMin, "")
+	// Half a burst more is not worth a collection; a whole one is.
+	step(3*trimMin/2, "")
+	step(3*trimMin/2, "")
+	step(2*trimMin, "")
+	step(2*trimMin, settled)
+	// Growth counts from the low point since the last trim.
+	step(trimMin+trimMin/5, "")
+	step(trimMin+trimMin/5, "")
+	step(2*trimMin+trimMin/5-1, "")
+	step(2*trimMin+trimMin/5-1, "")
+	step(2*trimMin+trimMin/5, "")
+	step(2*trimMin+trimMin/5, settled)
+}
