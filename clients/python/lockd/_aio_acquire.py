@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from . import _wire as w
 from ._aio_hold import Acquiring, AsyncHold, AsyncLock
 from ._aio_pool import _ACall
 from ._auth import NoAnswer
-from ._conn import ACQUIRE_GRACE, _bad_answer, _Call, _Conn, _Deadline, _lease_seconds, _timeout, _WaitElapsed
-from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Timeout
+from ._conn import _Call, _Conn, _Deadline, _WaitElapsed
+from ._errors import Error, LockLost, Timeout
+from ._holding import _HoldSetRules, _SetRules
+from ._rules import Acquire, hold_exit_raises, lock_exit_raises
 
 if TYPE_CHECKING:
     from ._aio_client import AsyncClient
@@ -74,66 +76,33 @@ class _AsyncAcquires:
     ) -> Tuple[w.Grant, float, int, str]:
         """Acquires keys (one, or a set: all or none); as Client._grant."""
         c: AsyncClient = self  # type: ignore[assignment]
-        key, more = keys[0], keys[1:]
-        w.check_key("acquire", key)
-        lease_s = _lease_seconds(lease, "acquire", key) if first_lease is None else first_lease
-        if wait is not None and (wait < 0 or wait > w.MAX_SECONDS):
-            raise ValueError(f"acquire {key}: wait {wait:g}s is out of range; pass 0 or None to wait forever, or up to {w.MAX_SECONDS} seconds")
-        limit = w.check_limit("acquire", key, limit, shared)
-        lease_ms = max(1, w.millis(lease_s, False))
-        id_ = c._acquire_id(name)
-        w.check_acquire_line(keys, lease_ms, wait, limit, id_, shared, value)
-        start: List[float] = []
-        # The line as acquire_line writes it, cut where the wait and the
-        # ref go: each send fills those in.
-        head = f"A {key} {w.format_ms(lease_ms)} "
-        tail = w.acquire_tail(more, shared, limit, id_, value)
-        more_t = tuple(more)
+        rq = Acquire(keys, lease, wait, limit, first_lease, shared, value, lambda: c._acquire_id(name))
 
         def line(cn: _Conn, cl: _Call) -> Optional[bytes]:
-            cl.acq_id = id_
-            cl.more = more_t
-            if wait is None:
-                wait_s = "-"
-            elif wait > 0:
-                now = time.monotonic()
-                if not start:
-                    start.append(now)
-                wait_ms = w.millis(wait - (now - start[0]), True)
-                if wait_ms <= 0:
-                    return None
-                wait_s = w.format_ms(wait_ms)
-            else:
-                wait_s = "0"
+            cl.acq_id = rq.id
+            cl.more = rq.more
+            wait_word = rq.wait_word()
+            if wait_word is None:
+                return None
             if cn.no_refs:
-                return f"{head}{wait_s}{tail}\n".encode()
+                return rq.line(wait_word, None)
             cn.ref_seq += 1
             ref = cl.ref = str(cn.ref_seq % 10**16)
-            return f"{head}{wait_s}{tail} ref={ref}\n".encode()
+            return rq.line(wait_word, ref)
 
         def withdraw(cl: _Call) -> None:
-            cn = cl.conn
-            if cn is not None and cn.sock is not None and cn.gen == cl.gen and not cn.no_refs and wait is not None:
-                c._settle_locked(cn, _ACall("X", key, silent=True), f"X {key} {id_}\n".encode())
+            if rq.may_withdraw(cl):
+                c._settle_locked(cl.conn, _ACall("X", rq.key, silent=True), rq.withdraw_line())  # type: ignore[arg-type]
 
-        deadline = None
-        if wait:
-            deadline = time.monotonic() + wait + ACQUIRE_GRACE + c._ft + wait / 10
         try:
-            a, cn = await c._trip("A", key, line, deadline=deadline, on_abandon=withdraw, patient=wait == 0.0)
+            a, cn = await c._trip("A", rq.key, line, deadline=rq.deadline(c._ft), on_abandon=withdraw, patient=wait == 0.0)
         except _WaitElapsed as e:
             if isinstance(e.last, NoAnswer):
                 raise c._unavailable_locked(e.last) from None
-            raise _timeout(key, wait) from None
+            raise rq.timeout() from None
         except _Deadline:
-            raise _timeout(key, wait) from None
-        if a.kind == "A":
-            g = w.parse_grant(a.fields, len(keys))
-            if g is not None:
-                return g, lease_s, limit, id_
-        if a.kind == "T":
-            raise _timeout(key, wait)
-        raise _bad_answer("acquire", key, cn, a)
+            raise rq.timeout() from None
+        return rq.grant(a, cn), rq.lease_s, rq.limit, rq.id
 
     # ------------------------------------------------------------------ sets
 
@@ -191,17 +160,14 @@ class _AsyncAcquires:
         return AsyncHoldSet(c, await AsyncHold._begin(c, locks, lease_s, cap, first, asked))
 
 
-class AsyncLockSet:
+class AsyncLockSet(_SetRules):
     """Locks on several keys of an AsyncClient, granted together, as
     lockd.LockSet: tokens maps each key to its token, locks are the keys'
     AsyncLock objects, in the order the keys were asked."""
 
     def __init__(self, locks: List[AsyncLock]) -> None:
+        super().__init__(locks)
         self.locks: List[AsyncLock] = locks
-        self.keys: List[str] = [lk.key for lk in locks]
-        self.tokens: Dict[str, int] = {lk.key: lk.token for lk in locks}
-        self.lease: float = locks[0].lease
-        self.shared: bool = locks[0].shared
 
     async def release(self) -> None:
         """Gives every key back; raises the first error once every key was tried."""
@@ -224,10 +190,8 @@ class AsyncLockSet:
     async def _exit(s: "AsyncLockSet", exc: Optional[BaseException]) -> None:
         try:
             await s.release()
-        except NotHeld:
-            pass
-        except Error:
-            if exc is None:
+        except Error as e:
+            if lock_exit_raises(e, exc is not None):
                 raise
 
     @staticmethod
@@ -239,24 +203,17 @@ class AsyncLockSet:
         return f"<lockd.AsyncLockSet tokens={self.tokens!r}>"
 
 
-class AsyncHoldSet:
+class AsyncHoldSet(_HoldSetRules):
     """Several keys held together by an AsyncClient, as lockd.HoldSet:
     holds (one AsyncHold per key) renew themselves; the loss of any key is
     the loss of the set: lost (an asyncio.Event) is set, reason says why,
     lost_key which key, and the other keys are released."""
 
     def __init__(self, client: "AsyncClient", holds: List[AsyncHold]) -> None:
+        super().__init__(holds)
         self.client: AsyncClient = client
         self.holds: List[AsyncHold] = holds
-        self.keys: List[str] = [h.key for h in holds]
-        self.tokens: Dict[str, int] = {h.key: h.token for h in holds}
-        self.lease: float = holds[0].lease
-        self.shared: bool = holds[0].shared
         self.lost: asyncio.Event = asyncio.Event()
-        self.reason: Optional[LostReason] = None
-        self.error: Optional[LockLost] = None
-        self.lost_key: Optional[str] = None
-        self._released = False
         for h in holds:
             h._on_end = self._member_ended
         for h in holds:
@@ -266,9 +223,7 @@ class AsyncHoldSet:
     def _member_ended(self, h: AsyncHold) -> None:
         if self.lost.is_set():
             return
-        self.reason = h.reason
-        self.lost_key = h.key
-        self.error = LockLost(f"hold of {' '.join(self.keys)}: key {h.key} is no longer held, so neither is the set: {h.error}", h.reason)
+        self._member_lost(h)
         self.lost.set()
         for o in self.holds:
             if o is not h:
@@ -305,8 +260,7 @@ class AsyncHoldSet:
         self._released = True
         was_lost = self.lost.is_set()
         if not was_lost:
-            self.reason = "released"
-            self.error = LockLost(f"hold of {' '.join(self.keys)}: the set was released", "released")
+            self._set_released()
             self.lost.set()
         res = await asyncio.gather(*(h.release() for h in self.holds), return_exceptions=True)
         for r in res:
@@ -324,10 +278,8 @@ class AsyncHoldSet:
         was_lost = s.lost.is_set()
         try:
             await s.release()
-        except (NotHeld, Closed):
-            pass
-        except Error:
-            if exc is None and not was_lost:
+        except Error as e:
+            if hold_exit_raises(e, exc is not None, was_lost):
                 raise
 
     def __repr__(self) -> str:

@@ -20,26 +20,27 @@ from ._aio_pool import _DEADLINE, _ACall, _AsyncPool, _Changed, _settle
 # What a release's first send is completed with when it is time to re-send.
 _RESEND = object()
 from ._client import _configure
-from ._conn import (
-    DIAL_TIMEOUT,
-    FAILURE_TIMEOUT,
-    MAX_DROPS,
-    REDIAL,
-    RELEASE_EVERY,
-    RELEASE_FOR,
-    _OPS,
-    _Attempt,
-    _bad_answer,
-    _Call,
-    _Conn,
-    _Deadline,
-    _Dropped,
-    _lease_seconds,
-    _not_held,
-    _server_error,
-    _token,
+from ._conn import DIAL_TIMEOUT, FAILURE_TIMEOUT, MAX_DROPS, REDIAL, RELEASE_EVERY, RELEASE_FOR, _Attempt, _Call, _Conn, _Deadline, _Dropped, _not_held, _server_error
+from ._errors import Closed, Error, Unavailable
+from ._rules import (
+    STATUS_LINE,
+    Release,
+    dropped_after_send,
+    drops_error,
+    handoff_answer,
+    handoff_line,
+    keys_answer,
+    keys_line,
+    outage_pause,
+    queue_answer,
+    queue_line,
+    release_line,
+    release_word,
+    renew_answer,
+    renew_late,
+    renew_line,
+    status_answer,
 )
-from ._errors import Closed, Error, Refused, Unavailable
 from ._watch import _WatchState
 
 
@@ -162,7 +163,7 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
             except Unavailable:
                 if not (patient and self._ever_up):
                     raise
-                await self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), True)
+                await self._wait_outage(outage_pause(outages, self._redial), True)
                 outages += 1
                 at = _Attempt(at.busy_key)
                 continue
@@ -191,11 +192,11 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
             try:
                 res = await fut
             except asyncio.CancelledError:
-                self._abandon_call(cl, on_abandon)
+                self._abandon_call_locked(cl, on_abandon)
                 raise
             if res is _DEADLINE:
                 if cl.state == 0:
-                    self._abandon_call(cl, on_abandon)
+                    self._abandon_call_locked(cl, on_abandon)
                     raise _Deadline()
                 res = cl.result
             if isinstance(res, _Dropped):
@@ -203,14 +204,14 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
                     raise Closed("the lockd client is closed")
                 at.fail(cn, cl.gen, res.err)
                 if not resend:
-                    raise Unavailable(f"{res.err}, after the request was sent: it may or may not have been applied; check with lockctl status before retrying")
+                    raise dropped_after_send(res.err)
                 if at.drops >= MAX_DROPS:
                     if patient and self._ever_up:
-                        await self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), False)
+                        await self._wait_outage(outage_pause(outages, self._redial), False)
                         outages += 1
                         at = _Attempt(at.busy_key)
                         continue
-                    raise self._unavailable_locked(Error(f"{at.drops} connections dropped during this request, last: {res.err}"))
+                    raise self._unavailable_locked(drops_error(at.drops, res.err))
                 continue
             a, landed = res
             outages = 0
@@ -237,11 +238,9 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
         answers or release_for has passed. Raises NotHeld when the token
         does not hold the key. A cancelled release goes on in the
         background: the lock is handed on all the same."""
-        w.check_key("release", key)
-        token = _token(token)
+        token, line = release_line(key, token)
         if not self._started:
             self._start()
-        line = f"R {key} {token}\n".encode()
         start = time.monotonic()
         at = _Attempt()
         try:
@@ -264,10 +263,10 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
             self._spawn(self._release_quietly_async(key, token))
             raise
         if res is not _RESEND and not isinstance(res, _Dropped):
-            a = res[0]
-            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
+            word = release_word(res[0])
+            if word:
                 self._active = cn.addr
-                if a.fields[0] == "ok":
+                if word == "ok":
                     return
                 raise _not_held("release", key, token)
         cl.fut = None
@@ -277,12 +276,8 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
         """release, from its first send on (first, if it was sent): re-sent
         every release_every until a node answers or release_for passed."""
         loop = self._aloop
-        calls: List[_Call] = []
+        rl = Release(key, token, self._release_every, self._release_for, start, at)
         kick: List[Optional["asyncio.Future[None]"]] = [None]
-        sends = 0
-        last: Optional[BaseException] = None
-        next_send = start + self._release_every
-        waiting = False
 
         def answered(cl: _Call) -> None:
             f = kick[0]
@@ -290,68 +285,41 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
                 _settle(f)
 
         def send() -> bool:
-            nonlocal sends, last, waiting, next_send
-            try:
-                cn = self._choose_locked(at)
-            except Closed:
-                raise
-            except Error as e:
-                if not self._ever_up:
-                    raise
-                last = e
-                return False
+            cn = rl.choose(self._choose_locked, self._ever_up)
             if cn is None:
-                waiting = True
                 return False
-            waiting = False
             cl = _ACall("R", key)
             cl.on_result = answered
             self._queue_locked(cn, cl, line)
-            calls.append(cl)
-            if sends == 0:
-                next_send = time.monotonic() + self._release_every
-            sends += 1
+            rl.sent(cl)
             return True
-
-        def soon() -> None:
-            nonlocal next_send
-            next_send = min(next_send, time.monotonic() + 0.025)
-
-        def give_up() -> None:
-            for cl in calls:
-                if cl.state == 0:
-                    cl.state = 2
 
         if first is None:
             send()
         else:
             first.on_result = answered
-            calls.append(first)
-            sends = 1
+            rl.calls.append(first)
+            rl.sends = 1
         try:
             while True:
-                done = self._collect_release(key, token, calls, at, send, soon)
+                done = self._collect_release(rl, send)
                 if done is not None:
-                    give_up()
+                    rl.give_up()
                     if done is True:
                         return
                     raise done
                 now = time.monotonic()
-                if now >= next_send:
-                    if now - start >= self._release_for:
-                        give_up()
-                        err = self._unavailable_locked(last)
-                        if sends == 0:
-                            raise Unavailable(f"release {key} token {token}: could not be sent within {self._release_for:g}s: {err}; the lock frees itself when its lease ends")
-                        raise Unavailable(f"release {key} token {token}: no node answered within {self._release_for:g}s (sent {sends} times): {err}; the lock frees itself when its lease ends")
-                    next_send = now + min(self._release_every, self._release_for - (now - start))
-                    at = _Attempt()
+                if now >= rl.next_send:
+                    if rl.over(now):
+                        rl.give_up()
+                        raise rl.unavailable(self._unavailable_locked(rl.last))
+                    rl.pace(now)
                     send()
                     continue
                 if self._closed:
                     raise Closed("the lockd client is closed")
-                t = next_send - now
-                if waiting:
+                t = rl.next_send - now
+                if rl.waiting:
                     t = min(t, 0.02)
                 f: "asyncio.Future[None]" = loop.create_future()
                 kick[0] = f
@@ -360,10 +328,10 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
                     await f
                 finally:
                     kick[0] = None
-                if waiting and not any(cl.state == 1 for cl in calls):
+                if rl.waiting and not any(cl.state == 1 for cl in rl.calls):
                     send()
         except asyncio.CancelledError:
-            give_up()
+            rl.give_up()
             self._spawn(self._release_quietly_async(key, token))
             raise
 
@@ -373,64 +341,40 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
         await self._renew(key, token, lease, None)
 
     async def _renew(self, key: str, token: int, lease: w.Seconds, deadline: Optional[float], value: str = "") -> None:
-        w.check_key("renew", key)
-        token = _token(token)
-        lease_ms = max(1, w.millis(_lease_seconds(lease, "renew", key), False))
-        b = f"N {key} {token} {w.format_ms(lease_ms)}{' value=' + value if value else ''}\n".encode()
-        w.check_line("renew", key, b)
+        token, b = renew_line(key, token, lease, value)
         try:
             a, cn = await self._trip("N", key, lambda cn, cl: b, deadline=deadline)
         except _Deadline:
-            raise Unavailable(f"renew {key} token {token}: no node answered in time") from None
-        if a.kind == "N" and len(a.fields) == 1:
-            if a.fields[0] == "ok":
-                return
-            if a.fields[0] == "notheld":
-                raise _not_held("renew", key, token)
-        raise _bad_answer("renew", key, cn, a)
+            raise renew_late(key, token) from None
+        renew_answer(a, cn, key, token)
 
     async def queue(self, key: str) -> w.Queue:
         """The holders of key and its waiters, in queue order."""
-        w.check_key("queue", key)
-        b = f"Q {key}\n".encode()
+        b = queue_line(key)
         a, cn = await self._trip("Q", key, lambda cn, cl: b)
-        try:
-            return w.parse_queue(key, a.fields)
-        except w.BadLine as e:
-            raise Error(f"queue {key}: {cn.addr} answered {e}; check that client and server versions match") from None
+        return queue_answer(a, cn, key)
 
     async def keys(self, pattern: str = "*") -> Tuple[List[str], int]:
         """The keys held or waited on that pattern selects ('*' all, 'pre*'
         a prefix, else that key), sorted, at most 1000; and how many match."""
-        w.check_key("keys", pattern)
-        b = f"K {pattern}\n".encode()
+        b = keys_line(pattern)
         a, cn = await self._trip("K", pattern, lambda cn, cl: b)
-        if a.fields:
-            try:
-                return a.fields[1:], int(a.fields[0])
-            except ValueError:
-                pass
-        raise _bad_answer("keys", pattern, cn, a)
+        return keys_answer(a, cn, pattern)
 
     async def status(self) -> w.Status:
         """How the node this client talks to sees itself and the cluster,
         as Client.status."""
-        a, cn = await self._trip("S", "-", lambda cn, cl: b"S -\n")
-        try:
-            return w.parse_status(a.fields)
-        except w.BadLine as e:
-            raise Error(f"status: {cn.addr} answered {e}; check that client and server versions match") from None
+        a, cn = await self._trip("S", "-", lambda cn, cl: STATUS_LINE)
+        return status_answer(a, cn)
 
     async def handoff(self, to: str = "") -> str:
         """Asks the active node to hand its role over (to its successor, or
         to the node at to); returns the new active's address. Needs the
         admin role. Not re-sent after a drop: it may have happened."""
-        b = (f"H - {to}\n" if to else "H -\n").encode()
+        b = handoff_line(to)
         a, cn = await self._trip("H", "-", lambda cn, cl: b, resend=False)
-        if len(a.fields) == 2 and a.fields[0] == "ok":
-            self._active = a.fields[1]
-            return a.fields[1]
-        raise _bad_answer("handoff", "", cn, a)
+        self._active = handoff_answer(a, cn)
+        return self._active
 
     # --------------------------------------------- holds, elections, watches
 

@@ -4,14 +4,16 @@ signal their loss, elections and watches, for asyncio."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Deque, Generator, Generic, List, Optional, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Generic, List, Optional, Tuple, TypeVar
 
 from . import _wire as w
 from ._conn import _hold_terms
 from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Refused, Unavailable
-from ._hold import Election, Leader, _renew_retry
+from ._hold import Election, Leader
+from ._holding import _HoldRules, renew_retry
+from ._rules import hold_exit_raises, lock_exit_raises
+from ._watch import _WatcherRules
 
 if TYPE_CHECKING:
     from ._aio_client import AsyncClient
@@ -92,12 +94,8 @@ class AsyncLock:
     async def _exit(lock: "AsyncLock", exc: Optional[BaseException]) -> None:
         try:
             await lock.release()
-        except NotHeld:
-            pass
-        except Error:
-            # Unreachable nodes: the lease frees the lock. An exception
-            # already on its way out is the one the caller needs to see.
-            if exc is None:
+        except Error as e:
+            if lock_exit_raises(e, exc is not None):
                 raise
 
     @staticmethod
@@ -109,7 +107,7 @@ class AsyncLock:
         return f"<lockd.AsyncLock key={self.key!r} token={self.token}>"
 
 
-class AsyncHold:
+class AsyncHold(_HoldRules):
     """A lock held for a block of code, renewed by a task of the client
     every third of its lease; as lockd.Hold, for asyncio.
 
@@ -119,24 +117,16 @@ class AsyncHold:
     clock itself. A body that waits for something waits on lost beside it
     (asyncio.wait), or checks between steps."""
 
+    reason: Optional[LostReason]
+    error: Optional[LockLost]
+
     def __init__(self, client: "AsyncClient", lock: AsyncLock, lease: float, cap_at: Optional[float]) -> None:
+        super().__init__(lock, lease, cap_at)
         self.client: AsyncClient = client
-        self.key: str = lock.key
-        self.token: int = lock.token
-        self.limit: int = lock.limit
-        self.id: str = lock.id
-        self.place: Optional[int] = lock.place
-        self.shared: bool = lock.shared
-        self.lease: float = lease
         self.lost: asyncio.Event = asyncio.Event()
-        self.reason: Optional[LostReason] = None
-        self.error: Optional[LockLost] = None
-        self._cap_at = cap_at
         # Called once the hold ends (a set's).
         self._on_end: Optional[Callable[["AsyncHold"], None]] = None
-        self._expires = 0.0
         self._task: Optional["asyncio.Task[Any]"] = None
-        self._released = False
 
     @classmethod
     async def _start(
@@ -199,28 +189,20 @@ class AsyncHold:
         while True:
             sent = time.monotonic()
             if sent >= end:
-                raise LockLost(f"hold {self.key} token {self.token}: the grant came after a long wait and no renewal confirming it was acknowledged within its lease", "expired")
+                raise self._unconfirmed()
             try:
                 await self.client._renew(self.key, self.token, lease, end)
                 return sent
             except NotHeld as e:
-                raise LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld") from None
+                raise self._not_held(e) from None
             except (Unavailable, Refused):
-                await asyncio.sleep(_renew_retry(lease))
+                await asyncio.sleep(renew_retry(lease))
 
     def _expire(self) -> None:
         if time.monotonic() < self._expires:
             return
-        if self._cap_at is not None and time.monotonic() >= self._cap_at - 0.0005:
-            self._end("max", LockLost(f"hold {self.key} token {self.token}: the hold reached its max_hold and its last lease ended", "max"))
-            return
-        self._end(
-            "expired",
-            LockLost(
-                f"hold {self.key} token {self.token}: the lease ended before a renewal was acknowledged; lockd may have given the lock to someone else: stop using it",
-                "expired",
-            ),
-        )
+        err = self._expiry(time.monotonic())
+        self._end(err.reason or "expired", err)
 
     def _end(self, reason: LostReason, err: LockLost) -> None:
         if self.lost.is_set():
@@ -236,13 +218,13 @@ class AsyncHold:
             self._on_end(self)
 
     def _closed(self) -> None:
-        self._end("closed", LockLost(f"hold {self.key} token {self.token}: the client was closed", "closed"))
+        self._end("closed", self._closed_loss())
 
     async def _renew_loop(self, start: float) -> None:
         """Renews every third of the lease, retries a failed renewal soon,
         and ends the hold the moment the lease the last acknowledged
         renewal started is over; a renewal in flight is given up then."""
-        every, retry = self.lease / 3, _renew_retry(self.lease)
+        every, retry = self.lease / 3, renew_retry(self.lease)
         nxt = start + every
         while True:
             end = self._expires
@@ -253,27 +235,19 @@ class AsyncHold:
                 return
             if now < nxt:
                 continue
-            lease = self.lease
-            if self._cap_at is not None:
-                left = self._cap_at - now
-                if left < 0.001:
-                    nxt = float("inf")  # no more renewals: the lease runs out at max_hold
-                    continue
-                lease = min(lease, left)
+            lease = self._next_lease(now)
+            if lease is None:
+                nxt = float("inf")  # no more renewals: the lease runs out at max_hold
+                continue
             try:
                 await self.client._renew(self.key, self.token, lease, end)
-            except NotHeld as e:
-                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld"))
+            except Error as e:
+                lost = self._renew_loss(e)
+                if lost is None:
+                    nxt = time.monotonic() + retry
+                    continue
+                self._end(lost.reason or "notheld", lost)
                 return
-            except Closed:
-                self._closed()
-                return
-            except Refused as e:
-                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: lockd refused the renewal: {e}", "notheld"))
-                return
-            except Error:
-                nxt = time.monotonic() + retry
-                continue
             self._expires = now + lease
             nxt = now + every
 
@@ -301,9 +275,9 @@ class AsyncHold:
         if not self.lost.is_set() and time.monotonic() >= self._expires:
             self._expire()
         was_lost = self.lost.is_set()
-        self._end("released", LockLost(f"hold {self.key} token {self.token}: the lock was released", "released"))
+        self._end("released", self._released_loss())
         if was_lost:
-            if self.reason not in ("notheld", "closed"):
+            if self._quiet_release_due():
                 await self.client._release_quietly_async(self.key, self.token)
             return
         await self.client.release(self.key, self.token)
@@ -319,10 +293,8 @@ class AsyncHold:
         was_lost = h.lost.is_set()
         try:
             await h.release()
-        except (NotHeld, Closed):
-            pass
-        except Error:
-            if exc is None and not was_lost:
+        except Error as e:
+            if hold_exit_raises(e, exc is not None, was_lost):
                 raise
 
     def __repr__(self) -> str:
@@ -375,7 +347,7 @@ class AsyncElection:
         try:
             await self.client._renew(self.key, h.token, h.lease, h.expires, enc)
         except NotHeld as e:
-            h._end("notheld", LockLost(f"hold {self.key} token {h.token}: the lock was lost: {e}", "notheld"))
+            h._end("notheld", h._not_held(e))
             h.check()
         h._expires = max(h._expires, sent + h.lease)
 
@@ -396,10 +368,7 @@ class AsyncElection:
             await h.release()
 
 
-_END = object()
-
-
-class AsyncWatch:
+class AsyncWatch(_WatcherRules):
     """A watch of one key of an AsyncClient, as lockd.Watch: async for over
     it yields lockd.Queue states, the current one first, then one after
     every change, across failovers; stale ones (Queue.stale) when it lost
@@ -407,34 +376,17 @@ class AsyncWatch:
     refusal ends it with its error raised."""
 
     def __init__(self, client: "AsyncClient", key: str) -> None:
+        super().__init__(key)
         self.client: AsyncClient = client
-        self.key: str = key
-        self.error: Optional[BaseException] = None
-        self._q: Deque[Union[w.Queue, object]] = collections.deque()
         self._waiter: Optional["asyncio.Future[None]"] = None
-        self._ended = False
-        self._primed = False
-        self._stale = False
-
-    @property
-    def stale(self) -> bool:
-        """Whether the state last returned said the watch had lost the
-        cluster (Queue.stale)."""
-        return self._stale
 
     def _put(self, q: w.Queue) -> None:
-        if not self._ended:
-            self._q.append(q)
+        if self._push(q):
             self._wake()
 
     def _end(self, err: Optional[BaseException]) -> None:
-        if self._ended:
-            return
-        self._ended = True
-        if not isinstance(err, Closed):
-            self.error = err
-        self._q.append(_END)
-        self._wake()
+        if self._finish(err):
+            self._wake()
 
     def _wake(self) -> None:
         f = self._waiter
@@ -459,14 +411,7 @@ class AsyncWatch:
                     h.cancel()
             if not self._q and end is not None and loop.time() >= end:
                 return None
-        item = self._q[0]
-        if not isinstance(item, w.Queue):
-            if self.error is not None:
-                raise self.error
-            return None
-        self._q.popleft()
-        self._stale = item.stale
-        return item
+        return self._take()
 
     def __aiter__(self) -> "AsyncWatch":
         return self

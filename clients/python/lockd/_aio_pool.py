@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set,
 
 from . import _wire as w
 from ._auth import NoAnswer, handshake
-from ._conn import _Call, _Conn, _Dropped, _orphan_grants
-from ._conn import _Attempt
-from ._errors import AuthError, Closed, Error, Refused, Unavailable
+from ._conn import _Call, _Conn, _orphan_grants
+from ._errors import AuthError, Closed, Error
 from ._loop import _Loop
 from ._watch import _Watches
 
@@ -321,18 +320,10 @@ class _AsyncPool(_Watches, _Loop):
         data, cn.wbuf = cn.wbuf, bytearray()
         tr.write(data)
 
-    def _deliver_locked(self, cl: _Call, res: Any) -> None:
-        if cl.state == 2:
-            if not isinstance(res, _Dropped):
-                self._orphan_locked(cl, res[0])
-            return
-        if cl.state != 0:
-            return
-        cl.state = 1
-        cl.result = res
+    def _wake_caller_locked(self, cl: _Call) -> None:
         assert isinstance(cl, _ACall)
         if cl.fut is not None:
-            _settle(cl.fut, res)
+            _settle(cl.fut, cl.result)
         elif cl.on_result is not None:
             cl.on_result(cl)
 
@@ -364,27 +355,6 @@ class _AsyncPool(_Watches, _Loop):
                 self._tick_locked(now)
                 self._expire_calls(now)
 
-    def _moved_locked(self, cn: _Conn, a: w.Answer, at: _Attempt, landed: bool, patient: bool) -> float:
-        """Follows an M answer (as Client._trip does): the pause before
-        asking again, or an error."""
-        if len(a.fields) != 1 or ":" not in a.fields[0]:
-            raise Refused(f"node {cn.addr} redirected {a.key} without naming the active node as HOST:PORT; check the --peers and --advertise of that node")
-        addr = a.fields[0]
-        if landed:
-            at.moves = 0
-        if self._stale_locked(addr):
-            now = time.monotonic()
-            if not at.stale_since:
-                at.stale_since = now
-            if not patient and now - at.stale_since > 10 * self._ft:
-                raise self._unavailable_locked(Error(f"{cn.addr} still names {addr} as the active node, {self._silence_locked(addr)}: no other node took over"))
-            at.stale += 1
-            at.target = ""
-            return min(at.stale * 0.025, 0.1)
-        at.stale_since = 0.0
-        self._active = addr
-        return at.redirected(cn.addr, addr, 3 * self._ft)
-
     async def _wait_outage(self, pause: float, early: bool) -> None:
         end = time.monotonic() + pause
         while not self._closed and not (early and self._any_up_locked()):
@@ -392,17 +362,6 @@ class _AsyncPool(_Watches, _Loop):
             if left <= 0:
                 return
             await self._changed.wait(left)
-
-    def _abandon_call(self, cl: _Call, on_abandon: Optional[Callable[[_Call], None]]) -> None:
-        """The caller of cl is gone (its task was cancelled): a waiting
-        acquire is withdrawn, a grant that came is given back."""
-        if cl.state == 0:
-            cl.state = 2
-            if on_abandon is not None:
-                on_abandon(cl)
-        elif cl.state == 1 and not isinstance(cl.result, _Dropped):
-            cl.state = 2
-            self._orphan_locked(cl, cl.result[0])
 
     async def _shut(self) -> None:
         """Ends the pool: waits a failure timeout at most for the answers

@@ -36,9 +36,10 @@ from ._conn import (
     _Dropped,
     _server_error,
 )
-from ._errors import Cancelled, Closed, Error, Refused, Unavailable
+from ._errors import Cancelled, Closed, Unavailable
 from ._loop import _Loop
 from ._requests import Lock, TryLock, _Requests
+from ._rules import dropped_after_send, drops_error, outage_pause
 from ._sets import _Sets
 from ._watch import Watch, _Watches, _WatchState
 
@@ -325,14 +326,7 @@ class Client(_Requests, _Sets, _Watches, _Loop):
         if cl is None:
             return
         with self._mu:
-            if cl.state == 0:
-                cl.state = 2
-                if on_abandon is not None:
-                    on_abandon(cl)
-            elif cl.state == 1 and not isinstance(cl.result, _Dropped):
-                # Answered, not yet returned: a grant goes back.
-                cl.state = 2
-                self._orphan_locked(cl, cl.result[0])
+            self._abandon_call_locked(cl, on_abandon)
 
     def _trip(
         self,
@@ -371,7 +365,7 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                     if at.moves > 0:
                         self._probe_locked(cn, time.monotonic())
             if outage:
-                self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), cancel, True)
+                self._wait_outage(outage_pause(outages, self._redial), cancel, True)
                 outages += 1
                 at = _Attempt(at.busy_key)
                 continue
@@ -404,48 +398,24 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                     raise Closed("the lockd client is closed")
                 at.fail(cn, cl.gen, res.err)
                 if not resend:
-                    raise Unavailable(f"{res.err}, after the request was sent: it may or may not have been applied; check with lockctl status before retrying")
+                    raise dropped_after_send(res.err)
                 if at.drops >= MAX_DROPS:
                     if patient and self._ever_up:
                         # Connections that come up and drop again: pause
                         # before the next round, whatever is up.
-                        self._wait_outage(min(0.05 * 2 ** min(outages, 6), self._redial, 1.0), cancel, False)
+                        self._wait_outage(outage_pause(outages, self._redial), cancel, False)
                         outages += 1
                         at = _Attempt(at.busy_key)
                         continue
                     with self._mu:
-                        raise self._unavailable_locked(Error(f"{at.drops} connections dropped during this request, last: {res.err}"))
+                        raise self._unavailable_locked(drops_error(at.drops, res.err))
                 continue
             a, landed = res
             outages = 0
             if a.kind == "M":
                 inflight.call = None
-                addr = self._moved_to(cn, a)
-                if landed:
-                    at.moves = 0
-                pause = 0.0
                 with self._mu:
-                    if self._stale_locked(addr):
-                        # The node named stopped answering this client:
-                        # either the one that named it has not noticed yet
-                        # that it failed (a failover under way), or it is
-                        # back (restarted, resumed) and took its role again.
-                        # _stale_locked dialled it; ask again shortly, which
-                        # finds it if it is back, or the node that took over.
-                        now = time.monotonic()
-                        if not at.stale_since:
-                            at.stale_since = now
-                        if not patient and now - at.stale_since > 10 * self._ft:
-                            raise self._unavailable_locked(
-                                Error(f"{cn.addr} still names {addr} as the active node, {self._silence_locked(addr)}: no other node took over")
-                            )
-                        at.stale += 1
-                        at.target = ""
-                        pause = min(at.stale * 0.025, 0.1)
-                    else:
-                        at.stale_since = 0.0
-                        self._active = addr
-                        pause = at.redirected(cn.addr, addr, 3 * self._ft)
+                    pause = self._moved_locked(cn, a, at, landed, patient)
                 if pause:
                     time.sleep(pause)
                 continue
@@ -474,12 +444,6 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                 if left <= 0 or (cancel is not None and cancel.is_set()):
                     return
                 self._changed.wait(min(left, 0.02 if cancel is not None else left))
-
-    @staticmethod
-    def _moved_to(cn: _Conn, a: w.Answer) -> str:
-        if len(a.fields) != 1 or ":" not in a.fields[0]:
-            raise Refused(f"node {cn.addr} redirected {a.key} without naming the active node as HOST:PORT; check the --peers and --advertise of that node")
-        return a.fields[0]
 
     def hold(
         self,

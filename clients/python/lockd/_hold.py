@@ -9,16 +9,14 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 from . import _wire as w
 from ._conn import _hold_terms
 from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Refused, Unavailable
+from ._holding import _HoldRules, renew_retry
+from ._rules import hold_exit_raises
 
 if TYPE_CHECKING:
     from ._client import Client, Lock, Watch
 
 
-def _renew_retry(lease: float) -> float:
-    return min(max(lease / 30, 0.01), 1.0)
-
-
-class Hold:
+class Hold(_HoldRules):
     """A lock held for a block of code, renewed in the background every
     third of its lease.
 
@@ -31,26 +29,18 @@ class Hold:
     set (check() raises LockLost); the fencing token stops a process that
     was itself frozen past its lease from doing harm."""
 
+    reason: Optional[LostReason]
+    error: Optional[LockLost]
+
     def __init__(self, client: "Client", lock: "Lock", lease: float, cap_at: Optional[float]) -> None:
+        super().__init__(lock, lease, cap_at)
         self.client: Client = client
-        self.key: str = lock.key
-        self.token: int = lock.token
-        self.limit: int = lock.limit
-        self.id: str = lock.id
-        self.place: Optional[int] = lock.place
-        self.shared: bool = lock.shared
-        self.lease: float = lease
         self.lost: threading.Event = threading.Event()
-        self.reason: Optional[LostReason] = None
-        self.error: Optional[LockLost] = None
-        self._cap_at = cap_at
         # Called once the hold ends, from the thread that ends it (a set's).
         self._on_end: Optional[Callable[["Hold"], None]] = None
         self._mu = threading.Lock()
-        self._expires = 0.0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._released = False
 
     @classmethod
     def _start(
@@ -120,14 +110,14 @@ class Hold:
         while True:
             sent = time.monotonic()
             if sent >= end:
-                raise LockLost(f"hold {self.key} token {self.token}: the grant came after a long wait and no renewal confirming it was acknowledged within its lease", "expired")
+                raise self._unconfirmed()
             try:
                 self.client._renew(self.key, self.token, lease, end)
                 return sent
             except NotHeld as e:
-                raise LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld") from None
+                raise self._not_held(e) from None
             except (Unavailable, Refused):
-                time.sleep(_renew_retry(lease))
+                time.sleep(renew_retry(lease))
 
     def _extend(self, end: float) -> None:
         with self._mu:
@@ -137,16 +127,8 @@ class Hold:
         with self._mu:
             if time.monotonic() < self._expires:
                 return
-        if self._cap_at is not None and time.monotonic() >= self._cap_at - 0.0005:
-            self._end("max", LockLost(f"hold {self.key} token {self.token}: the hold reached its max_hold and its last lease ended", "max"))
-            return
-        self._end(
-            "expired",
-            LockLost(
-                f"hold {self.key} token {self.token}: the lease ended before a renewal was acknowledged; lockd may have given the lock to someone else: stop using it",
-                "expired",
-            ),
-        )
+        err = self._expiry(time.monotonic())
+        self._end(err.reason or "expired", err)
 
     def _end(self, reason: LostReason, err: LockLost) -> None:
         with self._mu:
@@ -166,7 +148,7 @@ class Hold:
         and ends the hold the moment the lease the last acknowledged
         renewal started is over. A renewal in flight is given up at that
         moment too (its deadline), so nothing delays the signal."""
-        every, retry = self.lease / 3, _renew_retry(self.lease)
+        every, retry = self.lease / 3, renew_retry(self.lease)
         nxt = start + every
         while True:
             with self._mu:
@@ -180,27 +162,19 @@ class Hold:
                 return
             if now < nxt:
                 continue
-            lease = self.lease
-            if self._cap_at is not None:
-                left = self._cap_at - now
-                if left < 0.001:
-                    nxt = float("inf")  # no more renewals: the lease runs out at max_hold
-                    continue
-                lease = min(lease, left)
+            lease = self._next_lease(now)
+            if lease is None:
+                nxt = float("inf")  # no more renewals: the lease runs out at max_hold
+                continue
             try:
                 self.client._renew(self.key, self.token, lease, end)
-            except NotHeld as e:
-                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: {e}", "notheld"))
+            except Error as e:
+                lost = self._renew_loss(e)
+                if lost is None:
+                    nxt = time.monotonic() + retry
+                    continue
+                self._end(lost.reason or "notheld", lost)
                 return
-            except Closed:
-                self._end("closed", LockLost(f"hold {self.key} token {self.token}: the client was closed", "closed"))
-                return
-            except Refused as e:
-                self._end("notheld", LockLost(f"hold {self.key} token {self.token}: the lock was lost: lockd refused the renewal: {e}", "notheld"))
-                return
-            except Error:
-                nxt = time.monotonic() + retry
-                continue
             self._extend(now + lease)
             nxt = now + every
 
@@ -241,11 +215,11 @@ class Hold:
         if not self.lost.is_set() and time.monotonic() >= self.expires:
             self._expire()
         was_lost = self.lost.is_set()
-        self._end("released", LockLost(f"hold {self.key} token {self.token}: the lock was released", "released"))
+        self._end("released", self._released_loss())
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(2)
         if was_lost:
-            if self.reason not in ("notheld", "closed"):
+            if self._quiet_release_due():
                 self.client._release_quietly(self.key, self.token)
             return
         self.client.release(self.key, self.token)
@@ -257,13 +231,8 @@ class Hold:
         was_lost = self.lost.is_set()
         try:
             self.release()
-        except (NotHeld, Closed):
-            pass
-        except Error:
-            # The release could not reach a node: the lease frees the lock.
-            # Say so only when nothing else is on its way out and the lock
-            # still counted as held.
-            if exc_type is None and not was_lost:
+        except Error as e:
+            if hold_exit_raises(e, exc_type is not None, was_lost):
                 raise
 
     def __repr__(self) -> str:
@@ -328,7 +297,7 @@ class Election:
         try:
             self.client._renew(self.key, h.token, h.lease, h.expires, enc)
         except NotHeld as e:
-            h._end("notheld", LockLost(f"hold {self.key} token {h.token}: the lock was lost: {e}", "notheld"))
+            h._end("notheld", h._not_held(e))
             h.check()
         h._extend(max(h.expires, sent + h.lease))
 

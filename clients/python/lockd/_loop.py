@@ -19,6 +19,7 @@ from ._auth import NoAnswer, open_conn
 from ._choose import _Choose
 from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _bad_answer, _Call, _Conn, _Dropped, _not_held, _orphan_grants, _server_error
 from ._errors import AuthError, Closed, Error, Unavailable
+from ._rules import Release, moved_to, release_word
 
 
 class _Loop(_Choose):
@@ -304,6 +305,10 @@ class _Loop(_Choose):
             return
         cl.state = 1
         cl.result = res
+        self._wake_caller_locked(cl)
+
+    def _wake_caller_locked(self, cl: _Call) -> None:
+        """Tells the caller waiting for cl that its result is in."""
         cl.done.release()
         if cl.kick is not None:
             cl.kick.set()
@@ -464,9 +469,10 @@ class _Loop(_Choose):
         # acquires), base 36 after: format() costs less than base36().
         return prefix + "-" + (format(n, "x") if n < 0x10000000000000 else w.base36(n))
 
-    def _collect_release(
-        self, key: str, token: int, calls: List[_Call], at: _Attempt, send: Callable[[], bool], soon: Callable[[], None]
-    ) -> Any:
+    def _collect_release(self, rl: Release, send: Callable[[], bool]) -> Any:
+        """Takes the answers in to rl's sends: True when the release is
+        done, the error it ends with, or None to wait on."""
+        calls, key, token = rl.calls, rl.key, rl.token
         for cl in list(calls):
             if cl.state != 1:
                 continue
@@ -475,16 +481,17 @@ class _Loop(_Choose):
             if isinstance(res, _Dropped):
                 if isinstance(res.err, Closed):
                     return Closed("the lockd client is closed")
-                at.fail(cl.conn, cl.gen, res.err)  # type: ignore[arg-type]
+                rl.at.fail(cl.conn, cl.gen, res.err)  # type: ignore[arg-type]
                 if not calls:
                     send()
                 continue
             a, _ = res
             cn = cl.conn
-            if a.kind == "R" and len(a.fields) == 1 and a.fields[0] in ("ok", "notheld"):
+            word = release_word(a)
+            if word:
                 with self._mu:
                     self._active = cn.addr  # type: ignore[union-attr]
-                if a.fields[0] == "ok":
+                if word == "ok":
                     return True
                 return _not_held("release", key, token)
             if a.kind == "E":
@@ -493,13 +500,49 @@ class _Loop(_Choose):
                 addr = a.fields[0]
                 with self._mu:
                     if self._stale_locked(addr):
-                        soon()
+                        rl.soon()
                         continue
                     self._active = addr
-                at.target = addr
-                at.moves += 1
-                if at.moves <= 2:
+                rl.at.target = addr
+                rl.at.moves += 1
+                if rl.at.moves <= 2:
                     send()
                 continue
             return _bad_answer("release", key, cn, a)
         return None
+
+    def _moved_locked(self, cn: _Conn, a: w.Answer, at: _Attempt, landed: bool, patient: bool) -> float:
+        """Follows an M answer to a call: the pause before asking again, or
+        an error."""
+        addr = moved_to(cn, a)
+        if landed:
+            at.moves = 0
+        if self._stale_locked(addr):
+            # The node named stopped answering this client: either the one
+            # that named it has not noticed yet that it failed (a failover
+            # under way), or it is back (restarted, resumed) and took its
+            # role again. _stale_locked dialled it; ask again shortly, which
+            # finds it if it is back, or the node that took over.
+            now = time.monotonic()
+            if not at.stale_since:
+                at.stale_since = now
+            if not patient and now - at.stale_since > 10 * self._ft:
+                raise self._unavailable_locked(Error(f"{cn.addr} still names {addr} as the active node, {self._silence_locked(addr)}: no other node took over"))
+            at.stale += 1
+            at.target = ""
+            return min(at.stale * 0.025, 0.1)
+        at.stale_since = 0.0
+        self._active = addr
+        return at.redirected(cn.addr, addr, 3 * self._ft)
+
+    def _abandon_call_locked(self, cl: _Call, on_abandon: Optional[Callable[[_Call], None]]) -> None:
+        """The caller of cl is gone (an interrupt, its task cancelled): a
+        waiting acquire is withdrawn, a grant that came (answered, not yet
+        returned) is given back."""
+        if cl.state == 0:
+            cl.state = 2
+            if on_abandon is not None:
+                on_abandon(cl)
+        elif cl.state == 1 and not isinstance(cl.result, _Dropped):
+            cl.state = 2
+            self._orphan_locked(cl, cl.result[0])

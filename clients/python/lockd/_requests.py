@@ -9,8 +9,25 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from . import _wire as w
 from ._auth import NoAnswer
-from ._conn import ACQUIRE_GRACE, _Attempt, _Call, _Conn, _Deadline, _Dropped, _WaitElapsed, _bad_answer, _lease_seconds, _not_held, _server_error, _timeout, _token
-from ._errors import Closed, Error, NotHeld, Timeout, Unavailable
+from ._conn import _Attempt, _Call, _Conn, _Deadline, _WaitElapsed
+from ._errors import Closed, Error, Timeout
+from ._rules import (
+    lock_exit_raises,
+    STATUS_LINE,
+    Acquire,
+    Release,
+    handoff_answer,
+    handoff_line,
+    keys_answer,
+    keys_line,
+    queue_answer,
+    queue_line,
+    release_line,
+    renew_answer,
+    renew_late,
+    renew_line,
+    status_answer,
+)
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -48,12 +65,8 @@ class Lock:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             self.release()
-        except NotHeld:
-            pass
-        except Error:
-            # Unreachable nodes: the lease frees the lock. An exception
-            # already on its way out is the one the caller needs to see.
-            if exc_type is None:
+        except Error as e:
+            if lock_exit_raises(e, exc_type is not None):
                 raise
 
     def __repr__(self) -> str:
@@ -183,155 +196,85 @@ class _Requests:
         """Acquires keys (one, or a set: all or none) and returns the grant,
         the lease in seconds, the limit and the acquire's id. value is
         encoded already."""
-        key, more = keys[0], keys[1:]
-        w.check_key("acquire", key)
-        lease_s = self._lease(lease, "acquire", key)
-        if first_lease is not None:
-            lease_s = first_lease
-        if wait is not None and (wait < 0 or wait > w.MAX_SECONDS):
-            raise ValueError(f"acquire {key}: wait {wait:g}s is out of range; pass 0 or None to wait forever, or up to {w.MAX_SECONDS} seconds")
-        limit = w.check_limit("acquire", key, limit, shared)
-        lease_ms = max(1, w.millis(lease_s, False))
-        id_ = self._acquire_id(name)
-        w.check_acquire_line(keys, lease_ms, wait, limit, id_, shared, value)
-        start: List[float] = []
+        rq = Acquire(keys, lease, wait, limit, first_lease, shared, value, lambda: self._acquire_id(name))
 
         def line(cn: _Conn, cl: _Call) -> Optional[bytes]:
-            cl.acq_id = id_
-            cl.more = tuple(more)
+            cl.acq_id = rq.id
+            cl.more = rq.more
             if not cn.no_refs:
                 cn.ref_seq += 1
                 cl.ref = w.base36(cn.ref_seq % (36**16))
-            wait_ms: Optional[int] = 0
-            if wait is None:
-                wait_ms = None
-            elif wait > 0:
-                now = time.monotonic()
-                if not start:
-                    start.append(now)
-                wait_ms = w.millis(wait - (now - start[0]), True)
-                if wait_ms <= 0:
-                    return None
-            return w.acquire_line(key, lease_ms, wait_ms, limit, id_, cl.ref, more, shared, value)
+            wait_word = rq.wait_word()
+            if wait_word is None:
+                return None
+            return rq.line(wait_word, cl.ref)
 
         def withdraw(cl: _Call) -> None:
-            cn = cl.conn
-            if cn is not None and cn.sock is not None and cn.gen == cl.gen and not cn.no_refs and wait is not None:
-                self._settle_locked(cn, _Call("X", key, silent=True), f"X {key} {id_}\n".encode())
+            if rq.may_withdraw(cl):
+                self._settle_locked(cl.conn, _Call("X", rq.key, silent=True), rq.withdraw_line())  # type: ignore[arg-type]
 
-        deadline = None
-        if wait:
-            deadline = time.monotonic() + wait + ACQUIRE_GRACE + self._ft + wait / 10
         try:
-            a, cn = self._round_trip("A", key, line, deadline=deadline, cancel=cancel, on_abandon=withdraw, patient=wait == 0.0)
+            a, cn = self._round_trip("A", rq.key, line, deadline=rq.deadline(self._ft), cancel=cancel, on_abandon=withdraw, patient=wait == 0.0)
         except _WaitElapsed as e:
             if isinstance(e.last, NoAnswer):
                 with self._mu:
                     raise self._unavailable_locked(e.last) from None
-            raise _timeout(key, wait) from None
+            raise rq.timeout() from None
         except _Deadline:
-            raise _timeout(key, wait) from None
-        if a.kind == "A":
-            g = w.parse_grant(a.fields, len(keys))
-            if g is not None:
-                return g, lease_s, limit, id_
-        if a.kind == "T":
-            raise _timeout(key, wait)
-        raise _bad_answer("acquire", key, cn, a)
-
-    @staticmethod
-    def _lease(lease: w.Seconds, op: str, key: str) -> float:
-        return _lease_seconds(lease, op, key)
+            raise rq.timeout() from None
+        return rq.grant(a, cn), rq.lease_s, rq.limit, rq.id
 
     def release(self, key: str, token: int) -> None:
         """Gives the lock back, so the next waiter is granted at once. The
         release is re-sent every 200 ms (release_every) on any live
         connection until a node answers or 5 s (release_for) have passed.
         Raises NotHeld when the token does not hold the key."""
-        w.check_key("release", key)
-        token = _token(token)
+        token, line = release_line(key, token)
         kick = threading.Event()
-        line = f"R {key} {token}\n".encode()
-        at = _Attempt()
-        calls: List[_Call] = []
-        sends = 0
-        last: Optional[BaseException] = None
-        start = time.monotonic()
-        next_send = start + self._release_every
-        waiting = False
+        rl = Release(key, token, self._release_every, self._release_for, time.monotonic(), _Attempt())
 
         def send() -> bool:
-            nonlocal sends, last, waiting, next_send
             with self._mu:
-                try:
-                    cn = self._choose_locked(at)
-                except Closed:
-                    raise
-                except Error as e:
-                    if not self._ever_up:
-                        raise
-                    last = e
-                    return False
+                cn = rl.choose(self._choose_locked, self._ever_up)
                 if cn is None:
-                    waiting = True
                     return False
-                waiting = False
                 cl = _Call("R", key, kick=kick)
                 self._queue_locked(cn, cl, line)
-                calls.append(cl)
-                if sends == 0:
-                    # The re-sends are paced from the first send, not from
-                    # the wait for a connection before it.
-                    next_send = time.monotonic() + self._release_every
-                sends += 1
+                rl.sent(cl)
                 return True
-
-        def soon() -> None:
-            # A node named a silent one as active: send again shortly, to
-            # the node if it is back (_stale_locked dialled it) or to
-            # whoever took over, rather than at the next release_every.
-            nonlocal next_send
-            next_send = min(next_send, time.monotonic() + 0.025)
 
         send()
         while True:
             now = time.monotonic()
-            if now >= next_send:
-                if now - start >= self._release_for:
+            if now >= rl.next_send:
+                if rl.over(now):
                     with self._mu:
-                        for cl in calls:
-                            if cl.state == 0:
-                                cl.state = 2
-                        err = self._unavailable_locked(last)
-                    if sends == 0:
-                        raise Unavailable(f"release {key} token {token}: could not be sent within {self._release_for:g}s: {err}; the lock frees itself when its lease ends")
-                    raise Unavailable(f"release {key} token {token}: no node answered within {self._release_for:g}s (sent {sends} times): {err}; the lock frees itself when its lease ends")
-                next_send = now + min(self._release_every, self._release_for - (now - start))
-                at = _Attempt()
-                at.target = ""
+                        rl.give_up()
+                        err = self._unavailable_locked(rl.last)
+                    raise rl.unavailable(err)
+                rl.pace(now)
                 send()
-            t = max(0.0, next_send - time.monotonic())
-            if waiting:
+            t = max(0.0, rl.next_send - time.monotonic())
+            calls = rl.calls
+            if rl.waiting:
                 t = min(t, 0.02)
                 with self._mu:
                     if self._closed:
                         raise Closed("the lockd client is closed")
-            if len(calls) == 1 and not waiting:
+            if len(calls) == 1 and not rl.waiting:
                 # The usual case, one send out: wait on its own lock, which
                 # costs less than the shared event.
                 if calls[0].done.acquire(timeout=t):
                     kick.clear()
             elif kick.wait(t):
                 kick.clear()
-            elif waiting:
+            elif rl.waiting:
                 send()
                 continue
-            done = self._collect_release(key, token, calls, at, send, soon)
+            done = self._collect_release(rl, send)
             if done is not None:
                 with self._mu:
-                    for cl in calls:
-                        if cl.state == 0:
-                            cl.state = 2
+                    rl.give_up()
                 if done is True:
                     return
                 raise done
@@ -342,45 +285,25 @@ class _Requests:
         self._renew(key, token, lease, None)
 
     def _renew(self, key: str, token: int, lease: w.Seconds, deadline: Optional[float], value: str = "") -> None:
-        w.check_key("renew", key)
-        token = _token(token)
-        lease_ms = max(1, w.millis(self._lease(lease, "renew", key), False))
-        b = f"N {key} {token} {w.format_ms(lease_ms)}{' value=' + value if value else ''}\n".encode()
-        w.check_line("renew", key, b)
+        token, b = renew_line(key, token, lease, value)
         try:
             a, cn = self._round_trip("N", key, lambda cn, cl: b, deadline=deadline)
         except _Deadline:
-            raise Unavailable(f"renew {key} token {token}: no node answered in time") from None
-        if a.kind == "N" and len(a.fields) == 1:
-            if a.fields[0] == "ok":
-                return
-            if a.fields[0] == "notheld":
-                raise _not_held("renew", key, token)
-        raise _bad_answer("renew", key, cn, a)
+            raise renew_late(key, token) from None
+        renew_answer(a, cn, key, token)
 
     def queue(self, key: str) -> w.Queue:
         """The holders of key and its waiters, in queue order."""
-        w.check_key("queue", key)
-        b = f"Q {key}\n".encode()
+        b = queue_line(key)
         a, cn = self._round_trip("Q", key, lambda cn, cl: b)
-        try:
-            return w.parse_queue(key, a.fields)
-        except w.BadLine as e:
-            raise Error(f"queue {key}: {cn.addr} answered {e}; check that client and server versions match") from None
+        return queue_answer(a, cn, key)
 
     def keys(self, pattern: str = "*") -> Tuple[List[str], int]:
         """The keys held or waited on that pattern selects ('*' all, 'pre*'
         a prefix, else that key), sorted, at most 1000; and how many match."""
-        w.check_key("keys", pattern)
-        b = f"K {pattern}\n".encode()
+        b = keys_line(pattern)
         a, cn = self._round_trip("K", pattern, lambda cn, cl: b)
-        if a.fields:
-            try:
-                total = int(a.fields[0])
-                return a.fields[1:], total
-            except ValueError:
-                pass
-        raise _bad_answer("keys", pattern, cn, a)
+        return keys_answer(a, cn, pattern)
 
     def status(self) -> w.Status:
         """How the node this client talks to (the active when known) sees
@@ -390,20 +313,16 @@ class _Requests:
         seconds; sticky, degraded bool; peers a list of lockd.Peer (addr,
         role, up, seq, lag, token). A field this client does not know
         stays the text it was sent as."""
-        a, cn = self._round_trip("S", "-", lambda cn, cl: b"S -\n")
-        try:
-            return w.parse_status(a.fields)
-        except w.BadLine as e:
-            raise Error(f"status: {cn.addr} answered {e}; check that client and server versions match") from None
+        a, cn = self._round_trip("S", "-", lambda cn, cl: STATUS_LINE)
+        return status_answer(a, cn)
 
     def handoff(self, to: str = "") -> str:
         """Asks the active node to hand its role over (to its successor, or
         to the node at to); returns the new active's address. Needs the
         admin role. Not re-sent after a drop: it may have happened."""
-        b = (f"H - {to}\n" if to else "H -\n").encode()
+        b = handoff_line(to)
         a, cn = self._round_trip("H", "-", lambda cn, cl: b, resend=False)
-        if len(a.fields) == 2 and a.fields[0] == "ok":
-            with self._mu:
-                self._active = a.fields[1]
-            return a.fields[1]
-        raise _bad_answer("handoff", "", cn, a)
+        addr = handoff_answer(a, cn)
+        with self._mu:
+            self._active = addr
+        return addr

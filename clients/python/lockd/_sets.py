@@ -8,27 +8,26 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from . import _wire as w
-from ._errors import Closed, Error, LockLost, LostReason, NotHeld, Timeout
+from ._errors import Error, LockLost, Timeout
 from ._hold import Hold
+from ._holding import _HoldSetRules, _SetRules
 from ._requests import Lock
+from ._rules import hold_exit_raises, lock_exit_raises
 
 if TYPE_CHECKING:
     from ._client import Client
 
 
-class LockSet:
+class LockSet(_SetRules):
     """Locks on several keys, granted together (all or none), each key with
     its own fencing token: tokens maps each key to its token, in the order
     the keys were asked; locks are the keys' Lock objects in that order.
     As a context manager it releases every key at the end of the block."""
 
     def __init__(self, client: "Client", locks: List[Lock]) -> None:
+        super().__init__(locks)
         self.client: Client = client
         self.locks: List[Lock] = locks
-        self.keys: List[str] = [lk.key for lk in locks]
-        self.tokens: Dict[str, int] = {lk.key: lk.token for lk in locks}
-        self.lease: float = locks[0].lease
-        self.shared: bool = locks[0].shared
 
     def release(self) -> None:
         """Gives every key back, each with its own release; raises the first
@@ -54,10 +53,8 @@ class LockSet:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             self.release()
-        except NotHeld:
-            pass
-        except Error:
-            if exc_type is None:
+        except Error as e:
+            if lock_exit_raises(e, exc_type is not None):
                 raise
 
     def __repr__(self) -> str:
@@ -100,7 +97,7 @@ class TrySet:
         return f"<lockd.TrySet keys={self.keys!r} {'busy' if self.locks is None else 'held'}>"
 
 
-class HoldSet:
+class HoldSet(_HoldSetRules):
     """Several keys held together, each renewed in the background as a
     Hold is (holds, one per key in order; tokens maps each key to its
     token). The set is lost when any of its keys is: lost (a
@@ -109,18 +106,11 @@ class HoldSet:
     once it is; release() gives every key back."""
 
     def __init__(self, client: "Client", holds: List[Hold]) -> None:
+        super().__init__(holds)
         self.client: Client = client
         self.holds: List[Hold] = holds
-        self.keys: List[str] = [h.key for h in holds]
-        self.tokens: Dict[str, int] = {h.key: h.token for h in holds}
-        self.lease: float = holds[0].lease
-        self.shared: bool = holds[0].shared
         self.lost: threading.Event = threading.Event()
-        self.reason: Optional[LostReason] = None
-        self.error: Optional[LockLost] = None
-        self.lost_key: Optional[str] = None
         self._mu = threading.Lock()
-        self._released = False
         for h in holds:
             h._on_end = self._member_ended
         for h in holds:
@@ -131,9 +121,7 @@ class HoldSet:
         with self._mu:
             if self.lost.is_set():
                 return
-            self.reason = h.reason
-            self.lost_key = h.key
-            self.error = LockLost(f"hold of {' '.join(self.keys)}: key {h.key} is no longer held, so neither is the set: {h.error}", h.reason)
+            self._member_lost(h)
             self.lost.set()
         rest = [o for o in self.holds if o is not h]
         threading.Thread(target=self._release_rest, args=(rest,), name="lockd-hold-set", daemon=True).start()
@@ -174,8 +162,7 @@ class HoldSet:
             self._released = True
             was_lost = self.lost.is_set()
             if not was_lost:
-                self.reason = "released"
-                self.error = LockLost(f"hold of {' '.join(self.keys)}: the set was released", "released")
+                self._set_released()
                 self.lost.set()
         first: Optional[Error] = None
         for h in self.holds:
@@ -193,10 +180,8 @@ class HoldSet:
         was_lost = self.lost.is_set()
         try:
             self.release()
-        except (NotHeld, Closed):
-            pass
-        except Error:
-            if exc_type is None and not was_lost:
+        except Error as e:
+            if hold_exit_raises(e, exc_type is not None, was_lost):
                 raise
 
     def __repr__(self) -> str:

@@ -192,7 +192,61 @@ class _WatchState:
         self.watchers.clear()
 
 
-class Watch:
+# What ends a watcher's queue of states.
+_END = object()
+
+
+class _WatcherRules:
+    """A watcher's states still to be taken, and how it ends: the part of
+    Watch and AsyncWatch without the waiting (each client locks and wakes
+    its own way)."""
+
+    def __init__(self, key: str) -> None:
+        self.key: str = key
+        self.error: Optional[BaseException] = None
+        self._q: Deque[Any] = collections.deque()
+        self._ended = False
+        self._primed = False  # it has had the state of the subscription it is on
+        self._stale = False
+
+    @property
+    def stale(self) -> bool:
+        """Whether the state last returned said the watch had lost the
+        cluster (Queue.stale)."""
+        return self._stale
+
+    def _push(self, q: w.Queue) -> bool:
+        """Adds q to the states to take; False when the watch ended."""
+        if self._ended:
+            return False
+        self._q.append(q)
+        return True
+
+    def _finish(self, err: Optional[BaseException]) -> bool:
+        """Ends the watch with err (raised to the taker unless Closed);
+        False when it had ended already."""
+        if self._ended:
+            return False
+        self._ended = True
+        if not isinstance(err, Closed):
+            self.error = err
+        self._q.append(_END)
+        return True
+
+    def _take(self) -> Optional[w.Queue]:
+        """The next state, from a queue that is not empty; None when the
+        watch ended (raising its error, if any)."""
+        item = self._q[0]
+        if item is _END:
+            if self.error is not None:
+                raise self.error
+            return None
+        self._q.popleft()
+        self._stale = item.stale
+        return item
+
+
+class Watch(_WatcherRules):
     """A watch of one key. Iterate it for lockd.Queue states: the current
     one first, then one after every change of holders or waiters, also
     across failovers (the state at the new node comes first). Iteration
@@ -206,39 +260,20 @@ class Watch:
     yields the state there, stale=False: it is current again. The stale
     property says the same of the state last returned."""
 
-    _END = object()
-
     def __init__(self, client: Client, key: str) -> None:
+        super().__init__(key)
         self.client = client
-        self.key = key
-        self._q: Deque[Any] = collections.deque()
         self._cv = threading.Condition()
-        self._ended = False
-        self.error: Optional[BaseException] = None
-        self._primed = False  # it has had the state of the subscription it is on
-        self._stale = False
-
-    @property
-    def stale(self) -> bool:
-        """Whether the state last returned said the watch had lost the
-        cluster (Queue.stale)."""
-        return self._stale
 
     def _put(self, q: w.Queue) -> None:
         with self._cv:
-            if not self._ended:
-                self._q.append(q)
+            if self._push(q):
                 self._cv.notify_all()
 
     def _end(self, err: Optional[BaseException]) -> None:
         with self._cv:
-            if self._ended:
-                return
-            self._ended = True
-            if not isinstance(err, Closed):
-                self.error = err
-            self._q.append(self._END)
-            self._cv.notify_all()
+            if self._finish(err):
+                self._cv.notify_all()
 
     def get(self, timeout: Optional[w.Seconds] = None) -> Optional[w.Queue]:
         """The next state, waiting up to timeout seconds (None: forever);
@@ -251,14 +286,7 @@ class Watch:
                 if left is not None and left <= 0:
                     return None
                 self._cv.wait(left)
-            item = self._q[0]
-            if item is self._END:
-                if self.error is not None:
-                    raise self.error
-                return None
-            self._q.popleft()
-            self._stale = item.stale
-            return item
+            return self._take()
 
     def __iter__(self) -> "Watch":
         return self
