@@ -207,7 +207,7 @@ var outageCases = []testCase{
 	{
 		name:   "wait_through_outage",
 		source: "proto/client/client.go, Outages",
-		rule:   "An acquire that waits until its ctx ends (Acquire and AcquireWith with no wait, Hold and Election.Campaign without a Wait option) waits through an outage too",
+		rule:   "An acquire that waits (every acquire but a try, with a wait or without: Acquire, AcquireWith, Hold and Election.Campaign) waits through an outage too, until its wait runs out; then it fails as unavailable",
 		run: func(t *testing.T, d *driver) {
 			var tok uint64Counter
 			n := startScripted(t)
@@ -216,20 +216,31 @@ var outageCases = []testCase{
 			d.must(acquireCmd("before", 10*time.Second, 5*time.Second))
 			n.away()
 			acq := d.send(acquireCmd("wa", 10*time.Second, 0))
+			bounded := d.send(acquireCmd("wb", 10*time.Second, 8*time.Second))
+			short := d.send(acquireCmd("ws", 10*time.Second, time.Second))
 			hold := d.send(map[string]any{"cmd": "hold", "key": "wh", "lease_ms": 3000})
 			camp := d.send(campaignCmd("wc", "node-a", 3*time.Second))
 			// An outage of 3.5 s: long past the failure timeout, and past
 			// the 10 failure timeouts a call without a wait keeps asking.
 			deadline := time.Now().Add(3500 * time.Millisecond)
 			for time.Now().Before(deadline) {
-				pending(t, "returned during the outage; it waits until its caller ends it", acq, hold, camp)
+				pending(t, "returned during the outage; it waits until its wait or its caller ends it", acq, bounded, hold, camp)
 				time.Sleep(50 * time.Millisecond)
 			}
 			n.back()
-			for what, ch := range map[string]<-chan res{"acquire": acq, "hold": hold, "campaign": camp} {
+			for what, ch := range map[string]<-chan res{"acquire": acq, "acquire with a wait of 8 s": bounded, "hold": hold, "campaign": camp} {
 				if r := d.wait(ch, 15*time.Second); !r.ok() {
 					t.Errorf("%s once the node is back: %s", what, r)
 				}
+			}
+			// The wait of a second ran out in the outage: unavailable (no
+			// node said the key was busy), and not before the second.
+			r := d.wait(short, 5*time.Second)
+			if r.ok() || r.errKind() != "unavailable" {
+				t.Errorf("an acquire whose wait of 1 s ran out in the outage: %s, want error unavailable", r)
+			}
+			if r.ms() < 900*time.Millisecond {
+				t.Errorf("an acquire with a wait of 1 s gave up after %s in the outage, before its wait ran out", r.ms())
 			}
 		},
 	},

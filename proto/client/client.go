@@ -104,14 +104,19 @@
 //
 // # Outages
 //
-// An acquire that waits until its ctx ends (Acquire and AcquireWith with
-// no wait, Hold and Election.Campaign without a Wait option) waits
-// through an outage too: where another call would return ErrUnavailable
-// because no node can be reached, it keeps trying, dialling every node,
-// until one serves it or ctx ends. Two failures end it at once all the
-// same: a client that has never reached any node (its addresses are
-// more likely wrong than the cluster down), and a node that refuses the
-// TLS handshake or the secret (a *SetupError).
+// An acquire that waits (every acquire but a try: Acquire, AcquireWith,
+// Hold and Election.Campaign, with a wait or without) waits through an
+// outage too: where another call would return ErrUnavailable because no
+// node can be reached, it keeps trying, dialling every node, until one
+// serves it, its wait runs out or ctx ends. The outage counts against
+// the wait (from the request's first send, or from the outage's start
+// when it was never sent): an acquire whose wait runs out with no node
+// back returns ErrUnavailable, not ErrTimeout, since no node said the
+// key was busy. Two failures end it at once all the same: a client that
+// has never reached any node (its addresses are more likely wrong than
+// the cluster down), and a node that refuses the TLS handshake or the
+// secret (a *SetupError). A try (TryAcquire, Wait(0)) does not wait: it
+// returns ErrUnavailable once every node was tried.
 //
 // A watch says when it loses the cluster: see WatchEvents.
 package client

@@ -409,9 +409,9 @@ func TestUnavailableAfterEveryConnectionDropped(t *testing.T) {
 	c := newTestClient(t, []string{f.addr}, Options{}, hooks{})
 	waitFor(t, "2 live connections", func() bool { return c.liveConns("") == 2 && f.accepts.Load() == 2 })
 	f.stopListening()
-	// A bounded wait: an acquire that waits forever waits through this
-	// (TestWaitingAcquireOutlastsOutage).
-	res := acquireAsync(c, bg, "k", time.Second, time.Minute)
+	// A short wait: an acquire waits through an outage until its wait
+	// runs out (TestBoundedAcquireOutageEndsWithItsWait).
+	res := acquireAsync(c, bg, "k", time.Second, 300*time.Millisecond)
 	r := f.next()
 	r.sc.drop()
 	r2 := f.next()

@@ -85,7 +85,7 @@ type Held struct {
 }
 
 // Hold acquires key (see AcquireWith; without a Wait option it waits
-// until ctx ends, through an outage too) and then keeps it: it renews
+// until ctx ends; either way through an outage) and then keeps it: it renews
 // the lease in the background every third of lease, retrying a renewal
 // that fails for as long as the lease lasts, until Release, a loss,
 // MaxHold or Close. ctx bounds the acquire only; the hold lives on after

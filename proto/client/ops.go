@@ -22,8 +22,8 @@ import (
 // the wait's deadline or ctx's that ended it (the error matches
 // context.DeadlineExceeded too, in both cases), a *ServerError when the
 // node refuses the request, one wrapping ErrUnavailable when no node
-// could be reached (with a wait: with none, it waits through an outage,
-// see "Outages" in the package comment), and ctx.Err() when ctx is
+// could be reached for the whole wait (it waits through an outage, see
+// "Outages" in the package comment), and ctx.Err() when ctx is
 // cancelled first; a grant that arrives after that is released at once.
 func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (Lock, error) {
 	return c.AcquireWith(ctx, key, lease, wait)
@@ -126,7 +126,9 @@ func (c *Client) acquireKeys(ctx context.Context, op string, keys []string, leas
 		defer cancel()
 	}
 	a, cn, err := c.roundTrip(rctx, &req, true)
-	if errors.Is(err, errWaitElapsed) || (err != nil && ctx.Err() == nil && rctx.Err() != nil) {
+	// A wait that ran out while no node could be reached stays
+	// ErrUnavailable: nobody said the key was busy.
+	if errors.Is(err, errWaitElapsed) || (err != nil && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil && rctx.Err() != nil) {
 		return nil, timeoutErr(op, label, wait, limit)
 	}
 	if err != nil && !try && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -521,12 +523,12 @@ func (c *Client) Handoff(ctx context.Context, to string) (newActive string, err 
 // to the node they name. The answer is never M; an E answer comes back
 // as a *ServerError.
 //
-// An acquire that waits until ctx ends (no wait, not a try: Hold and
-// Campaign without Wait) waits through an outage too: where another
-// call reports ErrUnavailable, it keeps asking until a node serves it
-// or ctx ends (see patient).
+// An acquire that waits (not a try) waits through an outage too: where
+// another call reports ErrUnavailable, it keeps asking until a node
+// serves it, its wait runs out or ctx ends (see patient).
 func (c *Client) roundTrip(ctx context.Context, req *request, resend bool) (proto.Answer, *conn, error) {
-	t := trip{c: c, req: req, resend: resend, patient: req.op == proto.OpAcquire && !req.try && req.waitTotal == 0}
+	waits := req.op == proto.OpAcquire && !req.try
+	t := trip{c: c, req: req, resend: resend, patient: waits, forever: waits && req.waitTotal == 0}
 	if req.op == proto.OpAcquire {
 		t.at.busyKey = req.key
 	}
@@ -581,17 +583,54 @@ type trip struct {
 	req     *request
 	resend  bool // send it again on another connection when one drops
 	patient bool // wait through an outage (see roundTrip)
+	forever bool // an acquire that waits until ctx ends
 	at      attempt
 	outages int // spells without a node in a row
 }
 
-// outage waits out a spell with no node to serve the call, and starts a
-// new attempt; early: stop waiting as soon as a connection is up.
-func (t *trip) outage(ctx context.Context, early bool) error {
-	err := t.c.awaitNode(ctx, t.c.outagePause(t.outages), early)
+// outage waits out a spell with no node to serve the call, which cause
+// (ErrUnavailable) describes, and starts a new attempt; early: stop
+// waiting as soon as a connection is up. An acquire with a wait waits
+// no longer than what is left of it, counted from its first send or,
+// when it was never sent, from the outage's start; then it returns
+// cause.
+func (t *trip) outage(ctx context.Context, early bool, cause error) error {
+	pause := t.c.outagePause(t.outages)
+	if t.req.waitTotal > 0 {
+		left := t.waitLeft(ctx)
+		if left <= 0 {
+			return t.waitRanOut(cause)
+		}
+		pause = min(pause, left)
+	}
+	err := t.c.awaitNode(ctx, pause, early)
 	t.outages++
 	t.at = attempt{busyKey: t.at.busyKey}
+	if err == nil && t.req.waitTotal > 0 && t.waitLeft(ctx) <= 0 {
+		return t.waitRanOut(cause)
+	}
 	return err
+}
+
+// waitLeft is what is left of an acquire's wait in an outage, and of
+// ctx's time (the wait and a grace): the wait starts now if it had not.
+func (t *trip) waitLeft(ctx context.Context) time.Duration {
+	r := t.req
+	now := t.c.now()
+	if r.start.IsZero() {
+		r.start = now
+	}
+	left := r.waitTotal - now.Sub(r.start)
+	if dl, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(dl))
+	}
+	return left
+}
+
+// waitRanOut is the error of an acquire whose wait ran out in an
+// outage: no node said the key was busy, none could be reached.
+func (t *trip) waitRanOut(cause error) error {
+	return fmt.Errorf("%w; it stayed so for the whole wait of %s", cause, t.req.waitTotal)
 }
 
 // pick chooses the connection to send on, and its generation. It
@@ -601,7 +640,7 @@ func (t *trip) pick(ctx context.Context) (*conn, uint64, error) {
 	cn, gen, wake, err := t.c.choose(&t.at)
 	switch {
 	case err != nil && t.patient && t.c.transient(err):
-		return nil, 0, t.outage(ctx, true)
+		return nil, 0, t.outage(ctx, true, err)
 	case err != nil:
 		return nil, 0, err
 	case cn == nil:
@@ -679,7 +718,7 @@ func (t *trip) dropped(ctx context.Context, cn *conn, gen uint64, err error) err
 	if t.patient && t.c.transient(err) {
 		// Connections that come up and drop again: pause before the
 		// next round, whatever is up.
-		return t.outage(ctx, false)
+		return t.outage(ctx, false, err)
 	}
 	return err
 }
@@ -709,7 +748,7 @@ func (t *trip) moved(ctx context.Context, cn *conn, a proto.Answer, landed bool)
 		if at.staleSince.IsZero() {
 			at.staleSince = now
 		}
-		if !t.patient && now.Sub(at.staleSince) > c.failoverFor() {
+		if !t.forever && now.Sub(at.staleSince) > c.failoverFor() {
 			return c.unavailable(fmt.Errorf("%s still names %s as the active node, %s: no other node took over", cn.addr, addr, c.silence(addr)))
 		}
 		at.stale++

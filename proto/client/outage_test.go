@@ -172,6 +172,57 @@ func TestWaitingCallsOutlastAnOutage(t *testing.T) {
 	}
 }
 
+// An acquire with a wait waits through an outage shorter than its wait
+// too, and is served once a node is back.
+func TestBoundedAcquireOutlastsAShortOutage(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	addr := f.addr
+	c := newTestClient(t, []string{addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+	waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
+	f.close()
+	waitDown(t, c, addr)
+	res := acquireAsync(c, bg, "k", time.Second, 5*time.Second)
+	select {
+	case got := <-res:
+		t.Fatalf("returned during the outage: %+v", got)
+	case <-time.After(500 * time.Millisecond):
+	}
+	newFakeServerAt(t, addr, grantAll())
+	if got := await(t, res); got.err != nil {
+		t.Fatalf("once the node is back: %v", got.err)
+	}
+}
+
+// An outage longer than an acquire's wait ends it as unavailable once the
+// wait ran out, not before and not as a timeout (no node said the key was
+// busy); a try does not wait at all.
+func TestBoundedAcquireOutageEndsWithItsWait(t *testing.T) {
+	checkLeaks(t)
+	f := newFakeServer(t, grantAll())
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+	waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
+	f.close()
+	waitDown(t, c, f.addr)
+	const wait = 600 * time.Millisecond
+	start := time.Now()
+	_, err := c.Acquire(bg, "k", time.Second, wait)
+	took := time.Since(start)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "whole wait of 600ms") {
+		t.Fatalf("err = %v, want ErrUnavailable saying the wait ran out", err)
+	}
+	if took < wait {
+		t.Errorf("gave up after %s, before its wait of %s ran out", took, wait)
+	}
+	start = time.Now()
+	if _, err := c.TryAcquire(bg, "k", time.Second); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("try: err = %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took >= wait {
+		t.Errorf("a try took %s in the outage; it does not wait", took)
+	}
+}
+
 // The wait through an outage ends with ctx, and a client that never
 // reached a node fails at once all the same: its addresses are more
 // likely wrong than the cluster down.

@@ -40,12 +40,11 @@ type breaks struct {
 	drops atomic.Int64
 }
 
-// wait is the wait an acquire is sent with: under impatient, an hour
-// instead of forever, which the client bounds and so does not wait
-// through an outage.
+// wait is the wait an acquire is sent with: under impatient, a second
+// instead of forever, which runs out in an outage of a few seconds.
 func (b *breaks) wait(d time.Duration) time.Duration {
 	if b.name == "impatient" && d == 0 {
-		return time.Hour
+		return time.Second
 	}
 	return d
 }

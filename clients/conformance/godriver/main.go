@@ -27,7 +27,7 @@
 //	              fails as not held
 //	nostale       a watch or an observer never says it lost the cluster
 //	impatient     an acquire, hold or campaign that waits forever fails as
-//	              unavailable in an outage: it is sent with a wait of an hour
+//	              unavailable in an outage: it is sent with a wait of a second
 //	anylease      a hold takes any lease: the failure timeout is 10ms
 //	quickdisagree redirects between nodes that disagree end after ten: the
 //	              failure timeout is 10ms, three of which pass sooner

@@ -95,7 +95,7 @@ class _AsyncAcquires:
                 c._settle_locked(cl.conn, _ACall("X", rq.key, silent=True), rq.withdraw_line())  # type: ignore[arg-type]
 
         try:
-            a, cn = await c._trip("A", rq.key, line, deadline=rq.deadline(c._ft), on_abandon=withdraw, patient=wait == 0.0)
+            a, cn = await c._trip("A", rq.key, line, deadline=rq.deadline(c._ft), on_abandon=withdraw, patient=wait is not None, wait_left=rq.wait_left if wait else None)
         except _WaitElapsed as e:
             if isinstance(e.last, NoAnswer):
                 raise c._unavailable_locked(e.last) from None

@@ -31,6 +31,7 @@ from ._rules import (
     handoff_line,
     keys_answer,
     keys_line,
+    outage_outlasted_wait,
     outage_pause,
     queue_answer,
     queue_line,
@@ -148,11 +149,13 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
         deadline: Optional[float] = None,
         on_abandon: Optional[Callable[[_Call], None]] = None,
         patient: bool = False,
+        wait_left: Optional[Callable[[], float]] = None,
     ) -> Tuple[w.Answer, _Conn]:
         """Sends a request and returns its answer, as Client._round_trip:
         moved to another connection when one drops (if resend), M answers
-        followed, an outage waited through when patient. Cancelled, it
-        abandons the call (a waiting acquire is withdrawn)."""
+        followed, an outage waited through when patient (until the wait
+        runs out, with wait_left). Cancelled, it abandons the call (a
+        waiting acquire is withdrawn)."""
         self._start()
         loop = self._aloop
         at = _Attempt(key if op == "A" else "")
@@ -160,12 +163,14 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
         while True:
             try:
                 cn = self._choose_locked(at)
-            except Unavailable:
+            except Unavailable as e:
                 if not (patient and self._ever_up):
                     raise
-                await self._wait_outage(outage_pause(outages, self._redial), True)
+                await self._wait_outage(outage_pause(outages, self._redial, wait_left, e), True)
                 outages += 1
                 at = _Attempt(at.busy_key)
+                if wait_left is not None and wait_left() <= 0:
+                    raise outage_outlasted_wait(e) from None
                 continue
             if cn is None:
                 t = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
@@ -206,17 +211,20 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
                 if not resend:
                     raise dropped_after_send(res.err)
                 if at.drops >= MAX_DROPS:
+                    err = self._unavailable_locked(drops_error(at.drops, res.err))
                     if patient and self._ever_up:
-                        await self._wait_outage(outage_pause(outages, self._redial), False)
+                        await self._wait_outage(outage_pause(outages, self._redial, wait_left, err), False)
                         outages += 1
                         at = _Attempt(at.busy_key)
+                        if wait_left is not None and wait_left() <= 0:
+                            raise outage_outlasted_wait(err)
                         continue
-                    raise self._unavailable_locked(drops_error(at.drops, res.err))
+                    raise err
                 continue
             a, landed = res
             outages = 0
             if a.kind == "M":
-                pause = self._moved_locked(cn, a, at, landed, patient)
+                pause = self._moved_locked(cn, a, at, landed, patient and wait_left is None)
                 if pause:
                     await asyncio.sleep(pause)
                 continue

@@ -39,7 +39,7 @@ from ._conn import (
 from ._errors import Cancelled, Closed, Unavailable
 from ._loop import _Loop
 from ._requests import Lock, TryLock, _Requests
-from ._rules import dropped_after_send, drops_error, outage_pause
+from ._rules import dropped_after_send, drops_error, outage_outlasted_wait, outage_pause
 from ._sets import _Sets
 from ._watch import Watch, _Watches, _WatchState
 
@@ -300,21 +300,24 @@ class Client(_Requests, _Sets, _Watches, _Loop):
         cancel: Optional[threading.Event] = None,
         on_abandon: Optional[Callable[[_Call], None]] = None,
         patient: bool = False,
+        wait_left: Optional[Callable[[], float]] = None,
     ) -> Tuple[w.Answer, _Conn]:
         """Sends a request and returns its answer, moving it to another
         connection when one drops (if resend) and following M answers.
 
-        patient (an acquire that waits until cancelled) waits through an
-        outage too: where another call raises Unavailable because no node
-        can be reached, it keeps trying, dialling every node, unless the
-        client never reached one (its addresses are more likely wrong than
-        the cluster down) or a node refused its secret or TLS (AuthError).
+        patient (an acquire that waits, not a try) waits through an outage
+        too: where another call raises Unavailable because no node can be
+        reached, it keeps trying, dialling every node, until cancelled or,
+        for an acquire with a wait (wait_left: what is left of it), until
+        the wait runs out; unless the client never reached a node (its
+        addresses are more likely wrong than the cluster down) or a node
+        refused its secret or TLS (AuthError).
 
         An exception that is not an Error (KeyboardInterrupt, SystemExit)
         abandons the call on its way out: a waiting acquire is withdrawn,
         and a grant that came is released."""
         try:
-            return self._trip(op, key, line, resend, deadline, cancel, on_abandon, patient)
+            return self._trip(op, key, line, resend, deadline, cancel, on_abandon, patient, wait_left)
         except BaseException as e:
             if not isinstance(e, Exception):
                 self._abandon(on_abandon)
@@ -338,6 +341,7 @@ class Client(_Requests, _Sets, _Watches, _Loop):
         cancel: Optional[threading.Event],
         on_abandon: Optional[Callable[[_Call], None]],
         patient: bool,
+        wait_left: Optional[Callable[[], float]],
     ) -> Tuple[w.Answer, _Conn]:
         at = _Attempt(key if op == "A" else "")
         outages = 0
@@ -346,14 +350,14 @@ class Client(_Requests, _Sets, _Watches, _Loop):
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled(f"{_OPS.get(op, op)} {key}: cancelled by the caller")
-            outage = False
+            outage: Optional[Unavailable] = None
             with self._mu:
                 try:
                     cn = self._choose_locked(at)
-                except Unavailable:
+                except Unavailable as e:
                     if not (patient and self._ever_up):
                         raise
-                    cn, outage = None, True
+                    cn, outage = None, e
                 cl: Optional[_Call] = None
                 if cn is not None:
                     cl = _Call(op, key)
@@ -364,10 +368,12 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                     inflight.call = cl
                     if at.moves > 0:
                         self._probe_locked(cn, time.monotonic())
-            if outage:
-                self._wait_outage(outage_pause(outages, self._redial), cancel, True)
+            if outage is not None:
+                self._wait_outage(outage_pause(outages, self._redial, wait_left, outage), cancel, True)
                 outages += 1
                 at = _Attempt(at.busy_key)
+                if wait_left is not None and wait_left() <= 0:
+                    raise outage_outlasted_wait(outage)
                 continue
             if cl is None or cn is None:
                 why = self._wait_change(deadline, cancel)
@@ -400,22 +406,25 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                 if not resend:
                     raise dropped_after_send(res.err)
                 if at.drops >= MAX_DROPS:
+                    with self._mu:
+                        err = self._unavailable_locked(drops_error(at.drops, res.err))
                     if patient and self._ever_up:
                         # Connections that come up and drop again: pause
                         # before the next round, whatever is up.
-                        self._wait_outage(outage_pause(outages, self._redial), cancel, False)
+                        self._wait_outage(outage_pause(outages, self._redial, wait_left, err), cancel, False)
                         outages += 1
                         at = _Attempt(at.busy_key)
+                        if wait_left is not None and wait_left() <= 0:
+                            raise outage_outlasted_wait(err)
                         continue
-                    with self._mu:
-                        raise self._unavailable_locked(drops_error(at.drops, res.err))
+                    raise err
                 continue
             a, landed = res
             outages = 0
             if a.kind == "M":
                 inflight.call = None
                 with self._mu:
-                    pause = self._moved_locked(cn, a, at, landed, patient)
+                    pause = self._moved_locked(cn, a, at, landed, patient and wait_left is None)
                 if pause:
                     time.sleep(pause)
                 continue

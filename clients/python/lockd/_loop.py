@@ -511,9 +511,10 @@ class _Loop(_Choose):
             return _bad_answer("release", key, cn, a)
         return None
 
-    def _moved_locked(self, cn: _Conn, a: w.Answer, at: _Attempt, landed: bool, patient: bool) -> float:
+    def _moved_locked(self, cn: _Conn, a: w.Answer, at: _Attempt, landed: bool, forever: bool) -> float:
         """Follows an M answer to a call: the pause before asking again, or
-        an error."""
+        an error. forever: an acquire that waits until cancelled, which
+        keeps asking while the node named stays silent."""
         addr = moved_to(cn, a)
         if landed:
             at.moves = 0
@@ -526,7 +527,7 @@ class _Loop(_Choose):
             now = time.monotonic()
             if not at.stale_since:
                 at.stale_since = now
-            if not patient and now - at.stale_since > 10 * self._ft:
+            if not forever and now - at.stale_since > 10 * self._ft:
                 raise self._unavailable_locked(Error(f"{cn.addr} still names {addr} as the active node, {self._silence_locked(addr)}: no other node took over"))
             at.stale += 1
             at.target = ""

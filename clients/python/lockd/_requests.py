@@ -214,7 +214,7 @@ class _Requests:
                 self._settle_locked(cl.conn, _Call("X", rq.key, silent=True), rq.withdraw_line())  # type: ignore[arg-type]
 
         try:
-            a, cn = self._round_trip("A", rq.key, line, deadline=rq.deadline(self._ft), cancel=cancel, on_abandon=withdraw, patient=wait == 0.0)
+            a, cn = self._round_trip("A", rq.key, line, deadline=rq.deadline(self._ft), cancel=cancel, on_abandon=withdraw, patient=wait is not None, wait_left=rq.wait_left if wait else None)
         except _WaitElapsed as e:
             if isinstance(e.last, NoAnswer):
                 with self._mu:

@@ -79,6 +79,15 @@ class Acquire:
             return None
         return w.format_ms(ms)
 
+    def wait_left(self) -> float:
+        """What is left of a wait (wait > 0), in seconds, counted from the
+        first send or, when none was made yet, from now: an outage before
+        or after it counts against the wait."""
+        now = time.monotonic()
+        if not self._start:
+            self._start = now
+        return (self.wait or 0.0) - (now - self._start)
+
     def line(self, wait_word: str, ref: Optional[str]) -> bytes:
         if ref:
             return f"{self._head}{wait_word}{self._tail} ref={ref}\n".encode()
@@ -198,9 +207,24 @@ def moved_to(cn: _Conn, a: w.Answer) -> str:
     return a.fields[0]
 
 
-def outage_pause(outages: int, redial: float) -> float:
-    """How long a patient call waits before its next round in an outage."""
-    return min(0.05 * 2 ** min(outages, 6), redial, 1.0)
+def outage_pause(outages: int, redial: float, wait_left: Optional[Callable[[], float]], cause: Error) -> float:
+    """How long a patient call waits before its next round in an outage,
+    which cause describes. An acquire with a wait (wait_left) waits no
+    longer than what is left of it, and raises outage_outlasted_wait once
+    nothing is."""
+    pause = min(0.05 * 2 ** min(outages, 6), redial, 1.0)
+    if wait_left is not None:
+        left = wait_left()
+        if left <= 0:
+            raise outage_outlasted_wait(cause)
+        pause = min(pause, left)
+    return pause
+
+
+def outage_outlasted_wait(cause: Error) -> Unavailable:
+    """The error of an acquire whose wait ran out in an outage: no node
+    said the key was busy, none could be reached."""
+    return Unavailable(f"{cause}; it stayed so for the whole wait")
 
 
 def dropped_after_send(err: BaseException) -> Unavailable:

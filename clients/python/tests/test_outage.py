@@ -112,6 +112,7 @@ class OutageTest(unittest.TestCase):
     def test_waiting_calls_outlast_an_outage(self):
         for name, call in (
             ("acquire", lambda c: c.acquire("k", 1)),
+            ("acquire with a wait", lambda c: c.acquire("k", 1, 5)),
             ("hold", lambda c: c.hold("k", 1).release()),
             ("campaign", lambda c: c.election("k").campaign("me", lease=1).release()),
         ):
@@ -130,6 +131,51 @@ class OutageTest(unittest.TestCase):
                 self.node(granting, port_of(addr))
                 t.join(5)
                 self.assertEqual(out, [None], "once the node is back")
+
+    def test_a_wait_that_runs_out_in_an_outage_is_unavailable(self):
+        # Not before the wait ran out, and not a Timeout: no node said the
+        # key was busy. A try does not wait at all.
+        n = self.node(granting)
+        c = self.client(n.addr, redial=3600, failure_timeout=0.2)
+        self.up(c, n.addr)
+        n.close()
+        self.down(c, n.addr)
+        t0 = time.monotonic()
+        err = self._try(lambda c: c.acquire("k", 1, 0.6), c)
+        took = time.monotonic() - t0
+        t0 = time.monotonic()
+        try_err = self._try(lambda c: c.try_acquire("k", 1), c)
+        try_took = time.monotonic() - t0
+        async_err = asyncio.run(self._async_acquire(0.6))
+        for name, e in (("Client", err), ("AsyncClient", async_err)):
+            with self.subTest(name):
+                self.assertIsInstance(e, lockd.Unavailable, repr(e))
+                self.assertNotIsInstance(e, lockd.Timeout)
+                self.assertIn("for the whole wait", str(e))
+        self.assertGreaterEqual(took, 0.6, "gave up before the wait ran out")
+        self.assertIsInstance(try_err, lockd.Unavailable, repr(try_err))
+        self.assertLess(try_took, 0.6, "a try waited in the outage")
+
+    async def _async_acquire(self, wait):
+        """An AsyncClient that was up, then lost its node: the error of an
+        acquire with wait."""
+        n = self.node(granting)
+        async with lockd.AsyncClient(n.addr, **opts(redial=3600, failure_timeout=0.2)) as c:
+            end = time.monotonic() + 5
+            while not any(cn.state == "up" for cn in c._conns):
+                self.assertLess(time.monotonic(), end, "the client never came up")
+                await asyncio.sleep(0.01)
+            n.close()
+            while not c._dead_locked(n.addr):
+                self.assertLess(time.monotonic(), end, "the node never went down for the client")
+                await asyncio.sleep(0.01)
+            t0 = time.monotonic()
+            try:
+                await c.acquire("k", 1, wait)
+            except lockd.Error as e:
+                self.assertGreaterEqual(time.monotonic() - t0, wait, "gave up before the wait ran out")
+                return e
+            return None
 
     @staticmethod
     def _try(call, c):

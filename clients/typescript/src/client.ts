@@ -296,10 +296,15 @@ interface Req {
 interface TripOptions {
   resend: boolean;
   /**
-   * An acquire that waits until aborted: it waits through an outage too
-   * (see roundTrip).
+   * An acquire that waits (not a try): it waits through an outage too,
+   * until aborted or, with waitLeft, until its wait runs out.
    */
   patient?: boolean;
+  /**
+   * An acquire's wait in milliseconds still left, started now if it had
+   * not; absent for one that waits until aborted.
+   */
+  waitLeft?: () => number;
   signal?: AbortSignal;
   target?: string;
   onAnswer?: (a: Answer, cn: Conn) => void;
@@ -686,13 +691,25 @@ export class Client {
     let at = new Attempt();
     at.target = o.target ?? "";
     let outages = 0;
-    // Waits out a spell with no node to serve a patient call, then starts
-    // a new attempt; early: stop waiting as soon as a connection is up.
-    const outage = async (early: boolean) => {
-      await this.awaitNode(Math.min(50 * 2 ** Math.min(outages, 6), this.redial, 1000), o.signal, early);
+    // Waits out a spell with no node to serve a patient call, which cause
+    // describes, then starts a new attempt; early: stop waiting as soon as
+    // a connection is up. An acquire with a wait waits no longer than
+    // what is left of it (from its first send, or from the outage's
+    // start when it was never sent), then rejects with cause.
+    const outage = async (early: boolean, cause: unknown) => {
+      let pause = Math.min(50 * 2 ** Math.min(outages, 6), this.redial, 1000);
+      if (o.waitLeft) {
+        const left = o.waitLeft();
+        if (left <= 0) throw waitRanOut(cause);
+        pause = Math.min(pause, left);
+      }
+      await this.awaitNode(pause, o.signal, early);
       outages++;
       at = new Attempt();
+      if (o.waitLeft && o.waitLeft() <= 0) throw waitRanOut(cause);
     };
+    const waitRanOut = (cause: unknown) =>
+      new UnavailableError(`${cause instanceof Error ? cause.message : String(cause)}; it stayed so for the whole wait`, cause);
     for (;;) {
       throwIfAborted(o.signal);
       let ch: Conn | Promise<void>;
@@ -700,7 +717,7 @@ export class Client {
         ch = this.choose(at);
       } catch (e) {
         if (!(o.patient && this.transient(e))) throw e;
-        await outage(true);
+        await outage(true, e);
         continue;
       }
       if (ch instanceof Promise) {
@@ -777,7 +794,7 @@ export class Client {
           if (!(o.patient && this.transient(err))) throw err;
           // Connections that come up and drop again: pause before the
           // next round, whatever is up.
-          await outage(false);
+          await outage(false, err);
         }
         continue;
       }
@@ -798,7 +815,7 @@ export class Client {
           // it if it is back, or the node that took over.
           const now = Date.now();
           if (at.staleSince === 0) at.staleSince = now;
-          if (!o.patient && now - at.staleSince > 10 * this.failureTimeout) {
+          if (!(o.patient && !o.waitLeft) && now - at.staleSince > 10 * this.failureTimeout) {
             throw this.unavailable(new LockdError(`${cn.addr} still names ${addr} as the active node, ${this.silence(addr)}: no other node took over`, "ENOANSWER"));
           }
           at.stale++;
@@ -912,7 +929,13 @@ export class Client {
     const prefix = name !== "" ? name + "#" : this.idPrefix;
     const id = prefix + this.idRand + "-" + (++this.ids).toString(36);
     const waitMs = Math.ceil(wait);
+    // The wait counts from the first send, or from the start of an outage
+    // that came before it.
     let start = 0;
+    const waitLeft = (now: number) => {
+      if (start === 0) start = now;
+      return waitMs - (now - start);
+    };
     const head = `A ${key} ${formatSeconds(lease)} `;
     const tail =
       more.map((k) => ` key=${k}`).join("") +
@@ -931,8 +954,7 @@ export class Client {
       line: (now) => {
         if (tryOnly) return head + "-" + tail;
         if (waitMs === 0) return head + "0" + tail;
-        if (start === 0) start = now;
-        const left = waitMs - (now - start);
+        const left = waitLeft(now);
         if (left <= 0) throw new WaitElapsed();
         return head + formatSeconds(Math.ceil(left)) + tail;
       },
@@ -955,7 +977,8 @@ export class Client {
       const { a, cn } = await this.roundTrip(req, {
         resend: true,
         signal,
-        patient: !tryOnly && waitMs === 0,
+        patient: !tryOnly,
+        waitLeft: !tryOnly && waitMs > 0 ? () => waitLeft(Date.now()) : undefined,
         onAbandon: (cl) => this.withdraw(cl, id),
       });
       if (a.kind === "A") {

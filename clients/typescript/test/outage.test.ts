@@ -127,10 +127,11 @@ test("the error of a redirect to a silent node counts from the node's silence", 
 
 for (const [name, call] of [
   ["acquire", (c: Client) => c.acquire("k", { lease: 1000 })],
+  ["acquire with a wait", (c: Client) => c.acquire("k", { lease: 1000, wait: 5000 })],
   ["hold", async (c: Client) => (await c.hold("k", { lease: 1000 })).release()],
   ["campaign", async (c: Client) => (await c.election("k").campaign("me", { lease: 1000 })).release()],
 ] as const) {
-  test(`${name} without a wait outlasts an outage of every node`, async (t) => {
+  test(`${name} outlasts an outage of every node`, async (t) => {
     const n = await FakeNode.start();
     const addr = n.addr;
     n.handle = granting;
@@ -157,6 +158,28 @@ for (const [name, call] of [
     assert.equal(done, null);
   });
 }
+
+test("an acquire whose wait runs out in an outage rejects as unavailable, not before, and a try does not wait", async (t) => {
+  const n = await FakeNode.start();
+  const addr = n.addr;
+  n.handle = granting;
+  const c = new Client([addr], { redial: 3_600_000, failureTimeout: 200 });
+  t.after(() => c.close());
+  await n.waitFor("two connections", () => n.open().length === 2);
+  await until("the client up", () => !down(c, addr) && (c as unknown as { everUp: boolean }).everUp);
+  await n.stop();
+  await until("the node down for the client", () => down(c, addr));
+  let start = performance.now();
+  const err = await c.acquire("k", { lease: 1000, wait: 600 }).then(
+    () => null,
+    (e: Error) => e,
+  );
+  assert.ok(err instanceof UnavailableError && /for the whole wait/.test(err.message), String(err));
+  assert.ok(performance.now() - start >= 600, `gave up after ${performance.now() - start} ms, before the wait of 600 ms ran out`);
+  start = performance.now();
+  await assert.rejects(c.tryAcquire("k", { lease: 1000 }), (e: Error) => e instanceof UnavailableError);
+  assert.ok(performance.now() - start < 600, "a try waited in the outage");
+});
 
 test("a watch and an observation say when they lose the cluster and when they are current again", async (t) => {
   let words = "5 9 0 id=5,leader#1";
