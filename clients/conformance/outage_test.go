@@ -207,7 +207,7 @@ var outageCases = []testCase{
 	{
 		name:   "wait_through_outage",
 		source: "proto/client/client.go, Outages",
-		rule:   "An acquire that waits (every acquire but a try, with a wait or without: Acquire, AcquireWith, Hold and Election.Campaign) waits through an outage too, until its wait runs out; then it fails as unavailable",
+		rule:   "An acquire that waits (every acquire but a try: Acquire, AcquireWith, Hold and Election.Campaign, with a wait or without) waits through an outage too ... until one serves it, its wait runs out or ctx ends ... an acquire whose wait runs out with no node back returns ErrUnavailable, not ErrTimeout",
 		run: func(t *testing.T, d *driver) {
 			var tok uint64Counter
 			n := startScripted(t)
