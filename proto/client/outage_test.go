@@ -36,6 +36,18 @@ func waitDown(t *testing.T, c *Client, addr string) {
 	})
 }
 
+// clientInOutage is a client whose only node, at addr, served it and
+// then went away: the client has every connection to it down.
+func clientInOutage(t *testing.T) (*Client, string) {
+	t.Helper()
+	f := newFakeServer(t, grantAll())
+	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+	waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
+	f.close()
+	waitDown(t, c, f.addr)
+	return c, f.addr
+}
+
 // A node that restarted and took its role back is named by the others'
 // M while this client still has it down: the client dials it at once,
 // and the call goes there, instead of failing or waiting for the next
@@ -152,12 +164,7 @@ func TestWaitingCallsOutlastAnOutage(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeServer(t, grantAll())
-			addr := f.addr
-			c := newTestClient(t, []string{addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
-			waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
-			f.close()
-			waitDown(t, c, addr)
+			c, addr := clientInOutage(t)
 			res := async(func() error { return tc.call(c) })
 			select {
 			case err := <-res:
@@ -176,12 +183,7 @@ func TestWaitingCallsOutlastAnOutage(t *testing.T) {
 // too, and is served once a node is back.
 func TestBoundedAcquireOutlastsAShortOutage(t *testing.T) {
 	checkLeaks(t)
-	f := newFakeServer(t, grantAll())
-	addr := f.addr
-	c := newTestClient(t, []string{addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
-	waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
-	f.close()
-	waitDown(t, c, addr)
+	c, addr := clientInOutage(t)
 	res := acquireAsync(c, bg, "k", time.Second, 5*time.Second)
 	select {
 	case got := <-res:
@@ -199,11 +201,7 @@ func TestBoundedAcquireOutlastsAShortOutage(t *testing.T) {
 // busy); a try does not wait at all.
 func TestBoundedAcquireOutageEndsWithItsWait(t *testing.T) {
 	checkLeaks(t)
-	f := newFakeServer(t, grantAll())
-	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
-	waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
-	f.close()
-	waitDown(t, c, f.addr)
+	c, _ := clientInOutage(t)
 	const wait = 600 * time.Millisecond
 	start := time.Now()
 	_, err := c.Acquire(bg, "k", time.Second, wait)
@@ -228,11 +226,7 @@ func TestBoundedAcquireOutageEndsWithItsWait(t *testing.T) {
 // likely wrong than the cluster down.
 func TestWaitingAcquireOutageEndsWithCtx(t *testing.T) {
 	checkLeaks(t)
-	f := newFakeServer(t, grantAll())
-	c := newTestClient(t, []string{f.addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
-	waitFor(t, "two connections", func() bool { return c.liveConns("") == 2 })
-	f.close()
-	waitDown(t, c, f.addr)
+	c, _ := clientInOutage(t)
 	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
 	defer cancel()
 	if _, err := c.Acquire(ctx, "k", time.Second, 0); !errors.Is(err, context.DeadlineExceeded) {
