@@ -219,8 +219,9 @@ const waitHelp = "-w/--wait and -n/--nonblock mean what they mean to flock(1): n
 	"fails at once if the lock is held. This is the one place lockctl differs from\n" +
 	"the protocol, where a wait of 0 means forever: for \"at once\" lockctl sends\n" +
 	"the smallest wait there is, 0.001 s, so a lock freed within that millisecond\n" +
-	"is still granted. While no node can be reached (a cluster restarting), the\n" +
-	"wait goes on: lockctl keeps trying until it ends, then exits 4.\n\n"
+	"is still granted. If every node stops answering while lockctl waits (a\n" +
+	"cluster restarting), the wait goes on: lockctl keeps trying until it ends,\n" +
+	"then exits 4; with no node answering at the start, it exits 4 at once.\n\n"
 
 // lockJSON is a held lock as acquire, renew and hold print it with --json.
 // Limit and ID are those of a grant: renew, which knows only the token,
