@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -105,19 +106,68 @@ func (a lockAsk) set() bool { return len(a.keys) > 1 }
 func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (client.Locks, error) {
 	waiting := startWaiting(ctx, g, ask.key)
 	var locks client.Locks
-	var err error
-	if ask.set() {
-		locks, err = cl.AcquireAll(ctx, ask.keys, ask.lease, ask.wait.wire(), ask.options()...)
-	} else {
-		var lock client.Lock
-		lock, err = cl.AcquireWith(ctx, ask.key, ask.lease, ask.wait.wire(), ask.options()...)
-		locks = client.Locks{lock}
-	}
+	err := untilReached(ctx, g, ask, func(ask lockAsk) error {
+		var err error
+		if ask.set() {
+			locks, err = cl.AcquireAll(ctx, ask.keys, ask.lease, ask.wait.wire(), ask.options()...)
+		} else {
+			var lock client.Lock
+			lock, err = cl.AcquireWith(ctx, ask.key, ask.lease, ask.wait.wire(), ask.options()...)
+			locks = client.Locks{lock}
+		}
+		return err
+	})
 	waiting()
 	if err != nil {
 		return nil, acquireFailure(ctx, g, cl, ask, err)
 	}
 	return locks, nil
+}
+
+// untilReached runs try, an acquire, again with what is left of ask's
+// wait while it fails because no node listens (nodesDown), until the
+// wait ends: a lockctl started while every node is down (a cluster
+// restarting at once) waits for one as for the lock, saying so once. A client that
+// reached a node waits out a later outage itself, to the end of the
+// wait; only one that never reached any fails at once. Without a bound
+// (no --wait) or with -n, try runs once: a wrong --addr must not hang
+// lockctl, and a try does not wait.
+func untilReached(ctx context.Context, g *globals, ask lockAsk, try func(lockAsk) error) error {
+	if !ask.wait.set || ask.wait.atOnce() {
+		return try(ask)
+	}
+	end := time.Now().Add(ask.wait.d)
+	told := false
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := try(ask)
+		if !nodesDown(err) || time.Until(end) <= pause {
+			return err
+		}
+		if !told {
+			warn(g.Stderr, fmt.Sprintf("no lockd node answers at %s yet (%s)", printable(g.AddrList), networkCause(err)),
+				fmt.Sprintf("trying again until the wait of %s ends", ask.wait.d))
+			told = true
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		ask.wait.d = time.Until(end)
+	}
+}
+
+// nodesDown reports whether err says no node could be reached because
+// none listens: nodes down or restarting. Not a node that took the
+// connection and did not answer (a frozen node, or one that speaks TLS
+// to a lockctl without --tls) or refused this lockctl (the secret):
+// those errors are worth seeing at once.
+func nodesDown(err error) bool {
+	var setup *client.SetupError
+	return errors.Is(err, client.ErrUnavailable) && !errors.As(err, &setup) && !errors.Is(err, client.ErrNoAnswer) &&
+		errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // acquireFailure explains a failed acquire; hold and exec share it.
@@ -219,9 +269,9 @@ const waitHelp = "-w/--wait and -n/--nonblock mean what they mean to flock(1): n
 	"fails at once if the lock is held. This is the one place lockctl differs from\n" +
 	"the protocol, where a wait of 0 means forever: for \"at once\" lockctl sends\n" +
 	"the smallest wait there is, 0.001 s, so a lock freed within that millisecond\n" +
-	"is still granted. If every node stops answering while lockctl waits (a\n" +
-	"cluster restarting), the wait goes on: lockctl keeps trying until it ends,\n" +
-	"then exits 4; with no node answering at the start, it exits 4 at once.\n\n"
+	"is still granted. While no node answers (a cluster restarting), lockctl\n" +
+	"keeps trying until the wait ends, then exits 4; without --wait, one that\n" +
+	"never reached a node exits 4 at once: a wrong --addr must not hang it.\n\n"
 
 // lockJSON is a held lock as acquire, renew and hold print it with --json.
 // Limit and ID are those of a grant: renew, which knows only the token,

@@ -148,3 +148,37 @@ func TestLongKeyErrorIsShort(t *testing.T) {
 		t.Errorf("clipKey of a long UTF-8 key: %s", got)
 	}
 }
+
+// A lockctl started while no node answers yet (a cluster restarting at
+// once) waits for one within --wait, saying so once; without --wait it
+// exits 4 at once, since a wrong --addr must not hang it.
+func TestAcquireWaitsForANodeNotUpYet(t *testing.T) {
+	addr := closedAddr(t)
+	start := time.Now()
+	if code, _, stderr := lockctl(t, "--addr", addr, "acquire", "--key", "k"); code != exitUnavailable || time.Since(start) > 2*time.Second {
+		t.Fatalf("without --wait: exit %d after %s, want %d at once; stderr %q", code, time.Since(start), exitUnavailable, stderr)
+	}
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, stdout, stderr := lockctl(t, "--addr", addr, "acquire", "--key", "k", "--wait", "10s")
+		done <- result{code, stdout, stderr}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("returned before any node was up: exit %d, stderr %q", r.code, r.stderr)
+	case <-time.After(500 * time.Millisecond):
+	}
+	f := startFakeAt(t, addr)
+	r := <-done
+	tok, ok := f.holder("k")
+	if r.code != 0 || !ok || r.stdout != strconv.FormatUint(tok, 10)+"\n" {
+		t.Fatalf("once the node is up: exit %d, stdout %q, stderr %q; want the token", r.code, r.stdout, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "no lockd node answers at "+addr+" yet"); n != 1 {
+		t.Errorf("stderr %q: want the wait for a node said once", r.stderr)
+	}
+}

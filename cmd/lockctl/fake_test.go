@@ -63,7 +63,13 @@ type fakeWaiter struct {
 
 func startFake(t *testing.T) *fakeLockd {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startFakeAt(t, "127.0.0.1:0")
+}
+
+// startFakeAt is startFake listening on addr.
+func startFakeAt(t *testing.T, addr string) *fakeLockd {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,17 +141,20 @@ const releaseTimeout = 6 * time.Second
 // share it, so that both renew through the client's one implementation.
 func holdShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (keeper, error) {
 	waiting := startWaiting(ctx, g, ask.key)
-	opts := ask.options()
-	if ask.wait.set {
-		opts = append(opts, client.Wait(ask.wait.d))
-	}
 	var held keeper
-	var err error
-	if ask.set() {
-		held, err = cl.HoldAll(ctx, ask.keys, ask.lease, opts...)
-	} else {
-		held, err = cl.Hold(ctx, ask.key, ask.lease, opts...)
-	}
+	err := untilReached(ctx, g, ask, func(ask lockAsk) error {
+		opts := ask.options()
+		if ask.wait.set {
+			opts = append(opts, client.Wait(ask.wait.d))
+		}
+		var err error
+		if ask.set() {
+			held, err = cl.HoldAll(ctx, ask.keys, ask.lease, opts...)
+		} else {
+			held, err = cl.Hold(ctx, ask.key, ask.lease, opts...)
+		}
+		return err
+	})
 	waiting()
 	if err != nil {
 		return nil, acquireFailure(ctx, g, cl, ask, err)
