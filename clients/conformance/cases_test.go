@@ -314,7 +314,7 @@ var cases = []testCase{
 			// Nothing listening anywhere: unavailable too.
 			d3 := startDriver(t, d.spec)
 			d3.open([]string{freePort(t), freePort(t)}, map[string]any{"dial_timeout_ms": 500})
-			if r := d3.do(acquireCmd("none", 10*time.Second, 5*time.Second)); r.errKind() != "unavailable" {
+			if r := d3.do(acquireCmd("none", 10*time.Second, time.Second)); r.errKind() != "unavailable" {
 				t.Errorf("no node listening: want error unavailable, got %s", r)
 			}
 		},

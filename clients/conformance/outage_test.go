@@ -245,6 +245,44 @@ var outageCases = []testCase{
 		},
 	},
 	{
+		name:   "wait_for_nodes_not_up_yet",
+		source: "proto/client/client.go, Outages",
+		rule:   "A client that has never reached any node waits so only while every node refuses the connection (nothing listens there yet: a cluster starting or restarting), and only for an acquire with a wait: one that waits forever returns ErrUnavailable at once",
+		run: func(t *testing.T, d *driver) {
+			// A client made while its only node is not up yet.
+			var tok uint64Counter
+			n := startScripted(t)
+			n.set(func(s *scripted) { s.auto = granting(&tok) })
+			n.stopListening()
+			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 300, "redial_ms": 300, "dial_timeout_ms": 500})
+			start := time.Now()
+			if r := d.do(acquireCmd("forever", 10*time.Second, 0)); r.ok() || r.errKind() != "unavailable" {
+				t.Errorf("an acquire that waits forever, nothing listening at the client's only address: %s, want error unavailable at once", r)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("an acquire that waits forever on an address never reached gave up after %s, want at once", took)
+			}
+			bounded := d.send(acquireCmd("bounded", 10*time.Second, 8*time.Second))
+			short := d.send(acquireCmd("short", 10*time.Second, time.Second))
+			deadline := time.Now().Add(1500 * time.Millisecond)
+			for time.Now().Before(deadline) {
+				pending(t, "an acquire with a wait of 8 s returned while nothing listened yet; it waits for a node until its wait ends", bounded)
+				time.Sleep(50 * time.Millisecond)
+			}
+			n.listenAgain()
+			if r := d.wait(bounded, 15*time.Second); !r.ok() {
+				t.Errorf("an acquire with a wait of 8 s, once the node listens: %s", r)
+			}
+			r := d.wait(short, 5*time.Second)
+			if r.ok() || r.errKind() != "unavailable" {
+				t.Errorf("an acquire whose wait of 1 s ran out before the node listened: %s, want error unavailable", r)
+			}
+			if r.ms() < 900*time.Millisecond {
+				t.Errorf("an acquire with a wait of 1 s gave up after %s while nothing listened, before its wait ran out", r.ms())
+			}
+		},
+	},
+	{
 		name:   "moved_to_down_node",
 		source: "proto/client/client.go, Liveness",
 		rule:   "A redirect to a node this client has marked down dials that node at once, not at the next background redial",

@@ -85,7 +85,7 @@ func startScripted(t *testing.T) *scripted {
 		t.Fatal(err)
 	}
 	s := &scripted{t: t, ln: ln, addr: ln.Addr().String(), changed: make(chan struct{})}
-	go s.serve()
+	go s.serve(ln)
 	t.Cleanup(s.stop)
 	return s
 }
@@ -95,9 +95,9 @@ func (s *scripted) notifyLocked() {
 	s.changed = make(chan struct{})
 }
 
-func (s *scripted) serve() {
+func (s *scripted) serve(ln net.Listener) {
 	for {
-		c, err := s.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -117,8 +117,8 @@ func (s *scripted) serve() {
 }
 
 func (s *scripted) stop() {
-	s.ln.Close()
 	s.mu.Lock()
+	s.ln.Close()
 	conns := s.conns
 	s.mu.Unlock()
 	for _, c := range conns {
@@ -127,7 +127,24 @@ func (s *scripted) stop() {
 }
 
 // stopListening closes the listener: new dials are refused.
-func (s *scripted) stopListening() { s.ln.Close() }
+func (s *scripted) stopListening() {
+	s.mu.Lock()
+	s.ln.Close()
+	s.mu.Unlock()
+}
+
+// listenAgain opens the listener stopListening closed, at the same
+// address, as a node started there does.
+func (s *scripted) listenAgain() {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		s.t.Fatalf("listening again at %s: %v", s.addr, err)
+	}
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	go s.serve(ln)
+}
 
 func (c *sconn) read() {
 	r := bufio.NewReader(c.c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"syscall"
 	"time"
 
@@ -106,7 +107,7 @@ func (a lockAsk) set() bool { return len(a.keys) > 1 }
 func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (client.Locks, error) {
 	waiting := startWaiting(ctx, g, ask.key)
 	var locks client.Locks
-	err := untilReached(ctx, g, ask, func(ask lockAsk) error {
+	err := noNodeYet(ctx, g, ask, func(ask lockAsk) error {
 		var err error
 		if ask.set() {
 			locks, err = cl.AcquireAll(ctx, ask.keys, ask.lease, ask.wait.wire(), ask.options()...)
@@ -124,50 +125,61 @@ func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask 
 	return locks, nil
 }
 
-// untilReached runs try, an acquire, again with what is left of ask's
-// wait while it fails because no node listens (nodesDown), until the
-// wait ends: a lockctl started while every node is down (a cluster
-// restarting at once) waits for one as for the lock, saying so once. A client that
-// reached a node waits out a later outage itself, to the end of the
-// wait; only one that never reached any fails at once. Without a bound
-// (no --wait) or with -n, try runs once: a wrong --addr must not hang
-// lockctl, and a try does not wait.
-func untilReached(ctx context.Context, g *globals, ask lockAsk, try func(lockAsk) error) error {
+// noNodeYet runs try, an acquire that waits ask's wait. Started while
+// every node is down (a cluster restarting at once), the client waits
+// for one as for the lock, to the end of the wait; so that a person or
+// a cron log learns why nothing happens, lockctl says so once on stderr
+// when no node listens a moment after the start. Without a bound (no
+// --wait) or with -n the client does not wait for a node it never
+// reached: a wrong --addr must not hang lockctl.
+func noNodeYet(ctx context.Context, g *globals, ask lockAsk, try func(lockAsk) error) error {
 	if !ask.wait.set || ask.wait.atOnce() {
 		return try(ask)
 	}
-	end := time.Now().Add(ask.wait.d)
-	told := false
-	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		err := try(ask)
-		if !nodesDown(err) || time.Until(end) <= pause {
-			return err
-		}
-		if !told {
-			warn(g.Stderr, fmt.Sprintf("no lockd node answers at %s yet (%s)", printable(g.AddrList), networkCause(err)),
-				fmt.Sprintf("trying again until the wait of %s ends", ask.wait.d))
-			told = true
-		}
-		t := time.NewTimer(pause)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(noNodeAfter)
+		defer t.Stop()
 		select {
+		case <-stop:
+			return
 		case <-ctx.Done():
-			t.Stop()
-			return err
+			return
 		case <-t.C:
 		}
-		ask.wait.d = time.Until(end)
-	}
+		if err := nothingListens(g.Addrs); err != nil {
+			warn(g.Stderr, fmt.Sprintf("no lockd node answers at %s yet (%s)", printable(g.AddrList), networkCause(err)),
+				fmt.Sprintf("waiting for one until the wait of %s ends", ask.wait.d))
+		}
+	}()
+	err := try(ask)
+	close(stop)
+	<-done
+	return err
 }
 
-// nodesDown reports whether err says no node could be reached because
-// none listens: nodes down or restarting. Not a node that took the
-// connection and did not answer (a frozen node, or one that speaks TLS
-// to a lockctl without --tls) or refused this lockctl (the secret):
-// those errors are worth seeing at once.
-func nodesDown(err error) bool {
-	var setup *client.SetupError
-	return errors.Is(err, client.ErrUnavailable) && !errors.As(err, &setup) && !errors.Is(err, client.ErrNoAnswer) &&
-		errors.Is(err, syscall.ECONNREFUSED)
+// noNodeAfter is how long an acquire runs before lockctl checks whether
+// any node listens: a node restarting is usually back sooner.
+const noNodeAfter = 250 * time.Millisecond
+
+// nothingListens dials every address and returns the last refusal when every dial was refused, nil when a node
+// listens at one of them or a dial failed otherwise (the client's own
+// error says more then).
+func nothingListens(addrs []string) error {
+	var last error
+	for _, addr := range addrs {
+		nc, err := net.DialTimeout("tcp", addr, noNodeAfter)
+		if err == nil {
+			nc.Close()
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil
+		}
+		last = err
+	}
+	return last
 }
 
 // acquireFailure explains a failed acquire; hold and exec share it.

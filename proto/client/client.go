@@ -112,11 +112,15 @@
 // the wait (from the request's first send, or from the outage's start
 // when it was never sent): an acquire whose wait runs out with no node
 // back returns ErrUnavailable, not ErrTimeout, since no node said the
-// key was busy. Two failures end it at once all the same: a client that
-// has never reached any node (its addresses are more likely wrong than
-// the cluster down), and a node that refuses the TLS handshake or the
-// secret (a *SetupError). A try (TryAcquire, Wait(0)) does not wait: it
-// returns ErrUnavailable once every node was tried.
+// key was busy. A client that has never reached any node waits so only
+// while every node refuses the connection (nothing listens there yet: a
+// cluster starting or restarting), and only for an acquire with a wait:
+// one that waits forever returns ErrUnavailable at once, as it does when
+// a node takes the connection and never answers, since its addresses may
+// well be wrong and it would hang on them for good. A node that refuses
+// the TLS handshake or the secret (a *SetupError) ends it at once too. A
+// try (TryAcquire, Wait(0)) does not wait: it returns ErrUnavailable
+// once every node was tried.
 //
 // A watch says when it loses the cluster: see WatchEvents.
 package client

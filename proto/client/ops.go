@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lockd-io/lockd/proto"
@@ -639,7 +640,7 @@ func (t *trip) waitRanOut(cause error) error {
 func (t *trip) pick(ctx context.Context) (*conn, uint64, error) {
 	cn, gen, wake, err := t.c.choose(&t.at)
 	switch {
-	case err != nil && t.patient && t.c.transient(err):
+	case err != nil && t.waitsOut(err):
 		return nil, 0, t.outage(ctx, true, err)
 	case err != nil:
 		return nil, 0, err
@@ -715,7 +716,7 @@ func (t *trip) dropped(ctx context.Context, cn *conn, gen uint64, err error) err
 		return nil
 	}
 	err = t.c.unavailable(fmt.Errorf("%d connections dropped during this request, last: %w", t.at.drops, err))
-	if t.patient && t.c.transient(err) {
+	if t.waitsOut(err) {
 		// Connections that come up and drop again: pause before the
 		// next round, whatever is up.
 		return t.outage(ctx, false, err)
@@ -775,14 +776,36 @@ func (t *trip) moved(ctx context.Context, cn *conn, a proto.Answer, landed bool)
 	return nil
 }
 
-// transient reports whether err, a call's failure to find a node, is an
-// outage a patient call waits through: no node reachable now, on a
-// client that has reached one before. A client that never reached any
-// node more likely has wrong addresses than a cluster that is down, and
-// a node refusing the TLS or the secret will not change its mind.
-func (c *Client) transient(err error) bool {
+// waitsOut reports whether err, a call's failure to find a node, is an
+// outage this call waits through: a patient call on a client that has
+// reached a node before, or an acquire with a wait on one that never
+// has, while every node refuses the connection (a cluster starting or
+// restarting). Waiting forever on addresses never reached, or on nodes
+// that take the connection and never answer, would hang a client given
+// wrong addresses for good; a node refusing the TLS or the secret will
+// not change its mind.
+func (t *trip) waitsOut(err error) bool {
 	var se *SetupError
-	return errors.Is(err, ErrUnavailable) && !errors.As(err, &se) && c.wasUp()
+	switch {
+	case !t.patient || !errors.Is(err, ErrUnavailable) || errors.As(err, &se):
+		return false
+	case t.c.wasUp():
+		return true
+	}
+	return !t.forever && t.c.nothingListens()
+}
+
+// nothingListens reports whether the last dial of every connection was
+// refused: no node listens at any address.
+func (c *Client) nothingListens() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cn := range c.conns {
+		if !errors.Is(cn.lastErr, syscall.ECONNREFUSED) {
+			return false
+		}
+	}
+	return len(c.conns) > 0
 }
 
 // outagePause is how long a patient call waits before its n-th new

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -221,9 +222,50 @@ func TestBoundedAcquireOutageEndsWithItsWait(t *testing.T) {
 	}
 }
 
-// The wait through an outage ends with ctx, and a client that never
-// reached a node fails at once all the same: its addresses are more
-// likely wrong than the cluster down.
+// A client made while nothing listens at its address yet (a cluster
+// starting): an acquire with a wait waits for a node to start, to the
+// end of its wait; one that waits forever fails at once, so that a
+// client given a wrong address does not hang on it for good, and so does
+// one whose wait runs out first.
+func TestBoundedAcquireWaitsForANodeNotUpYet(t *testing.T) {
+	checkLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newTestClient(t, []string{addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+	start := time.Now()
+	if _, err := c.Acquire(bg, "k", time.Second, 0); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("waiting forever: err = %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("waiting forever on an address never reached: gave up after %s, want at once", took)
+	}
+	start = time.Now()
+	if _, err := c.Acquire(bg, "k", time.Second, 300*time.Millisecond); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "whole wait of 300ms") {
+		t.Fatalf("a wait of 300ms with nothing listening: err = %v, want ErrUnavailable saying the wait ran out", err)
+	} else if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("a wait of 300ms gave up after %s, before it ran out", took)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(bg, "k", time.Second, 10*time.Second)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("an acquire with a wait returned before a node listened: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	newFakeServerAt(t, addr, grantAll())
+	if err := <-done; err != nil {
+		t.Fatalf("once a node listens: %v", err)
+	}
+}
+
+// The wait through an outage ends with ctx.
 func TestWaitingAcquireOutageEndsWithCtx(t *testing.T) {
 	checkLeaks(t)
 	c, _ := clientInOutage(t)
