@@ -716,7 +716,7 @@ export class Client {
       try {
         ch = this.choose(at);
       } catch (e) {
-        if (!(o.patient && this.transient(e))) throw e;
+        if (!this.waitsOut(e, o)) throw e;
         await outage(true, e);
         continue;
       }
@@ -791,7 +791,7 @@ export class Client {
         }
         if (at.drops >= maxDrops) {
           const err = this.unavailable(new LockdError(`${at.drops} connections dropped during this request, last: ${r.err.message}`, "ECONNLOST"));
-          if (!(o.patient && this.transient(err))) throw err;
+          if (!this.waitsOut(err, o)) throw err;
           // Connections that come up and drop again: pause before the
           // next round, whatever is up.
           await outage(false, err);
@@ -843,14 +843,24 @@ export class Client {
   }
 
   /**
-   * Whether err, a call's failure to find a node, is an outage a patient
-   * call waits through: no node reachable now, on a client that has
-   * reached one before. A client that never reached any node more likely
-   * has wrong addresses than a cluster that is down, and a node refusing
-   * the TLS or the secret (AuthError) will not change its mind.
+   * Whether err, a call's failure to find a node, is an outage a call
+   * with options o waits through: a patient call on a client that has
+   * reached a node before, or an acquire with a wait on one that never
+   * has, while every node refuses the connection (a cluster starting or
+   * restarting). Addresses never reached may well be wrong, all the more
+   * when a dial times out: waiting forever on them would hang a client
+   * given wrong addresses for good. A node refusing the TLS or the secret
+   * (AuthError) will not change its mind.
    */
-  private transient(err: unknown): boolean {
-    return err instanceof UnavailableError && this.everUp;
+  private waitsOut(err: unknown, o: TripOptions): boolean {
+    if (!o.patient || !(err instanceof UnavailableError)) return false;
+    if (this.everUp) return true;
+    return o.waitLeft !== undefined && this.nothingListens();
+  }
+
+  /** Whether the last dial of every connection was refused: no node listens at any address. */
+  private nothingListens(): boolean {
+    return this.conns.length > 0 && this.conns.every((cn) => refused(cn.lastErr));
   }
 
   /** Waits pause ms, or (early) until a connection is up, or the signal aborts. */
@@ -1754,6 +1764,15 @@ function raceAbort<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
       },
     );
   });
+}
+
+/**
+ * Whether err is a dial refused: nothing listens at the address (at any
+ * of those its name resolved to, for an AggregateError).
+ */
+function refused(err: Error | undefined): boolean {
+  if (err instanceof AggregateError && err.errors.length > 0) return err.errors.every((e) => refused(asError(e)));
+  return (err as NodeJS.ErrnoException | undefined)?.code === "ECONNREFUSED";
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -181,6 +181,70 @@ test("an acquire whose wait runs out in an outage rejects as unavailable, not be
   assert.ok(performance.now() - start < 600, "a try waited in the outage");
 });
 
+/** An address where nothing listens: a node that is not up yet. */
+async function closedAddr(): Promise<string> {
+  const n = await FakeNode.start();
+  await n.stop();
+  return n.addr;
+}
+
+test("an acquire that waits forever on a client that never reached a node rejects as unavailable at once", async (t) => {
+  const c = new Client([await closedAddr()], { redial: 3_600_000, failureTimeout: 200 });
+  t.after(() => c.close());
+  const start = performance.now();
+  await assert.rejects(c.acquire("k", { lease: 1000 }), (e: Error) => e instanceof UnavailableError);
+  const took = performance.now() - start;
+  assert.ok(took < 500, `gave up after ${took} ms on an address never reached, want at once`);
+});
+
+test("an acquire with a wait on a client that never reached a node, nothing listening, rejects as unavailable when its wait runs out", async (t) => {
+  const c = new Client([await closedAddr()], { redial: 3_600_000, failureTimeout: 200 });
+  t.after(() => c.close());
+  const start = performance.now();
+  const err = await c.acquire("k", { lease: 1000, wait: 300 }).then(
+    () => null,
+    (e: Error) => e,
+  );
+  const took = performance.now() - start;
+  assert.ok(err instanceof UnavailableError && /for the whole wait/.test(err.message), String(err));
+  assert.ok(took >= 300, `gave up after ${took} ms, before the wait of 300 ms ran out`);
+  assert.ok(took < 2000, `gave up after ${took} ms, long after the wait of 300 ms ran out`);
+  const tried = performance.now();
+  await assert.rejects(c.tryAcquire("k", { lease: 1000 }), (e: Error) => e instanceof UnavailableError);
+  assert.ok(performance.now() - tried < 300, "a try waited for a node");
+});
+
+test("an acquire with a wait on a client that never reached a node rejects at once when a dial fails otherwise than refused", async (t) => {
+  // .invalid never resolves (RFC 6761); a slow resolver ends in a dial timeout instead.
+  const c = new Client([await closedAddr(), "lockd-test.invalid:7070"], { redial: 3_600_000, failureTimeout: 200, dialTimeout: 500 });
+  t.after(() => c.close());
+  const start = performance.now();
+  await assert.rejects(c.acquire("k", { lease: 1000, wait: 5000 }), (e: Error) => e instanceof UnavailableError && !/whole wait/.test(e.message));
+  const took = performance.now() - start;
+  assert.ok(took < 2000, `gave up after ${took} ms, want at once: the address may well be wrong`);
+});
+
+test("an acquire with a wait on a client made before its node listens is granted once the node starts", async (t) => {
+  const addr = await closedAddr();
+  const c = new Client([addr], { redial: 3_600_000, failureTimeout: 200 });
+  let n: FakeNode | undefined;
+  t.after(async () => {
+    await c.close();
+    await n?.stop();
+  });
+  let done = false;
+  const p = c.acquire("k", { lease: 1000, wait: 10_000 }).finally(() => (done = true));
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(done, false, "returned before a node listened");
+  n = await FakeNode.start(portOf(addr));
+  n.handle = granting;
+  const start = performance.now();
+  const lock = await p;
+  assert.equal(lock.token, TOKEN);
+  const took = performance.now() - start;
+  assert.ok(took < 3000, `granted ${took} ms after the node started`);
+});
+
 test("a watch and an observation say when they lose the cluster and when they are current again", async (t) => {
   let words = "5 9 0 id=5,leader#1";
   const handle = (l: Line) => (l.words[0] === "L" ? `L ${l.words[1]} ${words}` : l.words[0] === "U" ? `U ${l.words[1]} ok` : "");
