@@ -164,7 +164,7 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
             try:
                 cn = self._choose_locked(at)
             except Unavailable as e:
-                if not (patient and self._ever_up):
+                if not self._waits_out_locked(patient, wait_left):
                     raise
                 await self._wait_outage(outage_pause(outages, self._redial, wait_left, e), True)
                 outages += 1
@@ -212,7 +212,7 @@ class AsyncClient(_AsyncAcquires, _AsyncPool):
                     raise dropped_after_send(res.err)
                 if at.drops >= MAX_DROPS:
                     err = self._unavailable_locked(drops_error(at.drops, res.err))
-                    if patient and self._ever_up:
+                    if self._waits_out_locked(patient, wait_left):
                         await self._wait_outage(outage_pause(outages, self._redial, wait_left, err), False)
                         outages += 1
                         at = _Attempt(at.busy_key)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set,
 
 from . import _wire as w
 from ._auth import NoAnswer, handshake
-from ._conn import _Call, _Conn, _orphan_grants
+from ._conn import _Call, _Conn, _dial_error, _orphan_grants
 from ._errors import AuthError, Closed, Error
 from ._loop import _Loop
 from ._watch import _Watches
@@ -271,7 +271,7 @@ class _AsyncPool(_Watches, _Loop):
         except asyncio.CancelledError:
             raise
         except (OSError, Error) as e:
-            err = e if isinstance(e, Error) else ConnectionError(f"{cn.addr}: {e.strerror or e}")
+            err = _dial_error(cn.addr, e)
         if self._closed:
             if proto.tr is not None:
                 proto.tr.close()

@@ -5,10 +5,11 @@ connections a call has not failed on yet."""
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ._conn import MAX_DYNAMIC, _Attempt, _Conn
 from ._errors import AuthError, Closed, Error, Unavailable
+from ._rules import waits_out_outage
 
 
 class _Choose:
@@ -19,6 +20,7 @@ class _Choose:
     _active: str
     _dynamic: int
     _rr: int
+    _ever_up: bool
     _last_err: Optional[BaseException]
 
     def _dial_locked(self, cn: _Conn) -> None:
@@ -48,6 +50,17 @@ class _Choose:
 
     def _any_up_locked(self) -> bool:
         return any(cn.state == "up" for cn in self._conns)
+
+    def _waits_out_locked(self, patient: bool, wait_left: Optional[Callable[[], float]]) -> bool:
+        """Whether a call that found no node to serve it waits through the
+        outage (waits_out_outage) instead of raising: wait_left, what is
+        left of the wait, is given to an acquire with a bounded wait only."""
+        return waits_out_outage(patient, self._ever_up, wait_left is not None, self._nothing_listens_locked())
+
+    def _nothing_listens_locked(self) -> bool:
+        """Whether the last dial of every connection was refused: no node
+        listens at any address (_dial_error)."""
+        return bool(self._conns) and all(isinstance(cn.last_err, ConnectionRefusedError) for cn in self._conns)
 
     def _dead_locked(self, addr: str) -> bool:
         found = False

@@ -309,9 +309,13 @@ class Client(_Requests, _Sets, _Watches, _Loop):
         too: where another call raises Unavailable because no node can be
         reached, it keeps trying, dialling every node, until cancelled or,
         for an acquire with a wait (wait_left: what is left of it), until
-        the wait runs out; unless the client never reached a node (its
-        addresses are more likely wrong than the cluster down) or a node
-        refused its secret or TLS (AuthError).
+        the wait runs out. A client that never reached a node waits so only
+        for an acquire with a wait, and only while every node refuses the
+        connection (nothing listens there yet: a cluster starting or
+        restarting); one that waits forever raises at once, as it does when
+        a node takes the connection and never answers, since its addresses
+        may well be wrong and it would hang on them for good. A node that
+        refuses its secret or TLS (AuthError) ends it at once too.
 
         An exception that is not an Error (KeyboardInterrupt, SystemExit)
         abandons the call on its way out: a waiting acquire is withdrawn,
@@ -355,7 +359,7 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                 try:
                     cn = self._choose_locked(at)
                 except Unavailable as e:
-                    if not (patient and self._ever_up):
+                    if not self._waits_out_locked(patient, wait_left):
                         raise
                     cn, outage = None, e
                 cl: Optional[_Call] = None
@@ -408,7 +412,8 @@ class Client(_Requests, _Sets, _Watches, _Loop):
                 if at.drops >= MAX_DROPS:
                     with self._mu:
                         err = self._unavailable_locked(drops_error(at.drops, res.err))
-                    if patient and self._ever_up:
+                        waits = self._waits_out_locked(patient, wait_left)
+                    if waits:
                         # Connections that come up and drop again: pause
                         # before the next round, whatever is up.
                         self._wait_outage(outage_pause(outages, self._redial, wait_left, err), cancel, False)

@@ -3,10 +3,11 @@ the bounds of a call, and the words of its errors."""
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple, Union
 
 from . import _wire as w
 from ._errors import AuthError, Error, LimitMismatch, NotHeld, Refused, Timeout, Unavailable
@@ -230,3 +231,17 @@ def _bad_answer(op: str, key: str, cn: Optional[_Conn], a: w.Answer) -> Error:
     where = cn.addr if cn is not None else "a node"
     line = " ".join([a.kind, a.key] + a.fields)
     return Error(f"{op} {key}: {where} answered {line!r}, which this client does not understand; check that client and server versions match")
+
+
+def _dial_error(addr: str, e: Union[OSError, Error]) -> BaseException:
+    """What a failed dial of addr leaves as the connection's last_err: an
+    Error as it is, an OSError as a ConnectionError naming addr, and a
+    ConnectionRefusedError when nothing listens there, by which
+    _nothing_listens_locked tells a cluster not up yet from wrong
+    addresses."""
+    if isinstance(e, Error):
+        return e
+    msg = f"{addr}: {e.strerror or e}"
+    if isinstance(e, ConnectionRefusedError) or e.errno == errno.ECONNREFUSED:
+        return ConnectionRefusedError(msg)
+    return ConnectionError(msg)

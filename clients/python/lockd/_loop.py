@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Optional, Tuple
 from . import _wire as w
 from ._auth import NoAnswer, open_conn
 from ._choose import _Choose
-from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _bad_answer, _Call, _Conn, _Dropped, _not_held, _orphan_grants, _server_error
+from ._conn import _MOVABLE, MAX_DYNAMIC, _Attempt, _bad_answer, _Call, _Conn, _dial_error, _Dropped, _not_held, _orphan_grants, _server_error
 from ._errors import AuthError, Closed, Error, Unavailable
 from ._rules import Release, moved_to, release_word
 
@@ -56,7 +56,7 @@ class _Loop(_Choose):
         except NoAnswer as e:
             err = e
         except (OSError, Error) as e:
-            err = e if isinstance(e, Error) else ConnectionError(f"{cn.addr}: {e.strerror or e}")
+            err = _dial_error(cn.addr, e)
         with self._mu:
             if self._closed:
                 if sock is not None:

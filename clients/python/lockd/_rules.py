@@ -207,6 +207,20 @@ def moved_to(cn: _Conn, a: w.Answer) -> str:
     return a.fields[0]
 
 
+def waits_out_outage(patient: bool, ever_up: bool, bounded: bool, nothing_listens: bool) -> bool:
+    """Whether a call that found no node to serve it waits through the
+    outage (outage_pause) instead of raising Unavailable: a patient call
+    (an acquire that waits, not a try) on a client that has reached a node
+    before, or an acquire with a bounded wait on one that never has, while
+    the last dial of every connection was refused (nothing listens there
+    yet: a cluster starting or restarting). Waiting forever on addresses
+    never reached, or on nodes that take the connection and never answer,
+    would hang a client given wrong addresses for good."""
+    if not patient:
+        return False
+    return ever_up or (bounded and nothing_listens)
+
+
 def outage_pause(outages: int, redial: float, wait_left: Optional[Callable[[], float]], cause: Error) -> float:
     """How long a patient call waits before its next round in an outage,
     which cause describes. An acquire with a wait (wait_left) waits no

@@ -1,6 +1,6 @@
 """The client when the cluster fails under it, and when its caller goes:
-a redirect to a node it has down, a wait through an outage, a watch that
-loses the cluster, an interrupt or a cancelled task that gives up an
+a redirect to a node it has down, a wait through an outage or for a
+cluster not up yet, a watch that loses the cluster, an interrupt or a cancelled task that gives up an
 acquire; and what it refuses (a held lease too short for a failover) or
 reads typed (a status)."""
 
@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import threading
 import time
 import unittest
@@ -26,6 +27,16 @@ def interrupt_soon():
 
 def port_of(addr):
     return int(addr.rsplit(":", 1)[1])
+
+
+def closed_port():
+    """An address nothing listens at: a port just freed, where a node
+    starts later."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    addr = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    return addr
 
 
 def granting(c, line):
@@ -184,6 +195,99 @@ class OutageTest(unittest.TestCase):
             return None
         except Exception as e:  # noqa: BLE001 - the test reports it
             return e
+
+    # A client made while nothing listens at its address yet (a cluster
+    # starting): an acquire with a wait waits for a node to start, to the
+    # end of its wait; one that waits forever, and a try, fail at once, so
+    # that a client given a wrong address does not hang on it for good.
+
+    def test_an_acquire_that_waits_forever_on_an_address_never_reached_fails_at_once(self):
+        addr = closed_port()
+        c = self.client(addr, failure_timeout=0.2)
+        stop = threading.Event()  # ends the acquire, should it wait
+        self.addCleanup(stop.set)
+        for name, call in (("acquire", lambda c: c.acquire("k", 1, cancel=stop)), ("try_acquire", lambda c: c.try_acquire("k", 1))):
+            with self.subTest(name):
+                out = []
+                t = threading.Thread(target=lambda: out.append(self._try(call, c)), daemon=True)
+                t.start()
+                t.join(0.5)
+                self.assertEqual(len(out), 1, "waited on an address never reached")
+                self.assertIsInstance(out[0], lockd.Unavailable, repr(out[0]))
+        with self.subTest("AsyncClient"):
+            e, _ = asyncio.run(self._never_reached(addr, lambda c: asyncio.wait_for(c.acquire("k", 1), 0.5)))
+            self.assertIsInstance(e, lockd.Unavailable, "waited on an address never reached: %r" % e)
+
+    def test_a_wait_on_a_node_that_never_answers_fails_at_once(self):
+        # It takes the connection: something listens there, maybe not lockd.
+        n = self.node(granting)
+        n.answer_status = False
+        c = self.client(n.addr, failure_timeout=0.2)
+        t0 = time.monotonic()
+        err = self._try(lambda c: c.acquire("k", 1, 3), c)
+        took = time.monotonic() - t0
+        async_err, async_took = asyncio.run(self._never_reached(n.addr, lambda c: c.acquire("k", 1, 3)))
+        for name, e, t in (("Client", err, took), ("AsyncClient", async_err, async_took)):
+            with self.subTest(name):
+                self.assertIsInstance(e, lockd.Unavailable, repr(e))
+                self.assertNotIn("whole wait", str(e))
+                self.assertLess(t, 1.5, "waited on a node that never answered")
+
+    def test_a_wait_with_nothing_listening_yet_runs_out_unavailable(self):
+        addr = closed_port()
+        c = self.client(addr, failure_timeout=0.2)
+        t0 = time.monotonic()
+        err = self._try(lambda c: c.acquire("k", 1, 0.3), c)
+        took = time.monotonic() - t0
+        async_err, async_took = asyncio.run(self._never_reached(addr, lambda c: c.acquire("k", 1, 0.3)))
+        for name, e, t in (("Client", err, took), ("AsyncClient", async_err, async_took)):
+            with self.subTest(name):
+                self.assertIsInstance(e, lockd.Unavailable, repr(e))
+                self.assertNotIsInstance(e, lockd.Timeout)
+                self.assertIn("for the whole wait", str(e))
+                self.assertGreaterEqual(t, 0.3, "gave up before the wait ran out")
+                self.assertLess(t, 2.0)
+
+    def test_a_wait_covers_a_node_not_up_yet(self):
+        with self.subTest("Client"):
+            addr = closed_port()
+            c = self.client(addr, failure_timeout=0.2)
+            out = []
+            t = threading.Thread(target=lambda: out.append(self._try(lambda c: c.acquire("k", 1, 10), c)), daemon=True)
+            t.start()
+            t.join(0.3)
+            self.assertEqual(out, [], "returned while nothing listened yet")
+            self.node(granting, port_of(addr))
+            t.join(5)
+            self.assertEqual(out, [None], "once a node listens")
+        with self.subTest("AsyncClient"):
+            self.assertIsNone(asyncio.run(self._async_acquire_not_up_yet(closed_port())))
+
+    async def _never_reached(self, addr, call):
+        """call's error on a new AsyncClient of addr (None when it
+        returned), and how long it took."""
+        async with lockd.AsyncClient(addr, **opts(failure_timeout=0.2)) as c:
+            t0 = time.monotonic()
+            try:
+                await call(c)
+            except (lockd.Error, asyncio.TimeoutError) as e:
+                return e, time.monotonic() - t0
+            return None, time.monotonic() - t0
+
+    async def _async_acquire_not_up_yet(self, addr):
+        """An acquire with a wait on an AsyncClient of addr, started
+        before a node listens there: its error, None when granted."""
+        async with lockd.AsyncClient(addr, **opts(failure_timeout=0.2)) as c:
+            task = asyncio.ensure_future(c.acquire("k", 1, 10))
+            await asyncio.sleep(0.3)
+            if task.done():
+                return task.exception() or AssertionError("granted while nothing listened yet")
+            self.node(granting, port_of(addr))
+            try:
+                await asyncio.wait_for(task, 5)
+            except lockd.Error as e:
+                return e
+            return None
 
     def test_watch_says_stale_and_current(self):
         state = {"words": "5 9 0 id=5,leader#1"}
