@@ -366,7 +366,10 @@ export class Client {
   private changedR!: () => void;
   private isClosed = false;
   private lastError: Error | undefined;
+  /** A node answered this client's hello: it is a lockd node, and an outage after is one a patient call waits through. */
   private everUp = false;
+  /** A node took this client's TCP connection: a release sent may have arrived there, and is worth re-sending. */
+  private everConnected = false;
   private readonly liveness: NodeJS.Timeout;
   private readonly idPrefix: string;
   private readonly idRand: string;
@@ -471,16 +474,17 @@ export class Client {
       role: this.role,
       unref: this.unrefIdle,
       // A node that took the connection was reached: a release sent to
-      // it may have arrived, and is worth re-sending.
+      // it may have arrived, and is worth re-sending. Only its answer to
+      // the hello says it is a lockd node (see everUp).
       onConnect: () => {
-        this.everUp = true;
+        this.everConnected = true;
       },
     });
   }
 
   /** @internal */
   connUp(_cn: Conn): void {
-    this.everUp = true;
+    this.everUp = this.everConnected = true;
     this.notify();
   }
 
@@ -1128,7 +1132,7 @@ export class Client {
             ch = this.choose(at);
           } catch (e) {
             const err = asError(e);
-            if (err instanceof ClosedError || !this.everUp) {
+            if (err instanceof ClosedError || !this.everConnected) {
               // No node was ever reached: nothing was lost in a drop that
               // a re-send could make up for.
               finish(err);

@@ -4,6 +4,7 @@
 // (a status).
 
 import assert from "node:assert/strict";
+import net from "node:net";
 import { test } from "node:test";
 import { Client, DisagreeError, InvalidArgumentError, UnavailableError } from "../src/index.js";
 import { FakeNode, type Line, arg } from "./fake.js";
@@ -195,6 +196,27 @@ test("an acquire that waits forever on a client that never reached a node reject
   await assert.rejects(c.acquire("k", { lease: 1000 }), (e: Error) => e instanceof UnavailableError);
   const took = performance.now() - start;
   assert.ok(took < 500, `gave up after ${took} ms on an address never reached, want at once`);
+});
+
+test("an acquire that waits forever rejects at once when its only node takes the connection and never answers, or answers as no lockd node does", { timeout: 10_000 }, async (t) => {
+  // A wrong address that reaches some other service: the client must not
+  // count it as a node it reached, and hang on it for good.
+  for (const answer of ["", "HTTP/1.1 400 Bad Request\r\n\r\n"]) {
+    const srv = net.createServer((s) => {
+      s.on("error", () => {});
+      if (answer) s.on("data", () => s.end(answer));
+    });
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    const c = new Client([`127.0.0.1:${(srv.address() as net.AddressInfo).port}`], { redial: 3_600_000, failureTimeout: 200 });
+    t.after(async () => {
+      await c.close();
+      srv.close();
+    });
+    const start = performance.now();
+    await assert.rejects(c.acquire("k", { lease: 1000 }), (e: Error) => e instanceof UnavailableError);
+    const took = performance.now() - start;
+    assert.ok(took < 2000, `a node ${answer ? "answering garbage" : "that never answers"}: gave up after ${took} ms, want at once`);
+  }
 });
 
 test("an acquire with a wait on a client that never reached a node, nothing listening, rejects as unavailable when its wait runs out", async (t) => {
