@@ -259,6 +259,9 @@ func disagreement(err error) string {
 func unreachable(g *globals, err error) *exitError {
 	cause := networkCause(err)
 	try := "start it with `lockd` or point --addr/LOCKD_ADDR at a running node"
+	if errors.Is(err, client.ErrNotLockd) {
+		try = "point --addr/LOCKD_ADDR at the port a lockd node listens on (its --listen)"
+	}
 	if strings.HasPrefix(cause, "tls: ") {
 		// The node answered, in TLS, and refused this end: a flag to fix.
 		try = "check the TLS flags: --tls-ca verifies the node; a node started with --tls-client-auth wants --tls-cert and --tls-key"
@@ -276,6 +279,9 @@ func unreachable(g *globals, err error) *exitError {
 func networkCause(err error) string {
 	if errors.Is(err, client.ErrNoAnswer) {
 		return "it took the connection but did not answer"
+	}
+	if errors.Is(err, client.ErrNotLockd) {
+		return "another service answered there, not lockd"
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {

@@ -9,6 +9,47 @@ import (
 	"time"
 )
 
+// Against another service (an HTTP server at the port given), every
+// command says that what answered is not lockd, and how to fix the
+// address, instead of "cannot reach" with nothing more.
+func TestAnotherServiceIsNotLockd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+					c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"))
+				}
+			}()
+		}
+	}()
+	for _, args := range [][]string{
+		{"acquire", "--key", "k"},
+		{"acquire", "--key", "k", "--wait", "10s"},
+		{"exec", "--key", "k", "--", "true"},
+		{"status"},
+		{"queues"},
+	} {
+		start := time.Now()
+		code, _, stderr := lockctl(t, append([]string{"--addr", ln.Addr().String()}, args...)...)
+		if code != exitUnavailable || !strings.Contains(stderr, "another service answered there, not lockd") || !strings.Contains(stderr, "--listen") {
+			t.Errorf("lockctl %s: exit %d, stderr %q; want %d saying another service answered", strings.Join(args, " "), code, stderr, exitUnavailable)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("lockctl %s: took %s, want at once", strings.Join(args, " "), took)
+		}
+	}
+}
+
 // Against a server that takes connections and never
 // answers, every command says so, with exit code 6, within about the
 // failure timeout, instead of waiting forever or blaming the lock, the

@@ -477,7 +477,7 @@ func hello(nc net.Conn, r *bufio.Reader, addr string, ft time.Duration) error {
 	for {
 		part, err := r.ReadSlice('\n')
 		if len(line)+len(part) > maxAnswerLen {
-			return fmt.Errorf("%s answered a line longer than %d bytes; check that a lockd node, not another service, listens there", addr, maxAnswerLen)
+			return fmt.Errorf("%w: %s answered a line longer than %d bytes; check that a lockd node, not another service, listens there", ErrNotLockd, addr, maxAnswerLen)
 		}
 		line = append(line, part...)
 		if err == bufio.ErrBufferFull {
@@ -494,7 +494,7 @@ func hello(nc net.Conn, r *bufio.Reader, addr string, ft time.Duration) error {
 	nc.SetDeadline(time.Time{})
 	a, err := proto.ParseAnswer(line)
 	if err != nil || (a.Kind != proto.OpStatus && a.Kind != proto.KindError) {
-		return fmt.Errorf("%s answered %q to a status request; check that a lockd node, not another service, listens there", addr, strings.TrimSpace(string(line[:min(len(line), 64)])))
+		return fmt.Errorf("%w: %s answered %q to a status request; check that a lockd node, not another service, listens there", ErrNotLockd, addr, strings.TrimSpace(string(line[:min(len(line), 64)])))
 	}
 	return nil
 }

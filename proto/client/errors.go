@@ -27,6 +27,11 @@ var (
 	// When no other node could serve either, the call's error wraps both
 	// ErrUnavailable and ErrNoAnswer.
 	ErrNoAnswer = errors.New("lockd did not answer")
+	// ErrNotLockd: a node answered this client's first status request
+	// with a line no lockd node sends: another service listens at its
+	// address. When no other node could serve either, the call's error
+	// wraps both ErrUnavailable and ErrNotLockd.
+	ErrNotLockd = errors.New("not a lockd node")
 	// ErrDisagree: a request was redirected (M) from node to node for
 	// longer than three failure timeouts (and more than 10 times) in a
 	// row, each node answering at once that another is active: the nodes

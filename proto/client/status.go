@@ -73,7 +73,7 @@ func status(ctx context.Context, addr string, opts *Options) (proto.Status, erro
 	}
 	a, err := proto.ParseAnswer(line)
 	if err != nil {
-		return proto.Status{}, fmt.Errorf("status %s: %w; check that a lockd node, not another service, listens there", addr, err)
+		return proto.Status{}, fmt.Errorf("status %s: %w: %w; check that a lockd node, not another service, listens there", addr, ErrNotLockd, err)
 	}
 	switch a.Kind {
 	case proto.OpStatus:
@@ -85,5 +85,5 @@ func status(ctx context.Context, addr string, opts *Options) (proto.Status, erro
 	case proto.KindError:
 		return proto.Status{}, serverError(a)
 	}
-	return proto.Status{}, fmt.Errorf("status %s: answered %q, not a status; check that a lockd node listens there", addr, a.Kind.String()+" "+a.Key)
+	return proto.Status{}, fmt.Errorf("status %s: %w: answered %q, not a status; check that a lockd node listens there", addr, ErrNotLockd, a.Kind.String()+" "+a.Key)
 }
