@@ -46,6 +46,30 @@ func pending(t *testing.T, what string, chs ...<-chan res) {
 	}
 }
 
+// stillPending fails the case if any of chs has a result within d
+// (pending, checked every 50 ms).
+func stillPending(t *testing.T, d time.Duration, what string, chs ...<-chan res) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		pending(t, what, chs...)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ranOutUnavailable checks the result on ch of an acquire with a wait of
+// a second that ran out with no node to serve it (when): unavailable, as
+// no node said the key was busy, and not before the second.
+func ranOutUnavailable(t *testing.T, d *driver, ch <-chan res, when string) {
+	t.Helper()
+	r := d.wait(ch, 5*time.Second)
+	if r.ok() || r.errKind() != "unavailable" {
+		t.Errorf("an acquire whose wait of 1 s ran out %s: %s, want error unavailable", when, r)
+	}
+	if r.ms() < 900*time.Millisecond {
+		t.Errorf("an acquire with a wait of 1 s gave up after %s %s, before its wait ran out", r.ms(), when)
+	}
+}
+
 // shortest matches how a client names the shortest held lease of a
 // failure timeout of 1 s: 2 seconds, with its unit.
 var shortest = regexp.MustCompile(`\b(2(\.0+)? ?s(econds?)?|2000 ?ms)\b`)
@@ -222,26 +246,14 @@ var outageCases = []testCase{
 			camp := d.send(campaignCmd("wc", "node-a", 3*time.Second))
 			// An outage of 3.5 s: long past the failure timeout, and past
 			// the 10 failure timeouts a call without a wait keeps asking.
-			deadline := time.Now().Add(3500 * time.Millisecond)
-			for time.Now().Before(deadline) {
-				pending(t, "returned during the outage; it waits until its wait or its caller ends it", acq, bounded, hold, camp)
-				time.Sleep(50 * time.Millisecond)
-			}
+			stillPending(t, 3500*time.Millisecond, "returned during the outage; it waits until its wait or its caller ends it", acq, bounded, hold, camp)
 			n.back()
 			for what, ch := range map[string]<-chan res{"acquire": acq, "acquire with a wait of 8 s": bounded, "hold": hold, "campaign": camp} {
 				if r := d.wait(ch, 15*time.Second); !r.ok() {
 					t.Errorf("%s once the node is back: %s", what, r)
 				}
 			}
-			// The wait of a second ran out in the outage: unavailable (no
-			// node said the key was busy), and not before the second.
-			r := d.wait(short, 5*time.Second)
-			if r.ok() || r.errKind() != "unavailable" {
-				t.Errorf("an acquire whose wait of 1 s ran out in the outage: %s, want error unavailable", r)
-			}
-			if r.ms() < 900*time.Millisecond {
-				t.Errorf("an acquire with a wait of 1 s gave up after %s in the outage, before its wait ran out", r.ms())
-			}
+			ranOutUnavailable(t, d, short, "in the outage")
 		},
 	},
 	{
@@ -264,22 +276,12 @@ var outageCases = []testCase{
 			}
 			bounded := d.send(acquireCmd("bounded", 10*time.Second, 8*time.Second))
 			short := d.send(acquireCmd("short", 10*time.Second, time.Second))
-			deadline := time.Now().Add(1500 * time.Millisecond)
-			for time.Now().Before(deadline) {
-				pending(t, "an acquire with a wait of 8 s returned while nothing listened yet; it waits for a node until its wait ends", bounded)
-				time.Sleep(50 * time.Millisecond)
-			}
+			stillPending(t, 1500*time.Millisecond, "an acquire with a wait of 8 s returned while nothing listened yet; it waits for a node until its wait ends", bounded)
 			n.listenAgain()
 			if r := d.wait(bounded, 15*time.Second); !r.ok() {
 				t.Errorf("an acquire with a wait of 8 s, once the node listens: %s", r)
 			}
-			r := d.wait(short, 5*time.Second)
-			if r.ok() || r.errKind() != "unavailable" {
-				t.Errorf("an acquire whose wait of 1 s ran out before the node listened: %s, want error unavailable", r)
-			}
-			if r.ms() < 900*time.Millisecond {
-				t.Errorf("an acquire with a wait of 1 s gave up after %s while nothing listened, before its wait ran out", r.ms())
-			}
+			ranOutUnavailable(t, d, short, "while nothing listened")
 		},
 	},
 	{

@@ -113,6 +113,36 @@ func lockctl(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
+// serveConns serves every connection ln accepts with handle, each on a
+// goroutine of its own, closes ln when the test ends, and returns its
+// address.
+func serveConns(t *testing.T, ln net.Listener, handle func(net.Conn)) string {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// listenLocal listens on a free port of 127.0.0.1.
+func listenLocal(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
 // closedAddr is an address nothing listens on.
 func closedAddr(t *testing.T) string {
 	t.Helper()

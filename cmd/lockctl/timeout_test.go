@@ -13,25 +13,11 @@ import (
 // command says that what answered is not lockd, and how to fix the
 // address, instead of "cannot reach" with nothing more.
 func TestAnotherServiceIsNotLockd(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
-					c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"))
-				}
-			}()
+	addr := serveConns(t, listenLocal(t), func(c net.Conn) {
+		if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"))
 		}
-	}()
+	})
 	for _, args := range [][]string{
 		{"acquire", "--key", "k"},
 		{"acquire", "--key", "k", "--wait", "10s"},
@@ -40,7 +26,7 @@ func TestAnotherServiceIsNotLockd(t *testing.T) {
 		{"queues"},
 	} {
 		start := time.Now()
-		code, _, stderr := lockctl(t, append([]string{"--addr", ln.Addr().String()}, args...)...)
+		code, _, stderr := lockctl(t, append([]string{"--addr", addr}, args...)...)
 		if code != exitUnavailable || !strings.Contains(stderr, "another service answered there, not lockd") || !strings.Contains(stderr, "--listen") {
 			t.Errorf("lockctl %s: exit %d, stderr %q; want %d saying another service answered", strings.Join(args, " "), code, stderr, exitUnavailable)
 		}
@@ -109,39 +95,25 @@ func TestTimeoutBoundsTheAnswer(t *testing.T) {
 // every other request to the node at *to.
 func bouncer(t *testing.T, to *string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	ln := listenLocal(t)
+	return serveConns(t, ln, func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					w := strings.Fields(line)
-					if len(w) < 2 {
-						continue
-					}
-					if w[0] == "S" {
-						fmt.Fprintf(c, "S %s self=%s role=standby active=%s\n", w[1], ln.Addr(), *to)
-						continue
-					}
-					fmt.Fprintf(c, "M %s %s\n", w[1], *to)
-				}
-			}()
+			w := strings.Fields(line)
+			if len(w) < 2 {
+				continue
+			}
+			if w[0] == "S" {
+				fmt.Fprintf(c, "S %s self=%s role=standby active=%s\n", w[1], ln.Addr(), *to)
+				continue
+			}
+			fmt.Fprintf(c, "M %s %s\n", w[1], *to)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // Nodes that send a request back and forth say so in

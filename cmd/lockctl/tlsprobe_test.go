@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,22 +31,11 @@ func tlsListener(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				c.(*tls.Conn).Handshake()
-				c.Read(make([]byte, 1))
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return serveConns(t, ln, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.(*tls.Conn).Handshake()
+		c.Read(make([]byte, 1))
+	})
 }
 
 // The probe tells a TLS node from a plain one and from a silent one, and
