@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockd-io/lockd/proto/client"
+	"github.com/lockd-io/lockd/proto/client/porttest"
 )
 
 // A case proves one rule on one client.
@@ -280,20 +281,20 @@ var cases = []testCase{
 			var tok uint64Counter
 			live := startScripted(t)
 			live.set(func(s *scripted) { s.auto = granting(&tok) })
-			dead := freePort(t)
+			dead := porttest.Reserve(t).Addr
 			d.open([]string{dead, live.addr}, map[string]any{"dial_timeout_ms": 500})
 			for i := range 3 {
 				d.must(acquireCmd("e"+strconv.Itoa(i), 10*time.Second, 5*time.Second))
 			}
-			// Two nodes that each drop the acquire, then refuse dials:
-			// the error comes, and only after both were tried.
+			// Two nodes that each drop the acquire, then go away (every
+			// dial taken and closed at once): the error comes, and only
+			// after both were tried.
 			x, y := startScripted(t), startScripted(t)
 			for _, n := range []*scripted{x, y} {
 				n.set(func(s *scripted) {
 					s.auto = func(l line) string {
 						if l.op == "A" {
-							s.stopListening()
-							l.conn.close()
+							s.away()
 						}
 						return ""
 					}
@@ -313,7 +314,7 @@ var cases = []testCase{
 			}
 			// Nothing listening anywhere: unavailable too.
 			d3 := startDriver(t, d.spec)
-			d3.open([]string{freePort(t), freePort(t)}, map[string]any{"dial_timeout_ms": 500})
+			d3.open([]string{porttest.Reserve(t).Addr, porttest.Reserve(t).Addr}, map[string]any{"dial_timeout_ms": 500})
 			if r := d3.do(acquireCmd("none", 10*time.Second, time.Second)); r.errKind() != "unavailable" {
 				t.Errorf("no node listening: want error unavailable, got %s", r)
 			}

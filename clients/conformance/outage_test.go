@@ -263,9 +263,8 @@ var outageCases = []testCase{
 		run: func(t *testing.T, d *driver) {
 			// A client made while its only node is not up yet.
 			var tok uint64Counter
-			n := startScripted(t)
+			n, listen := scriptedNotYet(t)
 			n.set(func(s *scripted) { s.auto = granting(&tok) })
-			n.stopListening()
 			d.open([]string{n.addr}, map[string]any{"failure_timeout_ms": 300, "redial_ms": 300, "dial_timeout_ms": 500})
 			start := time.Now()
 			if r := d.do(acquireCmd("forever", 10*time.Second, 0)); r.ok() || r.errKind() != "unavailable" {
@@ -277,7 +276,7 @@ var outageCases = []testCase{
 			bounded := d.send(acquireCmd("bounded", 10*time.Second, 8*time.Second))
 			short := d.send(acquireCmd("short", 10*time.Second, time.Second))
 			stillPending(t, 1500*time.Millisecond, "an acquire with a wait of 8 s returned while nothing listened yet; it waits for a node until its wait ends", bounded)
-			n.listenAgain()
+			listen()
 			if r := d.wait(bounded, 15*time.Second); !r.ok() {
 				t.Errorf("an acquire with a wait of 8 s, once the node listens: %s", r)
 			}

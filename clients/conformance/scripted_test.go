@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/proto/client/porttest"
 )
 
 // scripted is a TCP server speaking lockd's line protocol as each case
@@ -90,6 +92,22 @@ func startScripted(t *testing.T) *scripted {
 	return s
 }
 
+// scriptedNotYet is a scripted node at a port reserved for it that does
+// not listen until listen is called: a node not started yet.
+func scriptedNotYet(t *testing.T) (s *scripted, listen func()) {
+	t.Helper()
+	port := porttest.Reserve(t)
+	s = &scripted{t: t, addr: port.Addr, changed: make(chan struct{})}
+	t.Cleanup(s.stop)
+	return s, func() {
+		ln := port.Listen()
+		s.mu.Lock()
+		s.ln = ln
+		s.mu.Unlock()
+		go s.serve(ln)
+	}
+}
+
 func (s *scripted) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -118,32 +136,14 @@ func (s *scripted) serve(ln net.Listener) {
 
 func (s *scripted) stop() {
 	s.mu.Lock()
-	s.ln.Close()
+	if s.ln != nil {
+		s.ln.Close()
+	}
 	conns := s.conns
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.close()
 	}
-}
-
-// stopListening closes the listener: new dials are refused.
-func (s *scripted) stopListening() {
-	s.mu.Lock()
-	s.ln.Close()
-	s.mu.Unlock()
-}
-
-// listenAgain opens the listener stopListening closed, at the same
-// address, as a node started there does.
-func (s *scripted) listenAgain() {
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		s.t.Fatalf("listening again at %s: %v", s.addr, err)
-	}
-	s.mu.Lock()
-	s.ln = ln
-	s.mu.Unlock()
-	go s.serve(ln)
 }
 
 func (c *sconn) read() {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/lockd-io/lockd/proto/client/porttest"
 )
 
 func TestAcquirePrintsToken(t *testing.T) {
@@ -153,7 +155,8 @@ func TestLongKeyErrorIsShort(t *testing.T) {
 // once) waits for one within --wait, saying so once; without --wait it
 // exits 4 at once, since a wrong --addr must not hang it.
 func TestAcquireWaitsForANodeNotUpYet(t *testing.T) {
-	addr := closedAddr(t)
+	port := porttest.Reserve(t)
+	addr := port.Addr
 	start := time.Now()
 	if code, _, stderr := lockctl(t, "--addr", addr, "acquire", "--key", "k"); code != exitUnavailable || time.Since(start) > 2*time.Second {
 		t.Fatalf("without --wait: exit %d after %s, want %d at once; stderr %q", code, time.Since(start), exitUnavailable, stderr)
@@ -172,7 +175,7 @@ func TestAcquireWaitsForANodeNotUpYet(t *testing.T) {
 		t.Fatalf("returned before any node was up: exit %d, stderr %q", r.code, r.stderr)
 	case <-time.After(500 * time.Millisecond):
 	}
-	f := startFakeAt(t, addr)
+	f := startFakeOn(t, port.Listen())
 	r := <-done
 	tok, ok := f.holder("k")
 	if r.code != 0 || !ok || r.stdout != strconv.FormatUint(tok, 10)+"\n" {

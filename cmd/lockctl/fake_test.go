@@ -63,16 +63,12 @@ type fakeWaiter struct {
 
 func startFake(t *testing.T) *fakeLockd {
 	t.Helper()
-	return startFakeAt(t, "127.0.0.1:0")
+	return startFakeOn(t, listenLocal(t))
 }
 
-// startFakeAt is startFake listening on addr.
-func startFakeAt(t *testing.T, addr string) *fakeLockd {
+// startFakeOn is startFake serving on ln.
+func startFakeOn(t *testing.T, ln net.Listener) *fakeLockd {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := &fakeLockd{
 		addr:    ln.Addr().String(),
 		ln:      ln,

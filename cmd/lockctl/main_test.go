@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/client"
+	"github.com/lockd-io/lockd/proto/client/porttest"
 )
 
 // The test binary doubles as lockctl, for tests that must signal it (run
@@ -143,16 +144,10 @@ func listenLocal(t *testing.T) net.Listener {
 	return ln
 }
 
-// closedAddr is an address nothing listens on.
+// closedAddr is an address nothing listens on, and nothing will until
+// the test ends (porttest).
 func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return porttest.Reserve(t).Addr
 }
 
 // unsetenv removes key for the test and restores it after.

@@ -73,6 +73,11 @@ func newFakeServerAt(t testing.TB, addr string, auto func(sc *serverConn, r fake
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFakeServerOn(t, ln, auto)
+}
+
+// newFakeServerOn is a fake server on ln.
+func newFakeServerOn(t testing.TB, ln net.Listener, auto func(sc *serverConn, r fakeReq) bool) *fakeServer {
 	f := &fakeServer{t: t, ln: ln, addr: ln.Addr().String(), auto: auto, reqs: make(chan fakeReq, 4096), done: make(chan struct{})}
 	f.wg.Add(1)
 	go f.accept()

@@ -3,12 +3,13 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/proto/client/porttest"
 )
 
 // refSuffix echoes the ref=R of a request line, "" when it has none.
@@ -229,13 +230,8 @@ func TestBoundedAcquireOutageEndsWithItsWait(t *testing.T) {
 // one whose wait runs out first.
 func TestBoundedAcquireWaitsForANodeNotUpYet(t *testing.T) {
 	checkLeaks(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	c := newTestClient(t, []string{addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
+	port := porttest.Reserve(t)
+	c := newTestClient(t, []string{port.Addr}, Options{FailureTimeout: 100 * time.Millisecond, Redial: time.Hour}, hooks{})
 	start := time.Now()
 	if _, err := c.Acquire(bg, "k", time.Second, 0); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("waiting forever: err = %v, want ErrUnavailable", err)
@@ -259,7 +255,7 @@ func TestBoundedAcquireWaitsForANodeNotUpYet(t *testing.T) {
 		t.Fatalf("an acquire with a wait returned before a node listened: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	newFakeServerAt(t, addr, grantAll())
+	newFakeServerOn(t, port.Listen(), grantAll())
 	if err := <-done; err != nil {
 		t.Fatalf("once a node listens: %v", err)
 	}
