@@ -24,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
 
@@ -151,14 +150,7 @@ func lateReaderGrowth(t *testing.T, secured bool, conns int) int64 {
 			c.Security.Secrets = auth.Secrets{Client: clientSecret}
 		}
 	})
-	answered := func() (n uint64) {
-		tn.applyMu.Lock()
-		defer tn.applyMu.Unlock()
-		for _, k := range tn.stats.requests[opIndex[proto.OpStatus]] {
-			n += k
-		}
-		return n
-	}
+	answered := tn.statusAnswered
 	// A chunk's answers are about 200 KiB: the node's queue for a
 	// connection ends between half a MiB and readPauseAt, so the node
 	// never stops reading it.
@@ -192,7 +184,7 @@ func lateReaderGrowth(t *testing.T, secured bool, conns int) int64 {
 			}
 			sent += 1 << 10
 			total += 1 << 10
-			waitFor(t, "every status request answered", func() bool { return answered() == total })
+			waitStatusAnswered(t, answered, total)
 		}
 		for range sent {
 			if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "S - ") {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockd-io/lockd/proto"
 	"github.com/lockd-io/lockd/proto/auth"
 )
 
@@ -73,14 +72,7 @@ func (b *backlogNode) rested(from uint64) {
 // then read those answers.
 func (b *backlogNode) backlog() {
 	t, tn := b.t, b.tn
-	answered := func() (n uint64) {
-		tn.applyMu.Lock()
-		defer tn.applyMu.Unlock()
-		for _, k := range tn.stats.requests[opIndex[proto.OpStatus]] {
-			n += k
-		}
-		return n
-	}
+	answered := tn.statusAnswered
 	const target = 512 << 10
 	chunk := strings.Repeat("S -\n", 1<<10)
 	total := answered()
@@ -94,7 +86,7 @@ func (b *backlogNode) backlog() {
 			}
 			sent += 1 << 10
 			total += 1 << 10
-			waitFor(t, "every status request answered", func() bool { return answered() == total })
+			waitStatusAnswered(t, answered, total)
 		}
 		for range sent {
 			if line, err := c.ReadString('\n'); err != nil || !strings.HasPrefix(line, "S - ") {

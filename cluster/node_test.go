@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockd-io/lockd/proto"
 )
 
 // freeAddrs returns n distinct free 127.0.0.1 addresses.
@@ -108,6 +110,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// statusAnswered counts the status requests the node answered.
+func (tn *testNode) statusAnswered() (n uint64) {
+	tn.applyMu.Lock()
+	defer tn.applyMu.Unlock()
+	for _, k := range tn.stats.requests[opIndex[proto.OpStatus]] {
+		n += k
+	}
+	return n
+}
+
+// waitStatusAnswered waits until answered counts total status requests
+// or more: more when a client of another test, whose dead address this
+// node's port was a moment before, dials it and asks S too.
+func waitStatusAnswered(t *testing.T, answered func() uint64, total uint64) {
+	t.Helper()
+	waitFor(t, "every status request answered", func() bool { return answered() >= total })
 }
 
 // wire is a raw protocol connection, like nc.
