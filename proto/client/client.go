@@ -457,7 +457,7 @@ func (c *Client) open(ctx context.Context, addr string) (net.Conn, *bufio.Reader
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := hello(nc, r, addr, c.opts.FailureTimeout); err != nil {
+	if err := hello(nc, r, addr, c.opts.FailureTimeout, c.opts.TLS == nil); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
@@ -467,8 +467,10 @@ func (c *Client) open(ctx context.Context, addr string) (net.Conn, *bufio.Reader
 // hello sends a keep-alive on a fresh connection and waits up to
 // FailureTimeout for its answer. The kernel of a frozen process still
 // completes TCP handshakes, so a connection that merely opened proves
-// nothing; one that answered S serves.
-func hello(nc net.Conn, r *bufio.Reader, addr string, ft time.Duration) error {
+// nothing; one that answered S serves. plain says the connection is not
+// TLS: a node that speaks TLS then waits for the rest of a record, and
+// its silence is worth naming.
+func hello(nc net.Conn, r *bufio.Reader, addr string, ft time.Duration, plain bool) error {
 	nc.SetDeadline(time.Now().Add(ft))
 	if _, err := nc.Write([]byte("S " + probeLabel + "\n")); err != nil {
 		return err
@@ -484,7 +486,11 @@ func hello(nc net.Conn, r *bufio.Reader, addr string, ft time.Duration) error {
 			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("%w: %s took the connection but did not answer a status request within %s (the failure timeout)", ErrNoAnswer, addr, ft)
+			hint := ""
+			if plain {
+				hint = "; " + silentPlainHint
+			}
+			return fmt.Errorf("%w: %s took the connection but did not answer a status request within %s (the failure timeout)%s", ErrNoAnswer, addr, ft, hint)
 		}
 		if err != nil {
 			return err
@@ -498,6 +504,9 @@ func hello(nc net.Conn, r *bufio.Reader, addr string, ft time.Duration) error {
 	}
 	return nil
 }
+
+// silentPlainHint is what a node silent to a client without TLS may be.
+const silentPlainHint = "a frozen node does that, and so does one that speaks TLS to a client without TLS (set Options.TLS)"
 
 // secure makes a dialled connection ready for requests: TLS when
 // configured, then the secret.

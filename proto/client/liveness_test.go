@@ -42,7 +42,8 @@ func TestSilentNodeIsDroppedAndAcquireMoves(t *testing.T) {
 
 // A listener that takes connections and never answers is not a node:
 // no connection to it counts as up, and a call fails with ErrNoAnswer
-// (and ErrUnavailable) after FailureTimeout instead of waiting forever.
+// (and ErrUnavailable) after FailureTimeout instead of waiting forever,
+// saying that a node speaking TLS to this client without TLS looks so.
 func TestNodeThatNeverAnswersFailsFast(t *testing.T) {
 	checkLeaks(t)
 	f := newFakeServer(t, nil)
@@ -62,8 +63,8 @@ func TestNodeThatNeverAnswersFailsFast(t *testing.T) {
 		if !errors.Is(err, ErrNoAnswer) || !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s: err = %v, want ErrNoAnswer and ErrUnavailable", call.name, err)
 		}
-		if err != nil && !strings.Contains(err.Error(), "did not answer") {
-			t.Errorf("%s: error %q does not say the node did not answer", call.name, err)
+		if err != nil && (!strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), "speaks TLS to a client without TLS")) {
+			t.Errorf("%s: error %q does not say the node did not answer, and that a TLS node looks so", call.name, err)
 		}
 		if took := time.Since(start); took > 5*ft {
 			t.Errorf("%s: returned after %s, want about the failure timeout %s", call.name, took, ft)

@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, List, Optional, Set, Tuple
 
 from . import _wire as w
-from ._auth import NoAnswer, handshake
+from ._auth import NoAnswer, handshake, silent_hello
 from ._conn import _Call, _Conn, _dial_error, _orphan_grants
 from ._errors import AuthError, Closed, Error
 from ._loop import _Loop
@@ -258,9 +258,7 @@ class _AsyncPool(_Watches, _Loop):
                         except StopIteration:
                             break
                 tr.write(b"S -\n")
-                line = await proto.line(
-                    self._ft, f"{cn.addr} took the connection but did not answer a status request within {self._ft:g}s (the failure timeout)"
-                )
+                line = await proto.line(self._ft, silent_hello(cn.addr, self._ft, self._tls is None))
                 if not (line.startswith(b"S ") or line.startswith(b"E ")):
                     raise Error(f"{cn.addr} answered {line[:64]!r} to a status request; check that a lockd node, not another service, listens there")
             except BaseException:

@@ -103,6 +103,16 @@ def _i_words(line: bytes, role: str, addr: str) -> List[str]:
     raise AuthError(f"{addr} answered {' '.join(w)[:64]!r} to the secret handshake")
 
 
+def silent_hello(addr: str, failure_timeout: float, plain: bool) -> str:
+    """The words for a node that took the connection and did not answer
+    the first status request; plain: the connection is not TLS, and a
+    node that speaks TLS waits for the rest of a record in silence."""
+    msg = f"{addr} took the connection but did not answer a status request within {failure_timeout:g}s (the failure timeout)"
+    if plain:
+        msg += "; a frozen node does that, and so does one that speaks TLS to a client without TLS (pass tls_ca= or tls=True)"
+    return msg
+
+
 def open_conn(
     addr: str,
     dial_timeout: float,
@@ -138,9 +148,7 @@ def open_conn(
         try:
             line = r.line()
         except socket.timeout:
-            raise NoAnswer(
-                f"{addr} took the connection but did not answer a status request within {failure_timeout:g}s (the failure timeout)"
-            ) from None
+            raise NoAnswer(silent_hello(addr, failure_timeout, tls is None)) from None
         if not (line.startswith(b"S ") or line.startswith(b"E ")):
             raise Error(f"{addr} answered {line[:64]!r} to a status request; check that a lockd node, not another service, listens there")
         return sock, bytes(r.buf)

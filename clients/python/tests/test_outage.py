@@ -231,6 +231,7 @@ class OutageTest(unittest.TestCase):
             with self.subTest(name):
                 self.assertIsInstance(e, lockd.Unavailable, repr(e))
                 self.assertNotIn("whole wait", str(e))
+                self.assertIn("speaks TLS to a client without TLS", str(e), "a silent node may be one that speaks TLS")
                 self.assertLess(t, 1.5, "waited on a node that never answered")
 
     def test_a_wait_with_nothing_listening_yet_runs_out_unavailable(self):

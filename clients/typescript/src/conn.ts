@@ -516,7 +516,10 @@ export async function dial(addr: string, o: DialOptions): Promise<LineSocket> {
       }
     }
     ls.write("S -\n");
-    const line = await ls.next(o.failureTimeout, `lockd did not answer: ${addr} took the connection but did not answer a status request within ${o.failureTimeout} ms (the failure timeout)`);
+    // Without TLS, a node that speaks TLS waits for the rest of a record
+    // in silence, as a frozen node does.
+    const plain = o.tls ? "" : "; a frozen node does that, and so does one that speaks TLS to a client without TLS (set the tls option)";
+    const line = await ls.next(o.failureTimeout, `lockd did not answer: ${addr} took the connection but did not answer a status request within ${o.failureTimeout} ms (the failure timeout)${plain}`);
     const a = parseAnswer(line);
     if (!a || (a.kind !== "S" && a.kind !== "E")) {
       throw new ProtocolError(`${addr} answered ${JSON.stringify(line.slice(0, 64))} to a status request; check that a lockd node, not another service, listens there`);
