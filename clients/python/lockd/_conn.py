@@ -4,6 +4,7 @@ the bounds of a call, and the words of its errors."""
 from __future__ import annotations
 
 import errno
+import re
 import socket
 import threading
 import time
@@ -242,6 +243,17 @@ def _dial_error(addr: str, e: Union[OSError, Error]) -> BaseException:
     if isinstance(e, Error):
         return e
     msg = f"{addr}: {e.strerror or e}"
-    if isinstance(e, ConnectionRefusedError) or e.errno == errno.ECONNREFUSED:
+    if isinstance(e, ConnectionRefusedError) or e.errno == errno.ECONNREFUSED or _all_refused(e):
         return ConnectionRefusedError(msg)
     return ConnectionError(msg)
+
+
+def _all_refused(e: OSError) -> bool:
+    """Whether e is asyncio's one error for a name that resolved to several
+    addresses ("Multiple exceptions: [Errno N] ..., [Errno N] ..."), each
+    of them refused. It carries no errno of its own, only the words."""
+    text = str(e)
+    if e.errno is not None or not text.startswith("Multiple exceptions:"):
+        return False
+    codes = re.findall(r"\[Errno (\d+)\]", text)
+    return bool(codes) and all(int(c) == errno.ECONNREFUSED for c in codes)

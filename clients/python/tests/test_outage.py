@@ -5,6 +5,7 @@ acquire; and what it refuses (a held lease too short for a failover) or
 reads typed (a status)."""
 
 import asyncio
+import errno
 import os
 import re
 import signal
@@ -233,6 +234,17 @@ class OutageTest(unittest.TestCase):
                 self.assertNotIn("whole wait", str(e))
                 self.assertIn("speaks TLS to a client without TLS", str(e), "a silent node may be one that speaks TLS")
                 self.assertLess(t, 1.5, "waited on a node that never answered")
+
+    def test_refusals_of_every_address_of_a_name_count_as_nothing_listening(self):
+        # asyncio joins the errors of a name's several addresses into one
+        # OSError without an errno; refused on every address is refused.
+        from lockd._conn import _dial_error
+
+        both = OSError("Multiple exceptions: [Errno %d] Connect call failed ('::1', 7070, 0, 0), [Errno %d] Connect call failed ('127.0.0.1', 7070)" % (errno.ECONNREFUSED, errno.ECONNREFUSED))
+        self.assertIsInstance(_dial_error("localhost:7070", both), ConnectionRefusedError)
+        mixed = OSError("Multiple exceptions: [Errno %d] Connect call failed ('::1', 7070, 0, 0), [Errno %d] Connect call failed ('127.0.0.1', 7070)" % (errno.ENETUNREACH, errno.ECONNREFUSED))
+        self.assertNotIsInstance(_dial_error("localhost:7070", mixed), ConnectionRefusedError)
+        self.assertIsInstance(_dial_error("localhost:7070", ConnectionRefusedError(errno.ECONNREFUSED, "refused")), ConnectionRefusedError)
 
     def test_a_wait_with_nothing_listening_yet_runs_out_unavailable(self):
         addr = closed_port()
