@@ -107,7 +107,7 @@ func (a lockAsk) set() bool { return len(a.keys) > 1 }
 func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (client.Locks, error) {
 	waiting := startWaiting(ctx, g, ask.key)
 	var locks client.Locks
-	err := noNodeYet(ctx, g, ask, func(ask lockAsk) error {
+	err := noNodeYet(ctx, g, ask, func() error {
 		var err error
 		if ask.set() {
 			locks, err = cl.AcquireAll(ctx, ask.keys, ask.lease, ask.wait.wire(), ask.options()...)
@@ -125,16 +125,16 @@ func acquireShowingWait(ctx context.Context, g *globals, cl *client.Client, ask 
 	return locks, nil
 }
 
-// noNodeYet runs try, an acquire that waits ask's wait. Started while
+// noNodeYet runs try, the acquire ask describes. Started while
 // every node is down (a cluster restarting at once), the client waits
 // for one as for the lock, to the end of the wait; so that a person or
 // a cron log learns why nothing happens, lockctl says so once on stderr
 // when no node listens a moment after the start. Without a bound (no
 // --wait) or with -n the client does not wait for a node it never
 // reached: a wrong --addr must not hang lockctl.
-func noNodeYet(ctx context.Context, g *globals, ask lockAsk, try func(lockAsk) error) error {
+func noNodeYet(ctx context.Context, g *globals, ask lockAsk, try func() error) error {
 	if !ask.wait.set || ask.wait.atOnce() {
-		return try(ask)
+		return try()
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -153,7 +153,7 @@ func noNodeYet(ctx context.Context, g *globals, ask lockAsk, try func(lockAsk) e
 				fmt.Sprintf("waiting for one until the wait of %s ends", ask.wait.d))
 		}
 	}()
-	err := try(ask)
+	err := try()
 	close(stop)
 	<-done
 	return err
@@ -163,9 +163,9 @@ func noNodeYet(ctx context.Context, g *globals, ask lockAsk, try func(lockAsk) e
 // any node listens: a node restarting is usually back sooner.
 const noNodeAfter = 250 * time.Millisecond
 
-// nothingListens dials every address and returns the last refusal when every dial was refused, nil when a node
-// listens at one of them or a dial failed otherwise (the client's own
-// error says more then).
+// nothingListens dials every address and returns the last refusal when
+// every dial was refused; nil when a node listens at one of them, or a
+// dial failed otherwise (the client's own error says more then).
 func nothingListens(addrs []string) error {
 	var last error
 	for _, addr := range addrs {

@@ -142,7 +142,7 @@ const releaseTimeout = 6 * time.Second
 func holdShowingWait(ctx context.Context, g *globals, cl *client.Client, ask lockAsk) (keeper, error) {
 	waiting := startWaiting(ctx, g, ask.key)
 	var held keeper
-	err := noNodeYet(ctx, g, ask, func(ask lockAsk) error {
+	err := noNodeYet(ctx, g, ask, func() error {
 		opts := ask.options()
 		if ask.wait.set {
 			opts = append(opts, client.Wait(ask.wait.d))
