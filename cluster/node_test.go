@@ -94,6 +94,14 @@ func (tn *testNode) isSynced() bool {
 	return tn.core.Synced()
 }
 
+// degraded reports whether the node, active in sync mode, counts no
+// standby in sync: its answers do not wait for one.
+func (tn *testNode) degraded() bool {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	return tn.core.Status(time.Now()).Degraded
+}
+
 func (tn *testNode) roleIs(r Role) bool {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()

@@ -199,6 +199,10 @@ func TestHandoffWithLostConfirmationIsSettled(t *testing.T) {
 	h := dialWire(t, addrs[0])
 	h.send("A k 30 0")
 	tok := h.expect(`A k (\d+)`)[1]
+	// The fault drops every reply on b's stream: plant it only once a
+	// counts b in sync, or it drops b's acknowledgement of the grant
+	// and the stream closes before the handoff reaches b.
+	waitFor(t, "a waiting for b's acknowledgements", func() bool { return !a.degraded() })
 	b.play(faultLoseTakeover)
 	h.send("H -")
 	// The confirmation never comes and the stream closes: a asks b (C),
