@@ -537,8 +537,9 @@ var cases = []testCase{
 			c := startCluster(t)
 			d.open(c.addrs(), map[string]any{"failure_timeout_ms": ms(clusterFT)})
 			d.must(acquireCmd("fz1", 10*time.Second, 5*time.Second))
-			c.nodes[0].freeze()
-			defer c.nodes[0].thaw()
+			active := c.active(t)
+			active.freeze()
+			defer active.thaw()
 			start := time.Now()
 			// A client that does not watch its connections waits on the
 			// frozen node for ever: the bounds below are loose, for a

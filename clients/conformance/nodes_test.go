@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,9 +101,39 @@ func (n *node) signal(s syscall.Signal) {
 }
 
 // freeze stops the process (SIGSTOP): its sockets stay open, it answers
-// nothing. thaw resumes it.
-func (n *node) freeze() { n.signal(syscall.SIGSTOP) }
-func (n *node) thaw()   { n.signal(syscall.SIGCONT) }
+// nothing. It returns once every thread of the process has stopped: each
+// takes the signal in its own time, and one still running for a moment
+// would serve the next request. thaw resumes it.
+func (n *node) freeze() {
+	n.signal(syscall.SIGSTOP)
+	n.mu.Lock()
+	pid := n.cmd.Process.Pid
+	n.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); !stopped(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("node %s did not stop within 5 s of SIGSTOP", n.addr)
+		}
+	}
+}
+
+func (n *node) thaw() { n.signal(syscall.SIGCONT) }
+
+// stopped reports whether every thread of process pid is stopped, as
+// /proc says (state T, after the command's closing parenthesis).
+func stopped(pid int) bool {
+	stats, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+	if err != nil || len(stats) == 0 {
+		return false
+	}
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		i := bytes.LastIndexByte(b, ')')
+		if err != nil || i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
 
 // restart kills the node and starts it again on the same address.
 func (n *node) restart() {
@@ -167,6 +198,22 @@ func startCluster(t *testing.T) *cluster {
 		n.waitRole("standby", addrs[0])
 	}
 	return c
+}
+
+// active is the node that says it is active now: the first one, unless
+// a loaded machine made the others miss its heartbeats and one of them
+// took over.
+func (c *cluster) active(t *testing.T) *node {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, n := range c.nodes {
+			if st, err := n.status(); err == nil && st.Role == "active" {
+				return n
+			}
+		}
+	}
+	t.Fatal("no node of the cluster says it is active after 15 s")
+	return nil
 }
 
 func (c *cluster) addrs() []string {
